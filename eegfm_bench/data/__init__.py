@@ -1,0 +1,1 @@
+"""Data axis: task registry, MNE preprocessing, montages, on-disk window cache, subject-grouped folds."""

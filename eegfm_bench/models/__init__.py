@@ -1,0 +1,1 @@
+"""Model axis: backbone adapters over braindecode, pooling heads, adaptation regimes, checkpoints, FMClassifier."""

@@ -1,0 +1,169 @@
+"""Backbone adapter contract (DESIGN.md "Backbone adapter") and channel contracts.
+
+A backbone adapter wraps one braindecode model (never a re-implementation) and exposes
+
+* ``tokens(x, ch_names) -> (batch, n_tokens, d_model)``: the representation before any pooling;
+* ``blocks -> list[nn.Module]``: transformer / conv blocks in order, for hooks;
+* ``channel_contract``: which channels it accepts, whether the set may vary, the sampling rate and window
+  length it needs (checked against the dataset before training: :meth:`ChannelContract.check`);
+* ``lora_targets``: module-name patterns peft must wrap;
+* ``preprocessing``: the :class:`~eegfm_bench.data.preprocessing.Preprocessing` it expects.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from eegfm_bench.data.preprocessing import Preprocessing
+from eegfm_bench.registry import Registry
+
+
+class ChannelContractError(ValueError):
+    """The dataset's channels, sampling rate or window length do not meet a backbone's contract."""
+
+
+@dataclass(frozen=True)
+class ChannelContract:
+    """What a backbone accepts as input.
+
+    Parameters
+    ----------
+    kind : {"any", "names", "bipolar", "positions"}
+        ``any``: a fixed number of channels set at construction (e.g. EEGNet); ``names``: channels are
+        selected and reordered by name from ``names``; ``bipolar``: derivations built by subtraction;
+        ``positions``: any channel with a 10-05 position.
+    names : tuple of str
+        Accepted channel names (``kind="names"``) or required electrodes (``"bipolar"``). Empty = any.
+    variable : bool
+        Whether the model accepts a subset of channels at inference without retraining (paper 003 App. D.2
+        "variable-channel"): needed for *removed* channel dropout.
+    sfreq : float
+        Required sampling rate in Hz.
+    n_times : int or None
+        Required window length in samples (``None``: any length that is a multiple of ``patch``).
+    patch : int or None
+        Patch length in samples for patch-based models.
+    """
+
+    kind: str
+    sfreq: float
+    names: tuple[str, ...] = ()
+    variable: bool = False
+    n_times: int | None = None
+    patch: int | None = None
+    max_chans: int | None = None
+
+    def check(self, ch_names: list[str], sfreq: float, n_times: int, model: str = "backbone") -> None:
+        """Raise :class:`ChannelContractError` naming what is missing or mismatched.
+
+        Parameters
+        ----------
+        ch_names : list of str
+            The dataset's canonical channel names, in order.
+        sfreq : float
+            The windows' sampling rate in Hz.
+        n_times : int
+            Window length in samples.
+        """
+        if abs(sfreq - self.sfreq) > 1e-6:
+            raise ChannelContractError(
+                f"{model} needs data at {self.sfreq:g} Hz, got {sfreq:g} Hz; fix: use the backbone's declared "
+                "preprocessing (the DataModule resamples automatically when `preprocessing: auto`)")
+        if self.n_times is not None and n_times != self.n_times:
+            raise ChannelContractError(f"{model} needs windows of {self.n_times} samples "
+                                       f"({self.n_times / self.sfreq:g} s at {self.sfreq:g} Hz), got {n_times}; "
+                                       "fix: set the task's window_s accordingly")
+        if self.patch is not None and n_times % self.patch:
+            raise ChannelContractError(f"{model} needs a window length that is a multiple of {self.patch} samples "
+                                       f"({self.patch / self.sfreq:g} s), got {n_times}; fix: change window_s")
+        if self.kind in ("names", "bipolar") and self.names:
+            accepted = {n.lower() for n in self.names}
+            if self.kind == "names":
+                unknown = [c for c in ch_names if c.lower() not in accepted]
+                if unknown:
+                    raise ChannelContractError(
+                        f"{model} has no embedding for channels {unknown}; fix: drop them from the task "
+                        f"(`exclude`) or use a montage within its {len(self.names)} known channels")
+            else:
+                have = {c.lower() for c in ch_names}
+                missing = [n for n in self.names if n.lower() not in have]
+                if missing:
+                    raise ChannelContractError(
+                        f"{model} needs electrodes {missing} that the dataset lacks (it has {ch_names}); "
+                        "fix: use a dataset with these electrodes or an Interpolated* variant")
+        if self.max_chans is not None and len(ch_names) > self.max_chans:
+            raise ChannelContractError(f"{model} accepts at most {self.max_chans} channels, got {len(ch_names)}")
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+class BackboneAdapter(nn.Module):
+    """Base class of all backbone adapters (DESIGN.md contract).
+
+    Subclasses set the class attributes and implement :meth:`build`, :meth:`tokens`, :attr:`blocks`.
+
+    Parameters
+    ----------
+    ch_names : list of str
+        Canonical 10-05 names of the dataset's channels, in the order of the input's channel axis.
+    n_times : int
+        Window length in samples at ``preprocessing.sfreq``.
+    n_outputs : int
+        Number of classes (braindecode models need it to build; their own classifier is not used
+        except by supervised baselines).
+    **kwargs
+        Architecture overrides passed to the braindecode constructor (e.g. tiny configs in tests).
+    """
+
+    name: ClassVar[str] = "base"
+    is_foundation_model: ClassVar[bool] = True
+    preprocessing: ClassVar[Preprocessing]
+    lora_targets: ClassVar[list[str]] = []
+
+    def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs):
+        super().__init__()
+        self.ch_names = list(ch_names)
+        self.n_times = int(n_times)
+        self.n_outputs = int(n_outputs)
+        self.arch_kwargs = dict(kwargs)
+        self.channel_contract.check(self.ch_names, self.preprocessing.sfreq, self.n_times, self.name)
+
+    @property
+    def channel_contract(self) -> ChannelContract:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def d_model(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def n_tokens(self, n_chans: int | None = None) -> int:
+        """Number of tokens ``tokens`` returns for ``n_chans`` channels (default: the build montage)."""
+        raise NotImplementedError
+
+    def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
+        """Representation before pooling.
+
+        Parameters
+        ----------
+        x : Tensor, shape (batch, n_chans, n_times)
+            Preprocessed windows in the unit of ``preprocessing``.
+        ch_names : list of str, optional
+            Channel names of ``x`` (default: the build montage). Variable-channel models accept a subset.
+
+        Returns
+        -------
+        Tensor, shape (batch, n_tokens, d_model)
+        """
+        raise NotImplementedError
+
+    @property
+    def blocks(self) -> list[nn.Module]:
+        """Transformer / conv blocks in forward order (for probe and attention hooks)."""
+        raise NotImplementedError
+
+
+BACKBONES: Registry[type[BackboneAdapter]] = Registry("backbone")

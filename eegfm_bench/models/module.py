@@ -1,0 +1,193 @@
+"""``FMClassifier``: backbone adapter → pooling head, trained under an adaptation regime (DESIGN.md).
+
+Metrics per split with torchmetrics: balanced accuracy (macro-averaged recall), AUROC (one-vs-rest, macro)
+and Cohen's kappa. Optimiser AdamW with linear warm-up then cosine decay, stepped per batch. The loss is
+cross-entropy, class-weighted when ``class_weights`` are given (imbalanced tasks such as eegmat).
+"""
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, MulticlassCohenKappa
+
+from eegfm_bench.models.adaptation import check_regime, count_parameters, freeze
+from eegfm_bench.models.base import BACKBONES
+
+
+def _metrics(n_classes: int, prefix: str) -> MetricCollection:
+    return MetricCollection({"bacc": MulticlassAccuracy(n_classes, average="macro"),
+                             "auroc": MulticlassAUROC(n_classes, average="macro"),
+                             "kappa": MulticlassCohenKappa(n_classes)}, prefix=prefix)
+
+
+class FMClassifier(L.LightningModule):
+    """Backbone + pooling head as a LightningModule.
+
+    Parameters
+    ----------
+    backbone : str
+        Registered backbone (``eegfm-bench models`` lists them).
+    head : str
+        Pooling head: ``mean``, ``attention``, ``flatten``, ``mean_tile``.
+    regime : str
+        ``head_only``, ``full`` or ``lora``.
+    ch_names : list of str
+        Montage of the input (linked from the DataModule).
+    n_times : int
+        Window length in samples (linked from the DataModule).
+    n_classes : int
+    pretrained : str, optional
+        Hub id or local folder under ``checkpoints/`` (see :mod:`eegfm_bench.models.checkpoints`);
+        ``None`` → random init (recorded as ``init=random``).
+    init_seed : int
+        Seed of the random initialisation (architecture built under ``torch.manual_seed(init_seed)``).
+    lr, weight_decay : float
+        AdamW settings.
+    warmup_epochs : float
+        Linear warm-up length in epochs, then cosine decay to 0 over the remaining steps.
+    class_weights : list of float, optional
+        Cross-entropy class weights.
+    backbone_kwargs, head_kwargs : dict
+        Architecture overrides.
+    lora : dict, optional
+        peft settings for ``regime="lora"`` (rank ``r``, ``lora_alpha``, ``lora_dropout``, ``target_modules``,
+        ``method``).
+
+    Raises
+    ------
+    UnknownNameError
+        For an unknown backbone or head (lists valid names).
+    ChannelContractError
+        If the montage / sampling rate / window length does not meet the backbone's contract.
+    """
+
+    def __init__(self, backbone: str = "eegnet", head: str = "flatten", regime: str = "full",
+                 ch_names: list[str] | None = None, n_times: int = 512, n_classes: int = 2,
+                 pretrained: str | None = None, init_seed: int = 0, lr: float = 1e-3, weight_decay: float = 1e-2,
+                 warmup_epochs: float = 1.0, class_weights: list[float] | None = None,
+                 backbone_kwargs: dict | None = None, head_kwargs: dict | None = None, lora: dict | None = None):
+        super().__init__()
+        self.save_hyperparameters()
+        import eegfm_bench.models.backbones  # noqa: F401  (registers adapters)
+        from eegfm_bench.models.heads import HEADS
+
+        check_regime(regime)
+        if not ch_names:
+            raise ValueError("ch_names is required (link it from the DataModule: data.ch_names)")
+        adapter_cls = BACKBONES.get(backbone)
+        head_cls = HEADS.get(head)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(init_seed)
+            self.backbone = adapter_cls(list(ch_names), int(n_times), n_outputs=n_classes, **(backbone_kwargs or {}))
+        self.init = "random"
+        if pretrained:
+            from eegfm_bench.models.checkpoints import load_pretrained
+
+            self.init = load_pretrained(self.backbone, pretrained)
+        self.head = head_cls(self.backbone.n_tokens(len(ch_names)), self.backbone.d_model, n_classes,
+                             **(head_kwargs or {}))
+        if regime == "head_only":
+            freeze(self.backbone)
+        elif regime == "lora":
+            from eegfm_bench.models.adaptation import apply_lora
+
+            self.backbone = apply_lora(self.backbone, lora or {})
+        self.regime = regime
+        self.ch_names = list(ch_names)
+        self.register_buffer("class_weights", torch.tensor(class_weights, dtype=torch.float32)
+                             if class_weights else torch.ones(n_classes), persistent=False)
+        self.val_metrics = _metrics(n_classes, "val/")
+        self.test_metrics = _metrics(n_classes, "test/")
+        self.train_bacc = MulticlassAccuracy(n_classes, average="macro")
+        self._test_rows: list[dict] = []
+        self.test_predictions: pd.DataFrame | None = None
+
+    # ---------------------------------------------------------------------------------------------
+    def train(self, mode: bool = True):
+        """Keep a frozen backbone in eval mode under ``head_only`` (paper 003: frozen = no dropout/BN updates)."""
+        super().train(mode)
+        if getattr(self, "regime", None) == "head_only":
+            self.backbone.eval()
+        return self
+
+    @property
+    def parameter_counts(self) -> dict[str, int]:
+        """Head, trainable and total parameter counts."""
+        total = count_parameters(self)
+        trainable = count_parameters(self, trainable_only=True)
+        return {"head_params": count_parameters(self.head), "trainable_params": trainable, "total_params": total}
+
+    def forward(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
+        """Logits ``(batch, n_classes)`` from windows ``x`` ``(batch, n_chans, n_times)``."""
+        return self.head(self.backbone.tokens(x, ch_names or self.ch_names))
+
+    def _logits(self, batch: dict) -> torch.Tensor:
+        if "tokens" in batch:
+            return self.head(batch["tokens"])
+        return self(batch["x"])
+
+    def training_step(self, batch, batch_idx):
+        logits = self._logits(batch)
+        loss = F.cross_entropy(logits, batch["y"], weight=self.class_weights)
+        self.train_bacc(logits, batch["y"])
+        self.log("train/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=len(batch["y"]))
+        self.log("train/bacc", self.train_bacc, on_step=False, on_epoch=True, batch_size=len(batch["y"]))
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        logits = self._logits(batch)
+        loss = F.cross_entropy(logits, batch["y"], weight=self.class_weights)
+        self.val_metrics.update(logits.softmax(-1), batch["y"])
+        self.log("val/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=len(batch["y"]))
+
+    def on_validation_epoch_end(self):
+        vals = self.val_metrics.compute()
+        self.log_dict(vals, prog_bar=True)
+        self.val_metrics.reset()
+
+    def on_test_epoch_start(self):
+        self._test_rows = []
+
+    def test_step(self, batch, batch_idx):
+        probs = self._logits(batch).float().softmax(-1)
+        self.test_metrics.update(probs, batch["y"])
+        self._test_rows.append({"index": batch["index"].cpu().numpy(), "y": batch["y"].cpu().numpy(),
+                                "probs": probs.detach().cpu().numpy()})
+
+    def on_test_epoch_end(self):
+        try:
+            self.log_dict(self.test_metrics.compute())
+        except Exception:  # one-class test folds: AUROC undefined; the result rows handle it
+            pass
+        self.test_metrics.reset()
+        if self._test_rows:
+            idx = np.concatenate([r["index"] for r in self._test_rows])
+            probs = np.concatenate([r["probs"] for r in self._test_rows])
+            df = pd.DataFrame({"index": idx, "y": np.concatenate([r["y"] for r in self._test_rows]),
+                               "pred": probs.argmax(1)})
+            for c in range(probs.shape[1]):
+                df[f"p{c}"] = probs[:, c]
+            self.test_predictions = df
+
+    def configure_optimizers(self):
+        params = [p for p in self.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        n_epochs = max(1, self.trainer.max_epochs or 1)
+        warm = int(min(total - 1, max(0, round(self.hparams.warmup_epochs * total / n_epochs))))
+
+        def lr_lambda(step: int) -> float:
+            if step < warm:
+                return (step + 1) / (warm + 1)
+            progress = (step - warm) / max(1, total - warm)
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

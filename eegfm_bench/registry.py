@@ -1,0 +1,77 @@
+"""Name → factory registries (timm-style) for tasks, backbones, heads and perturbations.
+
+An unknown name raises :class:`UnknownNameError` listing the valid names and the closest matches,
+so a config typo is caught before any data is read.
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Callable, Generic, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownNameError(KeyError):
+    """Raised when a registry is asked for a name it does not hold."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; print it plainly
+        return str(self.args[0])
+
+
+class Registry(Generic[T]):
+    """A named collection of factories.
+
+    Parameters
+    ----------
+    kind : str
+        What the registry holds ("task", "backbone", "head", ...), used in error messages.
+    """
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str | None = None) -> Callable[[T], T]:
+        """Decorator registering ``obj`` under ``name`` (default: ``obj.__name__``).
+
+        Raises
+        ------
+        ValueError
+            If the name is already registered.
+        """
+
+        def deco(obj: T) -> T:
+            key = name or getattr(obj, "name", None) or obj.__name__  # type: ignore[attr-defined]
+            if key in self._items:
+                raise ValueError(f"{self.kind} {key!r} is registered twice")
+            self._items[key] = obj
+            return obj
+
+        return deco
+
+    def get(self, name: str) -> T:
+        """Return the factory registered as ``name``.
+
+        Raises
+        ------
+        UnknownNameError
+            If ``name`` is not registered; the message lists valid names and close matches.
+        """
+        if name not in self._items:
+            close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.5)
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise UnknownNameError(
+                f"unknown {self.kind} {name!r}.{hint} Valid {self.kind}s: {', '.join(sorted(self._items))}.\n"
+                f"fix: set the {self.kind} name in your config to one of these."
+            )
+        return self._items[name]
+
+    def names(self) -> list[str]:
+        """Sorted list of registered names."""
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())

@@ -1,0 +1,43 @@
+"""Shared test setup: offline, a session-wide window cache, the staged data root.
+
+Real-data tests read ``$EEGFM_DATA`` (default ``../shared/data`` next to the repository) and are skipped
+when it is absent. Nothing here touches the network: ``EEGFM_OFFLINE=1`` and ``HF_HUB_OFFLINE=1``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ["EEGFM_OFFLINE"] = "1"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("WANDB_MODE", "offline")
+
+REPO = Path(__file__).resolve().parents[1]
+_default = REPO.parent / "shared" / "data"
+if not os.environ.get("EEGFM_DATA") and _default.is_dir():
+    os.environ["EEGFM_DATA"] = str(_default)
+DATA = Path(os.environ.get("EEGFM_DATA", _default))
+HAVE_DATA = (DATA / "eegmmidb").is_dir()
+
+requires_data = pytest.mark.skipif(not HAVE_DATA, reason=f"staged EEG not found at {DATA} (set EEGFM_DATA)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory):
+    """One window/token cache for the whole session (so real-data tests share cached windows)."""
+    if "EEGFM_CACHE" not in os.environ or os.environ.get("EEGFM_TEST_FRESH_CACHE"):
+        os.environ["EEGFM_CACHE"] = str(tmp_path_factory.mktemp("eegfm_cache"))
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+    yield
+
+
+@pytest.fixture
+def data_root() -> Path:
+    if not HAVE_DATA:
+        pytest.skip(f"staged EEG not found at {DATA}")
+    return DATA

@@ -1,0 +1,103 @@
+"""Real-data loading: shapes, labels, channel names, CAR, the on-disk cache, and bad inputs."""
+import os
+from pathlib import Path
+
+import mne
+import numpy as np
+import pytest
+
+from eegfm_bench.data.montage import ChannelNameError, canonical_name, canonical_names
+from eegfm_bench.data.preprocessing import Preprocessing
+from eegfm_bench.data.tasks import TASKS, DataNotFoundError, Recording, RecordingReadError
+from eegfm_bench.data.windows import NonFiniteWindowError, load_windows
+from eegfm_bench.registry import UnknownNameError
+
+PREP = Preprocessing(sfreq=80.0, l_freq=1.0, h_freq=30.0, scale=1e6, unit="µV", window_s=4.0)
+
+
+def test_canonical_names():
+    assert canonical_names(["EEG Fp1", "EEG T3", "Fc5.", "FCZ", "EEG T6"]) == ["Fp1", "T7", "FC5", "FCz", "P8"]
+    with pytest.raises(ChannelNameError, match="not a standard 10-05"):
+        canonical_name("ECG ECG")
+
+
+def test_unknown_task_lists_valid_names():
+    with pytest.raises(UnknownNameError, match="eegmmidb_mi") as e:
+        TASKS.get("eegmmidb_motor")
+    assert "Did you mean" in str(e.value)
+
+
+def test_eyes_windows_labels_car_and_cache_hit(data_root, tmp_path, monkeypatch):
+    ws = load_windows("eegmmidb_eyes", PREP, data_root=data_root, subjects=[1, 2], cache_dir=tmp_path, progress=False)
+    # runs 1 and 2 last 61 s: 15 non-overlapping 4 s windows each, 2 subjects
+    assert ws.X.shape == (60, 64, 320)
+    assert ws.X.dtype == np.float32
+    assert np.bincount(ws.y).tolist() == [30, 30]
+    assert sorted(set(ws.subject)) == ["S001", "S002"]
+    assert ws.ch_names[:4] == ["FC5", "FC3", "FC1", "FCz"] and "Iz" in ws.ch_names
+    # common average reference: the channel mean is zero at every sample (float32 precision, µV)
+    assert np.abs(ws.X.mean(axis=1)).max() < 1e-3
+    # plausible EEG amplitude in µV after band-pass
+    assert 2 < np.abs(ws.X).mean() < 200
+    assert ws.meta["preprocessing"]["notch"] == 60.0 and ws.meta["preprocessing"]["reference"] == "average"
+    # second run: served from the cache, no EDF read
+    def boom(*a, **k):
+        raise AssertionError("EDF read on a cached run")
+    monkeypatch.setattr(mne.io, "read_raw_edf", boom)
+    ws2 = load_windows("eegmmidb_eyes", PREP, data_root=data_root, subjects=[1, 2], cache_dir=tmp_path, progress=False)
+    assert isinstance(ws2.X, np.memmap)
+    np.testing.assert_array_equal(np.asarray(ws2.X), np.asarray(ws.X))
+
+
+def test_mi_one_window_per_cue(data_root, tmp_path):
+    ws = load_windows("eegmmidb_mi", PREP, data_root=data_root, subjects=[1], cache_dir=tmp_path, progress=False)
+    # S001 runs 4/8/12 hold 8+7, 8+7, 7+8 T1/T2 cues (PhysioNet annotations)
+    assert len(ws) == 45
+    assert np.bincount(ws.y).tolist() == [23, 22]
+    assert ws.X.shape[1:] == (64, 320)
+
+
+def test_eegmat_channels_and_labels(data_root, tmp_path):
+    ws = load_windows("eegmat", PREP, data_root=data_root, subjects=[0], cache_dir=tmp_path, progress=False)
+    assert ws.ch_names == ["Fp1", "Fp2", "F3", "F4", "F7", "F8", "T7", "T8", "C3", "C4", "P7", "P8", "P3", "P4",
+                           "O1", "O2", "Fz", "Cz", "Pz"]
+    # rest ~182 s -> 45 windows; arithmetic 62 s -> 15 windows
+    assert np.bincount(ws.y).tolist() == [45, 15]
+    assert ws.meta["preprocessing"]["notch"] == 50.0 and ws.meta["preprocessing"]["native_sfreq"] == 500.0
+
+
+def test_missing_data_root_says_where_and_how(tmp_path):
+    with pytest.raises(DataNotFoundError) as e:
+        load_windows("eegmmidb_mi", PREP, data_root=tmp_path / "nowhere", cache_dir=tmp_path, progress=False)
+    msg = str(e.value)
+    assert "MNE-eegbci-data" in msg and "load_data" in msg and "EEGFM_DATA" in msg
+    with pytest.raises(DataNotFoundError, match="physionet.org/content/eegmat"):
+        load_windows("eegmat", PREP, data_root=tmp_path, cache_dir=tmp_path, progress=False)
+
+
+def test_missing_subject_files_are_named(data_root, tmp_path):
+    with pytest.raises(DataNotFoundError, match="S099R04.edf"):
+        load_windows("eegmmidb_mi", PREP, data_root=data_root, subjects=[99], cache_dir=tmp_path, progress=False)
+
+
+def test_corrupted_edf_is_a_clear_error(data_root):
+    bad = data_root / "formats" / "bad_inputs" / "eegmmidb_S001R01_corrupted_copy.edf"
+    task = TASKS.get("eegmmidb_eyes")
+    with pytest.raises(RecordingReadError, match="corrupted") as e:
+        task.read(Recording("S001", "S001R01", bad, 0))
+    assert str(bad) in str(e.value)
+
+
+def test_nan_window_is_rejected(data_root, tmp_path, monkeypatch):
+    import eegfm_bench.data.windows as W
+
+    real = W.apply_preprocessing
+
+    def poisoned(raw, prep, line):
+        raw, applied = real(raw, prep, line)
+        raw._data[3, 100] = np.nan
+        return raw, applied
+
+    monkeypatch.setattr(W, "apply_preprocessing", poisoned)
+    with pytest.raises(NonFiniteWindowError, match="S001R01.*NaN"):
+        load_windows("eegmmidb_eyes", PREP, data_root=data_root, subjects=[1], cache_dir=tmp_path / "nan", progress=False)
