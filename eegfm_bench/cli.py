@@ -15,6 +15,9 @@ import sys
 
 
 def _lightning_cli(args: list[str]) -> None:
+    import os
+
+    os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
     from lightning.pytorch.cli import LightningCLI
 
     from eegfm_bench.data.datamodule import EEGDataModule
@@ -61,9 +64,20 @@ def _print_tasks() -> None:
         print(f"| {name} | {t.dataset} | {', '.join(t.class_names)} | {t.line_freq:g} | {t.description} |")
 
 
+def _quiet_third_party_warnings() -> None:
+    """Hide deprecation chatter from dependencies (braindecode's montage names, Lightning's pytree) in CLI output."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"braindecode\..*")
+    warnings.filterwarnings("ignore", message=r".*Montage name 'standard_10(20|05)' is deprecated.*")
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    warnings.filterwarnings("ignore", message=r".*inplace keyword in DataFrame.set_index.*")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``eegfm-bench`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _quiet_third_party_warnings()
     if argv and argv[0] in ("fit", "validate", "test", "predict"):
         _lightning_cli(argv)
         return 0

@@ -1,0 +1,60 @@
+"""Bad inputs of the spine that are not covered by the data tests: one-class test folds, the LightningCLI path."""
+import warnings
+
+import numpy as np
+import pytest
+
+from eegfm_bench.data.datamodule import EEGDataModule
+from eegfm_bench.data.windows import WindowSet
+from eegfm_bench.results import classification_metrics
+
+from conftest import requires_data
+
+
+def _ws(n_subjects=4, per=6):
+    rng = np.random.default_rng(0)
+    subj = np.repeat([f"S{i}" for i in range(n_subjects)], per)
+    y = np.tile([0, 1], n_subjects * per // 2)
+    y[subj == "S0"] = 0  # subject S0 holds only class 0
+    X = rng.standard_normal((len(y), 3, 512)).astype(np.float32)
+    return WindowSet(X, y, subj, np.char.add(subj, "R1"), np.arange(len(y)), np.full(len(y), "toy"),
+                     ["C3", "Cz", "C4"], 128.0, ["a", "b"], {"cache_key": "toy"})
+
+
+def test_one_class_test_fold_warns_and_reports_defined_metrics():
+    ws = _ws()
+    with pytest.warns(UserWarning, match="only classes \\[0\\]"):
+        dm = EEGDataModule(task="eegmmidb_mi", backbone="eegnet", fold=0, scheme="loso", n_val_groups=1, ws=ws)
+    assert set(ws.subject[dm.test_idx]) == {"S0"}
+    y = ws.y[dm.test_idx]
+    probs = np.tile([[0.7, 0.3]], (len(y), 1))
+    probs[:2] = [0.2, 0.8]
+    with pytest.warns(UserWarning, match="one class"):
+        m = classification_metrics(y, probs)
+    assert m["balanced_accuracy"] == pytest.approx(4 / 6)  # recall of the only class present
+    assert np.isnan(m["auroc"]) and np.isnan(m["cohen_kappa"])
+
+
+def test_metrics_known_values():
+    y = np.array([0, 0, 1, 1, 1, 1])
+    probs = np.array([[.9, .1], [.4, .6], [.2, .8], [.3, .7], [.6, .4], [.1, .9]])
+    m = classification_metrics(y, probs)
+    assert m["balanced_accuracy"] == pytest.approx((1 / 2 + 3 / 4) / 2)
+    assert m["auroc"] == pytest.approx(7 / 8)  # 7 of 8 (pos, neg) pairs ranked correctly
+
+
+@requires_data
+def test_lightning_cli_fit_one_epoch(tmp_path):
+    from eegfm_bench.cli import main
+
+    args = ["fit", "--model.backbone=eegnet", "--model.head=flatten", "--model.regime=full",
+            "--model.backbone_kwargs={F1: 4, D: 1, kernel_length: 16}",
+            "--data.task=eegmmidb_eyes", "--data.subjects=[1, 2, 3]", "--data.k=3", "--data.max_windows_per_subject=2",
+            f"--data.split_file={tmp_path}/splits.json", f"--data.cache_dir={tmp_path}/cache", "--data.batch_size=4",
+            "--trainer.max_epochs=1", "--trainer.accelerator=cpu", "--trainer.enable_progress_bar=false",
+            f"--trainer.default_root_dir={tmp_path}"]
+    assert main(args) == 0
+    assert (tmp_path / "splits.json").is_file()
+    ckpts = list(tmp_path.rglob("*.ckpt"))
+    assert ckpts, "LightningCLI fit wrote no checkpoint"
+    assert list(tmp_path.rglob("config.yaml"))
