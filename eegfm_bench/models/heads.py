@@ -1,0 +1,179 @@
+"""Pooling heads: tokens ``(batch, n_tokens, d_model)`` → logits ``(batch, n_classes)`` (DESIGN.md "Head").
+
+Each head pools the backbone's tokens and ends in ONE linear classifier, as in the pooling ablation of
+paper 003 §4.5 ("We use linear classifiers for this ablation"):
+
+=========== ====================================================== ==========================================
+name        pooled features                                        linear layer parameters
+=========== ====================================================== ==========================================
+mean        mean over tokens, ``(batch, d)``                       ``d·K + K``
+attention   softmax(tokens · q / sqrt(d))-weighted sum, ``(b, d)``  ``d·K + K`` (+ ``d`` for the query ``q``)
+flatten     all tokens concatenated, ``(batch, N·d)``              ``N·d·K + K``
+mean_tile   the mean vector repeated N times, ``(batch, N·d)``     ``N·d·K + K`` (same as flatten)
+=========== ====================================================== ==========================================
+
+(``N`` = n_tokens, ``d`` = d_model, ``K`` = n_classes.) ``mean_tile`` is paper 003's parameter-matched
+control: "Mean-tile repeats the pooled vector to match the flattened input size and head parameter count,
+but does not preserve individual tokens" (§4.5).
+
+Every head is built as ``HEADS.get(name)(n_tokens, d_model, n_classes, dropout=0.0)`` and reports
+:attr:`PoolingHead.n_parameters`.
+"""
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from eegfm_bench.registry import Registry
+
+
+class PoolingHead(nn.Module):
+    """Base class: pool tokens, apply dropout, then one ``nn.Linear`` classifier.
+
+    Parameters
+    ----------
+    n_tokens : int
+        Number of tokens the backbone returns (``adapter.n_tokens()``).
+    d_model : int
+        Token dimension (``adapter.d_model``).
+    n_classes : int
+        Number of output logits.
+    dropout : float
+        Dropout probability on the pooled features before the classifier (default 0).
+
+    Raises
+    ------
+    ValueError
+        If a size is not positive or ``dropout`` is outside ``[0, 1)``.
+    """
+
+    name: ClassVar[str] = "base"
+
+    def __init__(self, n_tokens: int, d_model: int, n_classes: int, dropout: float = 0.0):
+        super().__init__()
+        for arg, val in (("n_tokens", n_tokens), ("d_model", d_model), ("n_classes", n_classes)):
+            if int(val) < 1:
+                raise ValueError(f"{self.name} head: {arg} must be positive, got {val}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"{self.name} head: dropout must be in [0, 1), got {dropout}")
+        self.n_tokens, self.d_model, self.n_classes = int(n_tokens), int(d_model), int(n_classes)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(self.in_features, self.n_classes)
+
+    @property
+    def in_features(self) -> int:
+        """Size of the pooled vector fed to the classifier."""
+        return self.d_model
+
+    @property
+    def n_parameters(self) -> int:
+        """Number of trainable parameters of the head (pooling + classifier)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        """``(batch, n_tokens, d_model)`` → ``(batch, in_features)``."""
+        raise NotImplementedError
+
+    def _check(self, tokens: torch.Tensor) -> None:
+        if tokens.ndim != 3 or tokens.shape[2] != self.d_model:
+            raise ValueError(f"{self.name} head expects tokens of shape (batch, n_tokens, {self.d_model}), got "
+                             f"{tuple(tokens.shape)}")
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits.
+
+        Parameters
+        ----------
+        tokens : Tensor, shape (batch, n_tokens, d_model)
+
+        Returns
+        -------
+        Tensor, shape (batch, n_classes)
+        """
+        self._check(tokens)
+        return self.classifier(self.dropout(self.pool(tokens)))
+
+    def extra_repr(self) -> str:
+        return f"n_tokens={self.n_tokens}, d_model={self.d_model}, n_classes={self.n_classes}"
+
+
+HEADS: Registry[type[PoolingHead]] = Registry("head")
+
+
+@HEADS.register("mean")
+class MeanHead(PoolingHead):
+    """Mean over tokens, then linear. Accepts any number of tokens (e.g. after channel removal)."""
+
+    name = "mean"
+
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.mean(dim=1)
+
+
+@HEADS.register("attention")
+class AttentionHead(PoolingHead):
+    """Learned-query attention pooling, then linear.
+
+    Weights ``a = softmax_n(tokens_n · q / sqrt(d))`` with one learned query ``q`` of size ``d_model``;
+    pooled ``sum_n a_n tokens_n``. ``q`` starts at zero, so the head starts as mean pooling. Accepts any
+    number of tokens.
+    """
+
+    name = "attention"
+
+    def __init__(self, n_tokens: int, d_model: int, n_classes: int, dropout: float = 0.0):
+        super().__init__(n_tokens, d_model, n_classes, dropout)
+        self.query = nn.Parameter(torch.zeros(self.d_model))
+
+    def attention_weights(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Pooling weights ``(batch, n_tokens)``, summing to 1 over tokens."""
+        return torch.softmax(tokens @ self.query / math.sqrt(self.d_model), dim=1)
+
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bn,bnd->bd", self.attention_weights(tokens), tokens)
+
+
+class _FixedTokensHead(PoolingHead):
+    @property
+    def in_features(self) -> int:
+        return self.n_tokens * self.d_model
+
+
+@HEADS.register("flatten")
+class FlattenHead(_FixedTokensHead):
+    """All tokens concatenated (token-major), then linear: ``n_tokens·d_model`` input features.
+
+    Raises
+    ------
+    ValueError
+        At forward, if the number of tokens differs from ``n_tokens`` (e.g. channels *removed* from a
+        variable-channel backbone): the head's weights are tied to token positions.
+    """
+
+    name = "flatten"
+
+    def _check(self, tokens: torch.Tensor) -> None:
+        super()._check(tokens)
+        if tokens.shape[1] != self.n_tokens:
+            raise ValueError(f"flatten head was built for {self.n_tokens} tokens, got {tokens.shape[1]}; fix: "
+                             "zero-pad removed channels, or use the mean/attention head for a varying montage")
+
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.reshape(tokens.shape[0], -1)
+
+
+@HEADS.register("mean_tile")
+class MeanTileHead(_FixedTokensHead):
+    """Mean over tokens repeated ``n_tokens`` times, then linear (paper 003 §4.5 parameter-matched control).
+
+    The classifier has exactly as many parameters as :class:`FlattenHead`'s but sees no per-token
+    information. The mean is tiled to the construction-time ``n_tokens`` whatever the input's token count.
+    """
+
+    name = "mean_tile"
+
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.mean(dim=1).repeat(1, self.n_tokens)
