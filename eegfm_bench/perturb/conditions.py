@@ -1,0 +1,474 @@
+"""Perturbation conditions: parse / format the condition strings of result rows (paper 003 App. D).
+
+Grammar (numbers are written with ``format(v, "g")``: ``10``, ``-3``, ``0.5``):
+
+==============================================  ======================================================
+``clean``                                       no perturbation
+``white_snr=<snr>dB``, ``pink_snr=<snr>dB``     additive noise on every channel (App. D.1)
+``dropout_p=<p>_zero``, ``dropout_p=<p>_removed``  random channel dropout, dataset-level mask (App. D.2)
+``region=<role>_zero``, ``region=<role>_removed``  region dropout (App. D.3)
+``region_noise=<role>_snr=<snr>dB``             white noise on the region only (App. D.5)
+``region_sub=<role>``                           region signal substitution (App. D.4, attribution only)
+==============================================  ======================================================
+
+``<role>`` is ``primary`` or ``control`` (the task's region sets of Table 6). Every condition is a frozen
+object with ``name`` (its string), ``needs_variable_channels`` (True when channels are removed, which only
+models with a variable channel set accept), ``attribution_only`` and
+``apply(x, ch_names, rng, ctx) -> (x_out, ch_names_out)``; ``details(ch_names, ctx)`` returns what to record
+with the results (dropped channels, region channels and missing electrodes, filter settings).
+
+Seeds: ``ctx.seed`` is the *perturbation* seed, fixed for a sweep; it alone selects the dropout masks, so
+every fold, seed and model sees the same mask. The noise comes from ``rng``; :func:`condition_rng` derives
+one Generator per condition from that seed.
+"""
+from __future__ import annotations
+
+import abc
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from eegfm_bench.perturb._array import to_numpy
+from eegfm_bench.perturb.channels import DROPOUT_PROBS, check_handling, dropout_mask, drop_channels
+from eegfm_bench.perturb.noise import FilterSpec, add_noise, check_noise_kind, check_snr_db
+from eegfm_bench.perturb.regions import (
+    REGION_NOISE_SNRS_DB,
+    REGION_ROLES,
+    check_role,
+    paper_task,
+    region_dropout,
+    region_noise,
+    region_substitution,
+    resolve_region,
+)
+from eegfm_bench.registry import Registry, UnknownNameError
+
+WHITE_SNRS_DB: tuple[float, ...] = (10.0, 5.0, 0.0, -3.0, -5.0, -15.0)
+"""White-noise SNR levels, dB (App. D.1)."""
+
+PINK_SNRS_DB: tuple[float, ...] = (10.0, 5.0, 0.0, -3.0, -5.0)
+"""Pink-noise SNR levels, dB (App. D.1; no -15 dB level)."""
+
+CONDITION_GRAMMAR: tuple[str, ...] = (
+    "clean",
+    "white_snr=<snr>dB",
+    "pink_snr=<snr>dB",
+    "dropout_p=<p>_zero",
+    "dropout_p=<p>_removed",
+    "region=<primary|control>_zero",
+    "region=<primary|control>_removed",
+    "region_noise=<primary|control>_snr=<snr>dB",
+    "region_sub=<primary|control>",
+)
+"""The condition string patterns, for error messages and ``--help``."""
+
+CONDITION_KINDS: Registry[type] = Registry("condition kind")
+"""Condition classes by the part of the string before the first ``=``."""
+
+
+@dataclass(frozen=True)
+class PerturbContext:
+    """What a condition needs to know about the data it perturbs.
+
+    Parameters
+    ----------
+    dataset : str
+        Dataset name; with ``seed`` it selects the random dropout mask (tasks of one recording set, e.g. the
+        EEGMMIDB tasks, pass the same name and share the mask, as in App. D.2).
+    task : str
+        Task name, selecting the primary / control regions (``task_regions.yaml``).
+    filter : FilterSpec
+        The dataset's preprocessing filters (sampling rate, band-pass, notch), applied to all noise.
+    seed : int
+        Perturbation seed, fixed for the whole sweep (not the training seed).
+    """
+
+    dataset: str
+    task: str
+    filter: FilterSpec
+    seed: int
+
+
+def _fmt(v: float) -> str:
+    return format(float(v) + 0.0, "g")  # + 0.0 turns -0.0 into 0.0
+
+
+def _number(text: str, what: str, condition: str) -> float:
+    try:
+        return float(text)
+    except ValueError as err:
+        raise ValueError(f"condition {condition!r}: {what} {text!r} is not a number") from err
+
+
+class Condition(abc.ABC):
+    """A test-time perturbation of paper 003 App. D (see the module docstring for the grammar)."""
+
+    needs_variable_channels: bool = False
+    attribution_only: ClassVar[bool] = False
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """The condition string written in result rows."""
+
+    @abc.abstractmethod
+    def apply(self, x: Any, ch_names: Sequence[str], rng: np.random.Generator | int,
+              ctx: PerturbContext) -> tuple[Any, list[str]]:
+        """Perturb a batch of windows.
+
+        Parameters
+        ----------
+        x : numpy.ndarray or torch.Tensor, shape (batch, n_chans, n_times)
+            Clean windows, µV.
+        ch_names : sequence of str
+            Channel names of ``x`` (standard 10-05 names).
+        rng : numpy.random.Generator or int
+            Noise source (see :func:`condition_rng`); unused by conditions without noise.
+        ctx : PerturbContext
+            Dataset, task, filters and perturbation seed.
+
+        Returns
+        -------
+        x_out : same type, dtype and device as ``x``; shape (batch, n_chans_out, n_times)
+        ch_names_out : list of str
+            Channel names of ``x_out`` (fewer than ``ch_names`` for ``*_removed`` conditions).
+        """
+
+    def details(self, ch_names: Sequence[str], ctx: PerturbContext) -> dict[str, Any]:
+        """What to record with this condition's results (JSON-serialisable)."""
+        return {"condition": self.name}
+
+    @classmethod
+    @abc.abstractmethod
+    def parse(cls, head: str, value: str | None, text: str) -> "Condition":
+        """Build the condition from ``head=value`` (``text`` is the whole string, for errors)."""
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@CONDITION_KINDS.register("clean")
+@dataclass(frozen=True)
+class Clean(Condition):
+    """No perturbation: the windows are returned as they are."""
+
+    @property
+    def name(self) -> str:
+        return "clean"
+
+    def apply(self, x, ch_names, rng, ctx):
+        to_numpy(x, ch_names)  # shape and name checks only
+        return x, list(ch_names)
+
+    @classmethod
+    def parse(cls, head, value, text):
+        if value is not None:
+            raise UnknownNameError(f"condition {text!r}: 'clean' takes no value")
+        return cls()
+
+
+@dataclass(frozen=True)
+class AdditiveNoise(Condition):
+    """White or pink noise on every channel at a per-trial SNR (App. D.1).
+
+    Parameters
+    ----------
+    kind : {"white", "pink"}
+        Noise colour.
+    snr_db : float
+        Target SNR, dB; must be finite.
+    """
+
+    kind: str
+    snr_db: float
+
+    def __post_init__(self) -> None:
+        check_noise_kind(self.kind)
+        object.__setattr__(self, "snr_db", check_snr_db(self.snr_db))
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}_snr={_fmt(self.snr_db)}dB"
+
+    def apply(self, x, ch_names, rng, ctx):
+        to_numpy(x, ch_names)
+        return add_noise(x, self.snr_db, self.kind, ctx.filter, rng), list(ch_names)
+
+    def details(self, ch_names, ctx):
+        return {"condition": self.name, "noise": self.kind, "snr_db": self.snr_db, "filter": ctx.filter.as_dict()}
+
+    @classmethod
+    def parse(cls, head, value, text):
+        m = re.fullmatch(r"(.+)dB", value or "")
+        if m is None:
+            raise UnknownNameError(f"condition {text!r}: expected {head}=<snr>dB, e.g. {head}=-5dB")
+        return cls(head.split("_")[0], _number(m.group(1), "SNR", text))
+
+
+CONDITION_KINDS.register("white_snr")(AdditiveNoise)
+CONDITION_KINDS.register("pink_snr")(AdditiveNoise)
+
+
+@CONDITION_KINDS.register("dropout_p")
+@dataclass(frozen=True)
+class ChannelDropout(Condition):
+    """Random channel dropout with the dataset-level mask of ``(ctx.seed, ctx.dataset, p)`` (App. D.2).
+
+    Parameters
+    ----------
+    p : float
+        Per-channel dropout probability in (0, 1).
+    handling : {"zero", "removed"}
+        Zero-pad or remove the dropped channels.
+    """
+
+    p: float
+    handling: str
+
+    def __post_init__(self) -> None:
+        check_handling(self.handling)
+        p = float(self.p)
+        if not (math.isfinite(p) and 0.0 < p < 1.0):
+            raise ValueError(f"dropout probability must be in (0, 1), got {self.p}")
+        object.__setattr__(self, "p", p)
+
+    @property
+    def needs_variable_channels(self) -> bool:  # type: ignore[override]
+        return self.handling == "removed"
+
+    @property
+    def name(self) -> str:
+        return f"dropout_p={_fmt(self.p)}_{self.handling}"
+
+    def apply(self, x, ch_names, rng, ctx):
+        mask = dropout_mask(ch_names, self.p, ctx.seed, ctx.dataset)
+        return drop_channels(x, ch_names, mask.dropped, self.handling)
+
+    def details(self, ch_names, ctx):
+        return {"condition": self.name, "handling": self.handling,
+                **dropout_mask(ch_names, self.p, ctx.seed, ctx.dataset).as_dict()}
+
+    @classmethod
+    def parse(cls, head, value, text):
+        m = re.fullmatch(r"(.+)_([a-z]+)", value or "")
+        if m is None:
+            raise UnknownNameError(f"condition {text!r}: expected dropout_p=<p>_zero or dropout_p=<p>_removed")
+        return cls(_number(m.group(1), "probability", text), m.group(2))
+
+
+@CONDITION_KINDS.register("region")
+@dataclass(frozen=True)
+class RegionDropout(Condition):
+    """Zero-pad or remove the task's primary or control region (App. D.3).
+
+    Parameters
+    ----------
+    role : {"primary", "control"}
+        Region set of Table 6.
+    handling : {"zero", "removed"}
+        Zero-pad or remove the region's channels.
+    """
+
+    role: str
+    handling: str
+
+    def __post_init__(self) -> None:
+        check_role(self.role)
+        check_handling(self.handling)
+
+    @property
+    def needs_variable_channels(self) -> bool:  # type: ignore[override]
+        return self.handling == "removed"
+
+    @property
+    def name(self) -> str:
+        return f"region={self.role}_{self.handling}"
+
+    def apply(self, x, ch_names, rng, ctx):
+        return region_dropout(x, ch_names, ctx.task, self.role, self.handling)[:2]
+
+    def details(self, ch_names, ctx):
+        return {"condition": self.name, "handling": self.handling,
+                **resolve_region(ctx.task, self.role, ch_names, warn=False).as_dict()}
+
+    @classmethod
+    def parse(cls, head, value, text):
+        m = re.fullmatch(r"(.+)_([a-z]+)", value or "")
+        if m is None:
+            raise UnknownNameError(f"condition {text!r}: expected region=<primary|control>_<zero|removed>")
+        return cls(m.group(1), m.group(2))
+
+
+@CONDITION_KINDS.register("region_noise")
+@dataclass(frozen=True)
+class RegionNoise(Condition):
+    """Filtered white noise on the region's channels at an SNR over those channels (App. D.5).
+
+    Parameters
+    ----------
+    role : {"primary", "control"}
+        Region set of Table 6.
+    snr_db : float
+        Target SNR over the region, dB; must be finite (paper: 5, -3).
+    """
+
+    role: str
+    snr_db: float
+
+    def __post_init__(self) -> None:
+        check_role(self.role)
+        object.__setattr__(self, "snr_db", check_snr_db(self.snr_db))
+
+    @property
+    def name(self) -> str:
+        return f"region_noise={self.role}_snr={_fmt(self.snr_db)}dB"
+
+    def apply(self, x, ch_names, rng, ctx):
+        return region_noise(x, ch_names, ctx.task, self.role, self.snr_db, ctx.filter, rng)[:2]
+
+    def details(self, ch_names, ctx):
+        return {"condition": self.name, "noise": "white", "snr_db": self.snr_db, "filter": ctx.filter.as_dict(),
+                **resolve_region(ctx.task, self.role, ch_names, warn=False).as_dict()}
+
+    @classmethod
+    def parse(cls, head, value, text):
+        m = re.fullmatch(r"(.+)_snr=(.+)dB", value or "")
+        if m is None:
+            raise UnknownNameError(f"condition {text!r}: expected region_noise=<primary|control>_snr=<snr>dB")
+        return cls(m.group(1), _number(m.group(2), "SNR", text))
+
+
+@CONDITION_KINDS.register("region_sub")
+@dataclass(frozen=True)
+class RegionSubstitution(Condition):
+    """Replace the region's channels by filtered white noise at the intact channels' RMS (App. D.4).
+
+    The paper uses it for attribution only, not for accuracy (``attribution_only = True``).
+
+    Parameters
+    ----------
+    role : {"primary", "control"}
+        Region set of Table 6.
+    """
+
+    role: str
+    attribution_only: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_role(self.role)
+
+    @property
+    def name(self) -> str:
+        return f"region_sub={self.role}"
+
+    def apply(self, x, ch_names, rng, ctx):
+        return region_substitution(x, ch_names, ctx.task, self.role, ctx.filter, rng)[:2]
+
+    def details(self, ch_names, ctx):
+        return {"condition": self.name, "filter": ctx.filter.as_dict(),
+                **resolve_region(ctx.task, self.role, ch_names, warn=False).as_dict()}
+
+    @classmethod
+    def parse(cls, head, value, text):
+        if not value:
+            raise UnknownNameError(f"condition {text!r}: expected region_sub=<primary|control>")
+        return cls(value)
+
+
+def parse_condition(text: str) -> Condition:
+    """Parse a condition string (see the module docstring for the grammar).
+
+    Parameters
+    ----------
+    text : str
+        E.g. ``"clean"``, ``"white_snr=-5dB"``, ``"dropout_p=0.5_removed"``, ``"region_noise=primary_snr=5dB"``.
+
+    Returns
+    -------
+    Condition
+        ``parse_condition(s).name == s`` for strings written in canonical form.
+
+    Raises
+    ------
+    UnknownNameError
+        Unknown condition kind, region role or channel handling (the message lists the valid ones).
+    ValueError
+        A non-finite SNR or a probability outside (0, 1).
+    """
+    head, sep, value = text.strip().partition("=")
+    try:
+        cls = CONDITION_KINDS.get(head)
+    except UnknownNameError as err:
+        raise UnknownNameError(
+            f"unknown condition {text!r}. Valid conditions: {', '.join(CONDITION_GRAMMAR)}.\n"
+            f"{str(err).splitlines()[0]}"
+        ) from None
+    return cls.parse(head, value if sep else None, text)
+
+
+def format_condition(condition: Condition | str) -> str:
+    """The canonical string of a condition (a string is parsed and re-formatted)."""
+    return (parse_condition(condition) if isinstance(condition, str) else condition).name
+
+
+def default_conditions(task: str, variable_channels: bool, *, include_substitution: bool = False) -> list[Condition]:
+    """All App. D conditions for a task and model, clean first.
+
+    Order: clean; white noise at 10, 5, 0, -3, -5, -15 dB; pink noise at 10, 5, 0, -3, -5 dB; random dropout
+    p = 0.1, 0.3, 0.5 zero-padded (then removed); primary and control region zero-padded (then removed);
+    region noise primary 5, -3 dB, control 5, -3 dB; optionally region substitution of the primary region.
+
+    Parameters
+    ----------
+    task : str
+        Task name (validated against ``task_regions.yaml``).
+    variable_channels : bool
+        The model accepts a variable channel set: add the ``*_removed`` conditions (App. D.2, D.3).
+    include_substitution : bool
+        Add ``region_sub=primary`` (App. D.4), which the paper uses for attribution only, not accuracy.
+
+    Returns
+    -------
+    list of Condition
+        21 conditions, 26 with ``variable_channels`` (+1 with ``include_substitution``).
+
+    Raises
+    ------
+    UnknownNameError
+        If ``task`` has no region assignment.
+    """
+    paper_task(task)
+    out: list[Condition] = [Clean()]
+    out += [AdditiveNoise("white", s) for s in WHITE_SNRS_DB]
+    out += [AdditiveNoise("pink", s) for s in PINK_SNRS_DB]
+    handlings = ("zero", "removed") if variable_channels else ("zero",)
+    out += [ChannelDropout(p, h) for h in handlings for p in DROPOUT_PROBS]
+    out += [RegionDropout(r, h) for h in handlings for r in REGION_ROLES]
+    out += [RegionNoise(r, s) for r in REGION_ROLES for s in REGION_NOISE_SNRS_DB]
+    if include_substitution:
+        out.append(RegionSubstitution("primary"))
+    return out
+
+
+def condition_rng(seed: int, condition: Condition | str) -> np.random.Generator:
+    """A noise Generator for one condition, a function of the perturbation seed and the condition string.
+
+    Create it once per evaluation of a condition (one model, fold and condition) and pass it to
+    ``apply`` for every test batch in loader order: the noise then depends on the trial's position in the
+    test set, not on the batch size, and every model sees the same noise for the same trial (given the same
+    sampling rate and filters).
+
+    Raises
+    ------
+    TypeError
+        If ``seed`` is not an int.
+    """
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    digest = hashlib.sha256(format_condition(condition).encode()).digest()
+    words = [int.from_bytes(digest[j:j + 4], "little") for j in range(0, 16, 4)]
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(seed) >> 32, *words])
