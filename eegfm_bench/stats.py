@@ -435,6 +435,11 @@ def paired_cluster_bootstrap(y: Sequence, proba_a: np.ndarray, proba_b: np.ndarr
             raise ValueError(f"fold_ids has {fold_ids.shape[0]} entries for {n} rows")
         folds = [np.flatnonzero(fold_ids == f) for f in np.unique(fold_ids)]
         n_cl = np.array([np.unique(cl_inv[r]).size for r in folds])
+        if not (np.all(n_cl == 1) or np.all(n_cl >= min_clusters)):
+            few = np.flatnonzero(n_cl < min_clusters).tolist()
+            raise ValueError(f"too few subjects for a within-fold bootstrap: folds {few} hold fewer than "
+                             f"{min_clusters} clusters (counts {n_cl.tolist()}); fix: use folds with at least "
+                             f"{min_clusters} subjects each, LOSO (one subject per fold), or target='pooled'")
         pa, pb = zip(*(point(r) for r in folds))
         pa, pb = np.array(pa), np.array(pb)
         if np.isnan(pa).any() or np.isnan(pb).any():
@@ -449,7 +454,7 @@ def paired_cluster_bootstrap(y: Sequence, proba_a: np.ndarray, proba_b: np.ndarr
             counts = rng.multinomial(len(folds), np.full(len(folds), 1 / len(folds)), size=n_boot)
             samples = counts @ d / len(folds)
             mode = "between_fold"
-        elif np.all(n_cl >= min_clusters):
+        else:
             samples[:] = 0.0
             for r in folds:
                 strata = strata_of(np.unique(cl_inv[r]))
@@ -457,11 +462,6 @@ def paired_cluster_bootstrap(y: Sequence, proba_a: np.ndarray, proba_b: np.ndarr
                     samples[s:s + chunk] += diff_reps(r, strata, min(chunk, n_boot - s))
             samples /= len(folds)
             mode = "within_fold"
-        else:
-            few = np.flatnonzero(n_cl < min_clusters).tolist()
-            raise ValueError(f"too few subjects for a within-fold bootstrap: folds {few} hold fewer than "
-                             f"{min_clusters} clusters (counts {n_cl.tolist()}); fix: use folds with at least "
-                             f"{min_clusters} subjects each, LOSO (one subject per fold), or target='pooled'")
     bad = np.isnan(samples)
     if bad.mean() > 0.05:
         raise ValueError(f"{int(bad.sum())} of {n_boot} replicates have an undefined {metric} (a resample without a "
@@ -551,25 +551,37 @@ def paired_wilcoxon(a: Sequence[float], b: Sequence[float]) -> PairedTest:
                       float(res.pvalue), _dz(d))
 
 
-def sign_flip_test(diffs: Sequence[float], *, exact_max_n: int = 20, n_resamples: int = 100_000,
+def _sign_sums(d: np.ndarray) -> np.ndarray:
+    """All 2^len(d) values of sum(±d_i)."""
+    signs = 1 - 2 * ((np.arange(2 ** d.size)[:, None] >> np.arange(d.size)[None, :]) & 1)
+    return signs @ d
+
+
+def sign_flip_test(diffs: Sequence[float], *, exact_max_n: int = 30, n_resamples: int = 100_000,
                    seed: int = 0, alternative: str = "two-sided") -> PairedTest:
     """Conditional sign-flip (paired randomisation) test of a mean difference (paper 001 §4.2.1, §4.6).
 
     Under the null the sign of each paired difference (one per held-out subject or fold) is exchangeable;
-    the statistic is the mean difference. Uses :func:`scipy.stats.permutation_test` with
-    ``permutation_type="samples"``: exact over all 2^n sign patterns when ``n <= exact_max_n``, otherwise
-    ``n_resamples`` random patterns. Conditional on the fixed predictions (no refitting).
+    the statistic is the mean difference. Conditional on the fixed predictions (no refitting).
+
+    For ``n <= exact_max_n`` the p-value is exact over all 2^n sign patterns, counted by meeting in the middle
+    (the sums of the two halves' 2^(n/2) patterns, one sorted and searched), which gives the same value as
+    :func:`scipy.stats.permutation_test` (``permutation_type="samples"``, ``n_resamples=inf``) but in
+    milliseconds for the paper's n = 23 LOSO folds, where scipy's enumeration takes minutes. Above
+    ``exact_max_n``, scipy's Monte-Carlo test with ``n_resamples`` patterns is used.
 
     Parameters
     ----------
     diffs : sequence of float, shape (n,)
         Model-minus-comparator differences.
     exact_max_n : int
-        Largest n enumerated exactly (2^20 ≈ 10^6 patterns).
+        Largest n counted exactly.
     n_resamples : int
         Monte-Carlo patterns above ``exact_max_n``.
     seed : int
+        Seed of the Monte-Carlo patterns.
     alternative : {"two-sided", "greater", "less"}
+        Two-sided p is ``min(1, 2·min(p_greater, p_less))`` (scipy's convention).
 
     Returns
     -------
@@ -578,12 +590,27 @@ def sign_flip_test(diffs: Sequence[float], *, exact_max_n: int = 20, n_resamples
     Raises
     ------
     ValueError
-        Fewer than 2 differences or NaN.
+        Fewer than 2 differences, NaN, or an unknown alternative.
     """
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative {alternative!r}; fix: 'two-sided', 'greater' or 'less'")
     d = _paired(np.asarray(diffs, dtype=float), np.zeros(len(diffs)))
-    exact = d.size <= exact_max_n
+    n = d.size
+    t = float(d.mean())
+    if n <= exact_max_n:
+        h = n // 2
+        s1 = _sign_sums(d[:h])
+        s2 = np.sort(_sign_sums(d[h:]))
+        tot = t * n
+        tol = 1e-12 * max(1.0, np.abs(d).sum())  # ties up to rounding count as extreme, as scipy does
+        n_ge = np.sum(s2.size - np.searchsorted(s2, tot - tol - s1, side="left"))
+        n_le = np.sum(np.searchsorted(s2, tot + tol - s1, side="right"))
+        p_g, p_l = n_ge / 2.0 ** n, n_le / 2.0 ** n
+        p = {"greater": p_g, "less": p_l, "two-sided": min(1.0, 2 * min(p_g, p_l))}[alternative]
+        return PairedTest("sign_flip", n, t, float(np.median(d)), t, float(p), _dz(d), exact=True,
+                          n_resamples=int(2 ** n))
     res = _st.permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
-                               vectorized=True, n_resamples=np.inf if exact else n_resamples,
-                               alternative=alternative, rng=np.random.default_rng(seed))
-    return PairedTest("sign_flip", int(d.size), float(d.mean()), float(np.median(d)), float(res.statistic),
-                      float(res.pvalue), _dz(d), exact=exact, n_resamples=int(2 ** d.size if exact else n_resamples))
+                               vectorized=True, n_resamples=n_resamples, alternative=alternative,
+                               rng=np.random.default_rng(seed))
+    return PairedTest("sign_flip", n, t, float(np.median(d)), float(res.statistic), float(res.pvalue), _dz(d),
+                      exact=False, n_resamples=int(n_resamples))

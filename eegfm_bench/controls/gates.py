@@ -1,0 +1,369 @@
+"""Four-gate attribution report (paper 001 §3.6 "Interpretive attribution framework", §5.5).
+
+For each positive model-specific margin the gates are applied in order; the first gate that fails (or lacks
+its evidence) ends the attribution claim, and later gates are reported as ``not_reached``:
+
+(i)   **comparator** — the model's score exceeds the *stronger* tested handcrafted family under the task's
+      probe and folds (§4.2.1: taking the stronger family, not the enhanced one unconditionally);
+(ii)  **paired uncertainty** — the paired model-minus-strongest-comparator interval excludes zero on the
+      positive side (:func:`eegfm_bench.stats.paired_cluster_bootstrap`);
+(iii) **provenance** — none of the published pretraining corpora is, or belongs to the same source family as,
+      the evaluation dataset (e.g. TUAB inside TUH/TUEG);
+(iv)  **controls** — the pretrained representation exceeds matched random initialisation and its observed-label
+      probe beats the permutation null (p < α); for adaptation claims it also exceeds the scrambled-label
+      adaptation.
+
+The framework is descriptive and post hoc (§3.6): it is not a prospective success criterion or an AUROC
+threshold. Matched random initialisation and scrambled-label adaptation need the model layer; this module takes
+their scores (:func:`random_init_contrast`, :func:`scrambled_label_contrast`) as inputs.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+GATES = (("i", "comparator"), ("ii", "paired uncertainty"), ("iii", "provenance"), ("iv", "controls"))
+STATUSES = ("pass", "fail", "missing", "not_reached")
+
+RELATED_SOURCES: dict[str, tuple[str, ...]] = {
+    "tuh": ("tuh", "tueg", "tuheeg", "tuhcorpus", "tuab", "tuar", "tuev", "tusz", "tuep", "tusl",
+            "templeuniversityhospital"),
+    "chbmit": ("chbmit", "chb", "chbmitscalpeeg"),
+    "sleepedf": ("sleepedf", "sleepedfx", "sleepcassette", "sleeptelemetry"),
+    "ds004504": ("ds004504", "miltiadous"),
+    "caueeg": ("caueeg",),
+    "ds003490": ("ds003490",),
+    "shhs": ("shhs",),
+    "seed": ("seed", "seediv", "seedv", "seedvig"),
+}
+"""Source families for gate (iii): names in one family are treated as the same or a closely related source
+distribution (§3.6 (iii)). Normalised names (lower case, alphanumerics only). Extend via ``related=``."""
+
+
+def normalize_name(name: str) -> str:
+    """Lower-case alphanumerics only: ``"CHB-MIT"`` → ``"chbmit"``, ``"TUH EEG"`` → ``"tuheeg"``."""
+    return re.sub(r"[^0-9a-z]", "", name.lower())
+
+
+def _family(name: str, related: Mapping[str, Sequence[str]]) -> str | None:
+    """Source family of ``name``: equal to a member, or containing a member of at least 6 characters
+    (``"Temple University Hospital EEG"`` contains ``templeuniversityhospital``; short ids such as ``tuh`` must
+    match a whole word, see :func:`pretraining_overlap`)."""
+    n = normalize_name(name)
+    for fam, members in related.items():
+        for m in {normalize_name(fam), *map(normalize_name, members)}:
+            if n == m or (len(m) >= 6 and m in n):
+                return fam
+    return None
+
+
+def pretraining_overlap(pretraining_corpora: Sequence[str], evaluation_dataset: str,
+                        related: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
+    """Pretraining corpora that are, contain, or share a source family with the evaluation dataset.
+
+    Parameters
+    ----------
+    pretraining_corpora : sequence of str
+        The model's published pretraining inventory (e.g. ``["TUEG", "SEED"]``).
+    evaluation_dataset : str
+        The evaluation cohort (e.g. ``"TUAB"``).
+    related : mapping, optional
+        Source families; default :data:`RELATED_SOURCES`.
+
+    Returns
+    -------
+    list of (corpus, reason)
+        Empty when no overlap is found. Reasons: ``"same dataset"``, ``"named in corpus"`` (the evaluation name
+        is a word of the corpus name), ``"same source family <fam>"``.
+    """
+    related = RELATED_SOURCES if related is None else related
+    ev = normalize_name(evaluation_dataset)
+    ev_fam = _family(evaluation_dataset, related)
+    hits = []
+    for corpus in pretraining_corpora:
+        c = normalize_name(corpus)
+        words = {normalize_name(w) for w in re.split(r"[\s,;/()+]+", corpus) if w}
+        if c == ev:
+            hits.append((corpus, "same dataset"))
+        elif ev in words:
+            hits.append((corpus, "named in corpus"))
+        elif ev_fam is not None and (_family(corpus, related) == ev_fam
+                                     or any(_family(w, related) == ev_fam for w in words)):
+            hits.append((corpus, f"same source family {ev_fam}"))
+    return hits
+
+
+@dataclass
+class ClaimEvidence:
+    """Everything the four gates read for one positive model-specific margin (paper 001 §3.6).
+
+    Parameters
+    ----------
+    model, task : str
+        The claim: ``model`` on ``task``.
+    evaluation_dataset : str
+        Dataset the task evaluates on (for gate iii).
+    model_score : float
+        The model's estimate (e.g. mean-fold AUROC) under the task's probe and folds.
+    comparator_scores : mapping
+        Handcrafted family → score under the same probe and folds (e.g. ``{"simple": .70, "enhanced": .715}``).
+    paired_ci : (float, float), optional
+        Interval of model minus the *stronger* comparator (same units as the scores).
+    pretraining_corpora : sequence of str, optional
+        Published pretraining inventory; None when unknown (gate iii is then ``missing``).
+    random_init_scores : sequence of float, optional
+        Matched fully-random-initialisation scores, one per seed.
+    permutation_p : float, optional
+        Label-permutation p-value of the observed-label probe.
+    adaptation : bool
+        The claim concerns an adapted (LoRA/full) model: gate (iv) then also needs ``scrambled_label_score``.
+    scrambled_label_score : float, optional
+        Score after adaptation on permuted source labels.
+    alpha : float
+        Level for the permutation p-value.
+    metric : str
+        Name of the score's metric (for the report).
+    """
+
+    model: str
+    task: str
+    evaluation_dataset: str
+    model_score: float
+    comparator_scores: Mapping[str, float]
+    paired_ci: tuple[float, float] | None = None
+    pretraining_corpora: Sequence[str] | None = None
+    random_init_scores: Sequence[float] | None = None
+    permutation_p: float | None = None
+    adaptation: bool = False
+    scrambled_label_score: float | None = None
+    alpha: float = 0.05
+    metric: str = "auroc"
+
+
+@dataclass
+class GateResult:
+    """Outcome of one gate: ``status`` in :data:`STATUSES`, a one-line ``detail`` and the numbers used."""
+
+    gate: str
+    name: str
+    status: str
+    detail: str
+    values: dict = field(default_factory=dict)
+
+
+@dataclass
+class GateReport:
+    """The four gates of one claim, in order; ``stopped_at`` is the first gate that did not pass."""
+
+    model: str
+    task: str
+    metric: str
+    gates: list
+    stopped_at: str | None
+    attributed: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _gate_i(ev: ClaimEvidence) -> GateResult:
+    g, name = GATES[0]
+    if not ev.comparator_scores:
+        return GateResult(g, name, "missing", "no handcrafted comparator score given")
+    best_family = max(ev.comparator_scores, key=lambda k: ev.comparator_scores[k])
+    best = float(ev.comparator_scores[best_family])
+    margin = float(ev.model_score) - best
+    vals = {"model": float(ev.model_score), "strongest_family": best_family, "strongest": best, "margin": margin}
+    if margin > 0:
+        return GateResult(g, name, "pass", f"{ev.model_score:.4f} > {best_family} {best:.4f} (+{margin:.4f})", vals)
+    return GateResult(g, name, "fail", f"{ev.model_score:.4f} does not exceed {best_family} {best:.4f}", vals)
+
+
+def _gate_ii(ev: ClaimEvidence) -> GateResult:
+    g, name = GATES[1]
+    if ev.paired_ci is None:
+        return GateResult(g, name, "missing", "no paired interval against the strongest comparator")
+    lo, hi = map(float, ev.paired_ci)
+    if lo > hi:
+        raise ValueError(f"paired_ci {ev.paired_ci} has low > high")
+    vals = {"low": lo, "high": hi}
+    if lo > 0:
+        return GateResult(g, name, "pass", f"paired CI [{lo:.4f}, {hi:.4f}] excludes zero", vals)
+    return GateResult(g, name, "fail", f"paired CI [{lo:.4f}, {hi:.4f}] does not exclude zero", vals)
+
+
+def _gate_iii(ev: ClaimEvidence, related) -> GateResult:
+    g, name = GATES[2]
+    if ev.pretraining_corpora is None:
+        return GateResult(g, name, "missing", "pretraining inventory unknown")
+    hits = pretraining_overlap(ev.pretraining_corpora, ev.evaluation_dataset, related)
+    vals = {"pretraining_corpora": list(ev.pretraining_corpora), "evaluation_dataset": ev.evaluation_dataset,
+            "overlap": [list(h) for h in hits]}
+    if hits:
+        why = "; ".join(f"{c} ({r})" for c, r in hits)
+        return GateResult(g, name, "fail", f"pretraining overlaps {ev.evaluation_dataset}: {why}", vals)
+    return GateResult(g, name, "pass", f"no listed corpus overlaps {ev.evaluation_dataset}", vals)
+
+
+def _gate_iv(ev: ClaimEvidence) -> GateResult:
+    g, name = GATES[3]
+    need = []
+    if not ev.random_init_scores:
+        need.append("matched random-init scores")
+    if ev.permutation_p is None:
+        need.append("permutation p-value")
+    if ev.adaptation and ev.scrambled_label_score is None:
+        need.append("scrambled-label adaptation score")
+    if need:
+        return GateResult(g, name, "missing", "missing " + ", ".join(need))
+    rand = float(np.mean(ev.random_init_scores))
+    vals = {"random_init_mean": rand, "random_init_n": len(ev.random_init_scores),
+            "permutation_p": float(ev.permutation_p), "alpha": ev.alpha}
+    fails = []
+    if not ev.model_score > rand:
+        fails.append(f"not above matched random init ({ev.model_score:.4f} vs {rand:.4f})")
+    if not ev.permutation_p < ev.alpha:
+        fails.append(f"permutation p = {ev.permutation_p:.4g} not below {ev.alpha}")
+    if ev.adaptation:
+        vals["scrambled_label_score"] = float(ev.scrambled_label_score)
+        if not ev.model_score > ev.scrambled_label_score:
+            fails.append(f"not above scrambled-label adaptation ({ev.scrambled_label_score:.4f})")
+    if fails:
+        return GateResult(g, name, "fail", "; ".join(fails), vals)
+    extra = ", above scrambled-label adaptation" if ev.adaptation else ""
+    return GateResult(g, name, "pass", f"above random init ({rand:.4f}), permutation p = {ev.permutation_p:.4g}"
+                      f"{extra}", vals)
+
+
+def evaluate_gates(ev: ClaimEvidence, related: Mapping[str, Sequence[str]] | None = None) -> GateReport:
+    """Apply the four gates in order; the first non-passing gate ends the claim (paper 001 §3.6).
+
+    Parameters
+    ----------
+    ev : ClaimEvidence
+    related : mapping, optional
+        Source families for gate (iii) (default :data:`RELATED_SOURCES`).
+
+    Returns
+    -------
+    GateReport
+        Gates after the first ``fail``/``missing`` are ``not_reached``; ``attributed`` is True only when all
+        four pass.
+
+    Raises
+    ------
+    ValueError
+        On a malformed interval (low > high).
+    """
+    checks = [lambda: _gate_i(ev), lambda: _gate_ii(ev), lambda: _gate_iii(ev, related), lambda: _gate_iv(ev)]
+    results, stopped = [], None
+    for (g, name), check in zip(GATES, checks):
+        if stopped is not None:
+            results.append(GateResult(g, name, "not_reached", f"claim ended at gate ({stopped})"))
+            continue
+        r = check()
+        results.append(r)
+        if r.status != "pass":
+            stopped = g
+    return GateReport(ev.model, ev.task, ev.metric, results, stopped, stopped is None)
+
+
+_MARK = {"pass": "✓", "fail": "✗", "missing": "?", "not_reached": "–"}
+
+
+def gates_markdown(reports: Sequence[GateReport]) -> str:
+    """Markdown table, one row per claim: each gate's mark (✓ pass, ✗ fail, ? missing, – not reached),
+    where the claim stopped and why."""
+    head = "| model | task | " + " | ".join(f"({g}) {n}" for g, n in GATES) + " | stopped at | reason |"
+    sep = "|" + "---|" * (len(GATES) + 4)
+    lines = [head, sep]
+    for r in reports:
+        marks = " | ".join(_MARK[x.status] for x in r.gates)
+        if r.stopped_at is None:
+            stop, why = "—", "all four conditions hold"
+        else:
+            stop = f"({r.stopped_at})"
+            why = next(x.detail for x in r.gates if x.gate == r.stopped_at).replace("|", "/")
+        lines.append(f"| {r.model} | {r.task} | {marks} | {stop} | {why} |")
+    return "\n".join(lines) + "\n\nLegend: ✓ pass, ✗ fail, ? evidence missing, – not reached (an earlier gate ended " \
+                              "the claim). The framework is descriptive (paper 001 §3.6).\n"
+
+
+def write_gate_report(reports: Sequence[GateReport], json_path: str | Path, md_path: str | Path) -> None:
+    """Write the reports as JSON (a list of :meth:`GateReport.to_dict`) and as a Markdown table.
+
+    Files are written to a temporary name and renamed, so a crash never leaves a half-written report.
+    """
+    for path, text in ((Path(json_path), json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False)),
+                       (Path(md_path), gates_markdown(reports))):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+
+
+# ------------------------------------------------------------------------ hooks for the model-layer controls
+def random_init_contrast(pretrained: float | Sequence[float], random_by_seed: Mapping[int, float | Sequence[float]]
+                         ) -> dict:
+    """Pretrained minus matched fully-random initialisation (paper 001 §4.2.2, Control 2), descriptive.
+
+    Parameters
+    ----------
+    pretrained : float or sequence of float
+        Pretrained score, or its per-fold values (averaged).
+    random_by_seed : mapping
+        Seed → score (or per-fold values) of the same architecture randomly initialised, with the same inputs,
+        folds and probe.
+
+    Returns
+    -------
+    dict
+        ``pretrained``, ``random_per_seed``, ``random_grand_mean``, ``delta`` and ``delta_pp``. No interval:
+        seeds share held-out subjects (§4.2.2).
+
+    Raises
+    ------
+    ValueError
+        If no random seed is given.
+    """
+    if not random_by_seed:
+        raise ValueError("random_by_seed is empty; fix: run the matched random-init encoder for at least one seed")
+    pre = float(np.mean(pretrained))
+    per = {int(s): float(np.mean(v)) for s, v in random_by_seed.items()}
+    grand = float(np.mean(list(per.values())))
+    return {"pretrained": pre, "random_per_seed": per, "random_grand_mean": grand, "delta": pre - grand,
+            "delta_pp": 100 * (pre - grand)}
+
+
+def scrambled_label_contrast(correct: Sequence[float], scrambled: Sequence[float]) -> dict:
+    """Correct- versus scrambled-label adaptation (paper 001 §4.2.4, Control 4), descriptive and unpaired.
+
+    Parameters
+    ----------
+    correct : sequence of float
+        Scores of adaptation runs on the true source labels (one per seed).
+    scrambled : sequence of float
+        Scores after adaptation on permuted source labels (one per seed).
+
+    Returns
+    -------
+    dict
+        Means, SDs, counts, ``delta`` and ``delta_pp``. Not an equivalence test (§4.2.4).
+
+    Raises
+    ------
+    ValueError
+        If either list is empty.
+    """
+    c, s = np.asarray(correct, dtype=float), np.asarray(scrambled, dtype=float)
+    if c.size == 0 or s.size == 0:
+        raise ValueError("need at least one correct-label and one scrambled-label run")
+    sd = lambda v: float(np.std(v, ddof=1)) if v.size > 1 else float("nan")  # noqa: E731
+    return {"correct_mean": float(c.mean()), "correct_sd": sd(c), "n_correct": int(c.size),
+            "scrambled_mean": float(s.mean()), "scrambled_sd": sd(s), "n_scrambled": int(s.size),
+            "delta": float(c.mean() - s.mean()), "delta_pp": float(100 * (c.mean() - s.mean()))}

@@ -1,0 +1,94 @@
+"""Four-gate attribution report (paper 001 §3.6, §5.5)."""
+import json
+
+import pytest
+
+from eegfm_bench.controls import gates as G
+
+
+def evidence(**over):
+    base = dict(model="REVE", task="chbmit_ictal", evaluation_dataset="CHB-MIT", model_score=0.793,
+                comparator_scores={"simple": 0.700, "enhanced": 0.715}, paired_ci=(0.01, 0.11),
+                pretraining_corpora=["TUEG", "SEED"], random_init_scores=[0.691, 0.696, 0.687],
+                permutation_p=0.0099)
+    base.update(over)
+    return G.ClaimEvidence(**base)
+
+
+def statuses(rep):
+    return [g.status for g in rep.gates]
+
+
+def test_all_four_pass_gives_an_attributed_claim():
+    rep = G.evaluate_gates(evidence())
+    assert statuses(rep) == ["pass"] * 4 and rep.attributed and rep.stopped_at is None
+    assert rep.gates[0].values["strongest_family"] == "enhanced"
+    assert rep.gates[0].values["margin"] == pytest.approx(0.793 - 0.715)
+
+
+def test_stops_at_the_first_failure_even_if_later_gates_would_fail_or_pass():
+    # comparator fails: the paired CI, provenance and controls are never consulted
+    rep = G.evaluate_gates(evidence(model_score=0.71, paired_ci=None, pretraining_corpora=["CHB-MIT"]))
+    assert statuses(rep) == ["fail", "not_reached", "not_reached", "not_reached"]
+    assert rep.stopped_at == "i" and not rep.attributed
+    # the stronger family decides: above simple (0.70) but below enhanced (0.715) still fails
+    assert G.evaluate_gates(evidence(model_score=0.71)).stopped_at == "i"
+    # CHB-MIT paper case: CI [-0.36, 11.22] pp crosses zero; later positive controls cannot rescue it
+    rep = G.evaluate_gates(evidence(paired_ci=(-0.0036, 0.1122)))
+    assert statuses(rep) == ["pass", "fail", "not_reached", "not_reached"]
+    # provenance fails -> controls not reached even though they would pass
+    rep = G.evaluate_gates(evidence(evaluation_dataset="TUAB", pretraining_corpora=["TUH EEG Corpus (TUEG)"]))
+    assert statuses(rep) == ["pass", "pass", "fail", "not_reached"]
+    assert "same source family tuh" in rep.gates[2].detail
+
+
+def test_gate_iv_needs_random_init_and_permutation_and_scrambled_for_adaptation():
+    rep = G.evaluate_gates(evidence(random_init_scores=[0.80, 0.81]))
+    assert rep.stopped_at == "iv" and "random init" in rep.gates[3].detail
+    rep = G.evaluate_gates(evidence(permutation_p=0.099))
+    assert rep.stopped_at == "iv" and "permutation p" in rep.gates[3].detail
+    rep = G.evaluate_gates(evidence(adaptation=True))
+    assert rep.gates[3].status == "missing" and "scrambled-label" in rep.gates[3].detail
+    rep = G.evaluate_gates(evidence(adaptation=True, scrambled_label_score=0.80))
+    assert rep.gates[3].status == "fail"
+    assert G.evaluate_gates(evidence(adaptation=True, scrambled_label_score=0.60)).attributed
+
+
+def test_missing_evidence_ends_the_claim():
+    rep = G.evaluate_gates(evidence(pretraining_corpora=None))
+    assert statuses(rep) == ["pass", "pass", "missing", "not_reached"] and rep.stopped_at == "iii"
+
+
+@pytest.mark.parametrize("corpora,dataset,overlap", [
+    (["TUEG"], "TUAB", True),
+    (["CHB-MIT", "SHHS", "PREST"], "chbmit", True),
+    (["Temple University Hospital EEG"], "tuab", True),
+    (["TUEG", "SEED"], "ds004504", False),
+    (["OpenNeuro ds004504 derivatives"], "ds004504", True),
+    (["SHHS"], "Sleep-EDF", False),
+])
+def test_pretraining_overlap(corpora, dataset, overlap):
+    assert bool(G.pretraining_overlap(corpora, dataset)) is overlap
+
+
+def test_json_and_markdown_report(tmp_path):
+    reps = [G.evaluate_gates(evidence()),
+            G.evaluate_gates(evidence(model="BIOT", paired_ci=(-0.062, 0.063)))]
+    G.write_gate_report(reps, tmp_path / "gates.json", tmp_path / "gates.md")
+    data = json.loads((tmp_path / "gates.json").read_text())
+    assert [d["stopped_at"] for d in data] == [None, "ii"]
+    assert data[1]["gates"][2]["status"] == "not_reached"
+    md = (tmp_path / "gates.md").read_text()
+    lines = [ln for ln in md.splitlines() if ln.startswith("| BIOT")]
+    assert lines and "| ✓ | ✗ | – | – | (ii) |" in lines[0]
+    assert "| REVE | chbmit_ictal | ✓ | ✓ | ✓ | ✓ | — |" in md
+
+
+def test_model_layer_hooks():
+    c = G.random_init_contrast(0.793, {42: 0.691, 43: 0.696, 44: 0.687})
+    assert c["random_grand_mean"] == pytest.approx(0.6913333)
+    assert c["delta_pp"] == pytest.approx(10.1667, abs=1e-3)
+    s = G.scrambled_label_contrast([0.84, 0.8397, 0.8394], [0.8392] * 5)
+    assert s["n_scrambled"] == 5 and s["delta"] == pytest.approx(0.8397 - 0.8392)
+    with pytest.raises(ValueError, match="random_by_seed"):
+        G.random_init_contrast(0.7, {})
