@@ -226,6 +226,9 @@ def run_cv(config, *, progress: bool = True, quiet: bool = True) -> "pandas.Data
             t0 = time.time()
             trainer.fit(model, dm)
             trainer.test(model, dm, ckpt_path=ckpt.best_model_path or None, verbose=False)
+            for lg in trainer.loggers:  # one wandb run per cell: close it before the next cell starts one
+                if type(lg).__name__ == "WandbLogger":
+                    lg.experiment.finish()
             pred = model.test_predictions.copy()
             pred["subject"] = ws.subject[pred["index"]]
             pred["recording"] = ws.recording[pred["index"]]
