@@ -7,11 +7,17 @@ cv --config X.yaml      every fold × model × head × regime of one task; resul
 models                  the registered backbones with their preprocessing and channel contracts.
 tasks                   the registered tasks.
 check --config X.yaml   one batch through every configured run before a long cv run.
+sweep --config X.yaml   test-time perturbations (paper 003 App. D) on every per-fold checkpoint of a cv run.
+controls --config X.yaml  negative controls of paper 001 (comparators, random init, permutation, identity, gates).
+audit --config X.yaml   PhysioTRACE provenance audit (paper 000) over an embeddings npz; resumable.
+probe --config X.yaml   block-wise linear probes + per-block attention topomaps on a cv run's checkpoints (App. I.4-I.5).
+attribute --config X.yaml  Gradient×Input / AttnLRP topomaps + sanity checks on a cv run's checkpoints (App. I.1-I.2).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def _lightning_cli(args: list[str]) -> None:
@@ -91,6 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("tasks", help="list tasks")
     ck = sub.add_parser("check", help="one batch through every run of a cv config")
     ck.add_argument("--config", required=True)
+    sw = sub.add_parser("sweep", help="test-time perturbation sweep over a cv run's checkpoints (paper 003 App. D)")
+    sw.add_argument("--config", required=True)
+    sw.add_argument("--no-progress", action="store_true")
+    for name, what in (("probe", "block-wise probes and attention maps over a cv run's checkpoints (paper 003 App. I.4-I.5)"),
+                       ("attribute", "attribution topomaps over a cv run's checkpoints (paper 003 App. I.1-I.2)")):
+        ip = sub.add_parser(name, help=what)
+        ip.add_argument("--config", required=True)
+        ip.add_argument("--no-progress", action="store_true")
+    ct = sub.add_parser("controls", help="negative-control suite and four-gate report of one task (paper 001)")
+    ct.add_argument("--config", required=True)
+    ct.add_argument("--no-progress", action="store_true")
+    au = sub.add_parser("audit", help="PhysioTRACE provenance audit over an embeddings npz (paper 000), resumable")
+    au.add_argument("--config", required=True)
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a = p.parse_args(argv)
@@ -108,6 +127,45 @@ def main(argv: list[str] | None = None) -> int:
         from eegfm_bench.cv import check_config
 
         check_config(a.config)
+    elif a.cmd == "sweep":
+        import pandas as pd
+
+        from eegfm_bench.perturb.report import table_markdown
+        from eegfm_bench.perturb.sweep import sweep_main
+
+        table = sweep_main(a.config, progress=not a.no_progress)
+        print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
+        print(f"report: {table.attrs['report']}")
+    elif a.cmd == "probe":
+        from eegfm_bench.interpret.probes import run_probes
+
+        for k, v in run_probes(a.config, progress=not a.no_progress).items():
+            print(f"{k}: {v}")
+    elif a.cmd == "attribute":
+        from eegfm_bench.interpret.attribution import run_attribution
+
+        out = run_attribution(a.config, progress=not a.no_progress)
+        print(out.pop("checks").read_text())
+        out.pop("checks_table")
+        for k, v in out.items():
+            print(f"{k}: {v}")
+    elif a.cmd == "controls":
+        from eegfm_bench.controls.run import controls_main
+
+        out = controls_main(a.config, progress=not a.no_progress)
+        print(Path(out["gates_md"]).read_text())
+        for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
+            print(f"{k}: {out[k]}")
+    elif a.cmd == "audit":
+        import yaml
+
+        from eegfm_bench.provenance.audit import audit_main
+
+        cfg = yaml.safe_load(Path(a.config).read_text()) or {}
+        rep = audit_main(cfg)
+        print(rep.to_markdown())
+        stem = Path(cfg["out_dir"]) / f"audit_{rep.config_hash[:16]}"
+        print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")
     return 0
 
 
