@@ -1,0 +1,448 @@
+"""Sweep report: per-fold degradation, significance marks, ranked tables and curves (paper 003 App. H).
+
+From the rows a sweep wrote (:mod:`eegfm_bench.perturb.sweep`):
+
+* :func:`fold_deltas` — per-fold paired change from clean in percentage points
+  (:func:`eegfm_bench.stats.paired_deltas`), one row per model × fold × condition;
+* :func:`degradation_table` — mean Δ over folds per model and condition, an ``Average`` over the table's
+  conditions, ∗ / ∇ marks from a two-sided Wilcoxon signed-rank test of each model's per-fold Δ against the
+  reference model's over the shared folds, Holm-corrected across models (:func:`eegfm_bench.stats.wilcoxon_holm`),
+  rows ranked by ``Average`` (least degradation first), as Tables 10–17;
+* :func:`plot_degradation_curves` — balanced accuracy vs SNR (white, pink) and vs dropout probability
+  (zero-padded and removed side by side), mean ± std over folds (PNG, matplotlib Agg);
+* :func:`write_report` — ``sweep.md`` (clean table, degradation tables, not-applicable list, dropout masks,
+  regions, failures), ``deltas.csv``, ``wilcoxon.csv`` and ``degradation_curves.png``.
+
+A "model" here is one (model, init, regime, head) combination; its label is the model name when that is
+unique in the sweep, else ``model (regime, head[, init])``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from eegfm_bench.perturb.conditions import AdditiveNoise, ChannelDropout, parse_condition
+from eegfm_bench.stats import paired_deltas, wilcoxon_holm
+
+ID_COLUMNS = ["model", "init", "regime", "head"]
+
+
+def add_labels(df: pd.DataFrame) -> pd.DataFrame:
+    """Add a ``label`` column naming each (model, init, regime, head) combination (see the module docstring)."""
+    df = df.copy()
+    combos = df[ID_COLUMNS].drop_duplicates()
+    labels = {}
+    for _, r in combos.iterrows():
+        same = combos[combos["model"] == r["model"]]
+        if len(same) == 1:
+            lab = r["model"]
+        else:
+            parts = [r["regime"], r["head"]]
+            if same["init"].nunique() > 1:
+                parts.append(r["init"])
+            lab = f"{r['model']} ({', '.join(map(str, parts))})"
+        labels[tuple(r)] = lab
+    df["label"] = [labels[tuple(v)] for v in df[ID_COLUMNS].itertuples(index=False)]
+    return df
+
+
+def resolve_reference(df: pd.DataFrame, reference: str | None) -> str | None:
+    """The label of the reference model (a model name with one combination, or a label).
+
+    Raises
+    ------
+    ValueError
+        If ``reference`` names no label, or a model with several combinations (the message lists the labels).
+    """
+    if reference is None:
+        return None
+    labels = sorted(set(df["label"]))
+    if reference in labels:
+        return reference
+    hits = sorted(set(df.loc[df["model"] == reference, "label"]))
+    if len(hits) == 1:
+        return hits[0]
+    raise ValueError(f"reference {reference!r} matches {hits or 'no'} model label(s); labels: {labels}; "
+                     "fix: set `reference:` to one of these labels")
+
+
+def fold_deltas(df: pd.DataFrame, metric: str = "balanced_accuracy") -> pd.DataFrame:
+    """Per-fold paired change from clean, percentage points (paper 003 App. H: "paired per fold").
+
+    Parameters
+    ----------
+    df : DataFrame
+        Sweep rows with a ``label`` column (:func:`add_labels`).
+    metric : str
+        Metric in [0, 1] (rows with another metric, e.g. ``not_applicable``, are ignored).
+
+    Returns
+    -------
+    DataFrame
+        ``label``, ``fold``, ``condition``, ``value``, ``clean``, ``delta_pp`` = 100 · (value − clean value
+        of the same model and fold), for every non-clean condition with a finite value.
+    """
+    d = df[(df["metric"] == metric)].copy()
+    d["value"] = d["value"].astype(float)
+    d = d[np.isfinite(d["value"])]
+    if d.empty:
+        return pd.DataFrame(columns=["label", "fold", "condition", "value", "clean", "delta_pp"])
+    out = paired_deltas(d[["label", "fold", "condition", "value"]], by=("label", "fold"))
+    base = d[d["condition"] == "clean"].set_index(["label", "fold"])["value"]
+    out["clean"] = base.reindex(pd.MultiIndex.from_frame(out[["label", "fold"]])).to_numpy()
+    return out[["label", "fold", "condition", "value", "clean", "delta_pp"]].reset_index(drop=True)
+
+
+def _test_column(per_label: dict[str, pd.Series], reference: str | None, alpha: float) -> tuple[dict, list[dict]]:
+    """Wilcoxon + Holm of every label against the reference over the folds all labels share."""
+    if reference is None or reference not in per_label or len(per_label) < 2:
+        return {}, []
+    shared = sorted(set.intersection(*(set(s.dropna().index) for s in per_label.values())))
+    if len(shared) < 2:
+        return {}, []
+    res = wilcoxon_holm({k: s.loc[shared].to_numpy() for k, s in per_label.items()}, reference, alpha=alpha)
+    return {r.model: r.mark for r in res}, [r.__dict__ | {"folds": shared} for r in res]
+
+
+def degradation_table(deltas: pd.DataFrame, conditions: Sequence[str], *, reference: str | None = None,
+                      alpha: float = 0.05) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """Mean Δ (pp) per model and condition, an Average, ∗/∇ marks, ranked by Average (Tables 10–17).
+
+    Parameters
+    ----------
+    deltas : DataFrame
+        From :func:`fold_deltas`.
+    conditions : sequence of str
+        Columns of the table, in order. Only models that have every one of them enter the table.
+    reference : str or None
+        Reference label for the marks (paper: EEGNet); ``None``: no marks.
+    alpha : float
+        Family-wise level (Holm across models, per column).
+
+    Returns
+    -------
+    means : DataFrame
+        Index = labels ranked by ``Average`` (descending: smallest loss first), columns = conditions +
+        ``Average``; mean over folds of Δ pp. ``Average`` is the mean over the conditions, computed per fold and
+        then averaged over folds.
+    marks : DataFrame
+        Same shape: ``"∗"`` (significantly less degradation than the reference), ``"∇"`` (more), or ``""``.
+        A column whose reference is absent, or with fewer than two shared folds, has no marks.
+    tests : list of dict
+        Every Wilcoxon comparison (condition, model, reference, n_folds, median_diff, p_value, p_holm, mark, folds).
+    """
+    conditions = list(conditions)
+    d = deltas[deltas["condition"].isin(conditions)]
+    if d.empty or not conditions:
+        return pd.DataFrame(), pd.DataFrame(), []
+    wide = d.pivot_table(index=["label", "fold"], columns="condition", values="delta_pp", aggfunc="first")
+    have = [lab for lab in wide.index.get_level_values(0).unique()
+            if all(c in wide.columns and wide.loc[lab, c].notna().any() for c in conditions)]
+    wide = wide.loc[wide.index.get_level_values(0).isin(have), conditions]
+    wide["Average"] = wide[conditions].mean(axis=1, skipna=False)
+    means = wide.groupby(level=0).mean()
+    marks = pd.DataFrame("", index=means.index, columns=means.columns)
+    tests = []
+    for col in means.columns:
+        per_label = {lab: wide.loc[lab, col] for lab in means.index}
+        m, t = _test_column(per_label, reference, alpha)
+        for lab, mark in m.items():
+            marks.loc[lab, col] = mark
+        tests += [{"condition": col, **r} for r in t]
+    order = means["Average"].sort_values(ascending=False, na_position="last").index
+    return means.loc[order], marks.loc[order], tests
+
+
+def _fmt_pp(v: float) -> str:
+    return "—" if not np.isfinite(v) else f"{v:+.1f}"
+
+
+def table_markdown(means: pd.DataFrame, marks: pd.DataFrame) -> str:
+    """Markdown of a degradation table: rank, model, Δ pp per column (best bold, second underlined), marks."""
+    cols = list(means.columns)
+    lines = ["| # | Model | " + " | ".join(cols) + " |", "|---|---|" + "|".join("---" for _ in cols) + "|"]
+    rank_of = {}
+    for c in cols:
+        vals = means[c].dropna().sort_values(ascending=False)
+        uniq = sorted(set(vals.round(1)), reverse=True)
+        rank_of[c] = {lab: (uniq.index(round(v, 1)) if len(vals) > 1 else None) for lab, v in vals.items()}
+    for i, lab in enumerate(means.index, start=1):
+        cells = []
+        for c in cols:
+            s = _fmt_pp(means.loc[lab, c])
+            r = rank_of[c].get(lab)
+            if r == 0:
+                s = f"**{s}**"
+            elif r == 1:
+                s = f"<u>{s}</u>"
+            cells.append(s + marks.loc[lab, c])
+        lines.append(f"| {i} | {lab} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def clean_table(df: pd.DataFrame, metrics: Sequence[str] = ("balanced_accuracy", "auroc", "cohen_kappa")) -> pd.DataFrame:
+    """Clean performance per label: mean ± std over folds of each metric and the number of folds."""
+    d = df[(df["condition"] == "clean") & df["metric"].isin(metrics)].copy()
+    d["value"] = d["value"].astype(float)
+    rows = []
+    for lab, g in d.groupby("label"):
+        row = {"model": lab}
+        for m in metrics:
+            v = g.loc[g["metric"] == m, "value"].to_numpy()
+            row[m] = (f"{np.nanmean(v):.3f} ± {np.nanstd(v, ddof=1):.3f}" if np.isfinite(v).sum() > 1
+                      else (f"{np.nanmean(v):.3f}" if np.isfinite(v).any() else "—"))
+        row["folds"] = int(g["fold"].nunique())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _md(df: pd.DataFrame) -> str:
+    from eegfm_bench.results import to_markdown
+
+    return to_markdown(df)
+
+
+def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric: str = "balanced_accuracy",
+                            chance: float | None = None, title: str = "") -> Path:
+    """Degradation curves: metric vs SNR (white, pink) and vs dropout p (zero-padded | removed), one line per model.
+
+    Parameters
+    ----------
+    df : DataFrame
+        Sweep rows with ``label`` (:func:`add_labels`).
+    path : path
+        Output PNG.
+    metric : str
+        Metric on the y axis.
+    chance : float, optional
+        Chance level drawn as a grey line (e.g. 1 / n_classes for balanced accuracy).
+    title : str
+
+    Returns
+    -------
+    Path
+        The PNG written (4 panels: white noise, pink noise, dropout zero-padded, dropout removed; x = clean then
+        decreasing SNR in dB, or p from 0 = clean; mean ± std over folds).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    d = df[df["metric"] == metric].copy()
+    d["value"] = d["value"].astype(float)
+    parsed = {c: parse_condition(c) for c in d["condition"].unique()}
+    labels = sorted(d["label"].unique())
+    colors = {lab: plt.cm.tab10(i % 10) for i, lab in enumerate(labels)}
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), sharey=True)
+    panels = [("white", "White noise"), ("pink", "Pink noise"), ("zero", "Random dropout, zero-padded"),
+              ("removed", "Random dropout, removed")]
+    for ax, (kind, name) in zip(axes, panels):
+        drawn = 0
+        for lab in labels:
+            g = d[d["label"] == lab]
+            clean = g[g["condition"] == "clean"]["value"]
+            pts = [(None, clean)]
+            for c, cond in parsed.items():
+                v = g[g["condition"] == c]["value"]
+                if v.empty:
+                    continue
+                if kind in ("white", "pink") and isinstance(cond, AdditiveNoise) and cond.kind == kind:
+                    pts.append((cond.snr_db, v))
+                elif kind in ("zero", "removed") and isinstance(cond, ChannelDropout) and cond.handling == kind:
+                    pts.append((cond.p, v))
+            if len(pts) < 2 or clean.empty:
+                continue
+            if kind in ("white", "pink"):
+                pts = [pts[0]] + sorted(pts[1:], key=lambda t: -t[0])
+                xs = list(range(len(pts)))
+                ticks = ["clean"] + [f"{t[0]:g}" for t in pts[1:]]
+            else:
+                pts = [(0.0, pts[0][1])] + sorted(pts[1:], key=lambda t: t[0])
+                xs = [t[0] for t in pts]
+                ticks = None
+            mean = [float(np.mean(v)) if len(v) else math.nan for _, v in pts]
+            std = [float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for _, v in pts]
+            ax.errorbar(xs, mean, yerr=std, marker="o", ms=4, capsize=3, color=colors[lab], label=lab)
+            drawn += 1
+            if ticks is not None:
+                ax.set_xticks(xs, ticks)
+        if chance is not None:
+            ax.axhline(chance, color="0.6", ls=":", lw=1)
+        ax.set_title(name)
+        ax.set_xlabel("SNR (dB)" if kind in ("white", "pink") else "per-channel dropout probability p")
+        if kind in ("zero", "removed"):
+            ax.set_xlim(-0.03, 0.53)
+        if not drawn:
+            listed = any((isinstance(c, AdditiveNoise) and c.kind == kind)
+                         or (isinstance(c, ChannelDropout) and c.handling == kind) for c in parsed.values())
+            listed = listed or (kind == "removed" and (df["condition"].str.contains("_removed")).any())
+            ax.text(0.5, 0.5, "no model applicable" if listed else "not in this sweep",
+                    ha="center", va="center", transform=ax.transAxes, color="0.4")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(metric.replace("_", " "))
+    handles, labs = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labs, loc="lower center", ncol=min(6, len(labs)), frameon=False)
+    fig.suptitle(title or f"{metric.replace('_', ' ')} under test-time perturbations (mean ± std over folds)")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet", metric: str = "balanced_accuracy",
+                 alpha: float = 0.05, chance: float | None = None, filter_notes: Sequence[str] = (),
+                 experiment: str | None = None, task: str | None = None) -> pd.DataFrame:
+    """Write ``sweep.md``, ``deltas.csv``, ``wilcoxon.csv`` and ``degradation_curves.png`` for a sweep folder.
+
+    Parameters
+    ----------
+    out_dir : path
+        The sweep's out_dir (``results.csv``, ``sweep.yaml``, ``dropout_masks.json``, ``failures.json``).
+    reference : str or None
+        Reference model of the ∗/∇ marks.
+    metric : str
+        Metric of the degradation tables and curves.
+    alpha : float
+        Family-wise level of the marks.
+    chance : float, optional
+        Chance level for the curves.
+    filter_notes : sequence of str
+        Notes on the noise filters (:func:`~eegfm_bench.perturb.sweep.filter_from_preprocessing`).
+    experiment, task : str, optional
+        Restrict to these rows (default: all rows of the folder).
+
+    Returns
+    -------
+    DataFrame
+        The main degradation table (conditions every model takes), Δ pp, ranked by Average; ``attrs["marks"]``
+        holds its ∗/∇ marks (``{column: {label: mark}}``) and ``attrs["report"]`` the path of ``sweep.md``.
+
+    Raises
+    ------
+    ValueError
+        If ``reference`` is ambiguous or absent from the rows.
+    """
+    from eegfm_bench.results import ResultStore
+
+    out = Path(out_dir)
+    df = ResultStore(out).load()
+    if experiment is not None:
+        df = df[df["experiment"] == experiment]
+    if task is not None:
+        df = df[df["task"] == task]
+    cfg = {}
+    if (out / "sweep.yaml").is_file():
+        import yaml
+
+        cfg = yaml.safe_load((out / "sweep.yaml").read_text()) or {}
+    lines = [f"# Perturbation sweep: {experiment or ', '.join(sorted(set(df.get('experiment', []))))} / "
+             f"{task or ', '.join(sorted(set(df.get('task', []))))}", ""]
+    if df.empty:
+        (out / "sweep.md").write_text("\n".join(lines + ["(no results)", ""]))
+        empty = pd.DataFrame()
+        empty.attrs.update(marks={}, report=str(out / "sweep.md"))
+        return empty
+    df = add_labels(df)
+    ref = resolve_reference(df, reference)
+    n_folds = int(df["fold"].nunique())
+    fold_unit = ", ".join(sorted(set(df["fold_unit"].astype(str)))) if "fold_unit" in df else "?"
+    lines += [f"cv run: `{cfg.get('cv_out_dir', '?')}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation seed "
+              f"{cfg.get('seed', '?')}; metric: {metric.replace('_', ' ')}. Models evaluated on their own fold's test "
+              "windows under every condition, no retraining (paper 003 §3, App. D).", ""]
+    filt = None
+    if "details" in df:
+        for s in df["details"].dropna():
+            f = json.loads(s).get("filter")
+            if f:
+                filt = f
+                break
+    if filt:
+        notch = filt.get("notch_freq")
+        lines += [f"Noise filtered like the data: band-pass {filt['l_freq']}–{filt['h_freq']} Hz, notch "
+                  f"{', '.join(f'{x:g}' for x in notch) + ' Hz' if notch else 'none'}, at {filt['sfreq']:g} Hz "
+                  "(App. D.1)." + (" " + " ".join(filter_notes) if filter_notes else ""), ""]
+    # the smallest two-sided p a Wilcoxon signed-rank test can reach with n folds is 2 / 2^n
+    min_p = 2.0 / 2 ** n_folds if n_folds else 1.0
+    lines += [f"Δ = {metric.replace('_', ' ')} change from clean in percentage points, paired per fold, mean over "
+              f"folds; ranked by Average (mean over the table's conditions). Best per column in bold, second "
+              f"underlined. " + (f"∗ / ∇: significantly less / more degradation than {ref} (two-sided Wilcoxon "
+                                 f"signed-rank over the shared folds, Holm-corrected across models, α = {alpha:g}); "
+                                 f"with {n_folds} folds the smallest attainable p is {min_p:.3g}."
+                                 if ref else "No significance marks (no reference model)."), ""]
+    lines += ["## Clean performance", "", _md(clean_table(df)), ""]
+    deltas = fold_deltas(df, metric)
+    deltas.to_csv(out / "deltas.csv", index=False)
+    conds = [c for c in dict.fromkeys(df["condition"]) if c != "clean"]
+    order = {c: i for i, c in enumerate(cfg.get("conditions") or conds)}
+    conds.sort(key=lambda c: order.get(c, len(order)))
+    shared = [c for c in conds if not parse_condition(c).needs_variable_channels]
+    removed = [c for c in conds if parse_condition(c).needs_variable_channels]
+    tests: list[dict] = []
+    main_table = pd.DataFrame()
+    main_table.attrs.update(marks={}, report=str(out / "sweep.md"))
+    if shared:
+        means, marks, t = degradation_table(deltas, shared, reference=ref, alpha=alpha)
+        tests += t
+        main_table = means.copy()
+        main_table.attrs.update(marks=marks.to_dict(), report=str(out / "sweep.md"))
+        lines += ["## Degradation: all models (Δ pp from clean)", "", table_markdown(means, marks) if not means.empty
+                  else "(no complete model)", ""]
+    if removed:
+        means, marks, t = degradation_table(deltas, removed, reference=ref, alpha=alpha)
+        tests += t
+        lines += ["## Degradation: channels removed (variable-channel models only; App. D.2, D.3)", "",
+                  table_markdown(means, marks) if not means.empty else "(no model in this sweep accepts removed channels)",
+                  ""]
+    na = df[df["metric"] == "not_applicable"]
+    if not na.empty:
+        lines += ["### Not applicable", "", "| model | conditions | reason |", "|---|---|---|"]
+        for lab, g in na.groupby("label"):
+            for note, gg in g.groupby("note"):
+                lines.append(f"| {lab} | {', '.join(sorted(set(gg['condition'])))} | {note} |")
+        lines.append("")
+    pd.DataFrame(tests).to_csv(out / "wilcoxon.csv", index=False)
+    if (out / "dropout_masks.json").is_file():
+        masks = json.loads((out / "dropout_masks.json").read_text())
+        rows = [(ds, m) for ds, rec in masks.items() for m in rec["masks"]]
+        if rows:
+            lines += ["## Random dropout masks (App. D.2, Table 5: one mask per dataset and p, shared by folds and "
+                      "models)", "", "| Dataset | p | n | Dropped channels |", "|---|---|---|---|"]
+            for ds, m in rows:
+                lines.append(f"| {ds} ({m['n_chans']} ch) | {m['p']:.2f} | {m['n_dropped']} | {', '.join(m['dropped'])} |")
+            lines.append("")
+    regions = {}
+    for c, s in df[["condition", "details"]].dropna().drop_duplicates("condition").itertuples(index=False):
+        det = json.loads(s)
+        if "role" in det and det["role"] not in regions:
+            regions[det["role"]] = det
+    if regions:
+        lines += ["## Regions (App. D.3, Table 6)", "", "| role | regions | channels | missing electrodes |",
+                  "|---|---|---|---|"]
+        for role, det in regions.items():
+            lines.append(f"| {role} | {', '.join(det['regions'])} | {', '.join(det['channels'])} | "
+                         f"{', '.join(det['missing']) or '—'} |")
+        lines.append("")
+    png = plot_degradation_curves(df, out / "degradation_curves.png", metric=metric, chance=chance,
+                                  title=f"{task or ''} {metric.replace('_', ' ')} under test-time perturbations "
+                                        "(mean ± std over folds)".strip())
+    lines += ["## Degradation curves", "", f"![degradation curves]({png.name})", ""]
+    if (out / "failures.json").is_file():
+        fails = json.loads((out / "failures.json").read_text())
+        if fails:
+            lines += ["## Failures (no rows written; a rerun retries them)", "", "| model | fold | condition | error |",
+                      "|---|---|---|---|"]
+            for f in fails:
+                lines.append(f"| {f['model']} ({f['regime']}, {f['head']}) | {f['fold']} | {f['condition']} | "
+                             f"{f['error'].splitlines()[0][:200]} |")
+            lines.append("")
+    (out / "sweep.md").write_text("\n".join(lines))
+    return main_table

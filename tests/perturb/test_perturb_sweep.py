@@ -1,0 +1,349 @@
+"""The test-time perturbation sweep (paper 003 App. D, H): engine, callback, `eegfm-bench sweep`, report.
+
+Real-data tests train tiny EEGNets with the cv runner once per module:
+
+* ``eegmmidb_mi`` (2 folds × 1 epoch, as ``configs/experiment/tiny_ci.yaml``) for "every condition writes its
+  rows", resumability, failures and not-applicable rows — its clean accuracy is near chance, which these
+  checks do not need;
+* ``eegmmidb_eyes`` (eyes open vs closed, fold 1 only, 6 epochs) for "−15 dB white noise lowers balanced
+  accuracy": a tiny EEGNet learns that task well above chance in seconds, motor imagery it does not.
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from eegfm_bench.cli import main
+from eegfm_bench.cv import ConfigError, run_cv
+from eegfm_bench.models.module import FMClassifier
+from eegfm_bench.perturb import sweep as sweep_mod
+from eegfm_bench.perturb.channels import dropout_mask
+from eegfm_bench.perturb.conditions import ChannelDropout, PerturbContext, default_conditions, parse_condition
+from eegfm_bench.perturb.noise import FilterSpec
+from eegfm_bench.perturb.report import add_labels, degradation_table, fold_deltas, table_markdown
+from eegfm_bench.perturb.sweep import (
+    NOT_APPLICABLE,
+    TestSweep,
+    filter_from_preprocessing,
+    iter_sweep,
+    load_fitted,
+    not_applicable_reason,
+    sweep_main,
+)
+from eegfm_bench.registry import UnknownNameError
+from eegfm_bench.results import KEY_COLUMNS, ROW_COLUMNS
+
+from conftest import requires_data
+
+REPO = Path(__file__).resolve().parents[2]
+EEGMMIDB = ['FC5', 'FC3', 'FC1', 'FCz', 'FC2', 'FC4', 'FC6', 'C5', 'C3', 'C1', 'Cz', 'C2', 'C4', 'C6', 'CP5', 'CP3',
+            'CP1', 'CPz', 'CP2', 'CP4', 'CP6', 'Fp1', 'Fpz', 'Fp2', 'AF7', 'AF3', 'AFz', 'AF4', 'AF8', 'F7', 'F5', 'F3',
+            'F1', 'Fz', 'F2', 'F4', 'F6', 'F8', 'FT7', 'FT8', 'T7', 'T8', 'T9', 'T10', 'TP7', 'TP8', 'P7', 'P5', 'P3',
+            'P1', 'Pz', 'P2', 'P4', 'P6', 'P8', 'PO7', 'PO3', 'POz', 'PO4', 'PO8', 'O1', 'Oz', 'O2', 'Iz']
+ignore_missing = pytest.mark.filterwarnings("ignore::eegfm_bench.perturb.regions.MissingElectrodesWarning")
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def mi_cv(tmp_path_factory):
+    """Tiny EEGNet, eegmmidb_mi, 2 folds x 1 epoch (configs/experiment/tiny_ci.yaml)."""
+    cfg = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
+    cfg["out_dir"] = str(tmp_path_factory.mktemp("mi") / "cv")
+    cfg["trainer"]["accelerator"] = "cpu"
+    run_cv(cfg, progress=False)
+    return Path(cfg["out_dir"])
+
+
+@pytest.fixture(scope="module")
+def eyes_cv(tmp_path_factory):
+    """Tiny EEGNet, eegmmidb_eyes (7 subjects), fold 1 of 3, 6 epochs: clean accuracy well above chance."""
+    cfg = {"experiment": "tiny_eyes", "task": "eegmmidb_eyes", "out_dir": str(tmp_path_factory.mktemp("eyes") / "cv"),
+           "seed": 0, "data": {"batch_size": 16},
+           "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [1]},
+           "trainer": {"max_epochs": 6, "patience": 6, "accelerator": "cpu"}, "optim": {"lr": 0.003},
+           "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"],
+                     "backbone_kwargs": {"F1": 4, "D": 2, "kernel_length": 32}}]}
+    run_cv(cfg, progress=False)
+    return Path(cfg["out_dir"])
+
+
+def _sweep_cfg(cv_dir: Path, out: Path, **kw) -> dict:
+    return {"cv_out_dir": str(cv_dir), "out_dir": str(out), "batch_size": 16, "device": "cpu", **kw}
+
+
+def _rows(out: Path) -> pd.DataFrame:
+    return pd.read_csv(out / "results.csv")
+
+
+# ---------------------------------------------------------------------------------------------- real data
+@requires_data
+@ignore_missing
+def test_sweep_writes_every_condition_and_resumes(mi_cv, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(_sweep_cfg(mi_cv, out)))
+    assert main(["sweep", "--config", str(path), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "white_snr=-15dB" in printed and "| 1 | eegnet |" in printed and "sweep.md" in printed
+    df = _rows(out)
+    assert list(df.columns[:len(ROW_COLUMNS)]) == ROW_COLUMNS
+    assert {"note", "details", "checkpoint", "perturb_seed"} <= set(df.columns)
+    all_conds = [c.name for c in default_conditions("eegmmidb_mi", variable_channels=True)]
+    removed = [c for c in all_conds if c.endswith("_removed")]
+    assert len(all_conds) == 26 and len(removed) == 5
+    for fold in (0, 1):
+        f = df[df.fold == fold]
+        assert f.condition.iloc[0] == "clean"  # clean first
+        assert list(dict.fromkeys(f.condition)) == all_conds
+        ok = f[f.metric != NOT_APPLICABLE]
+        assert len(ok) == 21 * 3 and set(ok.metric) == {"balanced_accuracy", "auroc", "cohen_kappa"}
+        for metric, lo in (("balanced_accuracy", 0.0), ("auroc", 0.0), ("cohen_kappa", -1.0)):
+            v = ok[ok.metric == metric].value
+            assert len(v) == 21 and ((v >= lo) & (v <= 1)).all()
+        na = f[f.metric == NOT_APPLICABLE]
+        assert sorted(na.condition) == sorted(removed) and na.value.isna().all()
+        assert na.note.str.contains("fixed channel set").all()
+    assert not df.duplicated(subset=KEY_COLUMNS).any()
+    assert set(df.n_windows) == {16} and set(df.n_subjects) == {2} and set(df.perturb_seed) == {0}
+    # same model, same windows, no retraining: the sweep's clean rows equal the cv's
+    cv_rows = pd.read_csv(mi_cv / "results.csv")
+    for metric in ("balanced_accuracy", "auroc", "cohen_kappa"):
+        a = df[(df.condition == "clean") & (df.metric == metric)].sort_values("fold").value.to_numpy()
+        b = cv_rows[(cv_rows.condition == "clean") & (cv_rows.metric == metric)].sort_values("fold").value.to_numpy()
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    # dropout masks by channel name: in each row's details and in dropout_masks.json (Table 5)
+    masks = json.loads((out / "dropout_masks.json").read_text())["eegmmidb"]
+    assert masks["ch_names"] == EEGMMIDB
+    for m in masks["masks"]:
+        expect = dropout_mask(EEGMMIDB, m["p"], 0, "eegmmidb")
+        assert m["dropped"] == list(expect.dropped) and m["n_dropped"] == expect.n_dropped
+        det = json.loads(df[df.condition == f"dropout_p={m['p']:g}_zero"].details.iloc[0])
+        assert det["dropped"] == list(expect.dropped) and det["n_chans"] == 64
+    det = json.loads(df[df.condition == "white_snr=-5dB"].details.iloc[0])
+    assert det["filter"] == {"sfreq": 128.0, "l_freq": 1.0, "h_freq": 40.0, "notch_freq": [60.0]}
+    det = json.loads(df[df.condition == "region=primary_zero"].details.iloc[0])
+    assert "C3" in det["channels"] and "TTP7h" in det["missing"]
+    # report: deltas in pp, markdown, curves
+    deltas = pd.read_csv(out / "deltas.csv")
+    d = deltas[(deltas.fold == 0) & (deltas.condition == "white_snr=-15dB")].iloc[0]
+    assert d.delta_pp == pytest.approx(100 * (d.value - d.clean))
+    md = (out / "sweep.md").read_text()
+    for text in ("## Degradation: all models", "Not applicable", "dropout_p=0.5_removed", "| eegmmidb (64 ch) | 0.50 |",
+                 "degradation_curves.png", "smallest attainable p is 0.5"):
+        assert text in md
+    png = (out / "degradation_curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    assert len(list((out / "predictions" / "eegnet-full-flatten-fold0").glob("*.csv"))) == 21
+    assert json.loads((out / "failures.json").read_text()) == []
+    # rerun: every condition is skipped, nothing new is written
+    before = (out / "results.csv").read_bytes()
+    assert main(["sweep", "--config", str(path), "--no-progress"]) == 0
+    assert (out / "results.csv").read_bytes() == before
+
+
+@requires_data
+@ignore_missing
+def test_failure_in_one_condition_keeps_the_others(mi_cv, tmp_path, monkeypatch):
+    out = tmp_path / "sweep"
+    conds = ["clean", "white_snr=0dB", "dropout_p=0.3_zero", "dropout_p=0.5_zero"]
+    cfg = _sweep_cfg(mi_cv, out, conditions=conds, save_predictions=False)
+    real_apply = ChannelDropout.apply
+
+    def broken(self, x, ch_names, rng, ctx):
+        if self.p == 0.3:
+            raise RuntimeError("simulated crash inside dropout_p=0.3")
+        return real_apply(self, x, ch_names, rng, ctx)
+
+    monkeypatch.setattr(ChannelDropout, "apply", broken)
+    with pytest.raises(RuntimeError, match="2 condition\\(s\\) failed"):
+        sweep_main(cfg, progress=False)
+    df = _rows(out)
+    assert sorted(set(df.condition)) == sorted(set(conds) - {"dropout_p=0.3_zero"})
+    assert len(df) == 2 * 3 * 3  # 2 folds x 3 conditions x 3 metrics
+    fails = json.loads((out / "failures.json").read_text())
+    assert [(f["fold"], f["condition"]) for f in fails] == [(0, "dropout_p=0.3_zero"), (1, "dropout_p=0.3_zero")]
+    assert "simulated crash" in fails[0]["error"] and "Traceback" in fails[0]["traceback"]
+    assert "dropout_p=0.3_zero" in (out / "sweep.md").read_text()  # listed under failures
+    # a hard crash (not caught) inside a later condition loses none of the rows written before it
+    monkeypatch.setattr(ChannelDropout, "apply",
+                        lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt("simulated kill")))
+    with pytest.raises(KeyboardInterrupt):
+        sweep_main({**cfg, "out_dir": str(tmp_path / "killed")}, progress=False)
+    killed = _rows(tmp_path / "killed")
+    assert set(killed.condition) == {"clean", "white_snr=0dB"} and set(killed.fold) == {0}
+    # fixed: the rerun writes only the failed condition, and keeps the earlier rows as they were
+    monkeypatch.setattr(ChannelDropout, "apply", real_apply)
+    sweep_main(cfg, progress=False)
+    df2 = _rows(out)
+    assert len(df2) == 2 * 4 * 3
+    pd.testing.assert_frame_equal(df2.iloc[:len(df)].reset_index(drop=True), df.reset_index(drop=True))
+    assert set(df2.iloc[len(df):].condition) == {"dropout_p=0.3_zero"}
+    assert json.loads((out / "failures.json").read_text()) == []
+    before = (out / "results.csv").read_bytes()
+    sweep_main(cfg, progress=False)
+    assert (out / "results.csv").read_bytes() == before
+
+
+@requires_data
+def test_removal_on_eegnet_gives_not_applicable_rows(mi_cv, tmp_path):
+    out = tmp_path / "sweep"
+    sweep_main(_sweep_cfg(mi_cv, out, conditions=["dropout_p=0.5_removed", "region=primary_removed", "clean"],
+                          save_predictions=False), progress=False)
+    df = _rows(out)
+    assert list(dict.fromkeys(df.condition)) == ["clean", "dropout_p=0.5_removed", "region=primary_removed"]
+    na = df[df.metric == NOT_APPLICABLE]
+    assert len(na) == 4 and na.value.isna().all() and set(na.fold) == {0, 1}
+    assert na.note.str.startswith("eegnet has a fixed channel set").all()
+    assert json.loads(na.details.iloc[0])["n_dropped"] >= 1  # the mask is recorded even when not applicable
+    assert len(df[df.condition == "clean"]) == 6
+
+
+@requires_data
+def test_white_noise_at_minus_15_db_lowers_balanced_accuracy(eyes_cv, tmp_path):
+    out = tmp_path / "sweep"
+    sweep_main(_sweep_cfg(eyes_cv, out, conditions=["clean", "white_snr=10dB", "white_snr=-15dB"], reference=None),
+               progress=False)
+    bacc = _rows(out).query("metric == 'balanced_accuracy'").set_index("condition").value
+    assert bacc["clean"] >= 0.75, f"the tiny EEGNet did not learn eyes open/closed (clean {bacc['clean']:.3f})"
+    assert bacc["white_snr=-15dB"] <= bacc["clean"] - 0.15
+    assert bacc["white_snr=-15dB"] < bacc["white_snr=10dB"]
+
+
+@requires_data
+def test_bad_config_fails_before_any_model_runs(mi_cv, tmp_path, monkeypatch):
+    def no(*a, **k):
+        raise AssertionError("a model or the windows were loaded before the config was validated")
+
+    monkeypatch.setattr(sweep_mod, "load_fitted", no)
+    monkeypatch.setattr("eegfm_bench.data.windows.load_windows", no)
+    base = _sweep_cfg(mi_cv, tmp_path / "s")
+    with pytest.raises(UnknownNameError, match="white_snr=<snr>dB"):
+        sweep_main({**base, "conditions": ["clean", "gaussian_snr=5dB"]})
+    with pytest.raises(UnknownNameError, match="primary, control"):
+        sweep_main({**base, "conditions": ["region=frontal_zero"]})
+    for bad in ("white_snr=infdB", "pink_snr=nandB"):
+        with pytest.raises(ValueError, match="finite"):
+            sweep_main({**base, "conditions": [bad]})
+    with pytest.raises(ConfigError, match="attribution-only"):
+        sweep_main({**base, "conditions": ["region_sub=primary"]})
+    with pytest.raises(ConfigError, match="reference model 'labram'"):
+        sweep_main({**base, "reference": "labram"})
+    with pytest.raises(ConfigError, match="exactly one of"):
+        sweep_main({"out_dir": str(tmp_path / "s")})
+    with pytest.raises(ConfigError, match="unknown key 'condition'"):
+        sweep_main({**base, "condition": ["clean"]})
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**base, "conditions": ["clean", "white_snr=-5dB", "dropout_p=0.5_gone"]}))
+    with pytest.raises(UnknownNameError, match="zero, removed"):
+        main(["sweep", "--config", str(path), "--no-progress"])
+    assert not (tmp_path / "s").exists()
+
+
+@requires_data
+@ignore_missing
+def test_testsweep_callback_matches_the_runner(mi_cv):
+    import lightning as L
+
+    from eegfm_bench.data.datamodule import EEGDataModule
+    from eegfm_bench.perturb.sweep import perturb_context
+
+    cv = yaml.safe_load((mi_cv / "config.yaml").read_text())
+    ckpt = pd.read_csv(mi_cv / "results.csv").query("fold == 0").checkpoint.iloc[0]
+    d = cv["data"]
+    dm = EEGDataModule(task=cv["task"], backbone="eegnet", fold=0, k=3, n_val_groups=1, batch_size=5,
+                       subjects=d["subjects"], max_windows_per_subject=d["max_windows_per_subject"])
+    model = load_fitted(ckpt)
+    ctx, _ = perturb_context(dm.ws.meta, cv["task"], seed=0)
+    conds = ["clean", "white_snr=0dB", "pink_snr=-5dB", "dropout_p=0.5_zero", "region_noise=primary_snr=-3dB",
+             "region=control_removed"]
+    cb = TestSweep(conds, ctx, base={"model": "eegnet"})
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[cb])
+    trainer.test(model, dm, verbose=False)
+    by_name = {r.condition: r for r in cb.results}
+    assert [r.condition for r in cb.results] == conds
+    assert by_name["region=control_removed"].status == NOT_APPLICABLE
+    assert len(cb.rows) == 5 * 3 + 1 and {r["n_windows"] for r in cb.rows} == {16}
+    # the runner, other batch size, background perturbation: same noise per window, same probabilities
+    X = np.asarray(dm.ws.X[dm.test_idx])
+    runner = {r.condition: r for res in iter_sweep(model, X, dm.ws.y[dm.test_idx], dm.ws.ch_names,
+                                                   [parse_condition(c) for c in conds], ctx, batch_size=16, workers=2)
+              for r in res}
+    for c in conds[:-1]:
+        assert by_name[c].status == runner[c].status == "ok"
+        np.testing.assert_allclose(by_name[c].probs, runner[c].probs, atol=1e-5)
+        assert by_name[c].metrics == pytest.approx(runner[c].metrics)
+    assert not np.allclose(runner["clean"].probs, runner["white_snr=0dB"].probs)
+
+
+# ---------------------------------------------------------------------------------------------- synthetic
+def _labram(head: str) -> FMClassifier:
+    return FMClassifier(backbone="labram", head=head, ch_names=EEGMMIDB, n_times=800, n_classes=2,
+                        backbone_kwargs=dict(num_layers=1, conv_out_channels=4, num_heads=2))
+
+
+@ignore_missing
+def test_removed_channels_run_on_a_variable_channel_model():
+    torch.manual_seed(0)
+    ctx = PerturbContext("eegmmidb", "eegmmidb_mi", FilterSpec(200.0, 0.1, 75.0, 60.0), seed=3)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6, 64, 800)).astype(np.float32)
+    y = np.array([0, 1, 0, 1, 0, 1])
+    conds = [parse_condition(c) for c in ("clean", "dropout_p=0.5_removed", "region=primary_removed",
+                                          "dropout_p=0.5_zero", "white_snr=-5dB")]
+    models = {"mean": _labram("mean"), "flatten": _labram("flatten")}
+    assert not_applicable_reason(conds[1], models["mean"]) is None
+    assert "flatten head" in not_applicable_reason(conds[1], models["flatten"])
+    res = [r for rs in iter_sweep(models, X, y, EEGMMIDB, conds, ctx, batch_size=4, workers=1) for r in rs]
+    got = {(r.model, r.condition): r for r in res}
+    assert len(res) == 10
+    n_drop = dropout_mask(EEGMMIDB, 0.5, 3, "eegmmidb").n_dropped
+    assert got["mean", "dropout_p=0.5_removed"].status == "ok"
+    assert got["mean", "dropout_p=0.5_removed"].details["n_chans"] == 64 - n_drop
+    assert got["mean", "region=primary_removed"].details["n_chans"] == 64 - 17  # 17 primary electrodes present
+    assert got["flatten", "region=primary_removed"].status == NOT_APPLICABLE
+    assert got["flatten", "dropout_p=0.5_zero"].status == "ok"
+    assert got["mean", "dropout_p=0.5_removed"].probs.shape == (6, 2)
+    # removing channels is not zero-padding them
+    assert not np.allclose(got["mean", "dropout_p=0.5_removed"].probs, got["mean", "dropout_p=0.5_zero"].probs)
+    # results do not depend on the batch size or the background threads
+    again = [r for rs in iter_sweep(models["mean"], X, y, EEGMMIDB, conds, ctx, batch_size=6, workers=0) for r in rs]
+    for r in again:
+        np.testing.assert_allclose(r.probs, got["mean", r.condition].probs, atol=1e-5)
+
+
+def test_filters_follow_the_applied_preprocessing():
+    filt, notes = filter_from_preprocessing({"sfreq": 128.0, "l_freq": 1.0, "h_freq": 40.0, "notch": 60.0,
+                                             "native_sfreq": 160.0})
+    assert filt == FilterSpec(128.0, 1.0, 40.0, (60.0,)) and notes == []
+    filt, notes = filter_from_preprocessing({"sfreq": 100.0, "l_freq": 0.5, "h_freq": 45.0, "notch": 50.0})
+    assert filt.notch_freq is None and "Nyquist" in notes[0]
+    with pytest.raises(KeyError, match="notch"):
+        filter_from_preprocessing({"sfreq": 128.0, "l_freq": 1.0, "h_freq": 40.0})
+
+
+def test_degradation_table_ranks_and_marks():
+    """7 folds: model A always loses less than eegnet, B always more (exact p = 1/64, Holm x2 < 0.05)."""
+    rows = []
+    for fold in range(7):
+        for model, loss in (("eegnet", 0.10), ("A", 0.02), ("B", 0.20)):
+            loss = loss + 0.001 * fold
+            for cond, v in (("clean", 0.80), ("white_snr=-5dB", 0.80 - loss), ("pink_snr=-5dB", 0.80 - loss / 2)):
+                rows.append({"model": model, "init": "random", "regime": "full", "head": "flatten", "fold": fold,
+                             "condition": cond, "metric": "balanced_accuracy", "value": v})
+    deltas = fold_deltas(add_labels(pd.DataFrame(rows)))
+    assert len(deltas) == 7 * 3 * 2
+    means, marks, tests = degradation_table(deltas, ["white_snr=-5dB", "pink_snr=-5dB"], reference="eegnet")
+    assert list(means.index) == ["A", "eegnet", "B"]
+    assert means.loc["A", "white_snr=-5dB"] == pytest.approx(-2.3)
+    assert means.loc["B", "pink_snr=-5dB"] == pytest.approx(-10.15)
+    assert means.loc["eegnet", "Average"] == pytest.approx((-10.3 - 5.15) / 2)
+    assert marks.loc["A", "Average"] == "∗" and marks.loc["B", "Average"] == "∇" and marks.loc["eegnet", "Average"] == ""
+    t = {(r["condition"], r["model"]): r for r in tests}
+    assert t["Average", "A"]["p_value"] == pytest.approx(1 / 64) and t["Average", "A"]["p_holm"] == pytest.approx(1 / 32)
+    md = table_markdown(means, marks)
+    assert md.splitlines()[2].startswith("| 1 | A | **-2.3**∗ |") and "<u>-10.3</u>" in md
