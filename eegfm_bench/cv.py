@@ -67,6 +67,7 @@ def load_config(path_or_dict) -> dict:
     ConfigError, UnknownNameError
         Naming the bad key or value and the valid ones.
     """
+    import eegfm_bench.interpret.truncation  # noqa: F401  (registers the depth-truncated `*_truncated` backbones)
     import eegfm_bench.models.backbones  # noqa: F401
     from eegfm_bench.data.tasks import TASKS
     from eegfm_bench.models.adaptation import check_regime

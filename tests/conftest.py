@@ -15,14 +15,10 @@ os.environ["EEGFM_OFFLINE"] = "1"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("WANDB_MODE", "offline")
 
-REPO = Path(__file__).resolve().parents[1]
-_default = REPO.parent / "shared" / "data"
-if not os.environ.get("EEGFM_DATA") and _default.is_dir():
-    os.environ["EEGFM_DATA"] = str(_default)
-DATA = Path(os.environ.get("EEGFM_DATA", _default))
-HAVE_DATA = (DATA / "eegmmidb").is_dir()
+import sys
 
-requires_data = pytest.mark.skipif(not HAVE_DATA, reason=f"staged EEG not found at {DATA} (set EEGFM_DATA)")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eegfm_testutils import DATA, HAVE_DATA, requires_data  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -37,7 +37,7 @@ from eegfm_bench.perturb.sweep import (
 from eegfm_bench.registry import UnknownNameError
 from eegfm_bench.results import KEY_COLUMNS, ROW_COLUMNS
 
-from conftest import requires_data
+from eegfm_testutils import requires_data
 
 REPO = Path(__file__).resolve().parents[2]
 EEGMMIDB = ['FC5', 'FC3', 'FC1', 'FCz', 'FC2', 'FC4', 'FC6', 'C5', 'C3', 'C1', 'Cz', 'C2', 'C4', 'C6', 'CP5', 'CP3',

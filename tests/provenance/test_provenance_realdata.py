@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import DATA
+from eegfm_testutils import DATA
 
 HAVE_EEGMAT = (DATA / "eegmat" / "Subject00_1.edf").is_file()
 requires_eegmat = pytest.mark.skipif(not HAVE_EEGMAT, reason=f"staged eegmat not found under {DATA}")

@@ -8,7 +8,7 @@ from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.results import classification_metrics
 
-from conftest import requires_data
+from eegfm_testutils import requires_data
 
 
 def _ws(n_subjects=4, per=6):

@@ -10,7 +10,7 @@ import yaml
 from eegfm_bench.cli import main
 from eegfm_bench.results import ROW_COLUMNS
 
-from conftest import requires_data
+from eegfm_testutils import requires_data
 
 REPO = Path(__file__).resolve().parents[2]
 

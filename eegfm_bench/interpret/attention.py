@@ -1,0 +1,211 @@
+"""Raw softmax attention per transformer block, reduced to per-channel attention (paper 003 App. I.4).
+
+For every block the softmax attention matrices ``(batch, heads, n_query, n_key)`` are recomputed from the
+block's attention input (captured with a forward pre-hook; the model's own output is unchanged). Per-channel
+attention: **sum over the query dimension**, then **average over heads, time patches (the tokens of one
+channel) and samples** (and, across a cv run, over folds). A CLS token is excluded as query and key.
+
+Backbones (``ATTENTION_BACKBONES``):
+
+* ``labram`` — full self-attention over ``1 + C·P`` tokens (CLS first, then channel-major patches): the
+  ``(C·P) × (C·P)`` block without CLS, key token ``k`` → channel ``k // P``.
+* ``cbramod`` — criss-cross attention: the *spatial* attention (``self_attn_s``: for each time patch,
+  ``C × C`` attention between channels) gives per-channel attention; the temporal attention (patches within
+  one channel) carries no between-channel weights and is not used.
+
+``eegnet`` has no attention modules; ``biot``'s linear attention (separate softmaxes over queries and keys)
+has no ``n_query × n_key`` softmax matrix. Both raise :class:`~eegfm_bench.interpret.lrp.UnsupportedMethodError`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from eegfm_bench.interpret.lrp import UnsupportedMethodError
+
+
+def _labram_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> list:
+    n_patches = adapter.n_times // adapter._patch
+
+    def make(i, attn_module):
+        def pre(_m, args):
+            with torch.no_grad():
+                a = attn_module.forward(args[0], return_attention=True)  # (B, H, 1+C·P, 1+C·P)
+            a = a[:, :, 1:, 1:].sum(dim=2)  # drop CLS query/key; sum over queries → (B, H, C·P)
+            a = a.mean(1).reshape(a.shape[0], n_chans, n_patches).mean(-1)  # heads, patches → (B, C)
+            store.setdefault(i, []).append(a.float().cpu().numpy())
+        return pre
+
+    return [b.attn.register_forward_pre_hook(make(i, b.attn)) for i, b in enumerate(adapter.blocks)]
+
+
+def _cbramod_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> list:
+    def make(i, mha: nn.MultiheadAttention):
+        def pre(_m, args, kwargs):
+            xs = args[0] if args else kwargs["query"]  # ((B·P), C, d/2)
+            with torch.no_grad():
+                _, w = mha.forward(xs, xs, xs, need_weights=True, average_attn_weights=False)  # (B·P, H, C, C)
+            a = w.sum(dim=2).mean(1)  # sum over queries, mean over heads → (B·P, C)
+            a = a.reshape(batch, -1, n_chans).mean(1)  # mean over patches → (B, C)
+            store.setdefault(i, []).append(a.float().cpu().numpy())
+        return pre
+
+    return [layer.self_attn_s.register_forward_pre_hook(make(i, layer.self_attn_s), with_kwargs=True)
+            for i, layer in enumerate(adapter.blocks)]
+
+
+ATTENTION_BACKBONES: dict[str, Callable] = {"labram": _labram_hooks, "cbramod": _cbramod_hooks}
+"""Backbones with softmax attention maps and their hook installers."""
+
+
+def check_attention_support(backbone: str) -> None:
+    """Raise :class:`UnsupportedMethodError` if ``backbone`` has no softmax attention to extract.
+
+    The message says what the backbone supports instead.
+    """
+    if backbone not in ATTENTION_BACKBONES:
+        from eegfm_bench.interpret.lrp import supported_methods
+
+        why = {"eegnet": "it is a convolutional network without attention modules",
+               "biot": "its linear attention has no query × key softmax matrix"}.get(backbone, "no extractor is written")
+        raise UnsupportedMethodError(
+            f"no attention maps for backbone {backbone!r}: {why}; attention maps exist for "
+            f"{sorted(ATTENTION_BACKBONES)}. {backbone} supports block-wise probes and attribution methods "
+            f"{supported_methods(backbone)}; fix: drop {backbone!r} from attention.models")
+
+
+@torch.no_grad()
+def channel_attention(adapter: nn.Module, x: torch.Tensor, ch_names: Sequence[str] | None = None) -> np.ndarray:
+    """Per-channel attention of every block for a batch of windows.
+
+    Parameters
+    ----------
+    adapter : BackboneAdapter
+        ``labram`` or ``cbramod`` adapter (eval mode is set here).
+    x : Tensor, shape (batch, n_chans, n_times)
+        Windows in the backbone's unit.
+    ch_names : sequence of str, optional
+        Channel names of ``x`` (default: the adapter's montage).
+
+    Returns
+    -------
+    ndarray, shape (n_blocks, batch, n_chans)
+        Attention received by each channel's tokens: summed over queries, averaged over heads and the
+        channel's time patches. Summed over channels it equals the number of query tokens per attention
+        matrix divided by the patch count (LaBraM: ``C``; CBraMod: ``C``), since each softmax row sums to 1
+        (up to the CLS share for LaBraM).
+
+    Raises
+    ------
+    UnsupportedMethodError
+        For a backbone without softmax attention.
+    """
+    name = getattr(adapter, "name", type(adapter).__name__)
+    check_attention_support(name)
+    names = list(ch_names) if ch_names is not None else list(adapter.ch_names)
+    was = adapter.training
+    adapter.eval()
+    store: dict[int, list] = {}
+    handles = ATTENTION_BACKBONES[name](adapter, int(x.shape[0]), len(names), store)
+    try:
+        adapter.tokens(x, names)
+    finally:
+        for h in handles:
+            h.remove()
+        adapter.train(was)
+    return np.stack([np.concatenate(store[i]) for i in range(len(adapter.blocks))])
+
+
+def mean_channel_attention(adapter: nn.Module, X: np.ndarray, ch_names: Sequence[str], batch_size: int = 16,
+                           device: str = "cpu") -> np.ndarray:
+    """:func:`channel_attention` averaged over all windows ``X`` ``(n, n_chans, n_times)`` → ``(n_blocks, n_chans)``."""
+    adapter.to(device)
+    parts = []
+    for s in range(0, len(X), batch_size):
+        x = torch.from_numpy(np.asarray(X[s:s + batch_size], dtype=np.float32)).to(device)
+        parts.append(channel_attention(adapter, x, ch_names))
+    return np.concatenate(parts, axis=1).mean(1)
+
+
+def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Path]:
+    """Per-block attention topomaps, frozen vs fine-tuned, for a cv run's transformer checkpoints (App. I.4.1).
+
+    For each selected model with attention: per fold, the per-channel attention of every block on the fold's
+    test windows, for the backbone before fine-tuning (frozen: pretrained / random-init) and for the fold's
+    checkpoint when its regime trains the backbone; averaged over folds. Writes ``attention/<model>.npz``
+    (``frozen`` / ``fine_tuned``: ``(n_folds, n_blocks, n_chans)``, ``ch_names``) and
+    ``attention/<model>_per_block.png`` (rows: fine-tuned, frozen; columns: blocks).
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``attention.models`` names a backbone without attention (models not named explicitly and without
+        attention are skipped with a log line).
+    """
+    import logging
+
+    from tqdm.auto import tqdm
+
+    from eegfm_bench.interpret.runs import CVRun, load_fold_model, load_initial_model
+    from eegfm_bench.interpret.topomap import plot_topomap_grid
+
+    log = logging.getLogger(__name__)
+    run = run or CVRun(cfg["cv_dir"])
+    ac, sel = cfg["attention"], cfg["select"]
+    explicit = ac["models"]
+    if explicit:
+        for m in explicit:
+            check_attention_support(m)
+    cks = run.checkpoints(explicit or sel["models"], sel["regimes"], sel["heads"], sel["folds"])
+    out_dir = Path(cfg["out_dir"]) / "attention"
+    out: dict[str, Path] = {}
+    by_model: dict[str, list] = {}
+    for ck in cks:
+        if ck.model not in ATTENTION_BACKBONES:
+            log.info("attention maps: skipping %s (no softmax attention)", ck.model)
+            continue
+        by_model.setdefault(ck.model, []).append(ck)
+    from eegfm_bench.interpret.topomap import check_positions
+
+    for model_name, group in by_model.items():
+        check_positions(run.windows(model_name).ch_names)
+        frozen, tuned, names = [], [], None
+        frozen_done: dict[str, np.ndarray] = {}
+        for ck in tqdm(group, desc=f"attention {model_name}", disable=not progress, unit="fold"):
+            ws = run.windows(ck.model)
+            _, _, te = run.fold_indices(ws, ck.fold)
+            if ac["max_windows_per_fold"]:
+                te = te[: int(ac["max_windows_per_fold"])]
+            names = list(ws.ch_names)
+            X = ws.X[np.sort(te)]
+            init = load_initial_model(ck.path)
+            from eegfm_bench.interpret.probes import state_hash
+
+            key = f"{state_hash(init.backbone)}-{ck.fold}"
+            if key not in frozen_done:
+                frozen_done[key] = mean_channel_attention(init.backbone, X, names, ac["batch_size"], cfg["device"])
+            frozen.append(frozen_done[key])
+            if ck.regime != "head_only":
+                model = load_fold_model(ck.path)
+                tuned.append(mean_channel_attention(model.backbone, X, names, ac["batch_size"], cfg["device"]))
+        frozen_a = np.stack(frozen)
+        arrays = {"frozen": frozen_a, "ch_names": np.array(names)}
+        rows = {}
+        if tuned:
+            arrays["fine_tuned"] = np.stack(tuned)
+            rows["fine-tuned"] = arrays["fine_tuned"].mean(0)
+        rows[f"frozen ({group[0].init})"] = frozen_a.mean(0)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        np.savez(out_dir / f"{model_name}.npz", **arrays)
+        n_blocks = frozen_a.shape[1]
+        png = plot_topomap_grid(rows, names, out_dir / f"{model_name}_per_block.png",
+                                col_titles=[f"block {i}" for i in range(n_blocks)], cmap="viridis", shared_scale="row",
+                                title=f"{model_name} on {run.task}: per-channel attention per block (sum over queries; "
+                                      f"mean over heads, patches, test windows, {len(group)} folds)",
+                                unit="attention")
+        out[f"attention_{model_name}"] = png
+    return out

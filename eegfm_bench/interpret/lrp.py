@@ -1,0 +1,460 @@
+"""AttnLRP patch maps per backbone (paper 003 App. I.1) on top of lxt's efficient Gradient×Input framework.
+
+AttnLRP [Achtibat2024]_ is computed the way lxt 2.x ("efficient" mode) does it: every operation whose LRP rule
+differs from the plain gradient gets a replacement forward whose *backward* implements the rule, then
+relevance is ``R = x · ∂y_c/∂x`` at the input. The rules (App. I.1):
+
+* linear layers and convolutions: the ε-rule. With ε → 0 this is exactly the plain gradient (no patch);
+  ``epsilon > 0`` adds zennit's :class:`zennit.rules.Epsilon` on ``nn.Linear`` / ``nn.Conv*`` through lxt's
+  zennit patch (``lxt.efficient.monkey_patch_zennit``), reverted on exit;
+* element-wise non-linearities (GELU, ELU): the identity rule (``lxt.efficient.rules.identity_rule_implicit``);
+* normalisations (LayerNorm, GroupNorm): the identity rule on the division by the standard deviation
+  (``stop_gradient``, lxt's ``layer_norm_forward``; a GroupNorm version written here);
+* the two attention products: the uniform (equal-split) rule, implemented as lxt does
+  (``divide_gradient``: query and key by 4, value by 2); softmax keeps its gradient (its Taylor rule in the
+  Gradient×Input framework);
+* dropout and stochastic depth: identity (off).
+
+``attention_rule="cp"`` replaces the attention rules by CP-LRP [Ali2022]_ (no relevance through the softmax:
+q, k stop-gradient; the values carry it all), the variant lxt ships for torchvision's ViT.
+
+**Conservation.** With every bias zeroed, all rules above redistribute the explained logit exactly except
+AttnLRP's softmax rule, a Taylor decomposition "with bias" whose bias term absorbs relevance. Measured on
+tiny random-init models (tests): CP rule 1.000 for LaBraM, CBraMod and EEGNet; AttnLRP rule 1.00 for
+LaBraM (its layer scale 0.1 keeps the attention branch small) but ≈ 0.5–0.7 for CBraMod (near-uniform
+attention, so the softmax Taylor term is ≈ 0 and half of each attention branch's relevance is lost).
+:func:`eegfm_bench.interpret.attribution.conservation_check` reports both.
+
+**Patches are applied per module instance, never to torch classes.** lxt's own ``monkey_patch`` replaces
+``forward`` on the classes (``nn.LayerNorm.forward`` ...), which changes every model in the process
+(ENVIRONMENT.md). Here :func:`lrp_patched` binds the replacement forward to each instance of a deep copy of
+the model and removes it on exit; the only global change, lxt's zennit patch (when ``epsilon > 0``), is undone
+on exit too. Nothing leaks into other models, so AttnLRP can share a process with training.
+
+Patch maps exist for ``labram``, ``cbramod`` (transformers, AttnLRP) and ``eegnet`` (LRP-ε with the identity
+rule on ELU: the conv-net special case of the same rules). ``biot`` has none: its linear attention
+(``linear_attention_transformer``: separate softmaxes over queries and keys) has no rule here, so BIOT supports
+Gradient×Input only. Any leaf module of a type the map neither patches nor declares linear raises
+:class:`UnsupportedModuleError` (no silent plain-gradient fallback for an unreviewed non-linearity).
+
+References
+----------
+.. [Ali2022] Ali et al. (2022). XAI for transformers: better explanations through conservative propagation
+   (CP-LRP). ICML.
+.. [Achtibat2024] Achtibat et al. (2024). AttnLRP: attention-aware layer-wise relevance propagation for
+   transformers. ICML. Code (lxt): github.com/rachtibat/LRP-eXplains-Transformers. LRP is patented; lxt is
+   free for personal and scientific use (see its license).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import types
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+
+def _lxt():
+    """lxt's rule functions, imported on first use (``import lxt.efficient`` loads transformers: seconds)."""
+    from lxt.efficient import patches, rules
+
+    return patches, rules
+
+
+def layer_norm_forward(self, x):
+    return _lxt()[0].layer_norm_forward(self, x)
+
+
+def divide_gradient(x, factor):
+    return _lxt()[1].divide_gradient(x, factor)
+
+
+def identity_rule_implicit(fn, x):
+    return _lxt()[1].identity_rule_implicit(fn, x)
+
+
+def stop_gradient(x):
+    return _lxt()[1].stop_gradient(x)
+
+
+class UnsupportedMethodError(ValueError):
+    """A backbone has no implementation for the requested interpretability method."""
+
+
+class UnsupportedModuleError(ValueError):
+    """A model holds a module whose LRP rule has not been reviewed (no patch, not declared linear)."""
+
+
+# ------------------------------------------------------------------------------------------ rule forwards
+def _ln_identity(self: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    """LayerNorm with the identity rule on the std (lxt ``layer_norm_forward``); last-dim LayerNorm only."""
+    if len(self.normalized_shape) != 1:
+        raise UnsupportedModuleError(f"LayerNorm over {self.normalized_shape}: only last-dimension LayerNorm is patched")
+    return layer_norm_forward(self, x)
+
+
+def _gn_identity(self: nn.GroupNorm, x: torch.Tensor) -> torch.Tensor:
+    """GroupNorm ``(batch, C, ...)`` with the identity rule on the std (stop-gradient), as lxt's LayerNorm."""
+    b, c = x.shape[:2]
+    g = x.reshape(b, self.num_groups, -1)
+    mean = g.mean(-1, keepdim=True)
+    var = ((g - mean) ** 2).mean(-1, keepdim=True)
+    y = ((g - mean) / stop_gradient((var + self.eps).sqrt())).reshape_as(x)
+    if self.affine:
+        shape = (1, c) + (1,) * (x.ndim - 2)
+        y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
+    return y
+
+
+def _make_nonlinear_identity(module: nn.Module) -> Callable:
+    """Element-wise activation with the identity rule; keeps the module's own forward for the values."""
+    original = type(module).forward
+
+    def forward(self, x):
+        return identity_rule_implicit(lambda t: original(self, t), x)
+
+    return forward
+
+
+def _off(self, x, *args, **kwargs):
+    """Dropout / DropPath: identity (LRP is computed with every stochastic layer off)."""
+    return x
+
+
+ATTENTION_RULES = ("attnlrp", "cp")
+"""``attnlrp``: uniform rule on both attention products + softmax Taylor rule (App. I.1, [Achtibat2024]_);
+``cp``: CP-LRP [Ali2022]_, no relevance through the softmax (q, k stop-gradient), values carry it all."""
+
+
+def _qkv_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rule: str):
+    if rule == "attnlrp":
+        return divide_gradient(q, 4), divide_gradient(k, 4), divide_gradient(v, 2)
+    if rule == "cp":
+        return stop_gradient(q), stop_gradient(k), v
+    raise ValueError(f"unknown attention rule {rule!r}; valid: {ATTENTION_RULES}")
+
+
+def _labram_attention(self, x: torch.Tensor, return_attention: bool = False, return_qkv: bool = False):
+    """braindecode LaBraM ``_Attention`` with the AttnLRP rules.
+
+    Same computation as braindecode's forward, except (a) ``qkv`` is *called* as a module (braindecode calls
+    ``F.linear(x, self.qkv.weight)``, which hooks cannot see: ENVIRONMENT.md), and (b) the uniform rule on the
+    two attention products (``divide_gradient``: q, k by 4, v by 2, as lxt's attention wrapper), or CP-LRP
+    (``rule="cp"``); the rule is read from ``self._lrp_attention_rule`` (set by :func:`lrp_patched`).
+    """
+    if self.relative_position_bias_table is not None:
+        raise UnsupportedModuleError("LaBraM window attention (neural decoder mode) has no AttnLRP patch")
+    b, n, _ = x.shape
+    qkv = self.qkv(x)
+    if self.q_bias is not None:
+        qkv = qkv + torch.cat((self.q_bias, torch.zeros_like(self.v_bias), self.v_bias))
+    qkv = qkv.reshape(b, n, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    if self.q_norm is not None:
+        q = self.q_norm(q).type_as(v)
+    if self.k_norm is not None:
+        k = self.k_norm(k).type_as(v)
+    q, k, v = _qkv_rule(q * self.scale, k, v, self._lrp_attention_rule)
+    attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+    if return_attention:
+        return attn
+    out = self.proj((attn @ v).transpose(1, 2).reshape(b, n, -1))
+    return (out, qkv) if return_qkv else out
+
+
+def _mha_attention(self: nn.MultiheadAttention, query, key, value, key_padding_mask=None, need_weights=True,
+                   attn_mask=None, average_attn_weights=True, is_causal=False):
+    """``nn.MultiheadAttention`` (batch-first, shared embed dim, no masks) with the AttnLRP rules.
+
+    Returns ``(output, None)`` like ``need_weights=False``. The in-projection is ``F.linear`` on
+    ``in_proj_weight`` (a parameter, not a module: ε → 0 rule); ``out_proj`` is called as a module.
+    """
+    if not (self.batch_first and self._qkv_same_embed_dim) or attn_mask is not None or key_padding_mask is not None \
+            or is_causal or self.bias_k is not None or self.add_zero_attn:
+        raise UnsupportedModuleError("AttnLRP patch of nn.MultiheadAttention supports batch_first, shared embedding "
+                                     "dimension and no masks / bias_k / zero attention only")
+    e, h = self.embed_dim, self.num_heads
+    w, bias = self.in_proj_weight, self.in_proj_bias
+    bq, bk, bv = (None, None, None) if bias is None else bias.split(e)
+    q = F.linear(query, w[:e], bq)
+    k = F.linear(key, w[e:2 * e], bk)
+    v = F.linear(value, w[2 * e:], bv)
+    bsz, lq, _ = q.shape
+    lk = k.shape[1]
+    hd = e // h
+    q = q.reshape(bsz, lq, h, hd).transpose(1, 2) / math.sqrt(hd)
+    k = k.reshape(bsz, lk, h, hd).transpose(1, 2)
+    v = v.reshape(bsz, lk, h, hd).transpose(1, 2)
+    q, k, v = _qkv_rule(q, k, v, self._lrp_attention_rule)
+    attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+    out = (attn @ v).transpose(1, 2).reshape(bsz, lq, e)
+    return self.out_proj(out), None
+
+
+def _attention_head_pool(self, tokens: torch.Tensor) -> torch.Tensor:
+    """AttentionHead pooling ``sum_n a_n t_n`` with the uniform rule on the product (both factors ÷ 2)."""
+    a = self.attention_weights(tokens)
+    return torch.einsum("bn,bnd->bd", divide_gradient(a, 2), divide_gradient(tokens, 2))
+
+
+# ------------------------------------------------------------------------------------------ patch maps
+_LINEAR_SAFE: tuple[type, ...] = (
+    nn.Linear, nn.Conv1d, nn.Conv2d, nn.AvgPool1d, nn.AvgPool2d, nn.Identity, nn.Flatten, nn.Unflatten,
+)
+"""Leaf module types whose LRP-ε (ε → 0) rule is the plain gradient (affine maps)."""
+
+
+@dataclass
+class PatchMap:
+    """How to make one backbone's forward compute AttnLRP under Gradient×Input.
+
+    Attributes
+    ----------
+    backbone : str
+        Registered backbone name.
+    method : str
+        What the map computes (``"AttnLRP"`` or ``"LRP-eps"``), written next to the maps.
+    forwards : dict
+        Module class → replacement ``forward(self, ...)`` (a function) or a factory ``module -> function``
+        (entries listed in ``factories``).
+    factories : set of type
+        Classes whose entry in ``forwards`` is a factory taking the module instance.
+    linear_safe : tuple of type
+        Further leaf types reviewed as affine / structural (plain gradient is their rule).
+    additive_params : tuple of str
+        Parameter-name suffixes that act as additive biases (zeroed, with every ``bias``, for the
+        conservation check), e.g. LaBraM's positional embeddings.
+    eval_only : tuple of type
+        Types that are affine only in eval mode (BatchNorm); the patched copy is put in eval mode.
+    """
+
+    backbone: str
+    method: str
+    forwards: dict[type, Callable]
+    factories: set[type] = field(default_factory=set)
+    linear_safe: tuple[type, ...] = ()
+    additive_params: tuple[str, ...] = ()
+    eval_only: tuple[type, ...] = ()
+
+    def lookup(self, module: nn.Module) -> Callable | None:
+        for cls in type(module).__mro__:
+            if cls in self.forwards:
+                fn = self.forwards[cls]
+                return fn(module) if cls in self.factories else fn
+        return None
+
+
+def _labram_map() -> PatchMap:
+    from braindecode.models.labram import _Attention, _SegmentPatch
+    from braindecode.modules import DropPath
+    from einops.layers.torch import Rearrange
+
+    return PatchMap(
+        backbone="labram", method="AttnLRP",
+        forwards={nn.LayerNorm: _ln_identity, nn.GroupNorm: _gn_identity, nn.GELU: _make_nonlinear_identity,
+                  nn.Dropout: _off, DropPath: _off, _Attention: _labram_attention},
+        factories={nn.GELU}, linear_safe=(Rearrange, _SegmentPatch),
+        additive_params=("cls_token", "position_embedding", "temporal_embedding", "q_bias", "v_bias"))
+
+
+def _cbramod_map() -> PatchMap:
+    from einops.layers.torch import Rearrange
+
+    return PatchMap(
+        backbone="cbramod", method="AttnLRP",
+        forwards={nn.LayerNorm: _ln_identity, nn.GroupNorm: _gn_identity, nn.GELU: _make_nonlinear_identity,
+                  nn.Dropout: _off, nn.MultiheadAttention: _mha_attention},
+        factories={nn.GELU}, linear_safe=(Rearrange,), additive_params=())
+
+
+def _eegnet_map() -> PatchMap:
+    from braindecode.modules import Ensure4d
+    from einops.layers.torch import Rearrange
+
+    return PatchMap(
+        backbone="eegnet", method="LRP-eps",
+        forwards={nn.ELU: _make_nonlinear_identity, nn.Dropout: _off},
+        factories={nn.ELU}, linear_safe=(Rearrange, Ensure4d, nn.BatchNorm2d),
+        eval_only=(nn.BatchNorm2d,))
+
+
+PATCH_MAPS: dict[str, Callable[[], PatchMap]] = {"labram": _labram_map, "cbramod": _cbramod_map,
+                                                 "eegnet": _eegnet_map}
+"""Backbones with an LRP patch map (factories: braindecode is imported on use)."""
+
+ATTRIBUTION_METHODS = ("gxi", "attnlrp")
+
+
+def supported_methods(backbone: str) -> list[str]:
+    """Attribution methods available for ``backbone`` (``gxi`` always; ``attnlrp`` with a patch map)."""
+    return ["gxi"] + (["attnlrp"] if backbone in PATCH_MAPS else [])
+
+
+def get_patch_map(backbone: str) -> PatchMap:
+    """The patch map of ``backbone``.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If the backbone has none; the message lists the methods it supports.
+    """
+    if backbone not in PATCH_MAPS:
+        raise UnsupportedMethodError(
+            f"no AttnLRP patch map for backbone {backbone!r} (maps exist for {sorted(PATCH_MAPS)}); {backbone} "
+            f"supports: {supported_methods(backbone)}; fix: use method 'gxi', or set `lrp_fallback: gxi` in the "
+            "attribution config to compute Gradient×Input instead (recorded as such)")
+    return PATCH_MAPS[backbone]()
+
+
+# ------------------------------------------------------------------------------------------ application
+def _is_metric(m: nn.Module) -> bool:
+    try:
+        from torchmetrics import Metric, MetricCollection
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(m, (Metric, MetricCollection))
+
+
+def _is_leaf(m: nn.Module) -> bool:
+    return next(m.children(), None) is None
+
+
+@contextlib.contextmanager
+def lrp_patched(model: nn.Module, patch_map: PatchMap, *, epsilon: float = 0.0,
+                attention_rule: str = "attnlrp") -> Iterator[nn.Module]:
+    """Patch ``model`` in place (per instance) for AttnLRP; undo on exit.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Usually a deep copy (see :func:`lrp_copy`); put in eval mode here.
+    patch_map : PatchMap
+    epsilon : float
+        ε of the ε-rule on ``nn.Linear`` / ``nn.Conv*`` modules. ``0``: plain gradient (the ε → 0 limit);
+        ``> 0``: zennit's Epsilon rule through lxt's zennit patch (global on zennit's ``BasicHook``, reverted
+        on exit).
+    attention_rule : {"attnlrp", "cp"}
+        Rule for the attention products: AttnLRP (default, paper 003 App. I.1) or CP-LRP.
+
+    Yields
+    ------
+    nn.Module
+        The patched model.
+
+    Raises
+    ------
+    UnsupportedModuleError
+        If a leaf module is neither patched nor declared linear (names every such module).
+    """
+    from eegfm_bench.models.heads import AttentionHead
+
+    if attention_rule not in ATTENTION_RULES:
+        raise ValueError(f"unknown attention rule {attention_rule!r}; valid: {ATTENTION_RULES}")
+    model.eval()
+    undo: list[tuple[nn.Module, str, bool, object]] = []
+
+    def bind(m: nn.Module, attr: str, fn: Callable) -> None:
+        had = attr in m.__dict__
+        undo.append((m, attr, had, m.__dict__.get(attr)))
+        setattr(m, attr, types.MethodType(fn, m))
+
+    unreviewed = []
+    safe = _LINEAR_SAFE + patch_map.linear_safe
+    try:
+        for name, m in model.named_modules():
+            if _is_metric(m) or ".parametrizations." in f".{name}.":  # metrics; weight parametrizations
+                continue
+            if isinstance(m, AttentionHead):
+                bind(m, "pool", _attention_head_pool)
+                continue
+            fn = patch_map.lookup(m)
+            if fn is not None:
+                bind(m, "forward", fn)
+                if fn in (_labram_attention, _mha_attention):
+                    undo.append((m, "_lrp_attention_rule", "_lrp_attention_rule" in m.__dict__,
+                                 m.__dict__.get("_lrp_attention_rule")))
+                    m._lrp_attention_rule = attention_rule
+            elif _is_leaf(m) and not isinstance(m, safe):
+                unreviewed.append(f"{name} ({type(m).__name__})")
+        if unreviewed:
+            raise UnsupportedModuleError(
+                f"{patch_map.backbone} {patch_map.method}: no LRP rule reviewed for {unreviewed}; fix: add the type "
+                "to the backbone's patch map in eegfm_bench/interpret/lrp.py (a rule, or linear_safe if affine)")
+        with _zennit_epsilon(model, epsilon):
+            yield model
+    finally:
+        for m, attr, had, old in reversed(undo):
+            if had:
+                setattr(m, attr, old)
+            else:
+                delattr(m, attr)
+
+
+@contextlib.contextmanager
+def _zennit_epsilon(model: nn.Module, epsilon: float) -> Iterator[None]:
+    if epsilon < 0 or not math.isfinite(epsilon):
+        raise ValueError(f"epsilon must be a finite number ≥ 0, got {epsilon}")
+    if epsilon == 0:
+        yield
+        return
+    from lxt.efficient.zennit_patches import backward as lxt_backward
+    from lxt.efficient.zennit_patches import forward as lxt_forward
+    from zennit.core import BasicHook, Composite
+    from zennit.rules import Epsilon
+
+    rule = Epsilon(epsilon)
+
+    def module_map(ctx, name, module):
+        # parametrized convolutions (EEGNet's max-norm conv) cannot be modified by zennit's ParamMod: ε = 0 there
+        if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)) and not hasattr(module, "parametrizations"):
+            return rule
+        return None
+
+    saved = {k: BasicHook.__dict__[k] for k in ("forward", "backward")}
+    composite = Composite(module_map=module_map)
+    BasicHook.forward, BasicHook.backward = lxt_forward, lxt_backward
+    try:
+        composite.register(model)
+        yield
+    finally:
+        composite.remove()
+        BasicHook.forward, BasicHook.backward = saved["forward"], saved["backward"]
+
+
+def zero_biases(model: nn.Module, patch_map: PatchMap | None = None) -> list[str]:
+    """Set every ``*bias`` parameter, BatchNorm running mean and the map's additive parameters to 0, in place.
+
+    Used by the conservation check: with no bias terms, LRP relevance sums to the explained logit.
+
+    Returns
+    -------
+    list of str
+        Names of the zeroed parameters.
+    """
+    extra = patch_map.additive_params if patch_map else ()
+    zeroed = []
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "bias" or leaf.endswith("_bias") or leaf in extra or name.endswith(extra or ("\0",)):
+                p.zero_()
+                zeroed.append(name)
+        for name, m in model.named_modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                m.running_mean.zero_()  # eval-mode BatchNorm: (x - mean) / std · w + b, the mean is a bias
+                zeroed.append(f"{name}.running_mean")
+    return zeroed
+
+
+def lrp_copy(model: nn.Module) -> nn.Module:
+    """A deep copy in eval mode whose parameters do not require gradients (only the input does)."""
+    m = copy.deepcopy(model).eval()
+    for p in m.parameters():
+        p.requires_grad_(False)
+    return m
