@@ -87,6 +87,9 @@ def load_config(path_or_dict) -> dict:
             raise ConfigError(f"runs[{i}] needs a `model` (one of {BACKBONES.names()})")
         BACKBONES.get(run["model"])
         check_regime(run.setdefault("regime", "full"))
+        if run["regime"] == "lora" and not BACKBONES.get(run["model"]).lora_targets and not (run.get("lora") or {}).get("target_modules"):
+            raise ConfigError(f"runs[{i}]: {run['model']} declares no lora_targets (a supervised baseline trained "
+                              "from scratch); fix: use regime `full` for it, or give `lora: {target_modules: [...]}`")
         run.setdefault("heads", ["flatten"])
         for h in run["heads"]:
             HEADS.get(h)

@@ -22,6 +22,9 @@ classifier ``final_layer.*``; CBraMod's pretraining projection ``proj_out.*``), 
 ``adapt_state_dict`` (LaBraM: a longer temporal embedding is cut to the window's patch count). Both are listed
 in the returned :class:`LoadReport`.
 
+Matched fully random initialisation (paper 001 §4.2.2) is checked by :func:`check_random_init`: no parameter of
+the random model may equal the checkpoint's.
+
 The checkpoint folder defaults to ``<repo>/checkpoints`` and can be moved with ``EEGFM_CHECKPOINTS``.
 """
 from __future__ import annotations
@@ -112,6 +115,9 @@ class CheckpointEntry:
         Hex sha256 of the weights file; ``None`` = not pinned yet (loading is refused).
     source, license, notes : str
         Provenance, stored for the README and reports.
+    compatible : tuple of str
+        Other backbones whose models take these weights unchanged (e.g. BIOT's bipolar checkpoints load into
+        ``biot_bipolar`` and into a ``biot`` built on 16/18 channels).
     """
 
     id: str
@@ -121,15 +127,26 @@ class CheckpointEntry:
     source: str = ""
     license: str = ""
     notes: str = ""
+    compatible: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.sha256 is not None and not _SHA_RE.match(self.sha256):
             raise ValueError(f"checkpoint {self.id!r}: sha256 must be 64 lower-case hex characters, "
                              f"got {self.sha256!r}")
+        object.__setattr__(self, "compatible", tuple(self.compatible or ()))
+
+    @property
+    def backbones(self) -> tuple[str, ...]:
+        """Every backbone the weights load into (``backbone`` first)."""
+        return (self.backbone, *self.compatible)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("id")
+        if not d["compatible"]:
+            d.pop("compatible")
+        else:
+            d["compatible"] = list(d["compatible"])
         return d
 
 
@@ -224,6 +241,7 @@ class ResolvedCheckpoint:
     sha256: str
     origin: str
     config: dict | None = None
+    compatible: tuple[str, ...] = ()
 
     @property
     def init_tag(self) -> str:
@@ -352,7 +370,7 @@ def resolve(pretrained: str, manifest: str | Path | None = None, cache_dir: str 
                     raise _not_found(entry, local, f"download failed ({exc.__class__.__name__}: {exc})") from exc
                 origin = "hub"
         sha = _verify(entry, path, manifest_path)
-        return ResolvedCheckpoint(pretrained, entry.backbone, path, sha, origin)
+        return ResolvedCheckpoint(pretrained, entry.backbone, path, sha, origin, compatible=entry.compatible)
 
     tried = [Path(pretrained).expanduser()]
     if not tried[0].is_absolute():
@@ -376,7 +394,7 @@ def resolve(pretrained: str, manifest: str | Path | None = None, cache_dir: str 
     config = None
     if (folder / CONFIG_NAME).is_file():
         config = json.loads((folder / CONFIG_NAME).read_text())
-    return ResolvedCheckpoint(entry.id, entry.backbone, path, sha, "local", config)
+    return ResolvedCheckpoint(entry.id, entry.backbone, path, sha, "local", config, compatible=entry.compatible)
 
 
 # ------------------------------------------------------------------------------------------- loading
@@ -486,16 +504,21 @@ def load_checkpoint(adapter: BackboneAdapter, pretrained: str, manifest: str | P
     Raises
     ------
     CheckpointError
-        The checkpoint belongs to another backbone.
+        The checkpoint belongs to another backbone, or the adapter refuses it (``checkpoint_refusal``, e.g. an
+        ST-EEGFormer build whose channel-embedding slots differ from the checkpoint's).
     StateDictMismatchError
         Any key or shape differs after the documented drops / adaptations; every layer is named.
     CheckpointNotFoundError, ChecksumError
         See :func:`resolve`.
     """
     ck = resolve(pretrained, manifest=manifest, cache_dir=cache_dir, allow_hub=allow_hub)
-    if ck.backbone != adapter.name:
+    if adapter.name not in (ck.backbone, *ck.compatible):
         raise CheckpointError(f"checkpoint {ck.id!r} holds {ck.backbone!r} weights; the backbone is "
                               f"{adapter.name!r}; fix: choose a {adapter.name} checkpoint")
+    refusal = getattr(adapter, "checkpoint_refusal", None)
+    why = refusal(ck.config) if callable(refusal) else None
+    if why:
+        raise CheckpointError(f"checkpoint {ck.id!r} cannot be loaded into this {adapter.name} build: {why}")
     state = read_state_dict(ck.weights_path)
     model_state = adapter.model.state_dict()
     dropped = []
@@ -521,6 +544,80 @@ def load_checkpoint(adapter: BackboneAdapter, pretrained: str, manifest: str | P
                                      shapes, missing, unexpected)
     adapter.model.load_state_dict(state, strict=True)
     return LoadReport(ck, dropped, adapted)
+
+
+# ------------------------------------------------------------------------------------------- random init
+class RandomInitError(CheckpointError):
+    """A "random" initialisation shares parameter values with a pretrained checkpoint.
+
+    Attributes
+    ----------
+    equal : list of str
+        Parameter names whose tensors equal the checkpoint's exactly.
+    """
+
+    def __init__(self, message: str, equal=()):
+        super().__init__(message)
+        self.equal = list(equal)
+
+
+def checkpoint_state(adapter: BackboneAdapter, pretrained: str, manifest: str | Path | None = None,
+                     cache_dir: str | Path | None = None, allow_hub: bool | None = None) -> dict[str, torch.Tensor]:
+    """The verified checkpoint's state dict in the adapter's key names (its ``adapt_state_dict`` applied)."""
+    ck = resolve(pretrained, manifest=manifest, cache_dir=cache_dir, allow_hub=allow_hub)
+    state = read_state_dict(ck.weights_path)
+    if hasattr(adapter, "adapt_state_dict"):
+        state, _ = adapter.adapt_state_dict(state)
+    return state
+
+
+def check_random_init(adapter: BackboneAdapter, checkpoint_state: dict[str, torch.Tensor],
+                      ignore: tuple[str, ...] = ()) -> None:
+    """Raise unless every parameter of a randomly initialised adapter differs from the checkpoint's.
+
+    Matched fully random initialisation (paper 001 §3.6, §4.2.2) compares a pretrained encoder with *the same
+    architecture* re-initialised: every parameter must come from the random initialiser (``FMClassifier`` builds
+    the backbone under ``torch.manual_seed(init_seed)``), none from the checkpoint. This checks it tensor by
+    tensor: a parameter of ``adapter.model`` that equals the checkpoint tensor of the same name and shape exactly
+    means pretrained values leaked into the "random" model (or the checkpoint itself is untrained there).
+
+    Parameters
+    ----------
+    adapter : BackboneAdapter
+        The randomly initialised backbone.
+    checkpoint_state : dict
+        The pretrained weights in the adapter's key names (:func:`checkpoint_state`).
+    ignore : tuple of str
+        Parameter-name prefixes to skip (e.g. parameters a checkpoint never trained), each reported by the caller.
+
+    Raises
+    ------
+    RandomInitError
+        Naming every parameter equal to the checkpoint's (and, for constant tensors, their value).
+    ValueError
+        If the checkpoint shares no parameter name and shape with the adapter (wrong checkpoint: nothing to
+        compare).
+    """
+    compared, equal = 0, []
+    for name, p in adapter.model.named_parameters():
+        if any(name.startswith(pre) for pre in ignore):
+            continue
+        ref = checkpoint_state.get(name)
+        if ref is None or tuple(ref.shape) != tuple(p.shape):
+            continue
+        compared += 1
+        if torch.equal(p.detach().cpu().to(ref.dtype), ref.cpu()):
+            flat = ref.flatten()
+            const = f" (all {flat[0].item():g})" if flat.numel() and bool((flat == flat[0]).all()) else ""
+            equal.append(name + const)
+    if compared == 0:
+        raise ValueError(f"check_random_init: the checkpoint shares no parameter (name and shape) with "
+                         f"{adapter.name}; fix: pass the state dict of a checkpoint of this architecture")
+    if equal:
+        raise RandomInitError(
+            f"{adapter.name}: {len(equal)} of {compared} parameters of the random initialisation equal the "
+            f"checkpoint's: {equal[:10]}{' ...' if len(equal) > 10 else ''}; the 'random' model is not fully "
+            "re-initialised (fix: build it without `pretrained`, under its own init_seed)", equal)
 
 
 # ------------------------------------------------------------------------------------------- saving

@@ -40,7 +40,7 @@ def window(name, n_chans=len(CH)):
     return torch.randn(B, n_chans, TINY[name][0])
 
 
-def test_registry_holds_the_four_adapters():
+def test_registry_holds_the_spine_adapters():
     assert {"eegnet", "labram", "cbramod", "biot"} <= set(BACKBONES.names())
     assert BACKBONES.get("labram") is LabramAdapter
     assert not EEGNetAdapter.is_foundation_model and LabramAdapter.is_foundation_model
@@ -219,12 +219,22 @@ def test_lora_targets_change_output_and_receive_gradients(name):
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in lora.values())
 
 
-def test_lora_on_labram_qkv_is_a_no_op():
-    """The trap ENVIRONMENT.md documents: braindecode's attention bypasses the qkv module."""
+def test_lora_on_braindecode_labram_qkv_is_a_no_op_but_the_adapter_patches_it():
+    """The trap ENVIRONMENT.md documents (braindecode's attention bypasses the qkv module), and its fix."""
+    from braindecode.models import Labram
     from peft import LoraConfig, inject_adapter_in_model
 
-    a = build("labram")
+    raw = Labram(n_chans=len(CH), n_times=400, n_outputs=3, **TINY["labram"][1]).eval()
     x = window("labram")
+    before = raw(x, ch_names=CH, return_features=True)["features"].detach()
+    inject_adapter_in_model(LoraConfig(target_modules=["qkv"], r=2, init_lora_weights=False), raw)
+    torch.testing.assert_close(raw(x, ch_names=CH, return_features=True)["features"], before)
+
+    a = build("labram")
     before = a.tokens(x, CH).detach()
-    inject_adapter_in_model(LoraConfig(target_modules=["qkv"], r=2, init_lora_weights=False), a)
-    torch.testing.assert_close(a.tokens(x, CH), before)
+    inject_adapter_in_model(LoraConfig(target_modules=["attn.qkv"], r=2, init_lora_weights=False), a)
+    after = a.tokens(x, CH)
+    assert (after - before).abs().max() > 1e-4
+    after.pow(2).mean().backward()
+    lora = [p for n, p in a.named_parameters() if "lora_" in n]
+    assert lora and all(p.grad is not None and p.grad.abs().sum() > 0 for p in lora)

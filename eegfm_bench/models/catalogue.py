@@ -1,0 +1,221 @@
+"""Model catalogue as data (``catalogue.yaml``): size, input, channel contract, hub ids, pretraining corpora.
+
+braindecode keeps a machine-readable ``models/summary.csv``; this is the benchmark's equivalent, restricted to
+the registered backbones and extended with what the controls need: each published checkpoint's pretraining
+corpora, for gate (iii) of paper 001 §3.6 ("the published pretraining inventory shows no overlap with the
+evaluation cohort or a closely related source distribution").
+
+* :func:`load_catalogue` reads and validates the YAML (every registered backbone has an entry and vice versa);
+* :func:`catalogue_table` renders it as Markdown (``eegfm-bench models``), joined with each adapter's declared
+  preprocessing (:class:`~eegfm_bench.data.preprocessing.Preprocessing`);
+* :func:`pretraining_corpora` / :func:`pretraining_overlap` answer gate (iii), using the source families of
+  :data:`eegfm_bench.controls.gates.RELATED_SOURCES` (TUAB inside TUEG, ...).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import yaml
+
+CATALOGUE_PATH = Path(__file__).with_name("catalogue.yaml")
+REQUIRED = ("display", "braindecode_class", "kind", "reference", "params", "reference_input", "tokens", "sfreq",
+            "window_s", "channel_contract", "variable_channels", "hub_ids", "pretraining")
+
+
+class CatalogueError(ValueError):
+    """The catalogue file is malformed or out of step with the registered backbones."""
+
+
+class IncompleteInventoryError(ValueError):
+    """A model's published pretraining inventory is only partly listed, so "no overlap" cannot be certified."""
+
+
+@lru_cache(maxsize=4)
+def _read(path: str) -> dict:
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, dict) or data.get("format") != 1 or not isinstance(data.get("models"), dict):
+        raise CatalogueError(f"{path}: expected a mapping with `format: 1` and `models:`")
+    return data["models"]
+
+
+def load_catalogue(path: str | Path | None = None, check_registry: bool = True) -> dict[str, dict]:
+    """Read the catalogue: ``{backbone name: entry}``.
+
+    Parameters
+    ----------
+    path : path, optional
+        Default: ``eegfm_bench/models/catalogue.yaml``.
+    check_registry : bool
+        Require exactly one entry per registered backbone (default ``True``).
+
+    Returns
+    -------
+    dict
+        Each entry holds ``display``, ``braindecode_class``, ``kind``, ``reference``, ``params``
+        (``braindecode`` and ``backbone`` parameter counts), ``reference_input``, ``tokens``, ``sfreq`` (Hz),
+        ``window_s`` (s), ``channel_contract``, ``variable_channels``, ``hub_ids`` and ``pretraining``
+        (``None`` for supervised baselines, else ``corpora``, ``complete``, ``source`` and optionally per-checkpoint
+        ``checkpoints``). A copy: callers may modify it.
+
+    Raises
+    ------
+    CatalogueError
+        Missing fields, or entries and registered backbones that do not match (both named).
+    """
+    import copy
+
+    models = copy.deepcopy(_read(str(path or CATALOGUE_PATH)))
+    for name, entry in models.items():
+        missing = [k for k in REQUIRED if k not in entry]
+        if missing:
+            raise CatalogueError(f"catalogue entry {name!r} lacks {missing}")
+        pre = entry["pretraining"]
+        if pre is not None and not {"corpora", "complete", "source"} <= set(pre):
+            raise CatalogueError(f"catalogue entry {name!r}: pretraining needs corpora, complete and source")
+    if check_registry:
+        import eegfm_bench.models.backbones  # noqa: F401  (registers the adapters)
+        from eegfm_bench.models.base import BACKBONES
+
+        registered = set(BACKBONES.names())
+        extra, absent = sorted(set(models) - registered), sorted(registered - set(models))
+        if extra or absent:
+            raise CatalogueError(f"catalogue and registry differ: entries without a backbone {extra}, backbones "
+                                 f"without an entry {absent}; fix: edit {CATALOGUE_PATH.name}")
+    return models
+
+
+def _fmt_params(n: int) -> str:
+    return f"{n / 1e6:.2f} M" if n >= 1e6 else f"{n / 1e3:.1f} K"
+
+
+def catalogue_table(path: str | Path | None = None) -> str:
+    """The catalogue as one Markdown table (one row per registered backbone).
+
+    Columns: model, kind, parameters (backbone as used / braindecode default build), sampling rate (Hz), window
+    (s), band (Hz) and unit (from the adapter's declared preprocessing), tokens, channel contract, variable
+    channels, hub ids, pretraining corpora (``…, see paper`` when the listed inventory is incomplete).
+    """
+    import eegfm_bench.models.backbones  # noqa: F401
+    from eegfm_bench.models.base import BACKBONES
+
+    cat = load_catalogue(path)
+    lines = ["| model | kind | params (backbone / braindecode) | sfreq (Hz) | window (s) | band (Hz) | unit | tokens | "
+             "channels | variable | hub ids | pretraining corpora |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in BACKBONES.names():
+        e = cat[name]
+        p = BACKBONES.get(name).preprocessing
+        if p.l_freq is None and p.h_freq is None:
+            band = "none"
+        elif p.l_freq is None:
+            band = f"< {p.h_freq:g}"
+        elif p.h_freq is None:
+            band = f"> {p.l_freq:g}"
+        else:
+            band = f"{p.l_freq:g}–{p.h_freq:g}"
+        pre = e["pretraining"]
+        if pre is None:
+            corpora = "none (trained from scratch)"
+        else:
+            corpora = "; ".join(pre["corpora"]) or ""
+            if not pre["complete"]:
+                corpora = (corpora + "; " if corpora else "") + "… see paper"
+        hub = ", ".join(f"`{h}`" for h in e["hub_ids"]) or "–"
+        params = f"{_fmt_params(e['params']['backbone'])} / {_fmt_params(e['params']['braindecode'])}"
+        cells = [f"{name} ({e['display']})", e["kind"], params, f"{e['sfreq']:g}", f"{e['window_s']:g}", band, p.unit,
+                 e["tokens"], e["channel_contract"], "yes" if e["variable_channels"] else "no", hub, corpora]
+        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def pretraining_corpora(model: str, checkpoint: str | None = None, path: str | Path | None = None) -> list[str] | None:
+    """The listed pretraining corpora of ``model`` (of one checkpoint if given), or ``None`` when incomplete.
+
+    ``None`` is what :class:`eegfm_bench.controls.gates.ClaimEvidence` takes for an unknown inventory (gate iii
+    then reports ``missing``). Supervised baselines return ``[]``.
+
+    Raises
+    ------
+    KeyError
+        Unknown model or checkpoint (lists the known ones).
+    """
+    cat = load_catalogue(path, check_registry=False)
+    if model not in cat:
+        raise KeyError(f"no catalogue entry {model!r}; known: {sorted(cat)}")
+    pre = cat[model]["pretraining"]
+    if pre is None:
+        return []
+    if not pre["complete"]:
+        return None
+    if checkpoint is None:
+        return list(pre["corpora"])
+    per = pre.get("checkpoints") or {}
+    if checkpoint in per:
+        return list(per[checkpoint])
+    if checkpoint in cat[model]["hub_ids"]:
+        return list(pre["corpora"])
+    raise KeyError(f"{model}: unknown checkpoint {checkpoint!r}; known: {cat[model]['hub_ids']}")
+
+
+def pretraining_overlap(model: str, dataset_aliases: Sequence[str] | str, checkpoint: str | None = None,
+                        assume_complete: bool = False, path: str | Path | None = None) -> list[str]:
+    """Pretraining corpora of ``model`` that are, contain, or share a source family with the evaluation dataset.
+
+    Paper 001 §3.6 gate (iii). Matching is :func:`eegfm_bench.controls.gates.pretraining_overlap` applied to each
+    alias (same dataset, named as a word of the corpus name, or same source family such as TUAB ⊂ TUEG).
+
+    Parameters
+    ----------
+    model : str
+        Registered backbone name.
+    dataset_aliases : str or sequence of str
+        Names of the evaluation dataset (e.g. a task's ``pretraining_aliases``:
+        ``("eegmmidb", "physionet-mi", ...)``).
+    checkpoint : str, optional
+        Restrict to one published checkpoint (default: every checkpoint of the model).
+    assume_complete : bool
+        Treat an incomplete inventory as complete (default ``False``).
+
+    Returns
+    -------
+    list of str
+        The overlapping corpus names, in catalogue order (empty: no listed overlap; supervised baselines: always
+        empty).
+
+    Raises
+    ------
+    IncompleteInventoryError
+        If nothing overlaps but the catalogue lists only part of the model's inventory ("see paper"): absence
+        of evidence cannot pass gate (iii) unless ``assume_complete=True``.
+    KeyError
+        Unknown model or checkpoint.
+    """
+    from eegfm_bench.controls.gates import pretraining_overlap as _overlap
+
+    cat = load_catalogue(path, check_registry=False)
+    if model not in cat:
+        raise KeyError(f"no catalogue entry {model!r}; known: {sorted(cat)}")
+    pre = cat[model]["pretraining"]
+    if pre is None:
+        return []
+    aliases = [dataset_aliases] if isinstance(dataset_aliases, str) else list(dataset_aliases)
+    if checkpoint is not None:
+        per = pre.get("checkpoints") or {}
+        if checkpoint in per:
+            corpora = list(per[checkpoint])
+        elif checkpoint in cat[model]["hub_ids"]:
+            corpora = list(pre["corpora"])
+        else:
+            raise KeyError(f"{model}: unknown checkpoint {checkpoint!r}; known: {cat[model]['hub_ids']}")
+    else:
+        corpora = list(pre["corpora"])
+    hits = {corpus for alias in aliases for corpus, _ in _overlap(corpora, alias)}
+    out = [c for c in corpora if c in hits]
+    if not out and not pre["complete"] and not assume_complete:
+        raise IncompleteInventoryError(
+            f"{model}: none of the listed pretraining corpora {corpora} overlaps {aliases}, but the listed inventory "
+            f"is incomplete ({pre['source']}); gate (iii) cannot be certified; fix: complete the entry in "
+            f"{CATALOGUE_PATH.name} from the paper, or pass assume_complete=True and report it")
+    return out
