@@ -3,22 +3,38 @@
 All functions are pure: they take the window batch ``x`` of shape ``(batch, n_chans, n_times)`` (numpy or
 torch, in the units of the preprocessed data, µV in this project) and an explicit seed or
 ``numpy.random.Generator``, and return a new array of the same type, dtype (and device) as ``x``.
-The noise is computed in float64 and cast back at the end.
 
 The noise passes through the *same* band-pass and notch filters as the clean data (App. D.1), so it lies in
 the recording bandwidth. The filters are MNE's defaults (FIR, ``firwin``, zero phase, ``filter_length='auto'``),
 designed with ``mne.filter.create_filter`` exactly as ``mne.filter.filter_data`` and
 ``mne.filter.notch_filter`` design them; the preprocessing must use these MNE defaults for the noise to match
-the data's band. To avoid filter edge effects on short windows, each noise trace is generated longer than the
-window (by half the filter length on both sides) and only the filter's steady-state output, the central
-``n_times`` samples, is kept, as if the noise had been filtered with the continuous recording before
-windowing. That output is computed as one vectorised FFT convolution with the MNE coefficients; it equals
-``filter_data`` followed by ``notch_filter`` on the same samples (:meth:`FilterSpec.apply_mne`, checked in the
-tests), at a fraction of the cost.
+the data's band. To avoid filter edge effects on short windows, the noise is the filter's steady-state output,
+as if it had been filtered with the continuous recording before windowing.
+
+Two equivalent ways of generating it (:func:`filtered_noise`):
+
+* ``method="convolve"`` (reference): each trace is drawn ``len(h) - 1`` samples longer than the window (pink:
+  white noise whose FFT magnitude is multiplied by ``1 / sqrt(f)``, inverse FFT, at the FFT length
+  ``n_fft = next_fast_len(n_times + len(h) - 1)``), convolved with the combined FIR ``h`` and cropped to the
+  ``n_times`` samples free of edge effects. It equals ``filter_data`` followed by ``notch_filter`` on the same
+  samples (:meth:`FilterSpec.apply_mne`, checked in the tests).
+* ``method="spectral"`` (default, ~10x faster): the spectrum is drawn directly — one complex Gaussian per
+  rFFT bin of length ``n_fft``, times ``|H(f)|`` (the FIR's exact magnitude response at the bins, the DFT of
+  ``h``) and, for pink noise, ``1 / sqrt(f)`` — one inverse FFT, the first ``n_times`` samples kept. No
+  padding, no separate convolution; computed in float32.
+
+Why the two are the same random process (not an approximation): in the reference path the filtered samples
+never wrap around the length-``n_fft`` FFT circle (``n_fft >= n_times + len(h) - 1``), so they equal a
+circular convolution of a length-``n_fft`` circular white (or pink) process with ``h``, i.e. an inverse FFT of
+``Z(k) * G(k) * H(k)`` with ``Z`` the FFT of white noise and ``G`` the pink gain. ``Z`` is a circularly
+symmetric complex Gaussian per bin (real at DC and Nyquist), independent across bins, so multiplying it by the
+unit-modulus phase ``H(k) / |H(k)|`` (the linear phase of a symmetric FIR, with sign flips in the stop bands)
+does not change its distribution. Both paths therefore produce zero-mean Gaussian vectors with the same
+covariance; only the random numbers differ. The tests check the magnitude response against Welch PSDs.
 
 Reproducibility across batch sizes: noise is drawn trial after trial from the Generator, so applying a
 function to a batch of ``a + b`` trials gives the same result as applying it to the first ``a`` and then
-the next ``b`` trials with the same Generator.
+the next ``b`` trials with the same Generator. The same seed gives the same noise (per ``method``).
 """
 from __future__ import annotations
 
@@ -30,6 +46,7 @@ from typing import Any, Sequence
 import mne
 import numpy as np
 import scipy.fft
+import scipy.linalg
 import scipy.signal
 
 from eegfm_bench.perturb._array import as_rng, to_numpy
@@ -225,9 +242,12 @@ def signal_power(x: Any, picks: Sequence[int] | None = None) -> np.ndarray:
         Power per trial, µV² (float64).
     """
     arr, _ = to_numpy(x)
-    sel = arr[:, _check_picks(picks, arr.shape[1])].astype(np.float64)
-    sel = sel - sel.mean(axis=-1, keepdims=True)
-    return np.mean(sel**2, axis=(1, 2))
+    return _trial_power(arr if picks is None else arr[:, _check_picks(picks, arr.shape[1])])
+
+
+def _trial_power(arr: np.ndarray) -> np.ndarray:
+    """:func:`signal_power` of a validated 3-D array, all channels, accumulated in float64."""
+    return np.var(arr, axis=-1, dtype=np.float64).mean(axis=1)
 
 
 def snr_db(signal: Any, noise: Any, picks: Sequence[int] | None = None) -> np.ndarray:
@@ -296,35 +316,97 @@ def pink_noise(shape: tuple[int, ...], sfreq: float, rng: np.random.Generator | 
     return scipy.fft.irfft(spec * gain, n=n_fft, axis=-1)[..., :n]
 
 
-def filtered_noise(kind: str, shape: tuple[int, int, int], filt: FilterSpec,
-                   rng: np.random.Generator | int) -> np.ndarray:
-    """White or pink noise passed through the dataset's band-pass and notch (App. D.1), unscaled.
+NOISE_METHODS = ("auto", "covariance", "spectral", "convolve")
 
-    The traces are generated ``2 * filt.pad_samples()`` samples longer than the window, filtered, and
-    cropped to the central ``n_times`` samples (no filter edge effects).
+# "auto" uses "covariance" up to this many samples per window (its N x N eigendecomposition is cached)
+_COVARIANCE_MAX_TIMES = 1024
 
-    Parameters
-    ----------
-    kind : {"white", "pink"}
-        Noise colour.
-    shape : (batch, n_chans, n_times)
-        Output shape.
-    filt : FilterSpec
-        The dataset's preprocessing filters.
-    rng : numpy.random.Generator or int
-        Generator or explicit seed.
 
-    Returns
-    -------
-    numpy.ndarray of float64, shape (batch, n_chans, n_times)
+@lru_cache(maxsize=64)
+def _amplitude(filt: FilterSpec, kind: str, n_times: int) -> tuple[int, np.ndarray]:
+    """FFT length ``n_fft`` of the reference path and the amplitude ``|H(f_k)| G(f_k)`` at its rFFT bins.
 
-    Raises
-    ------
-    UnknownNameError
-        If ``kind`` is not ``"white"`` or ``"pink"``.
+    ``n_fft = next_fast_len(n_times + len(h) - 1)``; ``|H|`` is the exact DFT of the combined MNE kernel at
+    the bins (``n_fft >= len(h)``); ``G = 1 / sqrt(f)`` for pink noise (0 at DC), 1 for white. float64,
+    read-only.
     """
-    check_noise_kind(kind)
-    gen = as_rng(rng)
+    h = filt.kernel()
+    n_fft = scipy.fft.next_fast_len(n_times + len(h) - 1, real=True)
+    amp = np.abs(scipy.fft.rfft(h, n=n_fft))
+    if kind == "pink":
+        freqs = scipy.fft.rfftfreq(n_fft, d=1.0 / filt.sfreq)
+        amp[0] = 0.0
+        amp[1:] /= np.sqrt(freqs[1:])
+    amp.setflags(write=False)
+    return n_fft, amp
+
+
+@lru_cache(maxsize=64)
+def _spectral_gain(filt: FilterSpec, kind: str, n_times: int) -> tuple[int, np.ndarray]:
+    """:func:`_amplitude` as float32, with an extra ``sqrt(2)`` at DC and Nyquist.
+
+    There the FFT of real white noise is real with the full variance ``E|Z|^2``, where the drawn spectrum keeps
+    only the real part of a unit complex Gaussian (half of ``E|Z|^2``).
+    """
+    n_fft, amp = _amplitude(filt, kind, n_times)
+    gain = amp.copy()
+    gain[0] *= math.sqrt(2.0)
+    if n_fft % 2 == 0:
+        gain[-1] *= math.sqrt(2.0)
+    gain = gain.astype(np.float32)
+    gain.setflags(write=False)
+    return n_fft, gain
+
+
+@lru_cache(maxsize=16)
+def _covariance_factor(filt: FilterSpec, kind: str, n_times: int) -> np.ndarray:
+    """``A.T`` (float32, ``(n_times, n_times)``) with ``A A.T`` the exact covariance of the reference noise window.
+
+    The reference path's ``n_times`` kept samples are a stationary Gaussian vector whose autocovariance at lag
+    ``tau < n_times`` is ``irfft(|H|^2 G^2, n_fft)[tau]`` (no circular aliasing reaches those lags, see the
+    module docstring); ``A = V sqrt(Lambda)`` from the eigendecomposition of that Toeplitz matrix (eigenvalues
+    that are negative by rounding, ~1e-16 of the largest, are set to 0).
+    """
+    n_fft, amp = _amplitude(filt, kind, n_times)
+    acov = scipy.fft.irfft(amp**2, n=n_fft)[:n_times]
+    lam, vec = scipy.linalg.eigh(scipy.linalg.toeplitz(acov))
+    factor_t = np.ascontiguousarray((vec * np.sqrt(np.clip(lam, 0.0, None))).T, dtype=np.float32)
+    factor_t.setflags(write=False)
+    return factor_t
+
+
+def _resolve_method(method: str, filt: FilterSpec, n_times: int) -> str:
+    if method not in NOISE_METHODS:
+        raise ValueError(f"unknown noise method {method!r}; valid: {', '.join(NOISE_METHODS)}")
+    if method != "auto":
+        return method
+    # cost per trace: covariance draws n_times normals and does n_times^2 multiply-adds; spectral draws n_fft
+    # normals (drawing a normal costs several hundred multiply-adds) and one FFT
+    n_pad = len(filt.kernel()) - 1
+    return "covariance" if n_times <= min(_COVARIANCE_MAX_TIMES, n_pad) else "spectral"
+
+
+def _spectral_noise(kind: str, shape: tuple[int, int, int], filt: FilterSpec, gen: np.random.Generator) -> np.ndarray:
+    batch, n_chans, n_times = shape
+    n_fft, gain = _spectral_gain(filt, kind, n_times)
+    n_bins = gain.shape[0]
+    # one unit complex Gaussian per bin, drawn trial after trial (batch-size independent)
+    spec = gen.standard_normal((batch, n_chans, 2 * n_bins), dtype=np.float32).view(np.complex64)
+    spec[..., 0].imag = 0.0  # DC and Nyquist bins of a real signal are real
+    if n_fft % 2 == 0:
+        spec[..., -1].imag = 0.0
+    spec *= gain
+    return scipy.fft.irfft(spec, n=n_fft, axis=-1, overwrite_x=True)[..., :n_times]
+
+
+def _covariance_noise(kind: str, shape: tuple[int, int, int], filt: FilterSpec,
+                      gen: np.random.Generator) -> np.ndarray:
+    factor_t = _covariance_factor(filt, kind, shape[-1])
+    # n_times unit normals per trace, drawn trial after trial (batch-size independent)
+    return gen.standard_normal(shape, dtype=np.float32) @ factor_t
+
+
+def _convolved_noise(kind: str, shape: tuple[int, int, int], filt: FilterSpec, gen: np.random.Generator) -> np.ndarray:
     batch, n_chans, n_times = shape
     pad = filt.pad_samples()
     n_total = n_times + 2 * pad
@@ -338,8 +420,56 @@ def filtered_noise(kind: str, shape: tuple[int, int, int], filt: FilterSpec,
     return out.reshape(batch, n_chans, n_times)
 
 
+def filtered_noise(kind: str, shape: tuple[int, int, int], filt: FilterSpec,
+                   rng: np.random.Generator | int, method: str = "auto") -> np.ndarray:
+    """White or pink noise passed through the dataset's band-pass and notch (App. D.1), unscaled.
+
+    The steady-state filter output (no edge effects), generated as described in the module docstring.
+
+    Parameters
+    ----------
+    kind : {"white", "pink"}
+        Noise colour.
+    shape : (batch, n_chans, n_times)
+        Output shape.
+    filt : FilterSpec
+        The dataset's preprocessing filters.
+    rng : numpy.random.Generator or int
+        Generator or explicit seed.
+    method : {"auto", "covariance", "spectral", "convolve"}
+        ``"convolve"``: the reference path, white/pink noise convolved with the MNE coefficients, float64.
+        ``"spectral"``: spectrum drawn directly and shaped by the FIR's magnitude response, one inverse FFT,
+        float32. ``"covariance"``: ``n_times`` unit normals per trace times a square root of the exact
+        covariance matrix of the reference window, float32. ``"auto"`` (default): ``"covariance"`` when
+        ``n_times <= min(1024, len(h) - 1)``, else ``"spectral"`` (whichever draws fewer random numbers per
+        trace for similar arithmetic); the choice depends only on ``filt`` and ``n_times``, never on the batch.
+        All are the same random process; different random numbers for the same seed.
+
+    Returns
+    -------
+    numpy.ndarray, shape (batch, n_chans, n_times)
+        float32 (``"covariance"``, ``"spectral"``) or float64 (``"convolve"``), arbitrary scale.
+
+    Raises
+    ------
+    UnknownNameError
+        If ``kind`` is not ``"white"`` or ``"pink"``.
+    ValueError
+        If ``method`` is unknown.
+    """
+    check_noise_kind(kind)
+    gen = as_rng(rng)
+    shape = tuple(int(v) for v in shape)
+    method = _resolve_method(method, filt, shape[-1])
+    if method == "covariance":
+        return _covariance_noise(kind, shape, filt, gen)
+    if method == "spectral":
+        return _spectral_noise(kind, shape, filt, gen)
+    return _convolved_noise(kind, shape, filt, gen)
+
+
 def add_noise(x: Any, snr_db: float, kind: str, filt: FilterSpec, rng: np.random.Generator | int,
-              picks: Sequence[int] | None = None) -> Any:
+              picks: Sequence[int] | None = None, method: str = "auto") -> Any:
     """Add filtered white or pink noise at a target SNR (paper 003 App. D.1; with ``picks``, App. D.5).
 
     For every trial, the noise (see :func:`filtered_noise`) is scaled by one factor so that
@@ -361,6 +491,9 @@ def add_noise(x: Any, snr_db: float, kind: str, filt: FilterSpec, rng: np.random
         Generator or explicit seed for the noise.
     picks : sequence of int or None
         Channels that receive noise and over which ``P_s`` and ``P_n`` are computed (default: all).
+    method : {"auto", "covariance", "spectral", "convolve"}
+        How the filtered noise is generated (:func:`filtered_noise`); the scaling is exact either way
+        (``P_n`` is measured on the generated noise, in float64).
 
     Returns
     -------
@@ -379,22 +512,29 @@ def add_noise(x: Any, snr_db: float, kind: str, filt: FilterSpec, rng: np.random
     check_noise_kind(kind)
     arr, restore = to_numpy(x)
     idx = _check_picks(picks, arr.shape[1])
-    sel = arr[:, idx].astype(np.float64)
-    p_s = signal_power(sel)
+    every = picks is None or (idx.size == arr.shape[1] and np.array_equal(idx, np.arange(arr.shape[1])))
+    sel = arr if every else arr[:, idx]
+    p_s = _trial_power(sel)
     bad = np.flatnonzero(~np.isfinite(p_s) | (p_s <= 0))
     if bad.size:
         raise ValueError(
             f"trials {bad.tolist()} have zero or non-finite signal power over the perturbed channels, "
             "so their SNR is undefined; fix: drop flat or non-finite windows before the sweep"
         )
-    noise = filtered_noise(kind, sel.shape, filt, rng)
-    scale = np.sqrt(p_s / (10.0 ** (snr / 10.0) * signal_power(noise)))
-    out = arr.astype(np.float64, copy=True)
-    out[:, idx] = sel + noise * scale[:, None, None]
+    noise = filtered_noise(kind, sel.shape, filt, rng, method=method)
+    # P_n of the generated noise itself (float64 accumulation): the per-trial SNR is exact, whatever the method
+    scale = np.sqrt(p_s / (10.0 ** (snr / 10.0) * _trial_power(noise)))
+    out_dtype = np.result_type(arr.dtype, noise.dtype)
+    noise *= scale.astype(noise.dtype)[:, None, None]
+    if every:
+        return restore(np.add(arr, noise, dtype=out_dtype))
+    out = arr.astype(out_dtype, copy=True)
+    out[:, idx] += noise
     return restore(out)
 
 
-def substitute_with_noise(x: Any, picks: Sequence[int], filt: FilterSpec, rng: np.random.Generator | int) -> Any:
+def substitute_with_noise(x: Any, picks: Sequence[int], filt: FilterSpec, rng: np.random.Generator | int,
+                          method: str = "auto") -> Any:
     """Replace channels by filtered white noise scaled to the intact channels (paper 003 App. D.4).
 
     For every trial and every channel in ``picks``: white noise is filtered like the data, normalised to
@@ -412,6 +552,8 @@ def substitute_with_noise(x: Any, picks: Sequence[int], filt: FilterSpec, rng: n
         The dataset's preprocessing filters.
     rng : numpy.random.Generator or int
         Generator or explicit seed for the noise.
+    method : {"auto", "covariance", "spectral", "convolve"}
+        How the filtered noise is generated (:func:`filtered_noise`).
 
     Returns
     -------
@@ -437,7 +579,8 @@ def substitute_with_noise(x: Any, picks: Sequence[int], filt: FilterSpec, rng: n
             f"trials {bad.tolist()} have a zero or non-finite median RMS over the intact channels; "
             "fix: drop flat or non-finite windows before the sweep"
         )
-    noise = filtered_noise("white", (arr.shape[0], idx.size, arr.shape[2]), filt, rng)
+    noise = filtered_noise("white", (arr.shape[0], idx.size, arr.shape[2]), filt, rng, method=method)
+    noise = noise.astype(np.float64)
     noise = noise - noise.mean(axis=-1, keepdims=True)
     noise = noise / noise.std(axis=-1, keepdims=True)
     out = arr.astype(np.float64, copy=True)

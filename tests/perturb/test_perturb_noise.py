@@ -1,10 +1,12 @@
 """Additive noise at a target SNR, pink spectrum, filtering (paper 003 App. D.1, D.4)."""
 import numpy as np
 import pytest
+import scipy.linalg
 import scipy.signal
 import torch
 
 from eegfm_bench.perturb.noise import (
+    NOISE_METHODS,
     FilterSpec,
     add_noise,
     filtered_noise,
@@ -16,6 +18,7 @@ from eegfm_bench.perturb.noise import (
 from eegfm_bench.registry import UnknownNameError
 
 SFREQ = 200.0
+METHODS = [m for m in NOISE_METHODS if m != "auto"]  # "covariance", "spectral" and the "convolve" reference
 
 
 def sinusoids(batch=3, n_chans=4, n_times=800, sfreq=SFREQ, dtype=np.float32):
@@ -44,12 +47,13 @@ def test_signal_power_is_the_d1_formula():
     np.testing.assert_allclose(signal_power(torch.from_numpy(x), picks=[1, 3]), expected, rtol=1e-9)
 
 
-@pytest.mark.parametrize("kind,snr", [("white", s) for s in (10, 5, 0, -3, -5, -15)]
-                         + [("pink", s) for s in (10, 5, 0, -3, -5)])
-def test_snr_measured_back(kind, snr):
+@pytest.mark.parametrize("kind,snr,method", [("white", s, "auto") for s in (10, 5, 0, -3, -5, -15)]
+                         + [("pink", s, "auto") for s in (10, 5, 0, -3, -5)]
+                         + [(k, s, m) for k in ("white", "pink") for s in (10, -5) for m in METHODS])
+def test_snr_measured_back(kind, snr, method):
     filt = FilterSpec(SFREQ, 1.0, 40.0, 50.0)
     x, p_s = sinusoids()
-    y = add_noise(x, snr, kind, filt, rng=7)
+    y = add_noise(x, snr, kind, filt, rng=7, method=method)
     assert y.dtype == np.float32 and y.shape == x.shape
     noise = y.astype(np.float64) - x
     np.testing.assert_allclose(snr_db(x, noise), snr, atol=0.1)
@@ -57,11 +61,13 @@ def test_snr_measured_back(kind, snr):
     np.testing.assert_allclose(signal_power(noise), p_s / 10 ** (snr / 10), rtol=0.02)
 
 
-def test_pink_spectrum_has_slope_minus_one_in_the_pass_band():
+@pytest.mark.parametrize("method,shape", [("auto", (4, 8, 4000)), ("covariance", (16, 8, 1000)),
+                                          ("spectral", (16, 8, 1000)), ("convolve", (16, 8, 1000))])
+def test_pink_spectrum_has_slope_minus_one_in_the_pass_band(method, shape):
     filt = FilterSpec(SFREQ, 1.0, 40.0, 50.0)
-    noise = filtered_noise("pink", (4, 8, 4000), filt, rng=1)
+    noise = filtered_noise("pink", shape, filt, rng=1, method=method)
     assert welch_slope(noise, SFREQ, 2.0, 30.0) == pytest.approx(-1.0, abs=0.1)
-    white = filtered_noise("white", (4, 8, 4000), filt, rng=1)
+    white = filtered_noise("white", shape, filt, rng=1, method=method)
     assert welch_slope(white, SFREQ, 2.0, 30.0) == pytest.approx(0.0, abs=0.1)
 
 
@@ -92,21 +98,96 @@ def test_fast_filter_equals_mne_filter_data_and_notch_filter(filt):
     np.testing.assert_allclose(fast, ref, atol=1e-10 * np.abs(ref).max())
 
 
-def test_no_filter_edge_effects_in_short_windows():
+@pytest.mark.parametrize("method", METHODS)
+def test_no_filter_edge_effects_in_short_windows(method):
     filt = FilterSpec(SFREQ, 1.0, 40.0, 50.0)  # filter much longer than the 1-s window
-    noise = filtered_noise("white", (400, 4, 200), filt, rng=4)
+    noise = filtered_noise("white", (400, 4, 200), filt, rng=4, method=method)
     var_t = noise.var(axis=(0, 1))
     np.testing.assert_allclose(var_t[:10].mean() / var_t[90:110].mean(), 1.0, atol=0.1)
     np.testing.assert_allclose(var_t[-10:].mean() / var_t[90:110].mean(), 1.0, atol=0.1)
 
 
-def test_noise_does_not_depend_on_batch_size():
+@pytest.mark.parametrize("method", NOISE_METHODS)
+def test_noise_does_not_depend_on_batch_size(method):
     filt = FilterSpec(SFREQ, 1.0, 40.0, 50.0)
     x = np.random.default_rng(5).standard_normal((6, 4, 300))
-    whole = add_noise(x, 0.0, "pink", filt, np.random.default_rng(11))
+    whole = add_noise(x, 0.0, "pink", filt, np.random.default_rng(11), method=method)
     gen = np.random.default_rng(11)
-    parts = np.concatenate([add_noise(x[:2], 0.0, "pink", filt, gen), add_noise(x[2:], 0.0, "pink", filt, gen)])
+    parts = np.concatenate([add_noise(x[:2], 0.0, "pink", filt, gen, method=method),
+                            add_noise(x[2:], 0.0, "pink", filt, gen, method=method)])
     np.testing.assert_allclose(parts, whole, rtol=0, atol=1e-12)
+
+
+def expected_welch(h, nperseg, fs):
+    """Exact expectation of scipy's one-sided Welch PSD (hann, no detrend) of unit white noise through FIR ``h``.
+
+    ``E[P(f)] ~ sum_tau r(tau) c_w(tau) cos(2 pi f tau)`` with ``r`` the autocovariance of the filtered noise
+    (the autocorrelation of the MNE coefficients, computed here independently of the noise module's FFTs) and
+    ``c_w`` the window's; DC and Nyquist are not doubled in a one-sided PSD. Up to a constant factor.
+    """
+    r = np.correlate(h, h, "full")  # lags -(L-1)..L-1
+    n_taps = len(h)
+    w = scipy.signal.get_window("hann", nperseg)
+    lags = np.arange(-(nperseg - 1), nperseg)
+    inside = np.abs(lags) <= n_taps - 1
+    r_lags = np.where(inside, r[np.clip(lags + n_taps - 1, 0, 2 * n_taps - 2)], 0.0)
+    f = np.arange(nperseg // 2 + 1) * fs / nperseg
+    psd = (r_lags * np.correlate(w, w, "full")) @ np.cos(2 * np.pi * np.outer(lags, f) / fs)
+    psd[1:-1] *= 2.0
+    return f, psd
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("filt", [FilterSpec(SFREQ, 1.0, 70.0, 50.0), FilterSpec(250.0, None, 30.0, None)])
+def test_white_noise_psd_is_the_filter_response(method, filt):
+    """Welch PSD of generated white noise = its exact expectation from the MNE kernel, at every frequency.
+
+    Tolerance: 512 traces of 1000 samples, Welch with 500-sample non-overlapping hann segments, averages K = 1024
+    nearly independent periodograms, so each bin's relative standard error is 1 / sqrt(K) = 3.1% (4.4% at DC and
+    Nyquist, one real degree of freedom). Every bin must lie within 20% (> 6 standard errors: no false failures
+    over ~250 bins; it still catches a moved band edge, a missing notch, a tilt) and the RMS over bins within 6%
+    (about 2 standard errors; catches small systematic errors). Bins whose expectation is below 1e-7 of the pass
+    band are only required to stay below 1e-6 of it.
+    """
+    nperseg = 500
+    noise = filtered_noise("white", (64, 8, 1000), filt, rng=2, method=method)
+    f, psd = scipy.signal.welch(noise, fs=filt.sfreq, nperseg=nperseg, noverlap=0, detrend=False, axis=-1)
+    psd = psd.reshape(-1, psd.shape[-1]).mean(axis=0)
+    f_exp, expected = expected_welch(filt.kernel(), nperseg, filt.sfreq)
+    np.testing.assert_allclose(f, f_exp)
+    band = (f > 5) & (f < 25)
+    psd, expected = psd / np.median(psd[band]), expected / np.median(expected[band])
+    big = expected > 1e-7
+    rel = psd[big] / expected[big] - 1.0
+    assert np.abs(rel).max() < 0.2, f"worst bin {f[big][np.abs(rel).argmax()]} Hz: {rel[np.abs(rel).argmax()]:+.1%}"
+    assert np.sqrt(np.mean(rel**2)) < 0.06
+    assert np.all(psd[~big] < 1e-6)
+    # and in plain words: flat in the pass band, ~0 in the stop bands and at the notch
+    h_freq = filt.h_freq
+    passband = (f > 3) & (f < 0.9 * h_freq) & (np.abs(f - 50.0) > 3 if filt.notch_freq else True)
+    assert np.abs(psd[passband] - 1.0).max() < 0.2
+    assert psd[f > h_freq + 0.25 * h_freq + 5].max() < 1e-4  # beyond MNE's transition band (25% of h_freq)
+    if filt.notch_freq:
+        # 0.4 Hz resolution: the hann main lobe spreads the 0.25 Hz-wide notch (expected ~0.08 of the pass band)
+        assert psd[np.argmin(np.abs(f - 50.0))] < 0.1
+
+
+def test_covariance_factor_is_the_reference_covariance():
+    """``A A.T`` of the "covariance" method = the autocovariance of white noise through the MNE kernel."""
+    from eegfm_bench.perturb.noise import _covariance_factor
+
+    filt = FilterSpec(SFREQ, 1.0, 40.0, 50.0)
+    n_times = 300
+    a_t = _covariance_factor(filt, "white", n_times).astype(np.float64)
+    h = filt.kernel()
+    r = np.correlate(h, h, "full")[len(h) - 1:len(h) - 1 + n_times]
+    cov = a_t.T @ a_t
+    np.testing.assert_allclose(cov / r[0], scipy.linalg.toeplitz(r) / r[0], atol=1e-6)
+
+
+def test_unknown_method_raises():
+    with pytest.raises(ValueError, match="method"):
+        filtered_noise("white", (1, 1, 100), FilterSpec(SFREQ, 1.0, 40.0, None), 0, method="fast")
 
 
 def test_seeded_and_reproducible():
