@@ -91,6 +91,7 @@ TRUNCATABLE = ("labram", "cbramod", "biot")
 
 def _make_truncated(base: type[BackboneAdapter]) -> type[BackboneAdapter]:
     class Truncated(base):  # type: ignore[misc, valid-type]
+        derived_from = base.name
         __doc__ = (f"``{base.name}`` with blocks ``0..depth`` only (paper 003 App. I.6); see "
                    ":mod:`eegfm_bench.interpret.truncation`.")
 

@@ -123,6 +123,7 @@ class BackboneAdapter(nn.Module):
     is_foundation_model: ClassVar[bool] = True
     preprocessing: ClassVar[Preprocessing]
     lora_targets: ClassVar[list[str]] = []
+    derived_from: ClassVar[str | None] = None  # set by variants (e.g. depth truncation) of another backbone
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs):
         super().__init__()
@@ -167,3 +168,9 @@ class BackboneAdapter(nn.Module):
 
 
 BACKBONES: Registry[type[BackboneAdapter]] = Registry("backbone")
+
+
+def primary_backbones() -> list[str]:
+    """Registered backbones that are models of their own (excludes derived variants such as ``*_truncated``,
+    which set ``derived_from`` to the backbone they modify)."""
+    return [n for n in BACKBONES.names() if getattr(BACKBONES.get(n), "derived_from", None) is None]

@@ -76,9 +76,9 @@ def load_catalogue(path: str | Path | None = None, check_registry: bool = True) 
             raise CatalogueError(f"catalogue entry {name!r}: pretraining needs corpora, complete and source")
     if check_registry:
         import eegfm_bench.models.backbones  # noqa: F401  (registers the adapters)
-        from eegfm_bench.models.base import BACKBONES
+        from eegfm_bench.models.base import primary_backbones
 
-        registered = set(BACKBONES.names())
+        registered = set(primary_backbones())
         extra, absent = sorted(set(models) - registered), sorted(registered - set(models))
         if extra or absent:
             raise CatalogueError(f"catalogue and registry differ: entries without a backbone {extra}, backbones "
@@ -98,13 +98,13 @@ def catalogue_table(path: str | Path | None = None) -> str:
     channels, hub ids, pretraining corpora (``…, see paper`` when the listed inventory is incomplete).
     """
     import eegfm_bench.models.backbones  # noqa: F401
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.base import BACKBONES, primary_backbones
 
     cat = load_catalogue(path)
     lines = ["| model | kind | params (backbone / braindecode) | sfreq (Hz) | window (s) | band (Hz) | unit | tokens | "
              "channels | variable | hub ids | pretraining corpora |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name in BACKBONES.names():
+    for name in primary_backbones():
         e = cat[name]
         p = BACKBONES.get(name).preprocessing
         if p.l_freq is None and p.h_freq is None:

@@ -15,7 +15,7 @@ from zoo_configs import CH19, TINY, B, build, window
 
 from eegfm_bench.data import montage
 from eegfm_bench.models import checkpoints as ckpt
-from eegfm_bench.models.base import BACKBONES, ChannelContractError
+from eegfm_bench.models.base import BACKBONES, primary_backbones, ChannelContractError
 
 BIOT_16 = ["Fp1-F7", "F7-T7", "T7-P7", "P7-O1", "Fp2-F8", "F8-T8", "T8-P8", "P8-O2", "Fp1-F3", "F3-C3", "C3-P3",
            "P3-O1", "Fp2-F4", "F4-C4", "C4-P4", "P4-O2"]
@@ -35,7 +35,7 @@ def _no_network(monkeypatch, tmp_path):
 
 # ------------------------------------------------------------------------------------------- shapes and blocks
 def test_registry_holds_the_whole_zoo():
-    assert set(BACKBONES.names()) == set(TINY)
+    assert set(primary_backbones()) == set(TINY)
 
 
 @pytest.mark.parametrize("name", list(TINY))
@@ -343,7 +343,7 @@ def test_catalogue_covers_the_registry_and_prints():
     from eegfm_bench.models.catalogue import catalogue_table, load_catalogue
 
     cat = load_catalogue()
-    assert set(cat) == set(BACKBONES.names())
+    assert set(cat) == set(primary_backbones())
     table = catalogue_table()
     assert table.count("\n") == len(cat) + 1
     manifest = ckpt.read_manifest(ckpt.Path(__file__).resolve().parents[2] / "checkpoints" / "manifest.json")
