@@ -1,0 +1,172 @@
+"""Scrambled-label adaptation (paper 001 §3.6 "Adaptation-label dependence", §4.2.4, Control 4).
+
+Adaptation (LoRA, or full fine-tuning) is run twice per fold and seed with *one* change: the source labels. The
+correct-label run trains on the true labels; the scrambled-label run trains on labels permuted among the
+windows of the training and validation subjects (the whole source side; early stopping then also sees only
+permuted labels), with the permutation scheme of the label-permutation control (``within_subject`` when every
+subject holds both classes, ``subject_label`` when the label is per subject). The test fold keeps its true labels
+in both runs. Schedule (epochs, patience, optimiser, warm-up), seeds (``seed_everything(seed + fold)``,
+``init_seed``), data order, head and adaptation settings are identical, and each cell is the cell
+:func:`eegfm_bench.cv.run_cv` trains (same DataModule, FMClassifier, early stopping on validation balanced
+accuracy, best checkpoint tested), so the paper's caveat that its comparisons were not one-change experiments
+(§4.2.4) does not apply here. The contrast stays descriptive and unpaired across seeds
+(:func:`eegfm_bench.controls.gates.scrambled_label_contrast`); it is not an equivalence test.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from eegfm_bench.controls.permutation import check_scheme, infer_scheme, permute_labels
+
+LABELINGS = ("correct", "scrambled")
+
+
+def scrambled_source_labels(y: np.ndarray, groups: np.ndarray, source_idx: np.ndarray, scheme: str,
+                            seed: int) -> tuple[np.ndarray, str]:
+    """Labels with the source rows permuted and every other row unchanged.
+
+    Parameters
+    ----------
+    y : ndarray of int, shape (n_windows,)
+        True labels.
+    groups : ndarray, shape (n_windows,)
+        Subject per window.
+    source_idx : ndarray of int
+        Rows of the training and validation subjects of one fold.
+    scheme : {"auto", "within_subject", "subject_label", "window"}
+        Permutation scheme (:mod:`eegfm_bench.controls.permutation`), applied to the source rows only.
+    seed : int
+        Seed of the permutation.
+
+    Returns
+    -------
+    y_scrambled : ndarray, shape (n_windows,)
+    scheme : str
+        The scheme used (``auto`` resolved).
+
+    Raises
+    ------
+    ValueError
+        If the scheme does not fit the source labels (naming the one that does).
+    """
+    y = np.asarray(y)
+    groups = np.asarray(groups)
+    src = np.asarray(source_idx, dtype=np.int64)
+    if scheme == "auto":
+        scheme = infer_scheme(y[src], groups[src])
+    check_scheme(y[src], groups[src], scheme)
+    out = y.copy()
+    out[src] = permute_labels(y[src], groups[src], scheme, np.random.default_rng(seed))
+    return out, scheme
+
+
+def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, split, ws, seed: int, init_seed: int,
+               trainer_cfg: dict, optim: dict, batch_size: int, out_dir: str | Path, tag: str,
+               backbone_kwargs: dict | None = None, head_kwargs: dict | None = None, lora: dict | None = None,
+               pretrained: str | None = None, y_train: np.ndarray | None = None, progress: bool = False,
+               ) -> tuple[pd.DataFrame, dict]:
+    """Train and test one cv cell (run_cv's recipe), optionally on replaced training labels.
+
+    Parameters
+    ----------
+    task, model, regime, head : str
+        As in a cv run (``regime`` in ``head_only``, ``full``, ``lora``).
+    fold : int
+        Fold of ``split``.
+    split : eegfm_bench.data.splits.Split
+        Subject-grouped split with validation subjects.
+    ws : WindowSet
+        Windows under the backbone's preprocessing, ``X`` of shape ``(n_windows, n_chans, n_times)``.
+    seed : int
+        ``lightning.seed_everything(seed + fold)``, as run_cv.
+    init_seed : int
+        Seed of the backbone and head initialisation.
+    trainer_cfg, optim : dict
+        cv ``trainer`` and ``optim`` sections (max_epochs, patience, precision, accelerator, ...; lr,
+        weight_decay, warmup_epochs).
+    batch_size : int
+    out_dir : path
+        Where the best checkpoint and CSV logs of this cell go.
+    tag : str
+        Name of the cell's folder (e.g. ``eegnet-full-flatten-scrambled-seed0``).
+    backbone_kwargs, head_kwargs, lora : dict, optional
+    pretrained : str, optional
+    y_train : ndarray of int, shape (n_windows,), optional
+        Labels to train on; only the rows of the fold's training and validation subjects are read from it
+        (the test rows keep ``ws.y``). None trains on the true labels.
+    progress : bool
+
+    Returns
+    -------
+    predictions : DataFrame
+        One row per test window: ``index`` (row of ``ws``), ``y`` (true label), ``pred``, ``p0``…, ``subject``,
+        ``recording``, ``window_index``.
+    info : dict
+        ``epochs``, ``fit_seconds``, ``init``, parameter counts and the checkpoint path.
+
+    Raises
+    ------
+    ValueError
+        If ``y_train`` changes test labels or has the wrong length.
+    """
+    import lightning as L
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+    from lightning.pytorch.loggers import CSVLogger
+
+    from eegfm_bench.data.datamodule import EEGDataModule
+    from eegfm_bench.models.module import FMClassifier
+
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*number of training batches.*")
+    groups = ws.subject if split.spec.group_by == "subject" else ws.recording
+    _, _, test_idx = split.indices(groups, fold)
+    train_ws = ws
+    if y_train is not None:
+        y_train = np.asarray(y_train, dtype=np.int64)
+        if y_train.shape != ws.y.shape:
+            raise ValueError(f"y_train has shape {y_train.shape}, the windows {ws.y.shape}")
+        if not np.array_equal(y_train[test_idx], ws.y[test_idx]):
+            raise ValueError("y_train changes labels of the test fold; only source (train/val) labels may change")
+        train_ws = type(ws)(ws.X, y_train, ws.subject, ws.recording, ws.window_index, ws.provenance,
+                            list(ws.ch_names), ws.sfreq, list(ws.class_names), dict(ws.meta))
+    L.seed_everything(int(seed) + int(fold), workers=True, verbose=False)
+    dm = EEGDataModule(task=task, backbone=model, fold=fold, batch_size=batch_size, num_workers=0, ws=train_ws,
+                       split=split)
+    net = FMClassifier(backbone=model, head=head, regime=regime, ch_names=dm.ch_names, n_times=dm.n_times,
+                       n_classes=dm.n_classes, pretrained=pretrained, init_seed=int(init_seed),
+                       class_weights=dm.class_weights, backbone_kwargs=backbone_kwargs, head_kwargs=head_kwargs,
+                       lora=lora, **optim)
+    cell = Path(out_dir) / "adaptation" / tag / f"fold{fold}"
+    ckpt = ModelCheckpoint(dirpath=cell, filename="best", monitor="val/bacc", mode="max", save_top_k=1,
+                           enable_version_counter=False)
+    tr = trainer_cfg
+    trainer = L.Trainer(max_epochs=tr["max_epochs"], min_epochs=tr.get("min_epochs", 1), precision=tr["precision"],
+                        accelerator=tr["accelerator"], devices=tr["devices"],
+                        enable_progress_bar=bool(progress and tr.get("enable_progress_bar", False)),
+                        enable_model_summary=False, deterministic=tr.get("deterministic", False), log_every_n_steps=1,
+                        callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt],
+                        logger=CSVLogger(Path(out_dir) / "adaptation" / "logs", name=tag, version=f"fold{fold}"))
+    t0 = time.time()
+    trainer.fit(net, dm)
+    # test on the TRUE labels: the datamodule of the true window set serves the same test rows
+    dm_test = EEGDataModule(task=task, backbone=model, fold=fold, batch_size=batch_size, num_workers=0, ws=ws,
+                            split=split)
+    trainer.test(net, dm_test, ckpt_path=ckpt.best_model_path or None, verbose=False)
+    pred = net.test_predictions.copy()
+    pred["subject"] = ws.subject[pred["index"]]
+    pred["recording"] = ws.recording[pred["index"]]
+    pred["window_index"] = ws.window_index[pred["index"]]
+    info = {"epochs": float(trainer.current_epoch), "fit_seconds": float(time.time() - t0), "init": net.init,
+            "checkpoint": ckpt.best_model_path, **net.parameter_counts}
+    return pred, info
+
+
+__all__ = ["LABELINGS", "scrambled_source_labels", "train_fold"]

@@ -1,0 +1,292 @@
+"""Real-data tests of the negative-control suite (paper 001): the dataset-identity probe, the `controls` CLI end
+to end on a tiny config, resumability, and the CLI-level bad inputs.
+
+Reads the staged EEG through ``EEGFM_DATA`` (skipped without it). One thread per library (``OMP_NUM_THREADS=1``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from eegfm_testutils import requires_data
+
+os.environ["OMP_NUM_THREADS"] = "1"
+
+TINY_EEGNET = {"F1": 4, "D": 1, "kernel_length": 16}
+
+
+def _tiny_config(out: Path, **over) -> dict:
+    cfg = {
+        "experiment": "controls_tiny", "task": "eegmat", "out_dir": str(out), "seed": 0,
+        "data": {"subjects": [0, 1, 2, 3, 4, 5], "max_windows_per_subject": 4, "batch_size": 16},
+        "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1},
+        "features": {"families": ["simple"]},
+        "models": [{"model": "eegnet", "init_seeds": [0], "pooling": "mean", "backbone_kwargs": TINY_EEGNET}],
+        "permutation": {"n": 5, "families": "strongest"},
+        "bootstrap": {"n_boot": 200},
+        "scrambled": [{"model": "eegnet", "regime": "full", "head": "flatten", "seeds": [0],
+                       "backbone_kwargs": TINY_EEGNET, "trainer": {"max_epochs": 1, "patience": 1}}],
+        "identity": {"tasks": ["eegmmidb_mi", "eegmat"], "n_folds": 3, "n_permutations": 5, "n_balanced": 2,
+                     "subjects": {"eegmmidb_mi": [1, 2, 3], "eegmat": [0, 1, 2]}},
+    }
+    for k, v in over.items():
+        cfg[k] = v
+    return cfg
+
+
+def _write(tmp_path: Path, cfg: dict, name: str = "c.yaml") -> str:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(cfg))
+    return str(p)
+
+
+# ------------------------------------------------------------------------------------- identity probe (§4.4)
+@requires_data
+def test_identity_probe_separates_eegmmidb_from_eegmat(data_root):
+    """EEGMMIDB vs eegmat on their 19 shared 10-20 channels, one unit per recording, simple features (173 =
+    9·19 + 2): ceiling AUROC in full space and after in-fold PCA, a permuted null near chance."""
+    from eegfm_bench.controls.identity import identity_from_windows
+    from eegfm_bench.controls.run import DEFAULT_FEATURE_PREPROCESSING
+    from eegfm_bench.data.preprocessing import Preprocessing
+    from eegfm_bench.data.windows import load_windows
+
+    prep = Preprocessing(**DEFAULT_FEATURE_PREPROCESSING)
+    mi = load_windows("eegmmidb_mi", prep, data_root=data_root, subjects=[1, 2, 3, 4, 5, 6], progress=False)
+    mat = load_windows("eegmat", prep, data_root=data_root, subjects=list(range(8)), progress=False)
+    res = identity_from_windows(np.asarray(mi.X), mi.ch_names, mi.recording, np.asarray(mat.X), mat.ch_names,
+                                mat.recording, prep.sfreq, family="simple", names=("eegmmidb", "eegmat"), n_folds=5,
+                                pca_k=50, n_permutations=20, n_balanced=5, seed=0)
+    assert res.n_units == (18, 16)  # 6 subjects x runs 4/8/12; 8 subjects x (rest, arithmetic)
+    assert res.n_features == 9 * 19 + 2
+    assert res.auroc_full >= 0.95
+    assert res.auroc_pca >= 0.95
+    assert res.pca_k <= 50
+    assert abs(float(np.mean(res.null_aurocs)) - 0.5) < 0.12
+    assert float(np.mean(res.balanced_aurocs)) >= 0.95
+
+
+# ------------------------------------------------------------------------------------------- CLI end to end
+@requires_data
+def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys):
+    from eegfm_bench.cli import main
+    from eegfm_bench.results import ROW_COLUMNS
+
+    out = tmp_path / "out"
+    path = _write(tmp_path, _tiny_config(out))
+    assert main(["controls", "--config", path, "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "(i) comparator" in printed and "stopped at" in printed
+    for f in ("gates.json", "gates.md", "controls_report.md", "controls_report.json", "results.csv", "splits.json",
+              "config.yaml"):
+        assert (out / f).is_file(), f
+    df = pd.read_csv(out / "results.csv")
+    assert list(df.columns[:len(ROW_COLUMNS)]) == ROW_COLUMNS
+    exp = df[df.experiment == "controls_tiny"]
+    # (a) handcrafted simple family: 9 x 19 + 2 features, one AUROC per fold (3 folds), in [0, 1]
+    simple = exp[(exp.model == "handcrafted_simple") & (exp.condition == "clean")]
+    assert float(simple[simple.metric == "n_dims"].value.iloc[0]) == 173
+    auc = simple[(simple.metric == "auroc_window") & (simple.fold.astype(str) != "pooled")]
+    assert sorted(auc.fold.astype(int)) == [0, 1, 2] and auc.value.between(0, 1).all()
+    # eegmat labels are per recording: a recording-level estimate exists, separately from the window level
+    assert (simple.metric == "auroc_recording").any()
+    # every test fold: 2 subjects x (4 rest + 4 arithmetic) windows
+    assert set(auc.n_windows) == {16} and set(auc.n_subjects) == {2}
+    # (b) frozen random-init EEGNet, mean-pooled: F2 = F1 * D = 4 dimensions
+    eeg = exp[(exp.model == "eegnet") & (exp.regime == "frozen_probe")]
+    assert set(eeg.init) == {"random#seed0"} and float(eeg[eeg.metric == "n_dims"].value.iloc[0]) == 4
+    # (d) permutation: N = 5, p in {1/6, ..., 1}, within-subject scheme (every subject holds both classes)
+    perm = exp[exp.condition == "label_permutation_within_subject"]
+    p = perm[perm.metric == "auroc_window_p_value"].value.to_numpy()
+    assert p.size == 2 and np.all(np.isin(np.round(p * 6), [1, 2, 3, 4, 5, 6]))
+    assert set(perm[perm.metric == "auroc_window_n_permutations"].value) == {5.0}
+    # (e) scrambled-label adaptation: correct and scrambled runs for all 3 folds
+    for cond in ("correct_labels", "scrambled_labels"):
+        r = exp[(exp.condition == cond) & (exp.metric == "auroc_window")]
+        assert sorted(r.fold.astype(int)) == [0, 1, 2] and r.value.between(0, 1).all()
+    # (g) paired: CI brackets the estimate
+    rep = json.loads((out / "controls_report.json").read_text())
+    for name, pr in rep["paired"].items():
+        bs = pr["levels"]["window"]["bootstrap"]
+        assert bs["low"] <= bs["estimate"] <= bs["high"] and bs["mode"] == "within_fold"
+    # (f) identity: 3 EEGMMIDB subjects x 3 runs vs 3 eegmat subjects x 2 recordings, 19 shared channels
+    ide = rep["identity"]
+    assert ide["n_units"] == [9, 6] and len(ide["shared_channels"]) == 19 and ide["n_features"] == 173
+    assert 0 <= ide["auroc_full"] <= 1
+    # (h) gates: one claim for the frozen EEGNet and one for the adaptation run, four gates each
+    gates = json.loads((out / "gates.json").read_text())
+    assert {g["model"] for g in gates} == {"eegnet-random_seed0-mean", "eegnet-full-flatten (correct labels)"}
+    for g in gates:
+        assert [x["gate"] for x in g["gates"]] == ["i", "ii", "iii", "iv"]
+        assert g["attributed"] is False  # random init: gate (iv) can never pass without a pretrained checkpoint
+    md = (out / "gates.md").read_text()
+    assert md.startswith("| model | task | (i) comparator")
+    # rerun: everything is skipped, rows unchanged, no refit (fast)
+    before = pd.read_csv(out / "results.csv")
+    t0 = time.time()
+    assert main(["controls", "--config", path, "--no-progress"]) == 0
+    assert time.time() - t0 < 30
+    pd.testing.assert_frame_equal(before, pd.read_csv(out / "results.csv"))
+    # changing a setting of a stored unit is refused instead of mixing two configs
+    from eegfm_bench.cv import ConfigError
+
+    cfg2 = _tiny_config(out, probe={"kind": "logreg", "C": 0.1})
+    with pytest.raises(ConfigError, match="other settings"):
+        main(["controls", "--config", _write(tmp_path, cfg2, "c2.yaml"), "--no-progress"])
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+def test_feature_window_too_short_is_rejected_before_reading_data(tmp_path):
+    from eegfm_bench.controls.run import load_config
+    from eegfm_bench.cv import ConfigError
+
+    cfg = _tiny_config(tmp_path / "o", features={"families": ["simple"], "preprocessing": {"window_s": 1.0}})
+    with pytest.raises(ConfigError, match=r"window_s = 1.0 s is shorter .* fix: window_s >= 2"):
+        load_config(cfg)
+
+
+def test_unknown_keys_and_names_are_rejected(tmp_path):
+    from eegfm_bench.controls.run import load_config
+    from eegfm_bench.cv import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown key 'permutaton'"):
+        load_config({**_tiny_config(tmp_path / "o"), "permutaton": {"n": 5}})
+    with pytest.raises(ConfigError, match="features.families"):
+        load_config(_tiny_config(tmp_path / "o", features={"families": ["fancy"]}))
+    bad = _tiny_config(tmp_path / "o")
+    bad["scrambled"] = [{"model": "eegnet", "regime": "lora", "head": "flatten"}]
+    with pytest.raises(ConfigError, match="declares no LoRA targets.*fix: regime: full"):
+        load_config(bad)
+
+
+@requires_data
+def test_permutation_scheme_that_does_not_fit_the_labels(tmp_path):
+    from eegfm_bench.controls.run import controls_main
+
+    # eegmat: every subject has a rest and an arithmetic recording, so one label per subject is wrong
+    cfg = _tiny_config(tmp_path / "o", permutation={"n": 5, "scheme": "subject_label"}, scrambled=[], identity=None,
+                       models=[])
+    with pytest.raises(ValueError, match="subject-label permutation needs one label per subject.*"
+                                         "fix: every subject holds several classes: use scheme='within_subject'"):
+        controls_main(cfg, progress=False)
+
+
+@requires_data
+def test_too_few_subjects_for_folds_or_bootstrap(tmp_path):
+    from eegfm_bench.controls.run import controls_main
+    from eegfm_bench.cv import ConfigError
+
+    base = dict(scrambled=[], identity=None, models=[])
+    few = _tiny_config(tmp_path / "a", data={"subjects": [0, 1, 2], "max_windows_per_subject": 2}, **base)
+    few["split"]["k"] = 5
+    with pytest.raises(ConfigError, match=r"3 subjects for 5 folds; fix: split.k <= 3"):
+        controls_main(few, progress=False)
+    # 5 subjects in 3 folds: one test fold holds a single subject, too few for the within-fold bootstrap
+    odd = _tiny_config(tmp_path / "b", data={"subjects": [0, 1, 2, 3, 4], "max_windows_per_subject": 2}, **base)
+    with pytest.raises(ConfigError, match=r"too few subjects for the paired within-fold bootstrap.*fix: split.k <= 2"):
+        controls_main(odd, progress=False)
+
+
+@requires_data
+def test_identity_datasets_without_shared_channels(tmp_path, monkeypatch):
+    """Two datasets with no channel in common: the error names what each one has (checked before any probe)."""
+    import eegfm_bench.controls.run as run
+
+    real = run._load_ws
+
+    def renamed(cfg, task, prep, progress, **kw):
+        ws = real(cfg, task, prep, progress, **kw)
+        if task == "eegmmidb_mi":  # pretend this dataset were recorded in a bipolar montage
+            ws.ch_names = [f"{c}-REF" for c in ws.ch_names]
+        return ws
+
+    monkeypatch.setattr(run, "_load_ws", renamed)
+    cfg = _tiny_config(tmp_path / "o", scrambled=[], models=[])
+    with pytest.raises(ValueError, match=r"share no channel.*eegmmidb.*Fp1-REF.*eegmat.*Fp1"):
+        run.controls_main(cfg, progress=False)
+
+
+# --------------------------------------------------------------------------------- synthetic, exact answers
+def test_scrambled_source_labels_permute_only_the_source_within_subject():
+    from eegfm_bench.controls.adapt import scrambled_source_labels
+
+    y = np.array([0, 1] * 10)
+    groups = np.repeat([f"S{i}" for i in range(4)], 5)
+    src = np.arange(15)  # subjects S0-S2 are the source, S3 the test fold
+    ys, scheme = scrambled_source_labels(y, groups, src, "auto", seed=3)
+    assert scheme == "within_subject"
+    np.testing.assert_array_equal(ys[15:], y[15:])  # test labels untouched
+    for g in ("S0", "S1", "S2"):  # class counts preserved inside every source subject
+        m = groups == g
+        assert sorted(ys[m]) == sorted(y[m])
+    assert not np.array_equal(ys[:15], y[:15])
+    with pytest.raises(ValueError, match="use scheme='within_subject'"):
+        scrambled_source_labels(y, groups, src, "subject_label", seed=0)
+
+
+def test_align_rows_matches_by_identity_and_refuses_missing_windows():
+    from eegfm_bench.controls.embeddings import RowAlignmentError, align_rows, row_keys
+
+    ref = row_keys(["r1", "r1", "r2"], [0, 1, 0])
+    other = row_keys(["r2", "r1", "r1"], [0, 1, 0])
+    idx = align_rows(ref, other, "model windows")
+    np.testing.assert_array_equal(other[idx], ref)
+    np.testing.assert_array_equal(idx, [2, 1, 0])
+    with pytest.raises(RowAlignmentError, match=r"1 only in the feature windows \(e.g. \['r2#0'\]\)"):
+        align_rows(ref, row_keys(["r1", "r1"], [0, 1]), "model windows")
+
+
+def test_pool_tokens_mean_and_flatten():
+    from eegfm_bench.controls.embeddings import pool_tokens
+
+    t = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_allclose(pool_tokens(t, "mean"), t.mean(axis=1))
+    assert pool_tokens(t, "flatten").shape == (2, 12)
+    np.testing.assert_array_equal(pool_tokens(t, "flatten")[1], t[1].ravel())
+    with pytest.raises(ValueError, match="unknown pooling"):
+        pool_tokens(t, "max")
+
+
+def test_scrambled_label_lora_cell_on_synthetic_windows(tmp_path):
+    """Control 4's LoRA path (paper 001 §4.2.4): one cell of a tiny LaBraM trained with LoRA on scrambled source
+    labels; the test fold is scored on its true labels and only adapters + head train."""
+    import torch
+
+    from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
+    from eegfm_bench.data.splits import SplitSpec, make_split
+    from eegfm_bench.data.windows import WindowSet
+
+    torch.set_num_threads(1)
+    ch = ["Fp1", "Fp2", "F3", "F4", "C3", "C4", "O1", "O2"]
+    rng = np.random.default_rng(0)
+    y = np.tile([0, 1], 8)
+    subj = np.repeat([f"S{i}" for i in range(4)], 4)
+    X = (rng.standard_normal((16, len(ch), 400)) * 0.1).astype(np.float32)
+    ws = WindowSet(X, y, subj, np.char.add(subj, np.where(y == 0, "_a", "_b")), np.arange(16), np.full(16, "syn"),
+                   ch, 200.0, ["a", "b"], {"cache_key": "synthetic"})
+    split = make_split(y, subj, SplitSpec("kfold", 2, 0, 1), "eegmat")
+    tr, va, te = split.indices(subj, 0)
+    ys, scheme = scrambled_source_labels(y, subj, np.concatenate([tr, va]), "auto", seed=0)
+    assert scheme == "within_subject" and np.array_equal(ys[te], y[te])
+    pred, info = train_fold(task="eegmat", model="labram", regime="lora", head="mean", fold=0, split=split, ws=ws,
+                            seed=0, init_seed=0, trainer_cfg={"max_epochs": 1, "patience": 1, "precision": "32-true",
+                                                              "accelerator": "cpu", "devices": 1},
+                            optim={"lr": 1e-3, "weight_decay": 0.0, "warmup_epochs": 0}, batch_size=4,
+                            out_dir=tmp_path, tag="lora-scrambled",
+                            backbone_kwargs={"num_layers": 1, "num_heads": 2, "conv_out_channels": 4},
+                            lora={"r": 2}, y_train=ys)
+    assert sorted(pred["index"]) == sorted(te.tolist())
+    np.testing.assert_array_equal(pred.sort_values("index")["y"].to_numpy(), y[np.sort(te)])  # true test labels
+    np.testing.assert_allclose(pred[["p0", "p1"]].sum(axis=1), 1.0, atol=1e-5)
+    assert 0 < info["trainable_params"] < 0.05 * info["total_params"]  # LoRA adapters + head only
+    with pytest.raises(ValueError, match="changes labels of the test fold"):
+        bad = y.copy()
+        bad[te[0]] = 1 - bad[te[0]]
+        train_fold(task="eegmat", model="labram", regime="lora", head="mean", fold=0, split=split, ws=ws, seed=0,
+                   init_seed=0, trainer_cfg={}, optim={}, batch_size=4, out_dir=tmp_path, tag="x", y_train=bad)
