@@ -1053,7 +1053,8 @@ def _report(ctx: _Ctx, hand, frozen, cv_reps, perms, paired, scrambled, identity
             "(§3.5)"),
          f"- label permutation scheme: {ctx.scheme}; N = {ctx.cfg['permutation']['n']}",
          f"- feature preprocessing: {ctx.cfg['features']['preprocessing']}",
-         f"- wall time of this invocation: {seconds:.0f} s", ""]
+         f"- wall time of this invocation: {seconds:.0f} s (units already in out_dir are loaded, not recomputed)",
+         ""]
     # scores
     L += ["## (a–c) Scores", "", f"| representation | source | init | {metric} window | balanced acc. window"
           + (f" | {metric} {ctx.agg_level} | balanced acc. {ctx.agg_level}" if ctx.agg_level else "") + " |",
