@@ -48,8 +48,10 @@ Config schema (``configs/experiment/controls_eegmat.yaml`` is a complete example
     cv_claims: auto               # auto (every run x head of the cv run) | [] | [{model, regime, head}]
     permutation: {n: 100, scheme: auto, seed: 0, families: strongest}   # families: strongest | all | none
     bootstrap:   {n_boot: 2000, level: 0.95, seed: 0}
-    scrambled: - {model: eegnet, regime: full, head: flatten, seeds: [0], scheme: auto, perm_seed: 0,
-                  trainer: {...}, optim: {...}, backbone_kwargs: {...}, lora: {...}}
+    scrambled: - {model: labram, regime: lora, head: mean, seeds: [0], scheme: auto, perm_seed: 0,
+                  correct: auto, trainer: {...}, optim: {...}, backbone_kwargs: {...}, lora: {...}}
+               # correct: cv reuses the matching cv run's predictions as the correct-label arm (its schedule and
+               # seed; no overrides allowed), rerun trains both arms here; auto = cv when the cv run has the cell
     identity: {tasks: [eegmmidb_mi, eegmat], family: simple, n_folds: 5, pca_k: 50, n_permutations: 20,
                n_balanced: 10, C: 1.0, seed: 0, subjects: {task: [...]}, max_windows_per_subject: null}
     gates: {alpha: 0.05}
