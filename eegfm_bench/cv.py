@@ -18,7 +18,6 @@ failing cell is recorded in ``failures.json`` without losing the others.
 """
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -30,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+
+from eegfm_bench.config import ConfigError, merge_config  # noqa: F401  (ConfigError re-exported)
 
 DEFAULTS = {
     "experiment": "experiment", "task": "eegmmidb_mi", "out_dir": "results/experiment", "seed": 0,
@@ -46,17 +47,6 @@ RUN_KEYS = {"model", "regime", "heads", "pretrained", "init_seed", "backbone_kwa
 LOGGERS = ("csv", "tensorboard", "wandb")
 
 
-class ConfigError(ValueError):
-    """A cv config with an unknown key or an invalid value (the message lists the valid ones)."""
-
-
-def _merge(base: dict, over: dict, where: str) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in (over or {}).items():
-        if k not in base:
-            raise ConfigError(f"unknown key {where}{k!r}; valid keys: {', '.join(sorted(base))}")
-        out[k] = _merge(base[k], v, f"{where}{k}.") if isinstance(base[k], dict) and isinstance(v, dict) else v
-    return out
 
 
 def load_config(path_or_dict) -> dict:
@@ -75,7 +65,7 @@ def load_config(path_or_dict) -> dict:
     from eegfm_bench.models.heads import HEADS
 
     raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
-    cfg = _merge(DEFAULTS, raw or {}, "")
+    cfg = merge_config(DEFAULTS, raw or {}, "")
     TASKS.get(cfg["task"])
     if not cfg["runs"]:
         raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
@@ -93,8 +83,8 @@ def load_config(path_or_dict) -> dict:
         run.setdefault("heads", ["flatten"])
         for h in run["heads"]:
             HEADS.get(h)
-        _merge(DEFAULTS["optim"], run.get("optim") or {}, f"runs[{i}].optim.")
-        _merge(DEFAULTS["trainer"], run.get("trainer") or {}, f"runs[{i}].trainer.")
+        merge_config(DEFAULTS["optim"], run.get("optim") or {}, f"runs[{i}].optim.")
+        merge_config(DEFAULTS["trainer"], run.get("trainer") or {}, f"runs[{i}].trainer.")
     for lg in cfg["trainer"]["loggers"]:
         if lg not in LOGGERS:
             raise ConfigError(f"unknown logger {lg!r}; valid: {LOGGERS}")
@@ -191,8 +181,8 @@ def run_cv(config, *, progress: bool = True, quiet: bool = True) -> "pandas.Data
         run, head, fold = cell.run, cell.head, cell.fold
         model_name, regime = run["model"], run["regime"]
         bar.set_postfix_str(f"{model_name}/{regime}/{head} fold {fold}")
-        optim = _merge(cfg["optim"], run.get("optim") or {}, "optim.")
-        tr = _merge(cfg["trainer"], run.get("trainer") or {}, "trainer.")
+        optim = merge_config(cfg["optim"], run.get("optim") or {}, "optim.")
+        tr = merge_config(cfg["trainer"], run.get("trainer") or {}, "trainer.")
         init_seed = int(run.get("init_seed", cfg["seed"]))
         run_cfg = {"task": cfg["task"], "run": run, "head": head, "optim": optim, "trainer": tr, "data": d,
                    "split": sp, "seed": cfg["seed"]}

@@ -58,7 +58,6 @@ Config schema (``configs/experiment/controls_eegmat.yaml`` is a complete example
 """
 from __future__ import annotations
 
-import copy
 import json
 import time
 from dataclasses import dataclass, field
@@ -68,7 +67,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from eegfm_bench.cv import ConfigError
+from eegfm_bench.config import ConfigError, merge_config
 
 DEFAULT_FEATURE_PREPROCESSING = {
     "sfreq": 200.0, "l_freq": 0.5, "h_freq": 45.0, "scale": 1e6, "unit": "µV", "window_s": 4.0,
@@ -106,13 +105,6 @@ EXPLICIT_NULL = ("pretrained", "C", "pca", "subjects", "max_windows_per_subject"
 
 
 # ================================================================================================ config
-def _merge(base: dict, over: dict | None, where: str) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in (over or {}).items():
-        if k not in base:
-            raise ConfigError(f"unknown key {where}{k!r}; valid keys: {', '.join(sorted(base))}")
-        out[k] = _merge(base[k], v, f"{where}{k}.") if isinstance(base[k], dict) and isinstance(v, dict) else v
-    return out
 
 
 def _lowest_band_seconds() -> float:
@@ -148,7 +140,7 @@ def load_config(path_or_dict) -> dict:
     from eegfm_bench.models.heads import HEADS
 
     raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
-    cfg = _merge(DEFAULTS, raw or {}, "")
+    cfg = merge_config(DEFAULTS, raw or {}, "")
     TASKS.get(cfg["task"])
     fam = cfg["features"]["families"]
     if not fam or any(f not in FAMILIES for f in fam) or len(set(fam)) != len(fam):
@@ -250,7 +242,7 @@ def load_config(path_or_dict) -> dict:
         scr.append(s)
     cfg["scrambled"] = scr
     if cfg["identity"] is not None:
-        idc = _merge(IDENTITY_DEFAULTS, cfg["identity"], "identity.")
+        idc = merge_config(IDENTITY_DEFAULTS, cfg["identity"], "identity.")
         if not isinstance(idc["tasks"], list) or len(idc["tasks"]) != 2:
             raise ConfigError("identity.tasks must name two tasks (e.g. [eegmmidb_mi, eegmat])")
         for t in idc["tasks"]:
@@ -736,7 +728,7 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
 
     from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
     from eegfm_bench.controls.embeddings import align_rows, row_keys
-    from eegfm_bench.cv import DEFAULTS as CV_DEFAULTS, _merge as cv_merge
+    from eegfm_bench.cv import DEFAULTS as CV_DEFAULTS
 
     # schedule: the matching cv run's (when there is one), else the cv defaults, then the entry's overrides
     base_tr, base_opt, run = CV_DEFAULTS["trainer"], CV_DEFAULTS["optim"], None
@@ -747,8 +739,8 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
                  and entry["head"] in r["heads"]]
         if match:
             run = match[0]
-            base_tr = cv_merge(cv_cfg["trainer"], run.get("trainer") or {}, "trainer.")
-            base_opt = cv_merge(cv_cfg["optim"], run.get("optim") or {}, "optim.")
+            base_tr = merge_config(cv_cfg["trainer"], run.get("trainer") or {}, "trainer.")
+            base_opt = merge_config(cv_cfg["optim"], run.get("optim") or {}, "optim.")
             batch = int(cv_cfg["data"]["batch_size"])
             schedule_from = f"cv run {ctx.cfg['cv_out_dir']} ({entry['model']}/{entry['regime']}/{entry['head']})"
     overrides = [k for k in ("trainer", "optim", "backbone_kwargs", "head_kwargs", "lora", "pretrained") if k in entry]
@@ -772,8 +764,8 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
         seeds = [int(x) for x in entry["seeds"]]
         init_seed_of = {x: x for x in seeds}
     run = run or {}
-    trainer_cfg = cv_merge(base_tr, entry.get("trainer") or {}, "scrambled.trainer.")
-    optim = cv_merge(base_opt, entry.get("optim") or {}, "scrambled.optim.")
+    trainer_cfg = merge_config(base_tr, entry.get("trainer") or {}, "scrambled.trainer.")
+    optim = merge_config(base_opt, entry.get("optim") or {}, "scrambled.optim.")
     bk = entry.get("backbone_kwargs", run.get("backbone_kwargs"))
     hk = entry.get("head_kwargs", run.get("head_kwargs"))
     lora = entry.get("lora", run.get("lora"))

@@ -24,10 +24,11 @@ Schema (defaults in :data:`DEFAULTS`; see ``configs/experiment/interpret_demo.ya
 """
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import yaml
+
+from eegfm_bench.config import ConfigError, merge_config
 
 DEFAULTS: dict = {
     "experiment": None,
@@ -45,17 +46,10 @@ DEFAULTS: dict = {
 }
 
 
-class InterpretConfigError(ValueError):
+class InterpretConfigError(ConfigError):
     """An interpret config with an unknown key or an invalid value (names the valid ones)."""
 
 
-def _merge(base: dict, over: dict, where: str) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in (over or {}).items():
-        if k not in base:
-            raise InterpretConfigError(f"unknown key {where}{k!r}; valid keys: {', '.join(sorted(base))}")
-        out[k] = _merge(base[k], v, f"{where}{k}.") if isinstance(base[k], dict) and isinstance(v, dict) else v
-    return out
 
 
 def load_interpret_config(path_or_dict) -> dict:
@@ -72,7 +66,7 @@ def load_interpret_config(path_or_dict) -> dict:
     from eegfm_bench.perturb.conditions import parse_condition
 
     raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
-    cfg = _merge(DEFAULTS, raw or {}, "")
+    cfg = merge_config(DEFAULTS, raw or {}, "", InterpretConfigError)
     for key in ("cv_dir", "out_dir"):
         if not cfg[key]:
             raise InterpretConfigError(f"`{key}` is required (cv_dir: the out_dir of an `eegfm-bench cv` run; "
