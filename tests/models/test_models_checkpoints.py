@@ -20,17 +20,6 @@ LABRAM = dict(num_layers=2, conv_out_channels=4, num_heads=2)
 CBRAMOD = dict(n_layer=2, nhead=2, dim_feedforward=64)
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
-    """No network, and a private checkpoints folder with an empty manifest."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("EEGFM_CHECKPOINTS", str(tmp_path / "checkpoints"))
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("tests must not touch the network")
-
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    torch.manual_seed(0)
 
 
 def labram(n_times=400, **kw):

@@ -9,11 +9,6 @@ from eegfm_bench.models.heads import HEADS, AttentionHead, FlattenHead, MeanHead
 N, D, K, B = 6, 5, 3, 4
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
 def test_registry_names():
     assert set(HEADS.names()) == {"mean", "attention", "flatten", "mean_tile"}
     assert HEADS.get("mean_tile") is MeanTileHead

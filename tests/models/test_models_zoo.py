@@ -6,7 +6,6 @@ Tiny architectures (``zoo_configs.TINY``), CPU, no network.
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import pytest
@@ -21,16 +20,6 @@ BIOT_16 = ["Fp1-F7", "F7-T7", "T7-P7", "P7-O1", "Fp2-F8", "F8-T8", "T8-P8", "P8-
            "P3-O1", "Fp2-F4", "F4-C4", "C4-P4", "P4-O2"]
 
 
-@pytest.fixture(autouse=True)
-def _no_network(monkeypatch, tmp_path):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("EEGFM_CHECKPOINTS", str(tmp_path / "checkpoints"))
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("tests must not touch the network")
-
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    torch.manual_seed(0)
 
 
 # ------------------------------------------------------------------------------------------- shapes and blocks
