@@ -317,8 +317,45 @@ def _interpolated(model: str, cls_name: str, src_names: list[str], **kwargs):
 
 
 # --------------------------------------------------------------------------------------------- EEGNet
+class _FromScratchBaseline(_FixedMontageMixin, BackboneAdapter):
+    """Shared parts of the supervised baselines (EEGNet, ShallowFBCSPNet): a fixed montage, no LoRA targets,
+    braindecode's classifier replaced by ``Identity`` and the token shape read off one dry forward pass.
+
+    Subclasses set ``self.model`` and call :meth:`_probe_shape` with the axis of the feature map that holds time.
+    """
+
+    is_foundation_model = False
+    lora_targets: ClassVar[list[str]] = []
+    checkpoint_drop: ClassVar[tuple[str, ...]] = ("final_layer.",)
+
+    def _probe_shape(self, time_axis: int) -> None:
+        """Record ``d_model`` (feature axis 1) and ``n_tokens`` (``time_axis``) of the classifier-free output."""
+        self.model.final_layer = nn.Identity()
+        was = self.model.training
+        self.model.eval()
+        with torch.no_grad():
+            out = self.model(torch.zeros(1, len(self.ch_names), self.n_times))
+        self.model.train(was)
+        self._d_model, self._n_tokens = int(out.shape[1]), int(out.shape[time_axis])
+
+    @property
+    def channel_contract(self) -> ChannelContract:
+        return ChannelContract(kind="any", sfreq=self.preprocessing.sfreq, variable=False, n_times=self.n_times)
+
+    @property
+    def d_model(self) -> int:
+        """Feature maps of the last block (EEGNet: F2, 16 by default; ShallowFBCSPNet: n_filters_time, 40)."""
+        return self._d_model
+
+    def n_tokens(self, n_chans: int | None = None) -> int:
+        """Pooled time steps ``T'`` (the channel count is fixed at construction)."""
+        if n_chans is not None and n_chans != len(self.ch_names):
+            raise ChannelContractError(f"{self.name} was built for {len(self.ch_names)} channels, not {n_chans}")
+        return self._n_tokens
+
+
 @BACKBONES.register("eegnet")
-class EEGNetAdapter(_FixedMontageMixin, BackboneAdapter):
+class EEGNetAdapter(_FromScratchBaseline):
     """braindecode ``EEGNet`` (v4) trained from scratch: the supervised baseline [Lawhern2018]_.
 
     Tokens are EEGNet's feature map before its final classifier, ``(batch, F2, 1, T')`` after the second
@@ -350,12 +387,9 @@ class EEGNetAdapter(_FixedMontageMixin, BackboneAdapter):
     """
 
     name = "eegnet"
-    is_foundation_model = False
     preprocessing = Preprocessing(
         sfreq=128.0, l_freq=1.0, h_freq=40.0, scale=1e6, unit="µV", window_s=4.0, reference="average",
         source="Lawhern et al. 2018 (EEGNet), data section: resampled to 128 Hz, band-pass 1-40 Hz (P300/ERN); µV")
-    lora_targets: ClassVar[list[str]] = []
-    checkpoint_drop: ClassVar[tuple[str, ...]] = ("final_layer.",)
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
         _check_reserved(self.name, kwargs)
@@ -364,28 +398,7 @@ class EEGNetAdapter(_FixedMontageMixin, BackboneAdapter):
 
         self.model = _quiet(EEGNet, n_chans=len(self.ch_names), n_times=self.n_times, n_outputs=self.n_outputs,
                             **kwargs)
-        self.model.final_layer = nn.Identity()
-        was = self.model.training
-        self.model.eval()
-        with torch.no_grad():
-            out = self.model(torch.zeros(1, len(self.ch_names), self.n_times))
-        self.model.train(was)
-        self._d_model, self._n_tokens = int(out.shape[1]), int(out.shape[-1])
-
-    @property
-    def channel_contract(self) -> ChannelContract:
-        return ChannelContract(kind="any", sfreq=self.preprocessing.sfreq, variable=False, n_times=self.n_times)
-
-    @property
-    def d_model(self) -> int:
-        """F2 (16 by default)."""
-        return self._d_model
-
-    def n_tokens(self, n_chans: int | None = None) -> int:
-        """Pooled time steps ``T'`` (independent of the channel count, which is fixed)."""
-        if n_chans is not None and n_chans != len(self.ch_names):
-            raise ChannelContractError(f"eegnet was built for {len(self.ch_names)} channels, not {n_chans}")
-        return self._n_tokens
+        self._probe_shape(time_axis=-1)
 
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """Feature map before the classifier, ``(batch, n_chans, n_times)`` → ``(batch, T', F2)``."""
@@ -1096,7 +1109,7 @@ class BIOTBipolarAdapter(BIOTAdapter):
 
 # --------------------------------------------------------------------------------------------- ShallowFBCSPNet
 @BACKBONES.register("shallow")
-class ShallowFBCSPNetAdapter(_FixedMontageMixin, BackboneAdapter):
+class ShallowFBCSPNetAdapter(_FromScratchBaseline):
     """braindecode ``ShallowFBCSPNet`` trained from scratch: the second supervised baseline [Schirrmeister2017]_.
 
     Temporal convolution → spatial convolution → batch norm → square → mean pooling → log → dropout, then
@@ -1131,13 +1144,10 @@ class ShallowFBCSPNetAdapter(_FixedMontageMixin, BackboneAdapter):
     """
 
     name = "shallow"
-    is_foundation_model = False
     preprocessing = Preprocessing(
         sfreq=250.0, l_freq=4.0, h_freq=38.0, scale=1e6, unit="µV", window_s=4.0, reference="average",
         source="Schirrmeister et al. 2017 (ShallowFBCSPNet): 250 Hz, 4 Hz high-pass setting; 38 Hz low-pass as in "
                "braindecode's MI tutorial; µV (exponential moving standardisation not applied)")
-    lora_targets: ClassVar[list[str]] = []
-    checkpoint_drop: ClassVar[tuple[str, ...]] = ("final_layer.",)
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
         _check_reserved(self.name, kwargs)
@@ -1146,27 +1156,7 @@ class ShallowFBCSPNetAdapter(_FixedMontageMixin, BackboneAdapter):
 
         self.model = _quiet(ShallowFBCSPNet, n_chans=len(self.ch_names), n_times=self.n_times,
                             n_outputs=self.n_outputs, **kwargs)
-        self.model.final_layer = nn.Identity()
-        was = self.model.training
-        self.model.eval()
-        with torch.no_grad():
-            out = self.model(torch.zeros(1, len(self.ch_names), self.n_times))
-        self.model.train(was)
-        self._d_model, self._n_tokens = int(out.shape[1]), int(out.shape[2])
-
-    @property
-    def channel_contract(self) -> ChannelContract:
-        return ChannelContract(kind="any", sfreq=self.preprocessing.sfreq, variable=False, n_times=self.n_times)
-
-    @property
-    def d_model(self) -> int:
-        """``n_filters_time`` (40 by default)."""
-        return self._d_model
-
-    def n_tokens(self, n_chans: int | None = None) -> int:
-        if n_chans is not None and n_chans != len(self.ch_names):
-            raise ChannelContractError(f"shallow was built for {len(self.ch_names)} channels, not {n_chans}")
-        return self._n_tokens
+        self._probe_shape(time_axis=2)
 
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """``(batch, n_chans, n_times)`` → ``(batch, T', n_filters)``."""

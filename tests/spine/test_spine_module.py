@@ -10,7 +10,6 @@ CH = ["C3", "Cz", "C4", "FC3", "FC4", "CP3", "CP4", "Pz"]
 
 
 def _step(model, batch):
-    opt = model.configure_optimizers_for_test() if hasattr(model, "configure_optimizers_for_test") else None
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-2)
     model.train()
