@@ -84,6 +84,7 @@ import numpy as np
 import yaml
 from lightning.pytorch.callbacks import Callback
 
+from eegfm_bench.config import ConfigError, merge_config
 from eegfm_bench.perturb.channels import dropout_mask
 from eegfm_bench.perturb.conditions import (
     ChannelDropout,
@@ -600,8 +601,6 @@ class TestSweep(Callback):
 # Config
 # ------------------------------------------------------------------------------------------------------------------
 def _config_error(msg: str) -> Exception:
-    from eegfm_bench.cv import ConfigError
-
     return ConfigError(msg)
 
 
@@ -676,10 +675,10 @@ def load_sweep_config(path_or_dict: str | os.PathLike | dict) -> dict:
     """
     import pandas as pd
 
-    from eegfm_bench.cv import _merge, load_config as load_cv_config
+    from eegfm_bench.cv import load_config as load_cv_config
 
     raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
-    cfg = _merge(SWEEP_DEFAULTS, raw or {}, "")
+    cfg = merge_config(SWEEP_DEFAULTS, raw or {}, "")
     if (cfg["cv_out_dir"] is None) == (cfg["cv_config"] is None):
         raise _config_error("set exactly one of `cv_out_dir` (the cv run's out_dir) and `cv_config` (its config "
                             "YAML); fix: e.g. `cv_out_dir: results/tiny`")
@@ -753,12 +752,10 @@ def _check_resume(out: Path, cfg: dict) -> None:
 
 
 def _precision_for(cv: dict, model: str, regime: str, head: str) -> Any:
-    from eegfm_bench.cv import _merge
-
     tr = cv["trainer"]
     for run in cv["runs"]:
         if run["model"] == model and run.get("regime", "full") == regime and head in run.get("heads", []):
-            tr = _merge(cv["trainer"], run.get("trainer") or {}, "trainer.")
+            tr = merge_config(cv["trainer"], run.get("trainer") or {}, "trainer.")
             break
     return tr["precision"]
 
