@@ -49,8 +49,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, UnsupportedMethodError, get_patch_map, lrp_copy,
-                                       lrp_patched, supported_methods, zero_biases)
+from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, UnsupportedMethodError, attention_ledger, attention_sink,
+                                       get_patch_map, lrp_copy, lrp_patched, supported_methods, zero_biases)
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def gradient_x_input(model: nn.Module, x: torch.Tensor, target) -> torch.Tensor:
 
 
 def attnlrp(model: nn.Module, x: torch.Tensor, target, backbone: str, *, epsilon: float = 0.0,
-            attention_rule: str = "attnlrp", biases_zeroed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+            attention_rule: str = "attnlrp", biases_zeroed: bool = False, return_sink: bool = False):
     """AttnLRP relevance of the ``target`` logit (lxt efficient rules, per-backbone patch map).
 
     A deep copy of ``model`` is patched per module instance and discarded; ``model`` itself and torch's
@@ -149,12 +149,17 @@ def attnlrp(model: nn.Module, x: torch.Tensor, target, backbone: str, *, epsilon
         AttnLRP (paper) or CP-LRP on the attention products.
     biases_zeroed : bool
         Zero every bias (and the map's additive parameters) first: the setting of the conservation check.
+    return_sink : bool
+        Also return the relevance absorbed inside the attention products
+        (:func:`eegfm_bench.interpret.lrp.attention_sink`).
 
     Returns
     -------
     relevance : Tensor, shape (batch, n_chans, n_times)
     logits : Tensor, shape (batch, n_classes)
         Of the (possibly bias-zeroed) copy.
+    sink : Tensor, shape (batch,), float64
+        Only with ``return_sink``.
 
     Raises
     ------
@@ -166,12 +171,14 @@ def attnlrp(model: nn.Module, x: torch.Tensor, target, backbone: str, *, epsilon
     if biases_zeroed:
         zero_biases(m, pm)
     tgt = _as_target(target, len(x)).to(x.device)
-    with lrp_patched(m, pm, epsilon=epsilon, attention_rule=attention_rule) as mm:
+    with lrp_patched(m, pm, epsilon=epsilon, attention_rule=attention_rule) as mm, attention_ledger() as records:
         xx = x.detach().clone().requires_grad_(True)
         logits = mm(xx)
         logits.gather(1, tgt[:, None]).sum().backward()
         rel = (xx * xx.grad).detach()
-    return rel, logits.detach()
+        sink = attention_sink(records).cpu() if records else torch.zeros(len(x), dtype=torch.float64)
+        records.clear()
+    return (rel, logits.detach(), sink) if return_sink else (rel, logits.detach())
 
 
 def attribute(model: nn.Module, x: torch.Tensor, target, method: str, backbone: str, **lrp_kwargs) -> torch.Tensor:
@@ -254,12 +261,16 @@ def channel_maps(Rn: np.ndarray) -> np.ndarray:
 def conservation_check(model: nn.Module, x: torch.Tensor, target, backbone: str, *, epsilon: float = 0.0,
                        attention_rule: str = "attnlrp", tolerance: float = CONSERVATION_TOLERANCE,
                        warn: bool = True) -> dict:
-    """Sum of LRP relevance vs the explained logit, with every bias zeroed.
+    """Sum of LRP relevance vs the explained logit, with every bias zeroed (paper 003 App. I.1).
 
     With no bias terms, LRP's rules redistribute the logit exactly, except where a rule is not conservative
-    by design: AttnLRP's softmax rule (Taylor decomposition at the input, "with bias") absorbs relevance in
-    its bias term, so the ratio is also computed with the CP-LRP attention rule (``ratio_cp``), which checks
-    every other rule of the patch map (it must be 1).
+    by design: AttnLRP's softmax rule (a Taylor decomposition at the input, "with bias") absorbs relevance in
+    its bias term ([Achtibat2024]_ §3.3.1). The check therefore closes the budget: the relevance absorbed inside
+    every attention product is measured during the same backward pass
+    (:func:`eegfm_bench.interpret.lrp.attention_sink`), and ``closure = (Σ R_input + Σ sink) / logit`` must be 1
+    for a correct patch map whatever the attention rule. ``ratio = Σ R_input / logit`` says how much of the logit
+    the input map itself carries; ``ratio_cp`` repeats it under CP-LRP (no relevance through the softmax),
+    where nothing is absorbed and the ratio itself must be 1.
 
     Parameters
     ----------
@@ -272,35 +283,48 @@ def conservation_check(model: nn.Module, x: torch.Tensor, target, backbone: str,
     tolerance : float
         Relative tolerance (0.05).
     warn : bool
-        Emit :class:`ConservationWarning` when ``|ratio − 1| > tolerance`` (configured rule or CP).
+        Emit :class:`ConservationWarning` when the closure or the CP ratio is off by more than ``tolerance``
+        (a rule of the patch map is wrong), or when the input map carries less than ``1 − tolerance`` of the
+        logit (the softmax rule absorbed the rest; the share is in the message).
 
     Returns
     -------
     dict
-        ``ratio`` (mean of ``sum R / logit`` over windows, configured rule), ``ratio_min``, ``ratio_max``,
-        ``ratio_cp`` (same with the CP rule), ``n_windows``, ``rule``, ``ok`` (configured rule within
-        tolerance), ``ok_cp``.
+        ``ratio`` (mean over windows of ``Σ R_input / logit``, configured rule), ``ratio_min``, ``ratio_max``,
+        ``softmax_share`` (mean of ``sink / logit``), ``closure`` (mean of ``(Σ R_input + sink) / logit``),
+        ``closure_max_error`` (max over windows of ``|closure − 1|``), ``ratio_cp`` (CP rule), ``n_windows``,
+        ``rule``, ``ok`` (input ratio within tolerance), ``ok_closure``, ``ok_cp``.
     """
     out = {"rule": attention_rule, "n_windows": int(len(x))}
+    tgt = _as_target(target, len(x))
     for rule, key in ((attention_rule, "ratio"), ("cp", "ratio_cp")):
-        rel, logits = attnlrp(model, x, target, backbone, epsilon=epsilon, attention_rule=rule, biases_zeroed=True)
-        tgt = _as_target(target, len(x))
-        z = logits.gather(1, tgt[:, None].to(logits.device))[:, 0].double()
-        r = (rel.double().sum((1, 2)) / z).cpu().numpy()
+        rel, logits, sink = attnlrp(model, x, target, backbone, epsilon=epsilon, attention_rule=rule,
+                                    biases_zeroed=True, return_sink=True)
+        z = logits.gather(1, tgt[:, None].to(logits.device))[:, 0].double().cpu()
+        r_in = rel.double().sum((1, 2)).cpu()
+        r = (r_in / z).numpy()
         out[key] = float(np.mean(r))
         if key == "ratio":
+            closure = ((r_in + sink) / z).numpy()
             out["ratio_min"], out["ratio_max"] = float(r.min()), float(r.max())
+            out["softmax_share"] = float(np.mean((sink / z).numpy()))
+            out["closure"] = float(np.mean(closure))
+            out["closure_max_error"] = float(np.max(np.abs(closure - 1)))
     out["ok"] = bool(abs(out["ratio"] - 1) <= tolerance)
+    out["ok_closure"] = bool(out["closure_max_error"] <= tolerance)
     out["ok_cp"] = bool(abs(out["ratio_cp"] - 1) <= tolerance)
-    if warn and not out["ok_cp"]:
-        warnings.warn(f"{backbone}: LRP relevance sums to {out['ratio_cp']:.3f} × the logit with the CP attention rule "
-                      f"and biases zeroed (tolerance {tolerance:.0%}): a rule of the {backbone} patch map is not "
-                      "conservative; check eegfm_bench/interpret/lrp.py", ConservationWarning, stacklevel=2)
+    if warn and not (out["ok_cp"] and out["ok_closure"]):
+        warnings.warn(f"{backbone}: with biases zeroed, LRP relevance (input + attention sink) sums to "
+                      f"{out['closure']:.3f} × the logit under {attention_rule} (worst window off by "
+                      f"{out['closure_max_error']:.3f}) and the input relevance to {out['ratio_cp']:.3f} × under the "
+                      f"CP rule (tolerance {tolerance:.0%}): a rule of the {backbone} patch map is not conservative; "
+                      "check eegfm_bench/interpret/lrp.py", ConservationWarning, stacklevel=2)
     elif warn and not out["ok"]:
-        warnings.warn(f"{backbone}: {attention_rule} relevance sums to {out['ratio']:.3f} × the logit (range "
+        warnings.warn(f"{backbone}: the {attention_rule} input map carries {out['ratio']:.3f} × the logit (range "
                       f"{out['ratio_min']:.3f}–{out['ratio_max']:.3f}) with biases zeroed, beyond {tolerance:.0%}; the "
-                      f"other rules conserve (CP-rule ratio {out['ratio_cp']:.3f}), so the softmax Taylor rule's bias "
-                      "term absorbs the rest", ConservationWarning, stacklevel=2)
+                      f"budget closes ({out['closure']:.3f}) once the {out['softmax_share']:.3f} × logit absorbed by the "
+                      "softmax Taylor rule's bias term is added, so the patch map is correct and the loss is AttnLRP's "
+                      "own (near-uniform attention absorbs most)", ConservationWarning, stacklevel=2)
     return out
 
 
@@ -583,6 +607,10 @@ def _fold_rows(base: dict, fm: FoldMaps) -> list[dict]:
     if cons:
         rows += [{**base, "metric": f"{fm.method}:conservation_ratio", "value": cons["ratio"],
                   "attention_rule": cons["rule"]},
+                 {**base, "metric": f"{fm.method}:conservation_softmax_share", "value": cons["softmax_share"],
+                  "attention_rule": cons["rule"]},
+                 {**base, "metric": f"{fm.method}:conservation_closure", "value": cons["closure"],
+                  "attention_rule": cons["rule"]},
                  {**base, "metric": f"{fm.method}:conservation_ratio_cp", "value": cons["ratio_cp"]}]
     rnd = fm.checks.get("randomisation")
     if rnd:
@@ -740,8 +768,10 @@ def _checks_markdown(table) -> str:
     if table.empty:
         return "(no attribution rows)\n"
     lines = ["# Attribution sanity checks (per model; mean ± std over folds)", "",
-             "conservation_ratio: sum R / logit with biases zeroed (configured attention rule); "
-             "conservation_ratio_cp: same with the CP rule (checks every other rule: must be 1). "
+             "conservation_ratio: sum of input R / logit with biases zeroed (configured attention rule); "
+             "conservation_softmax_share: relevance / logit absorbed inside the attention products (AttnLRP's softmax "
+             "Taylor rule); conservation_closure: (input R + absorbed) / logit (must be 1: checks every rule of the "
+             "patch map); conservation_ratio_cp: input R / logit with the CP rule (nothing absorbed: must be 1). "
              f"Warning threshold |ratio − 1| > {CONSERVATION_TOLERANCE:.0%}. randomisation_spearman: Spearman rank "
              "correlation of |R| maps (channels × times) of the trained vs a weight-randomised model, _signed: of the signed "
              "maps, _channel: of the topomap values (low = passes; |R| keeps a floor from the shared |x| factor).", "",
@@ -749,7 +779,7 @@ def _checks_markdown(table) -> str:
     for r in table.itertuples():
         std = 0.0 if np.isnan(r.std) else r.std
         flag = ""
-        if r.metric.endswith("conservation_ratio") or r.metric.endswith("conservation_ratio_cp"):
+        if r.metric.endswith(("conservation_ratio", "conservation_ratio_cp", "conservation_closure")):
             flag = " ⚠" if abs(r.mean - 1) > CONSERVATION_TOLERANCE else ""
         lines.append(f"| {r.model} | {r.regime} | {r.head} | {r.condition} | {r.metric} | {r.mean:.3f} ± {std:.3f}"
                      f"{flag} | {r.min:.3f} | {r.max:.3f} | {r.n_folds} |")

@@ -48,6 +48,7 @@ References
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import math
 import types
@@ -140,6 +141,68 @@ def _qkv_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rule: str):
     raise ValueError(f"unknown attention rule {rule!r}; valid: {ATTENTION_RULES}")
 
 
+_LEDGER: contextvars.ContextVar[list | None] = contextvars.ContextVar("eegfm_lrp_attention_ledger", default=None)
+
+
+@contextlib.contextmanager
+def attention_ledger() -> Iterator[list]:
+    """Record every patched attention call made inside the block, for :func:`attention_sink`.
+
+    Each record is ``(out, q, k, v)``: the attention output ``softmax(q kᵀ) v`` and the three inputs of the
+    attention rule, with ``retain_grad`` set, so that after the backward pass the relevance entering and leaving
+    each attention product can be read in the Gradient×Input framework (``R_t = Σ t ⊙ ∂y/∂t``).
+    """
+    records: list = []
+    token = _LEDGER.set(records)
+    try:
+        yield records
+    finally:
+        _LEDGER.reset(token)
+
+
+def attention_sink(records: list) -> torch.Tensor:
+    """Relevance absorbed inside the attention products, per window, after the backward pass.
+
+    For each recorded call, ``R(out) − R(q) − R(k) − R(v)`` summed over every dimension but the batch: the
+    relevance that reached the attention output and did not come out at its inputs. Under the CP rule this is
+    0 (the values carry it all); under AttnLRP it is the softmax Taylor rule's bias term (paper 003 App. I.1,
+    [Achtibat2024]_ §3.3.1). Adding it to the input relevance closes the conservation budget.
+
+    Returns
+    -------
+    Tensor, shape (batch,), float64
+    """
+    total = None
+    for out, *inputs in records:
+        dims = tuple(range(1, out.ndim))
+        r = (out.double() * out.grad.double()).sum(dims) if out.grad is not None else torch.zeros(out.shape[0])
+        for t in inputs:
+            if t.grad is not None:
+                r = r - (t.double() * t.grad.double()).sum(dims)
+        total = r if total is None else total + r
+    return total if total is not None else torch.zeros(0, dtype=torch.float64)
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rule: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(q kᵀ) v`` with the attention rule (q already scaled); returns ``(attention, output)``.
+
+    Shapes ``(batch, heads, tokens, head_dim)``. Inside :func:`attention_ledger` the call is recorded.
+    """
+    ledger = _LEDGER.get()
+    record = ledger is not None and torch.is_grad_enabled()
+    if record:
+        for t in (q, k, v):
+            if t.requires_grad:
+                t.retain_grad()
+    qq, kk, vv = _qkv_rule(q, k, v, rule)
+    attn = (qq @ kk.transpose(-2, -1)).softmax(dim=-1)
+    out = attn @ vv
+    if record and out.requires_grad:
+        out.retain_grad()
+        ledger.append((out, q, k, v))
+    return attn, out
+
+
 def _labram_attention(self, x: torch.Tensor, return_attention: bool = False, return_qkv: bool = False):
     """braindecode LaBraM ``_Attention`` with the AttnLRP rules.
 
@@ -160,11 +223,10 @@ def _labram_attention(self, x: torch.Tensor, return_attention: bool = False, ret
         q = self.q_norm(q).type_as(v)
     if self.k_norm is not None:
         k = self.k_norm(k).type_as(v)
-    q, k, v = _qkv_rule(q * self.scale, k, v, self._lrp_attention_rule)
-    attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+    attn, o = _attend(q * self.scale, k, v, self._lrp_attention_rule)
     if return_attention:
         return attn
-    out = self.proj((attn @ v).transpose(1, 2).reshape(b, n, -1))
+    out = self.proj(o.transpose(1, 2).reshape(b, n, -1))
     return (out, qkv) if return_qkv else out
 
 
@@ -191,10 +253,8 @@ def _mha_attention(self: nn.MultiheadAttention, query, key, value, key_padding_m
     q = q.reshape(bsz, lq, h, hd).transpose(1, 2) / math.sqrt(hd)
     k = k.reshape(bsz, lk, h, hd).transpose(1, 2)
     v = v.reshape(bsz, lk, h, hd).transpose(1, 2)
-    q, k, v = _qkv_rule(q, k, v, self._lrp_attention_rule)
-    attn = (q @ k.transpose(-2, -1)).softmax(dim=-1)
-    out = (attn @ v).transpose(1, 2).reshape(bsz, lq, e)
-    return self.out_proj(out), None
+    _, o = _attend(q, k, v, self._lrp_attention_rule)
+    return self.out_proj(o.transpose(1, 2).reshape(bsz, lq, e)), None
 
 
 def _attention_head_pool(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -311,6 +311,76 @@ def predict_proba(model: Any, batches: Iterable[tuple[np.ndarray, list[str]]], d
     return np.concatenate(out) if out else np.zeros((0, 0), dtype=np.float32)
 
 
+def predict_proba_shared(models: Mapping[Any, Any], batches: Iterable[tuple[np.ndarray, list[str]]],
+                         device: Any = "cpu", precision: Any = "32-true") -> dict[Any, np.ndarray]:
+    """Softmax probabilities of several head-only models that share one frozen backbone, from one forward.
+
+    The backbone's tokens are computed once per batch and every model's head is applied to them; each model's
+    output equals ``model(x, ch_names)`` (its forward is ``head(backbone.tokens(x, ch_names))``). The caller
+    guarantees that the backbones are identical (:func:`shared_backbone_groups`).
+
+    Parameters
+    ----------
+    models : mapping of key -> FMClassifier
+        ``regime="head_only"`` models whose backbones hold the same weights, in eval mode on ``device``.
+    batches, device, precision
+        As :func:`predict_proba`.
+
+    Returns
+    -------
+    dict of key -> ndarray, shape (n_windows, n_classes), float32
+    """
+    import torch
+
+    keys = list(models)
+    backbone = models[keys[0]].backbone
+    out: dict[Any, list] = {k: [] for k in keys}
+    with torch.inference_mode(), _autocast(device, precision):
+        for xb, names in batches:
+            tokens = backbone.tokens(torch.from_numpy(xb).to(device, non_blocking=True), names)
+            for k in keys:
+                out[k].append(models[k].head(tokens).float().softmax(-1).cpu().numpy())
+    return {k: np.concatenate(v) if v else np.zeros((0, 0), dtype=np.float32) for k, v in out.items()}
+
+
+def backbone_fingerprint(backbone: Any) -> str:
+    """sha256 over a backbone's state dict (names, dtypes, shapes and bytes), to find identical frozen backbones."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for name, t in backbone.state_dict().items():
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def shared_backbone_groups(models: Mapping[Any, Any], precision: Mapping[Any, Any]) -> list[list[Any]]:
+    """Partition model keys so that head-only models with identical frozen backbones share one forward pass.
+
+    Two models share when both are ``regime="head_only"`` (backbone frozen and in eval mode), their backbones
+    are of one class with identical weights and buffers (:func:`backbone_fingerprint`) and they run under the
+    same precision; every other model is a group of its own. In the quickstart, LaBraM head-only with the
+    ``mean`` and ``flatten`` heads shares one random-init backbone per fold, which halves the sweep's cost.
+
+    Returns
+    -------
+    list of list of key
+        In the order of ``models``.
+    """
+    groups: dict[Any, list] = {}
+    for k, m in models.items():
+        if getattr(m, "regime", None) == "head_only":
+            gkey = ("shared", type(m.backbone).__qualname__, backbone_fingerprint(m.backbone), str(precision[k]))
+        else:
+            gkey = ("own", k)
+        groups.setdefault(gkey, []).append(k)
+    return list(groups.values())
+
+
 def _metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]:
     from eegfm_bench.results import classification_metrics
 
@@ -332,7 +402,8 @@ def _details(condition: Condition, ch_names: Sequence[str], ctx: PerturbContext)
 
 def iter_sweep(models: Any, X: np.ndarray, y: np.ndarray, ch_names: Sequence[str], conditions: Sequence[Condition],
                ctx: PerturbContext, *, todo: Mapping[Any, Iterable[str]] | None = None, batch_size: int = 64,
-               device: Any = "cpu", precision: Any = "32-true", workers: int = 1) -> Iterator[list[ConditionResult]]:
+               device: Any = "cpu", precision: Any = "32-true", workers: int = 1,
+               share_backbones: bool = True) -> Iterator[list[ConditionResult]]:
     """Evaluate fitted models under every condition on the same in-memory windows (no retraining).
 
     Each condition perturbs the windows once (batch by batch, one noise Generator for the whole set) and every
@@ -363,6 +434,9 @@ def iter_sweep(models: Any, X: np.ndarray, y: np.ndarray, ch_names: Sequence[str
         Background threads perturbing the next ``workers`` conditions while the models run the current one
         (0: perturb in the calling thread). Results do not depend on it. Memory: each condition in flight
         holds one perturbed copy of ``X``, so about ``workers + 2`` copies at once.
+    share_backbones : bool
+        Run one backbone forward for head-only models with identical frozen backbones
+        (:func:`shared_backbone_groups`); the results are the same as running each model on its own.
 
     Yields
     ------
@@ -386,6 +460,7 @@ def iter_sweep(models: Any, X: np.ndarray, y: np.ndarray, ch_names: Sequence[str
     for m in models.values():
         m.eval().to(device)
     prec = dict(precision) if isinstance(precision, Mapping) else {k: precision for k in models}
+    groups = shared_backbone_groups(models, prec) if share_backbones else [[k] for k in models]
     want = {k: set(todo[k]) if todo is not None else {c.name for c in conditions} for k in models}
     y = np.asarray(y)
     # per condition: the models that need it, split into runnable and not applicable; details resolved once
@@ -441,19 +516,26 @@ def iter_sweep(models: Any, X: np.ndarray, y: np.ndarray, ch_names: Sequence[str
                                              error=f"{type(e).__name__}: {e}", traceback=tb) for k in run]
                 continue
             t_perturb = time.perf_counter() - t0
-            for k in run:
+            for group in groups:
+                gk = [k for k in group if k in run]
+                if not gk:
+                    continue
                 t1 = time.perf_counter()
                 try:
-                    probs = predict_proba(models[k], batches, device, prec[k])
-                    out.append(ConditionResult(cond.name, "ok", model=k, metrics=_metrics(y, probs), probs=probs,
-                                               details=details, seconds=t_perturb + time.perf_counter() - t1))
+                    if len(gk) == 1:
+                        probs_by = {gk[0]: predict_proba(models[gk[0]], batches, device, prec[gk[0]])}
+                    else:
+                        probs_by = predict_proba_shared({k: models[k] for k in gk}, batches, device, prec[gk[0]])
+                    secs = t_perturb + time.perf_counter() - t1
+                    out += [ConditionResult(cond.name, "ok", model=k, metrics=_metrics(y, probs_by[k]),
+                                            probs=probs_by[k], details=details, seconds=secs) for k in gk]
                 except KeyboardInterrupt:
                     raise
-                except Exception as e:  # one failing model must not lose the others
-                    out.append(ConditionResult(cond.name, "failed", model=k, details=details,
-                                               error=f"{type(e).__name__}: {e}",
-                                               traceback="".join(traceback.format_exception(e)),
-                                               seconds=time.perf_counter() - t1))
+                except Exception as e:  # one failing model (or shared backbone) must not lose the others
+                    tb = "".join(traceback.format_exception(e))
+                    out += [ConditionResult(cond.name, "failed", model=k, details=details,
+                                            error=f"{type(e).__name__}: {e}", traceback=tb,
+                                            seconds=time.perf_counter() - t1) for k in gk]
             del batches
             yield out
     finally:

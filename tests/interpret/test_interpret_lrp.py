@@ -24,11 +24,27 @@ def test_conservation_tiny_cbramod_biases_zeroed(trained_cbramod):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         res = conservation_check(lm, x, 1, "cbramod")
-    # every rule but AttnLRP's softmax Taylor rule conserves: CP attention → sum R = logit
+    # the budget closes within 5 %: input relevance + what the attention products absorbed = the logit
+    assert res["closure"] == pytest.approx(1.0, abs=0.05) and res["closure_max_error"] < 0.05 and res["ok_closure"]
+    # every rule but AttnLRP's softmax Taylor rule conserves: CP attention → sum R = logit, nothing absorbed
     assert res["ratio_cp"] == pytest.approx(1.0, abs=0.05) and res["ok_cp"]
-    # AttnLRP itself loses relevance in the softmax rule's bias term (reported, with a warning)
+    # AttnLRP itself loses relevance in the softmax rule's bias term: reported as the share, with a warning
     assert 0 < res["ratio"] < 0.95 and not res["ok"]
+    assert res["softmax_share"] == pytest.approx(res["closure"] - res["ratio"], abs=1e-9)
+    assert res["softmax_share"] > 0.05
     assert any(issubclass(i.category, ConservationWarning) and "softmax Taylor rule" in str(i.message) for i in w)
+
+
+def test_attention_sink_is_zero_under_cp_and_matches_a_hand_computed_budget(trained_cbramod):
+    from eegfm_bench.interpret.attribution import attnlrp
+
+    lm = LogitModel.from_classifier(trained_cbramod)
+    x = _x(2, 3)
+    rel, logits, sink = attnlrp(lm, x, 0, "cbramod", attention_rule="cp", biases_zeroed=True, return_sink=True)
+    assert sink.shape == (2,) and torch.allclose(sink, torch.zeros(2, dtype=torch.float64), atol=1e-4 * float(logits.abs().max()))
+    rel, logits, sink = attnlrp(lm, x, 0, "cbramod", biases_zeroed=True, return_sink=True)
+    budget = rel.double().sum((1, 2)) + sink
+    torch.testing.assert_close(budget, logits[:, 0].double(), rtol=0.05, atol=1e-6)
 
 
 @pytest.mark.parametrize("backbone,kw", [("labram", TINY_LABRAM), ("eegnet", TINY_EEGNET)])

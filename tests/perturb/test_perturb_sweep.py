@@ -316,6 +316,50 @@ def test_removed_channels_run_on_a_variable_channel_model():
         np.testing.assert_allclose(r.probs, got["mean", r.condition].probs, atol=1e-5)
 
 
+@ignore_missing
+def test_head_only_models_with_one_frozen_backbone_share_its_forward(monkeypatch):
+    from eegfm_bench.perturb.sweep import backbone_fingerprint, shared_backbone_groups
+
+    ctx = PerturbContext("eegmmidb", "eegmmidb_mi", FilterSpec(200.0, 0.1, 75.0, 60.0), seed=1)
+    X = np.random.default_rng(1).standard_normal((5, 64, 800)).astype(np.float32)
+    y = np.array([0, 1, 0, 1, 1])
+    conds = [parse_condition(c) for c in ("clean", "white_snr=0dB", "dropout_p=0.3_removed")]
+
+    def head_only(head, seed=0):
+        return FMClassifier(backbone="labram", head=head, regime="head_only", ch_names=EEGMMIDB, n_times=800,
+                            n_classes=2, init_seed=seed, backbone_kwargs=dict(num_layers=1, conv_out_channels=4,
+                                                                              num_heads=2))
+    models = {"mean": head_only("mean"), "flatten": head_only("flatten"), "other": head_only("mean", seed=1),
+              "full": _labram("mean")}
+    prec = dict.fromkeys(models, "32-true")
+    assert backbone_fingerprint(models["mean"].backbone) == backbone_fingerprint(models["flatten"].backbone)
+    assert backbone_fingerprint(models["mean"].backbone) != backbone_fingerprint(models["other"].backbone)
+    assert shared_backbone_groups(models, prec) == [["mean", "flatten"], ["other"], ["full"]]
+    assert shared_backbone_groups(models, {**prec, "flatten": "bf16-mixed"}) == [["mean"], ["flatten"], ["other"],
+                                                                                 ["full"]]
+    calls = []
+    original = type(models["mean"].backbone).tokens
+
+    def counting(self, x, ch_names):
+        calls.append(x.shape[0])
+        return original(self, x, ch_names)
+    monkeypatch.setattr(type(models["mean"].backbone), "tokens", counting)
+    shared = {(r.model, r.condition): r for rs in iter_sweep(models, X, y, EEGMMIDB, conds, ctx, batch_size=5,
+                                                            workers=0) for r in rs}
+    n_shared = len(calls)
+    calls.clear()
+    alone = {(r.model, r.condition): r for rs in iter_sweep(models, X, y, EEGMMIDB, conds, ctx, batch_size=5,
+                                                           workers=0, share_backbones=False) for r in rs}
+    # clean and noise: 3 forwards (shared pair, other, full) instead of 4; removed: flatten not applicable
+    assert (n_shared, len(calls)) == (3 + 3 + 3, 4 + 4 + 3)
+    assert shared.keys() == alone.keys() and shared["flatten", "dropout_p=0.3_removed"].status == NOT_APPLICABLE
+    for key, r in shared.items():
+        assert r.status == alone[key].status
+        if r.status == "ok":
+            np.testing.assert_allclose(r.probs, alone[key].probs, atol=1e-6)
+    assert not np.allclose(shared["mean", "clean"].probs, shared["flatten", "clean"].probs)
+
+
 def test_filters_follow_the_applied_preprocessing():
     filt, notes = filter_from_preprocessing({"sfreq": 128.0, "l_freq": 1.0, "h_freq": 40.0, "notch": 60.0,
                                              "native_sfreq": 160.0})
