@@ -176,7 +176,7 @@ def attnlrp(model: nn.Module, x: torch.Tensor, target, backbone: str, *, epsilon
         logits = mm(xx)
         logits.gather(1, tgt[:, None]).sum().backward()
         rel = (xx * xx.grad).detach()
-        sink = attention_sink(records).cpu() if records else torch.zeros(len(x), dtype=torch.float64)
+        sink = attention_sink(records, len(x))
         records.clear()
     return (rel, logits.detach(), sink) if return_sink else (rel, logits.detach())
 

@@ -4,7 +4,7 @@ Schema (defaults in :data:`DEFAULTS`; see ``configs/experiment/interpret_demo.ya
 
     cv_dir: results/x/cv          # out_dir of a finished `eegfm-bench cv` run (its fold checkpoints are analysed)
     out_dir: results/x            # probes/, attention/, attribution/ are written below it
-    device: cpu
+    device: cpu                   # or auto (CUDA when visible), cuda, cuda:N
     select:    {models, regimes, heads, folds}          # null = every cell of the cv run
     probe:     {poolings, include_frozen, max_epochs, patience, lr, batch_size, forward_batch_size, cache_dir,
                 standardize_mean}       # standardize_mean: z-score mean-pooled features (see probes.fit_probe)
@@ -59,7 +59,7 @@ def load_interpret_config(path_or_dict) -> dict:
     ------
     InterpretConfigError
         Unknown keys, missing ``cv_dir`` / ``out_dir``, unknown pooling / method / attention rule / fallback,
-        or an unparsable condition string.
+        an unparsable condition string, or a device torch does not know (``auto`` picks CUDA when visible).
     """
     from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
     from eegfm_bench.interpret.probes import POOLINGS
@@ -86,4 +86,27 @@ def load_interpret_config(path_or_dict) -> dict:
         raise InterpretConfigError(f"attribution.percentile must be in [0, 100), got {a['percentile']}")
     for c in a["conditions"]:
         parse_condition(c)
+    cfg["device"] = resolve_device(cfg["device"])
     return cfg
+
+
+def resolve_device(name: str) -> str:
+    """``"auto"`` → ``"cuda"`` when a GPU is visible, else ``"cpu"``; any other value is checked by torch.
+
+    Raises
+    ------
+    InterpretConfigError
+        If torch does not accept the device string (e.g. ``"gpu"``), or CUDA is asked for and not available.
+    """
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError) as e:
+        raise InterpretConfigError(f"device: {name!r} is not a torch device ({e}); fix: use auto, cpu, cuda or "
+                                   "cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InterpretConfigError(f"device: {name!r} but no CUDA device is visible; fix: device: auto or cpu")
+    return name

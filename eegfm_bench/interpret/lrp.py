@@ -19,11 +19,14 @@ relevance is ``R = x · ∂y_c/∂x`` at the input. The rules (App. I.1):
 q, k stop-gradient; the values carry it all), the variant lxt ships for torchvision's ViT.
 
 **Conservation.** With every bias zeroed, all rules above redistribute the explained logit exactly except
-AttnLRP's softmax rule, a Taylor decomposition "with bias" whose bias term absorbs relevance. Measured on
-tiny random-init models (tests): CP rule 1.000 for LaBraM, CBraMod and EEGNet; AttnLRP rule 1.00 for
-LaBraM (its layer scale 0.1 keeps the attention branch small) but ≈ 0.5–0.7 for CBraMod (near-uniform
-attention, so the softmax Taylor term is ≈ 0 and half of each attention branch's relevance is lost).
-:func:`eegfm_bench.interpret.attribution.conservation_check` reports both.
+AttnLRP's softmax rule, a Taylor decomposition "with bias" whose bias term absorbs relevance. The patched
+attention records what enters and leaves each attention product (:func:`attention_ledger`,
+:func:`attention_sink`), so :func:`eegfm_bench.interpret.attribution.conservation_check` closes the budget:
+input relevance + absorbed relevance = logit. Measured on the tiny synthetic-task models of the tests: closure
+1.00000 (|error| < 1e-5 per window) for CBraMod and LaBraM, CP-rule ratio 1.000 for LaBraM, CBraMod and EEGNet;
+the AttnLRP input map alone carries 0.999 of the logit on LaBraM (its layer scale 0.1 keeps the attention
+branch small) but 0.49–1.13 on CBraMod across training runs (near-uniform attention: the softmax Taylor term
+absorbs tens of percent, of either sign per window).
 
 **Patches are applied per module instance, never to torch classes.** lxt's own ``monkey_patch`` replaces
 ``forward`` on the classes (``nn.LayerNorm.forward`` ...), which changes every model in the process
@@ -160,7 +163,7 @@ def attention_ledger() -> Iterator[list]:
         _LEDGER.reset(token)
 
 
-def attention_sink(records: list) -> torch.Tensor:
+def attention_sink(records: list, batch: int) -> torch.Tensor:
     """Relevance absorbed inside the attention products, per window, after the backward pass.
 
     For each recorded call, ``R(out) − R(q) − R(k) − R(v)`` summed over every dimension but the batch: the
@@ -168,19 +171,34 @@ def attention_sink(records: list) -> torch.Tensor:
     0 (the values carry it all); under AttnLRP it is the softmax Taylor rule's bias term (paper 003 App. I.1,
     [Achtibat2024]_ §3.3.1). Adding it to the input relevance closes the conservation budget.
 
+    Parameters
+    ----------
+    records : list
+        From :func:`attention_ledger`.
+    batch : int
+        Windows in the explained batch. Attention calls whose leading dimension folds other axes into the batch
+        (CBraMod's criss-cross attention runs on ``(batch · patches, chans, d)`` and ``(batch · chans, patches,
+        d)``) are summed back per window, assuming the window index is the outer one (a reshape of a contiguous
+        ``(batch, ...)`` tensor).
+
     Returns
     -------
     Tensor, shape (batch,), float64
+
+    Raises
+    ------
+    ValueError
+        If a recorded call's leading dimension is not a multiple of ``batch``.
     """
-    total = None
+    total = torch.zeros(batch, dtype=torch.float64)
     for out, *inputs in records:
-        dims = tuple(range(1, out.ndim))
-        r = (out.double() * out.grad.double()).sum(dims) if out.grad is not None else torch.zeros(out.shape[0])
-        for t in inputs:
+        if out.shape[0] % batch:
+            raise ValueError(f"an attention call has leading dimension {out.shape[0]}, not a multiple of the "
+                             f"{batch} explained windows; its relevance cannot be assigned to windows")
+        for t, sign in ((out, 1.0), *((t, -1.0) for t in inputs)):
             if t.grad is not None:
-                r = r - (t.double() * t.grad.double()).sum(dims)
-        total = r if total is None else total + r
-    return total if total is not None else torch.zeros(0, dtype=torch.float64)
+                total += sign * (t.detach().double() * t.grad.double()).cpu().reshape(batch, -1).sum(1)
+    return total
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rule: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,7 +20,7 @@ def _x(n=3, seed=0):
 
 def test_conservation_tiny_cbramod_biases_zeroed(trained_cbramod):
     lm = LogitModel.from_classifier(trained_cbramod)
-    x = _x()
+    x = _x(8)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         res = conservation_check(lm, x, 1, "cbramod")
@@ -28,10 +28,10 @@ def test_conservation_tiny_cbramod_biases_zeroed(trained_cbramod):
     assert res["closure"] == pytest.approx(1.0, abs=0.05) and res["closure_max_error"] < 0.05 and res["ok_closure"]
     # every rule but AttnLRP's softmax Taylor rule conserves: CP attention → sum R = logit, nothing absorbed
     assert res["ratio_cp"] == pytest.approx(1.0, abs=0.05) and res["ok_cp"]
-    # AttnLRP itself loses relevance in the softmax rule's bias term: reported as the share, with a warning
-    assert 0 < res["ratio"] < 0.95 and not res["ok"]
+    # AttnLRP's input map alone does not carry the logit: the softmax rule's bias term absorbs a share (near-uniform
+    # attention of a tiny model: tens of %, of either sign per window), reported with a warning
     assert res["softmax_share"] == pytest.approx(res["closure"] - res["ratio"], abs=1e-9)
-    assert res["softmax_share"] > 0.05
+    assert abs(res["softmax_share"]) > 0.05 and not res["ok"]
     assert any(issubclass(i.category, ConservationWarning) and "softmax Taylor rule" in str(i.message) for i in w)
 
 
