@@ -18,7 +18,8 @@ Usage::
 
     OMP_NUM_THREADS=1 EEGFM_DATA=/work/shared/data python scripts/bench_sweep.py            # real eegmmidb_mi
     python scripts/bench_sweep.py --synthetic --n-windows 256                             # no data needed
-    python scripts/bench_sweep.py --eegnet default --conditions zero                       # other settings
+    python scripts/bench_sweep.py --model eegnet --conditions zero                         # other settings
+    python scripts/bench_sweep.py --model labram-mean --n-windows 64                       # the quickstart's LaBraM
 """
 from __future__ import annotations
 
@@ -46,19 +47,38 @@ def _windows(args):
                  'F5', 'F3', 'F1', 'Fz', 'F2', 'F4', 'F6', 'F8', 'FT7', 'FT8', 'T7', 'T8', 'T9', 'T10', 'TP7', 'TP8',
                  'P7', 'P5', 'P3', 'P1', 'Pz', 'P2', 'P4', 'P6', 'P8', 'PO7', 'PO3', 'POz', 'PO4', 'PO8', 'O1', 'Oz',
                  'O2', 'Iz']
-        X = (20 * rng.standard_normal((args.n_windows, 64, 512))).astype(np.float32)
+        from eegfm_bench.models.base import BACKBONES
+        import eegfm_bench.models.backbones  # noqa: F401
+
+        prep = BACKBONES.get(_backbone(args)).preprocessing
+        n_times = int(round(prep.sfreq * prep.window_s))
+        X = (20 * rng.standard_normal((args.n_windows, 64, n_times))).astype(np.float32)
         y = rng.integers(0, 2, args.n_windows)
-        ctx = PerturbContext("eegmmidb", "eegmmidb_mi", FilterSpec(128.0, 1.0, 40.0, 60.0), 0)
-        return X, y, names, ctx, "synthetic (64 ch, 512 samples at 128 Hz, eegmmidb filters)"
+        ctx = PerturbContext("eegmmidb", "eegmmidb_mi", FilterSpec(prep.sfreq, prep.l_freq, prep.h_freq, 60.0), 0)
+        return X, y, names, ctx, f"synthetic (64 ch, {n_times} samples at {prep.sfreq:g} Hz, eegmmidb filters)"
     from eegfm_bench.data.windows import load_windows
     from eegfm_bench.models.base import BACKBONES
     import eegfm_bench.models.backbones  # noqa: F401
 
-    ws = load_windows("eegmmidb_mi", BACKBONES.get("eegnet").preprocessing, subjects=args.subjects, progress=False)
+    ws = load_windows("eegmmidb_mi", BACKBONES.get(_backbone(args)).preprocessing, subjects=args.subjects,
+                      progress=False)
     idx = np.arange(min(len(ws), args.n_windows))
     ctx, _ = perturb_context(ws.meta, "eegmmidb_mi", 0)
     return (np.asarray(ws.X[idx], dtype=np.float32), ws.y[idx], list(ws.ch_names), ctx,
             f"eegmmidb_mi subjects {args.subjects} ({ws.n_times} samples at {ws.sfreq:g} Hz)")
+
+
+def _backbone(args) -> str:
+    return "labram" if args.model.startswith("labram") else "eegnet"
+
+
+MODELS = {
+    "eegnet-tiny": dict(backbone="eegnet", head="flatten", regime="full", backbone_kwargs=dict(F1=4, D=1, kernel_length=16)),
+    "eegnet": dict(backbone="eegnet", head="flatten", regime="full"),
+    "labram-mean": dict(backbone="labram", head="mean", regime="head_only"),
+}
+"""``eegnet-tiny``: the test model (F1=4, D=1, kernel_length=16; the cheapest forward, so the worst case for
+the ratio); ``eegnet`` and ``labram-mean``: the quickstart's EEGNet and LaBraM head-only (random init)."""
 
 
 def main(argv=None) -> int:
@@ -68,8 +88,9 @@ def main(argv=None) -> int:
     p.add_argument("--n-windows", type=int, default=128, help="windows in the 'fold' (at most)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--workers", type=int, default=1, help="sweep's background perturbation threads")
-    p.add_argument("--eegnet", choices=("tiny", "default"), default="tiny",
-                   help="tiny: F1=4, D=1, kernel_length=16 (the test model); default: braindecode's EEGNet")
+    p.add_argument("--model", choices=tuple(MODELS), default="eegnet-tiny",
+                   help="eegnet-tiny: F1=4, D=1, kernel_length=16 (the test model, cheapest forward); eegnet: "
+                        "braindecode's EEGNet as in the quickstart; labram-mean: the quickstart's LaBraM head-only")
     p.add_argument("--conditions", choices=("all", "noise", "zero"), default="all",
                    help="all of App. D; only the noise conditions; only the zero-padding ones")
     p.add_argument("--repeats", type=int, default=3)
@@ -85,9 +106,7 @@ def main(argv=None) -> int:
     from eegfm_bench.results import ResultStore
 
     X, y, names, ctx, what = _windows(args)
-    kw = dict(F1=4, D=1, kernel_length=16) if args.eegnet == "tiny" else {}
-    model = FMClassifier(backbone="eegnet", head="flatten", ch_names=names, n_times=X.shape[-1], n_classes=2,
-                         backbone_kwargs=kw).eval().to(args.device)
+    model = FMClassifier(ch_names=names, n_times=X.shape[-1], n_classes=2, **MODELS[args.model]).eval().to(args.device)
     conds = [c for c in default_conditions("eegmmidb_mi", variable_channels=True)
              if not_applicable_reason(c, model) is None]
     if args.conditions == "noise":
@@ -118,8 +137,8 @@ def main(argv=None) -> int:
     def t_sweep():
         with tempfile.TemporaryDirectory() as tmp:
             store = ResultStore(tmp)
-            base = {"experiment": "bench", "task": "eegmmidb_mi", "model": "eegnet", "init": "random", "regime": "full",
-                    "head": "flatten", "fold": 0, "seed": 0, "n_windows": len(X), "n_subjects": 0, "fold_unit": "subject",
+            base = {"experiment": "bench", "task": "eegmmidb_mi", "model": model.hparams.backbone, "init": "random",
+                    "regime": model.regime, "head": model.hparams.head, "fold": 0, "seed": 0, "n_windows": len(X), "n_subjects": 0, "fold_unit": "subject",
                     "config_hash": "bench", "code_version": "bench"}
             for results in iter_sweep(model, X, y, names, conds, ctx, batch_size=bs, device=dev, workers=args.workers):
                 store.append([r for res in results for r in condition_rows(res, base)])
@@ -142,7 +161,7 @@ def main(argv=None) -> int:
                                             ("sweep", t_sweep))}
     n_par = sum(p.numel() for p in model.parameters())
     print(f"windows: {what}; {len(X)} windows x {len(conds)} conditions ({args.conditions}); batch {bs}; "
-          f"EEGNet {args.eegnet} ({n_par} parameters); device {dev}; torch threads {torch.get_num_threads()}; "
+          f"{args.model} ({n_par} parameters); device {dev}; torch threads {torch.get_num_threads()}; "
           f"sweep workers {args.workers}; cpus {os.cpu_count()}; load avg {os.getloadavg()[0]:.2f}")
     for name, (med, allv) in res.items():
         print(f"  {name:8s} {med:8.3f} s  (median of {', '.join(f'{v:.3f}' for v in allv)})")
