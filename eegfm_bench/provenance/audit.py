@@ -202,7 +202,8 @@ class AuditReport:
         "no reliance", "certified" or "refused".
     reasons : list of str
     notes : list of str
-        Caveats that do not change the verdict (e.g. bootstrap replicates dropped for an empty cell).
+        Caveats that do not change the verdict (e.g. bootstrap replicates dropped for an empty cell, a control
+        head whose held-out AUROC interval includes chance: ``stress["control_utility"]``).
     schema : str
     resumed : bool
         True when read back from an existing JSON instead of computed (not serialized).
@@ -421,6 +422,11 @@ def run_audit(emb, y, provenance, subject, record, split, config: AuditConfig | 
 
 def _notes(r: AuditReport) -> list[str]:
     notes = []
+    cu = r.stress.get("control_utility")
+    if cu is not None and not cu["above_chance"]:
+        notes.append(f"the control head's AUROC (independent regime) is {cu['estimate']:.3f} [{cu['low']:.3f}, "
+                     f"{cu['high']:.3f}], not above chance (0.5): the audited heads show no task utility on held-out "
+                     f"subjects, so the verdict '{r.verdict}' says little about a useful model")
     cis = {"G": r.stress["G"]}
     if r.verify is not None:
         cis.update({k: r.verify[k] for k in ("G_after", "reduction")})
@@ -541,6 +547,9 @@ def _core(*, design_name, z_rows, y_rows, p_rows, subj_rows, masks_rows, design,
         stress["paired"] = paired_extra(ex, ct)
     reliance, why = has_reliance(gci.estimate, gci.low, gci.high, cfg.epsilon)
     stress["reliance"] = reliance
+    level = _boot(lambda idx: ss.utility(ct, idx), ss.clusters, cfg)
+    stress["control_utility"] = {**_ci(level), "metric": "control-head AUROC, independent regime", "chance": 0.5,
+                                 "above_chance": bool(level.low > 0.5)}
     recover = lpi.to_dict()
     if not reliance:
         return AuditReport(config=cfg.to_dict(), config_hash=h, design=design_name, data=data, recover=recover,

@@ -108,6 +108,17 @@ def test_localized_direction_carrying_the_target_is_refused(refused):
     assert any("utility fails" in s for s in r.reasons)
 
 
+def test_control_head_at_chance_is_flagged_without_changing_the_verdict(certified):
+    cu = certified.stress["control_utility"]
+    assert cu["above_chance"] and cu["low"] > 0.6 and not any("not above chance" in n for n in certified.notes)
+    r = run_audit(*paired_data(seed=2, mu_u=0.0), FAST)  # the target leaves no trace in the embedding
+    cu = r.stress["control_utility"]
+    assert cu["low"] <= 0.5 <= cu["high"] and not cu["above_chance"]
+    assert r.verdict in ("no reliance", "certified", "refused")  # the verdict itself follows the paper's rules
+    assert any("not above chance (0.5)" in n and r.verdict in n for n in r.notes)
+    assert "not above chance" in r.to_markdown()
+
+
 def test_provenance_absent_from_embedding_gives_zero_lpi_and_no_reliance():
     r = run_audit(*paired_data(seed=1, shift=0.0), FAST)
     assert r.verdict == "no reliance"
