@@ -186,9 +186,9 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
             from eegfm_bench.interpret.probes import state_hash
 
             key = f"{state_hash(init.backbone)}-{ck.fold}"
-            if key not in frozen_done:
+            if key not in frozen_done:  # one frozen backbone per fold, whatever heads were trained on it
                 frozen_done[key] = mean_channel_attention(init.backbone, X, names, ac["batch_size"], cfg["device"])
-            frozen.append(frozen_done[key])
+                frozen.append(frozen_done[key])
             if ck.regime != "head_only":
                 model = load_fold_model(ck.path)
                 tuned.append(mean_channel_attention(model.backbone, X, names, ac["batch_size"], cfg["device"]))

@@ -593,8 +593,12 @@ def run_fold_probes(model, ws: WindowSet, train_idx, val_idx, test_idx, *, fold:
                     experiment: str, task: str, model_name: str, source_head: str,
                     frozen_backbone: nn.Module | None, poolings: Sequence[str] = POOLINGS,
                     cache_dir: str | Path | None = None, batch_size: int = 16, probe_kwargs: dict | None = None,
-                    checkpoint: str = "", seed: int = 0, device: str = "cpu") -> list[dict]:
+                    checkpoint: str = "", seed: int = 0, device: str = "cpu", done: set | None = None) -> list[dict]:
     """Probe one fold: the trained backbone (unless head-only) and the frozen one; append rows to ``out_dir``.
+
+    ``done`` (a set shared across calls) holds ``(model_name, fold, stage, weights hash)`` of the probes already
+    fitted: a backbone seen before on the same fold is not probed again (e.g. one frozen random-init LaBraM
+    under both the ``mean`` and ``flatten`` heads of a head-only cv run), so every (fold, backbone) counts once.
 
     Returns
     -------
@@ -622,6 +626,10 @@ def run_fold_probes(model, ws: WindowSet, train_idx, val_idx, test_idx, *, fold:
     seen: dict[str, BlockOutputs] = {}
     for stage, backbone in stages:
         w = state_hash(backbone)
+        if done is not None:
+            if (model_name, int(fold), stage, w) in done:
+                continue
+            done.add((model_name, int(fold), stage, w))
         outs = seen.get(w) or compute_block_outputs(backbone, ws, cache_dir=cache_dir, batch_size=batch_size,
                                                     store_tokens="flatten" in poolings, weights=w, device=device)
         seen[w] = outs
@@ -661,6 +669,7 @@ def run_probes(config, *, progress: bool = True) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     cks = run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])
     fit_kw = {k: pc[k] for k in ("max_epochs", "patience", "lr", "batch_size", "standardize_mean")}
+    done: set = set()  # (model, fold, stage, weights): identical backbones are probed once per fold
     for ck in tqdm(cks, desc="probes", disable=not progress, unit="fold"):
         ws = run.windows(ck.model)
         tr, va, te = run.fold_indices(ws, ck.fold)
@@ -672,7 +681,7 @@ def run_probes(config, *, progress: bool = True) -> dict[str, Path]:
         run_fold_probes(model, ws, tr, va, te, fold=ck.fold, out_dir=out, experiment=run.experiment, task=run.task,
                         model_name=ck.model, source_head=ck.head, frozen_backbone=frozen, poolings=pc["poolings"],
                         cache_dir=pc["cache_dir"], batch_size=pc["forward_batch_size"], probe_kwargs=fit_kw,
-                        checkpoint=str(ck.path), seed=int(run.config["seed"]), device=cfg["device"])
+                        checkpoint=str(ck.path), seed=int(run.config["seed"]), device=cfg["device"], done=done)
     ws0 = run.windows(cks[0].model)
     paths = write_report(out, chance=1.0 / len(ws0.class_names),
                          title=f"{run.experiment} ({run.task}): block-wise linear probes")

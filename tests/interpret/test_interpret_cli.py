@@ -27,7 +27,7 @@ def cv_run(tmp_path_factory):
            "trainer": {"max_epochs": 1, "patience": 1},
            "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"],
                      "backbone_kwargs": {"F1": 4, "D": 1, "kernel_length": 16}},
-                    {"model": "labram", "regime": "head_only", "heads": ["flatten"],
+                    {"model": "labram", "regime": "head_only", "heads": ["flatten", "mean"],
                      "backbone_kwargs": {"num_layers": 2, "num_heads": 2, "conv_out_channels": 4}}]}
     (out / "cv.yaml").write_text(yaml.safe_dump(cfg))
     with warnings.catch_warnings():
@@ -49,8 +49,10 @@ def test_probe_cli_on_cv_checkpoints(cv_run, capsys):
         assert main(["probe", "--config", str(cv_run / "interp.yaml"), "--no-progress"]) == 0
     df = pd.read_csv(cv_run / "interp" / "probes" / "results.csv")
     lab = df[df["model"] == "labram"]
-    # head-only LaBraM: frozen stage only, 2 blocks × 2 poolings × 2 folds; EEGNet: frozen + fine-tuned
+    # head-only LaBraM: frozen stage only, 2 blocks × 2 poolings × 2 folds — its two heads share one frozen
+    # backbone per fold, probed once; EEGNet: frozen + fine-tuned
     assert len(lab) == 8 and set(lab["stage"]) == {"frozen"}
+    assert lab.groupby(["fold", "pooling", "block"]).size().eq(1).all()
     assert set(df[df["model"] == "eegnet"]["stage"]) == {"frozen", "fine-tuned"}
     z = np.load(cv_run / "interp" / "attention" / "labram.npz")
     assert z["frozen"].shape == (2, 2, 64) and "fine_tuned" not in z
@@ -81,6 +83,8 @@ def test_attribute_cli_on_cv_checkpoints(cv_run):
             assert z["class_averaged"].shape == (64,) and np.all(z["class_averaged"] >= 0)
     cp = df[df["metric"] == "attnlrp:conservation_ratio_cp"]["value"]
     assert np.allclose(cp, 1.0, atol=0.01)
+    closure = df[df["metric"] == "attnlrp:conservation_closure"]["value"]
+    assert len(closure) == len(cp) and np.allclose(closure, 1.0, atol=0.01)
     assert (root / "overview_clean.png").is_file() and "conservation_ratio" in (root / "checks.md").read_text()
     skipped = root / "skipped.json"
     assert not skipped.exists() or isinstance(json.loads(skipped.read_text()), list)
