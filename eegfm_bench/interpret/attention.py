@@ -205,7 +205,7 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
         png = plot_topomap_grid(rows, names, out_dir / f"{model_name}_per_block.png",
                                 col_titles=[f"block {i}" for i in range(n_blocks)], cmap="viridis", shared_scale="row",
                                 title=f"{model_name} on {run.task}: per-channel attention per block (sum over queries; "
-                                      f"mean over heads, patches, test windows, {len(group)} folds)",
+                                      f"mean over heads, patches, test windows, {len({ck.fold for ck in group})} folds)",
                                 unit="attention")
         out[f"attention_{model_name}"] = png
     return out
