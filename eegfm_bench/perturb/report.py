@@ -358,18 +358,22 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
     lines += [f"cv run: `{cfg.get('cv_out_dir', '?')}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation seed "
               f"{cfg.get('seed', '?')}; metric: {metric.replace('_', ' ')}. Models evaluated on their own fold's test "
               "windows under every condition, no retraining (paper 003 §3, App. D).", ""]
-    filt = None
+    filters: dict[str, list[str]] = {}  # one filter per preprocessing: models at other rates see other filters
     if "details" in df:
-        for s in df["details"].dropna():
-            f = json.loads(s).get("filter")
+        seen: set = set()
+        for label, s in df[["label", "details"]].dropna().drop_duplicates().itertuples(index=False):
+            f = None if label in seen else json.loads(s).get("filter")
             if f:
-                filt = f
-                break
-    if filt:
-        notch = filt.get("notch_freq")
-        lines += [f"Noise filtered like the data: band-pass {filt['l_freq']}–{filt['h_freq']} Hz, notch "
-                  f"{', '.join(f'{x:g}' for x in notch) + ' Hz' if notch else 'none'}, at {filt['sfreq']:g} Hz "
-                  "(App. D.1)." + (" " + " ".join(filter_notes) if filter_notes else ""), ""]
+                seen.add(label)
+                notch = f.get("notch_freq")
+                desc = (f"band-pass {f['l_freq']}–{f['h_freq']} Hz, notch "
+                        f"{', '.join(f'{x:g}' for x in notch) + ' Hz' if notch else 'none'}, at {f['sfreq']:g} Hz")
+                filters.setdefault(desc, []).append(label)
+    if filters:
+        per = "; ".join(f"{d} ({', '.join(labels)})" for d, labels in filters.items()) if len(filters) > 1 \
+            else next(iter(filters))
+        lines += [f"Noise filtered like each model's data: {per} (App. D.1)."
+                  + (" " + " ".join(filter_notes) if filter_notes else ""), ""]
     # the smallest two-sided p a Wilcoxon signed-rank test can reach with n folds is 2 / 2^n
     min_p = 2.0 / 2 ** n_folds if n_folds else 1.0
     lines += [f"Δ = {metric.replace('_', ' ')} change from clean in percentage points, paired per fold, mean over "
