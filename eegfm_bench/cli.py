@@ -16,6 +16,7 @@ attribute --config X.yaml  Gradient×Input / AttnLRP topomaps + sanity checks on
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -80,9 +81,36 @@ def _quiet_third_party_warnings() -> None:
     warnings.filterwarnings("ignore", message=r".*inplace keyword in DataFrame.set_index.*")
 
 
+def _is_user_error(err: BaseException) -> bool:
+    """An error this package raises about the user's input (config, names, data, channels): its class, or a base
+    class, is defined in ``eegfm_bench`` — these messages already name the fix."""
+    return any(getattr(c, "__module__", "").startswith("eegfm_bench") for c in type(err).__mro__)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``eegfm-bench`` console script."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of the ``eegfm-bench`` console script.
+
+    Called without ``argv`` (the console script), an error about the user's input — a config key, a name, missing
+    data, a channel contract; any exception class defined in ``eegfm_bench`` — is printed as one
+    ``eegfm-bench <command>: <Error>: <message>`` block on stderr and the exit code is 2; set
+    ``EEGFM_TRACEBACK=1`` for the full traceback. Called with ``argv`` (from Python or tests) it raises.
+    """
+    if argv is not None:
+        return _main(list(argv))
+    argv = sys.argv[1:]
+    try:
+        return _main(list(argv))
+    except Exception as err:  # noqa: BLE001  (re-raised unless it is a user error)
+        if not _is_user_error(err) or os.environ.get("EEGFM_TRACEBACK"):
+            raise
+        cmd = argv[0] if argv else ""
+        msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        print(f"eegfm-bench {cmd}: {type(err).__name__}: {msg}\n(EEGFM_TRACEBACK=1 shows the traceback)",
+              file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str]) -> int:
     _quiet_third_party_warnings()
     if argv and argv[0] in ("fit", "validate", "test", "predict"):
         _lightning_cli(argv)

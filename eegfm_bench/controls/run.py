@@ -124,7 +124,8 @@ def load_config(path_or_dict) -> dict:
     Raises
     ------
     ConfigError
-        Unknown keys, unknown families / probes / poolings / aggregates / schemes, a feature window shorter than
+        A missing ``task`` or ``out_dir``, unknown keys, unknown families / probes / poolings / aggregates / schemes,
+        a feature window shorter than
         the lowest band (0.5 Hz needs 2 s) or the Welch segment, a missing cv out_dir, regimes that cannot run.
     UnknownNameError
         Unknown task or backbone (lists valid names).
@@ -140,6 +141,10 @@ def load_config(path_or_dict) -> dict:
     from eegfm_bench.models.heads import HEADS
 
     raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
+    missing = [k for k in ("task", "out_dir") if not (raw or {}).get(k)]
+    if missing:
+        raise ConfigError(f"the controls config needs {' and '.join(f'`{k}`' for k in missing)} (a full run takes "
+                          "hours on CPU, so nothing is assumed); fix: start from configs/experiment/controls_eegmat.yaml")
     cfg = merge_config(DEFAULTS, raw or {}, "")
     TASKS.get(cfg["task"])
     fam = cfg["features"]["families"]

@@ -203,7 +203,7 @@ class EEGMMIDBTask(Task):
         what = f"missing files: {listed}" if missing else f"no EEGMMIDB subject with runs {list(self.runs)} under {path}"
         return (f"task {self.name!r}: {what}.\nfix: put the PhysioNet EEGMMIDB files in MNE's layout under {path} "
                 f"(MNE-eegbci-data/files/eegmmidb/1.0.0/SXXX/SXXXRYY.edf), or point `data_root`/EEGFM_DATA at the "
-                "folder that holds them, or allow downloading (unset EEGFM_OFFLINE / `download: true`) so that "
+                "folder that holds them, or allow downloading (unset EEGFM_OFFLINE) so that "
                 "`mne.datasets.eegbci.load_data(subjects, runs, path=...)` fetches them from PhysioNet.")
 
     def read(self, rec: Recording) -> mne.io.BaseRaw:

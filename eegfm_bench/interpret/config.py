@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from eegfm_bench.config import ConfigError, merge_config
+from eegfm_bench.config import ConfigError, merge_config, resolve_device
 
 DEFAULTS: dict = {
     "experiment": None,
@@ -86,27 +86,5 @@ def load_interpret_config(path_or_dict) -> dict:
         raise InterpretConfigError(f"attribution.percentile must be in [0, 100), got {a['percentile']}")
     for c in a["conditions"]:
         parse_condition(c)
-    cfg["device"] = resolve_device(cfg["device"])
+    cfg["device"] = resolve_device(cfg["device"], InterpretConfigError)
     return cfg
-
-
-def resolve_device(name: str) -> str:
-    """``"auto"`` → ``"cuda"`` when a GPU is visible, else ``"cpu"``; any other value is checked by torch.
-
-    Raises
-    ------
-    InterpretConfigError
-        If torch does not accept the device string (e.g. ``"gpu"``), or CUDA is asked for and not available.
-    """
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, TypeError) as e:
-        raise InterpretConfigError(f"device: {name!r} is not a torch device ({e}); fix: use auto, cpu, cuda or "
-                                   "cuda:N") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InterpretConfigError(f"device: {name!r} but no CUDA device is visible; fix: device: auto or cpu")
-    return name

@@ -84,7 +84,7 @@ import numpy as np
 import yaml
 from lightning.pytorch.callbacks import Callback
 
-from eegfm_bench.config import ConfigError, merge_config
+from eegfm_bench.config import ConfigError, merge_config, resolve_device
 from eegfm_bench.perturb.channels import dropout_mask
 from eegfm_bench.perturb.conditions import (
     ChannelDropout,
@@ -845,12 +845,7 @@ def _precision_for(cv: dict, model: str, regime: str, head: str) -> Any:
 def _device(name: str):
     import torch
 
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise _config_error(f"device {name!r} requested but CUDA is not available; fix: device: cpu (or auto)")
-    return dev
+    return torch.device(resolve_device(name, ConfigError))
 
 
 def load_fitted(checkpoint: str | os.PathLike, device: Any = "cpu"):

@@ -1,0 +1,66 @@
+"""User errors: one message that names the fix, from the config helpers and the console script."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+import yaml
+
+from eegfm_bench.config import ConfigError, merge_config, resolve_device
+
+
+def test_a_config_that_is_not_a_mapping_is_refused():
+    with pytest.raises(ConfigError, match=r"the config must be a mapping of `key: value` lines, got a list"):
+        merge_config({"task": None, "runs": []}, ["task: eegmat"])
+    with pytest.raises(ConfigError, match=r"`data` must be a mapping.*valid keys: batch_size"):
+        merge_config({"data": {"batch_size": 64}}, {"data": [1]}, "")
+    assert merge_config({"a": 1, "b": {"c": 2}}, {"b": {"c": 3}}) == {"a": 1, "b": {"c": 3}}
+
+
+def test_device_strings():
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ConfigError, match=r"device: 'gpu' is not a torch device.*fix: use auto, cpu, cuda"):
+        resolve_device("gpu")
+
+
+def test_controls_needs_task_and_out_dir():
+    from eegfm_bench.controls.run import load_config
+
+    with pytest.raises(ConfigError, match=r"needs `task` and `out_dir`.*fix: start from"):
+        load_config({})
+    with pytest.raises(ConfigError, match=r"needs `out_dir`"):
+        load_config({"task": "eegmat"})
+
+
+def test_console_script_prints_user_errors_without_traceback(tmp_path, monkeypatch, capsys):
+    from eegfm_bench.cli import main
+
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump({"task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"),
+                                   "runs": [{"model": "labrum", "regime": "full", "heads": ["mean"]}]}))
+    monkeypatch.delenv("EEGFM_TRACEBACK", raising=False)
+    monkeypatch.setattr(sys, "argv", ["eegfm-bench", "check", "--config", str(cfg)])
+    assert main() == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eegfm-bench check: UnknownNameError: ") and "labram" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) <= 4
+    # with EEGFM_TRACEBACK the exception propagates; from Python (argv given) it always does
+    monkeypatch.setenv("EEGFM_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        main()
+    monkeypatch.delenv("EEGFM_TRACEBACK")
+    with pytest.raises(KeyError, match="labram"):
+        main(["check", "--config", str(cfg)])
+
+
+def test_console_script_reraises_bugs(monkeypatch):
+    import eegfm_bench.cli as cli
+
+    def boom(argv):
+        raise ZeroDivisionError("not a user error")
+    monkeypatch.setattr(cli, "_main", boom)
+    monkeypatch.setattr(sys, "argv", ["eegfm-bench", "tasks"])
+    with pytest.raises(ZeroDivisionError):
+        cli.main()
