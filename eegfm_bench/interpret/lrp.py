@@ -461,8 +461,9 @@ def lrp_patched(model: nn.Module, patch_map: PatchMap, *, epsilon: float = 0.0,
             elif _is_leaf(m) and not isinstance(m, safe):
                 unreviewed.append(f"{name} ({type(m).__name__})")
         if unreviewed:
+            shown = unreviewed[:6] + ([f"… {len(unreviewed) - 6} more"] if len(unreviewed) > 6 else [])
             raise UnsupportedModuleError(
-                f"{patch_map.backbone} {patch_map.method}: no LRP rule reviewed for {unreviewed}; fix: add the type "
+                f"{patch_map.backbone} {patch_map.method}: no LRP rule reviewed for {shown}; fix: add the type "
                 "to the backbone's patch map in eegfm_bench/interpret/lrp.py (a rule, or linear_safe if affine)")
         with _zennit_epsilon(model, epsilon):
             yield model
@@ -531,8 +532,30 @@ def zero_biases(model: nn.Module, patch_map: PatchMap | None = None) -> list[str
 
 
 def lrp_copy(model: nn.Module) -> nn.Module:
-    """A deep copy in eval mode whose parameters do not require gradients (only the input does)."""
+    """A deep copy in eval mode whose parameters do not require gradients (only the input does).
+
+    peft adapter layers (LoRA, DoRA, IA3, … injected by ``regime: lora``) are merged into their base layers and
+    the wrappers replaced by the merged ``nn.Linear`` / ``nn.Conv*`` (peft's ``merge`` + ``get_base_layer``, the
+    steps of ``merge_and_unload``): in eval mode an adapted linear layer is still one affine map, so its LRP rule is
+    the base layer's, and the copy computes the same function as ``model``.
+    """
     m = copy.deepcopy(model).eval()
+    _merge_peft_layers(m)
     for p in m.parameters():
         p.requires_grad_(False)
     return m
+
+
+def _merge_peft_layers(model: nn.Module) -> int:
+    """Merge every peft tuner layer of ``model`` in place and swap in its base layer; returns how many."""
+    try:
+        from peft.tuners.tuners_utils import BaseTunerLayer
+    except ImportError:  # pragma: no cover  (peft is a dependency)
+        return 0
+    targets = [(name, m) for name, m in model.named_modules() if isinstance(m, BaseTunerLayer)]
+    for name, layer in targets:
+        with torch.no_grad():
+            layer.merge()
+        parent = model.get_submodule(name.rpartition(".")[0]) if "." in name else model
+        setattr(parent, name.rpartition(".")[2], layer.get_base_layer())
+    return len(targets)

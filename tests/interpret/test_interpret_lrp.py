@@ -100,3 +100,34 @@ def test_no_patch_map():
     assert supported_methods("labram") == ["gxi", "attnlrp"]
     with pytest.raises(UnsupportedMethodError, match=r"no AttnLRP patch map for backbone 'biot'.*\['cbramod', 'eegnet', 'labram'\]"):
         get_patch_map("biot")
+
+
+@pytest.mark.parametrize("method,trained", [("lora", "lora_B"), ("ia3", "ia3_l")])
+def test_attnlrp_on_a_peft_adapted_labram_merges_the_adapters(method, trained):
+    from eegfm_bench.models.module import FMClassifier
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = FMClassifier(backbone="labram", head="flatten", regime="lora", ch_names=CHS, n_times=400, n_classes=2,
+                         init_seed=0, backbone_kwargs=TINY_LABRAM, lora={"r": 4, "method": method} if method == "lora" else
+                         {"method": method, "feedforward_modules": ["mlp.0", "mlp.2"]})
+    with torch.no_grad():  # non-zero adapters, so that merging matters
+        for name, p in m.named_parameters():
+            if trained in name:
+                p.add_(torch.randn_like(p) * 0.2)
+    lm = LogitModel.from_classifier(m)
+    x = _x(2, 4)
+    with torch.no_grad():
+        before = lm(x).clone()
+    copy_ = lrp_copy(lm)
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    assert not any(isinstance(mod, BaseTunerLayer) for mod in copy_.modules())
+    assert any(isinstance(mod, BaseTunerLayer) for mod in lm.modules())  # the original keeps its adapters
+    with torch.no_grad():
+        torch.testing.assert_close(copy_(x), before, rtol=1e-4, atol=1e-5)
+    res = conservation_check(lm, x, 0, "labram", warn=False)
+    assert res["closure"] == pytest.approx(1.0, abs=0.05) and res["ratio_cp"] == pytest.approx(1.0, abs=0.05)
+    rel, logits = attnlrp(lm, x, 0, "labram")
+    torch.testing.assert_close(logits, before, rtol=1e-4, atol=1e-5)
+    assert rel.shape == x.shape and torch.isfinite(rel).all()
