@@ -16,7 +16,7 @@ def merge_config(base: dict, over: dict | None, where: str = "", error: type[Val
     base : dict
         Defaults; nested dicts are merged recursively.
     over : dict or None
-        User values.
+        User values. ``None`` for a section whose default is a mapping keeps that section's defaults.
     where : str
         Key prefix for messages (e.g. ``"runs[0].optim."``).
     error : exception class

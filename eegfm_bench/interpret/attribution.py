@@ -831,11 +831,9 @@ class Attribution(_CallbackBase):
         from eegfm_bench.results import ResultStore, code_version, config_hash
 
         dm = trainer.datamodule
-        clf = pl_module
-        best = getattr(trainer.checkpoint_callback, "best_model_path", "") if trainer.checkpoint_callback else ""
-        if best:
-            clf = copy.deepcopy(pl_module).cpu()
-            clf.load_state_dict(torch.load(best, map_location="cpu", weights_only=True)["state_dict"])
+        from eegfm_bench.interpret.runs import best_fitted
+
+        clf, best = best_fitted(trainer, pl_module)
         clf = clf.cpu().eval()
         hp = pl_module.hparams
         cell = f"{hp.backbone}-{hp.regime}-{hp.head}"

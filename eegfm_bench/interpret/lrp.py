@@ -231,17 +231,11 @@ def _labram_attention(self, x: torch.Tensor, return_attention: bool = False, ret
     """
     if self.relative_position_bias_table is not None:
         raise UnsupportedModuleError("LaBraM window attention (neural decoder mode) has no AttnLRP patch")
+    from eegfm_bench.models.backbones import labram_qkv
+
     b, n, _ = x.shape
-    qkv = self.qkv(x)
-    if self.q_bias is not None:
-        qkv = qkv + torch.cat((self.q_bias, torch.zeros_like(self.v_bias), self.v_bias))
-    qkv = qkv.reshape(b, n, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
-    q, k, v = qkv[0], qkv[1], qkv[2]
-    if self.q_norm is not None:
-        q = self.q_norm(q).type_as(v)
-    if self.k_norm is not None:
-        k = self.k_norm(k).type_as(v)
-    attn, o = _attend(q * self.scale, k, v, self._lrp_attention_rule)
+    q, k, v, qkv = labram_qkv(self, x)
+    attn, o = _attend(q, k, v, self._lrp_attention_rule)
     if return_attention:
         return attn
     out = self.proj(o.transpose(1, 2).reshape(b, n, -1))

@@ -575,11 +575,9 @@ class BlockProbe(_CallbackBase):
 
     def on_fit_end(self, trainer, pl_module) -> None:
         dm = trainer.datamodule
-        model = pl_module
-        best = getattr(trainer.checkpoint_callback, "best_model_path", "") if trainer.checkpoint_callback else ""
-        if best:
-            model = copy.deepcopy(pl_module).cpu()
-            model.load_state_dict(torch.load(best, map_location="cpu", weights_only=True)["state_dict"])
+        from eegfm_bench.interpret.runs import best_fitted
+
+        model, best = best_fitted(trainer, pl_module)
         run_fold_probes(model, dm.ws, dm.train_idx, dm.val_idx, dm.test_idx, fold=int(dm.fold),
                         out_dir=self.out_dir, experiment=self.experiment, task=str(dm.hparams.task),
                         model_name=str(pl_module.hparams.backbone), source_head=str(pl_module.hparams.head),

@@ -435,23 +435,43 @@ def _patch_qkv_attention(model: nn.Module, patched: type) -> int:
     return n
 
 
-def _labram_attention_forward(self, x: torch.Tensor, return_attention: bool = False, return_qkv: bool = False):
-    """braindecode 1.8.1 ``labram._Attention.forward`` with ``self.qkv(x) + bias`` instead of ``F.linear``.
+def labram_qkv(attn: nn.Module, x: torch.Tensor):
+    """LaBraM attention's queries (scaled), keys and values, computed by *calling* ``attn.qkv``.
 
-    ``qkv`` has no bias of its own, so ``self.qkv(x) + cat(q_bias, 0, v_bias)`` equals braindecode's
-    ``F.linear(x, self.qkv.weight, cat(q_bias, 0, v_bias))`` exactly; the rest is unchanged.
+    braindecode 1.8.1 ``labram._Attention.forward`` computes ``F.linear(x, self.qkv.weight, cat(q_bias, 0,
+    v_bias))``, which module hooks and peft adapters cannot see (ENVIRONMENT.md); ``qkv`` has no bias of its own,
+    so ``self.qkv(x) + cat(q_bias, 0, v_bias)`` is the same value. Shared by the LoRA patch below and the AttnLRP
+    patch (:mod:`eegfm_bench.interpret.lrp`).
+
+    Parameters
+    ----------
+    attn : braindecode ``labram._Attention``
+    x : Tensor, shape (batch, n_tokens, d_model)
+
+    Returns
+    -------
+    q, k, v : Tensor, shape (batch, n_heads, n_tokens, head_dim)
+        ``q`` multiplied by ``attn.scale``; ``q_norm`` / ``k_norm`` applied when present.
+    qkv : Tensor, shape (3, batch, n_heads, n_tokens, head_dim)
+        Before normalisation and scaling (braindecode's ``return_qkv`` output).
     """
     B, N, _ = x.shape
-    qkv = self.qkv(x)
-    if self.q_bias is not None:
-        qkv = qkv + torch.cat((self.q_bias, torch.zeros_like(self.v_bias, requires_grad=False), self.v_bias))
-    qkv = qkv.reshape(B, N, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
+    qkv = attn.qkv(x)
+    if attn.q_bias is not None:
+        qkv = qkv + torch.cat((attn.q_bias, torch.zeros_like(attn.v_bias, requires_grad=False), attn.v_bias))
+    qkv = qkv.reshape(B, N, 3, attn.num_heads, -1).permute(2, 0, 3, 1, 4)
     q, k, v = qkv[0], qkv[1], qkv[2]
-    if self.q_norm is not None:
-        q = self.q_norm(q).type_as(v)
-    if self.k_norm is not None:
-        k = self.k_norm(k).type_as(v)
-    q = q * self.scale
+    if attn.q_norm is not None:
+        q = attn.q_norm(q).type_as(v)
+    if attn.k_norm is not None:
+        k = attn.k_norm(k).type_as(v)
+    return q * attn.scale, k, v, qkv
+
+
+def _labram_attention_forward(self, x: torch.Tensor, return_attention: bool = False, return_qkv: bool = False):
+    """braindecode 1.8.1 ``labram._Attention.forward`` with the q/k/v of :func:`labram_qkv`; the rest unchanged."""
+    B, N, _ = x.shape
+    q, k, v, qkv = labram_qkv(self, x)
     attn = q @ k.transpose(-2, -1)
     if self.relative_position_bias_table is not None:
         bias = self.relative_position_bias_table[self.relative_position_index.view(-1)].view(

@@ -130,11 +130,8 @@ def catalogue_table(path: str | Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def pretraining_corpora(model: str, checkpoint: str | None = None, path: str | Path | None = None) -> list[str] | None:
-    """The listed pretraining corpora of ``model`` (of one checkpoint if given), or ``None`` when incomplete.
-
-    ``None`` is what :class:`eegfm_bench.controls.gates.ClaimEvidence` takes for an unknown inventory (gate iii
-    then reports ``missing``). Supervised baselines return ``[]``.
+def _pretraining_entry(model: str, checkpoint: str | None, path: str | Path | None) -> tuple[dict | None, list[str]]:
+    """``(pretraining entry, listed corpora of checkpoint or of the model)``; the entry is None for baselines.
 
     Raises
     ------
@@ -146,17 +143,32 @@ def pretraining_corpora(model: str, checkpoint: str | None = None, path: str | P
         raise KeyError(f"no catalogue entry {model!r}; known: {sorted(cat)}")
     pre = cat[model]["pretraining"]
     if pre is None:
-        return []
-    if not pre["complete"]:
-        return None
+        return None, []
     if checkpoint is None:
-        return list(pre["corpora"])
+        return pre, list(pre["corpora"])
     per = pre.get("checkpoints") or {}
     if checkpoint in per:
-        return list(per[checkpoint])
+        return pre, list(per[checkpoint])
     if checkpoint in cat[model]["hub_ids"]:
-        return list(pre["corpora"])
+        return pre, list(pre["corpora"])
     raise KeyError(f"{model}: unknown checkpoint {checkpoint!r}; known: {cat[model]['hub_ids']}")
+
+
+def pretraining_corpora(model: str, checkpoint: str | None = None, path: str | Path | None = None) -> list[str] | None:
+    """The listed pretraining corpora of ``model`` (of one checkpoint if given), or ``None`` when incomplete.
+
+    ``None`` is what :class:`eegfm_bench.controls.gates.ClaimEvidence` takes for an unknown inventory (gate iii
+    then reports ``missing``). Supervised baselines return ``[]``.
+
+    Raises
+    ------
+    KeyError
+        Unknown model or checkpoint (lists the known ones).
+    """
+    pre, corpora = _pretraining_entry(model, checkpoint, path)
+    if pre is None:
+        return []
+    return corpora if pre["complete"] else None
 
 
 def pretraining_overlap(model: str, dataset_aliases: Sequence[str] | str, checkpoint: str | None = None,
@@ -194,23 +206,10 @@ def pretraining_overlap(model: str, dataset_aliases: Sequence[str] | str, checkp
     """
     from eegfm_bench.controls.gates import pretraining_overlap as _overlap
 
-    cat = load_catalogue(path, check_registry=False)
-    if model not in cat:
-        raise KeyError(f"no catalogue entry {model!r}; known: {sorted(cat)}")
-    pre = cat[model]["pretraining"]
+    pre, corpora = _pretraining_entry(model, checkpoint, path)
     if pre is None:
         return []
     aliases = [dataset_aliases] if isinstance(dataset_aliases, str) else list(dataset_aliases)
-    if checkpoint is not None:
-        per = pre.get("checkpoints") or {}
-        if checkpoint in per:
-            corpora = list(per[checkpoint])
-        elif checkpoint in cat[model]["hub_ids"]:
-            corpora = list(pre["corpora"])
-        else:
-            raise KeyError(f"{model}: unknown checkpoint {checkpoint!r}; known: {cat[model]['hub_ids']}")
-    else:
-        corpora = list(pre["corpora"])
     hits = {corpus for alias in aliases for corpus, _ in _overlap(corpora, alias)}
     out = [c for c in corpora if c in hits]
     if not out and not pre["complete"] and not assume_complete:
