@@ -42,8 +42,7 @@ def _lightning_cli(args: list[str]) -> None:
 
 
 def _print_models() -> None:
-    import eegfm_bench.models.backbones  # noqa: F401
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
 
     try:
         from eegfm_bench.models.catalogue import catalogue_table

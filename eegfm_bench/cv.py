@@ -57,11 +57,9 @@ def load_config(path_or_dict) -> dict:
     ConfigError, UnknownNameError
         Naming the bad key or value and the valid ones.
     """
-    import eegfm_bench.interpret.truncation  # noqa: F401  (registers the depth-truncated `*_truncated` backbones)
-    import eegfm_bench.models.backbones  # noqa: F401
     from eegfm_bench.data.tasks import TASKS
     from eegfm_bench.models.adaptation import check_regime
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.heads import HEADS
 
     raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
@@ -132,7 +130,7 @@ def run_cv(config, *, progress: bool = True, quiet: bool = True) -> "pandas.Data
     from eegfm_bench.data.datamodule import EEGDataModule
     from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
     from eegfm_bench.data.windows import load_windows
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.cache import compute_tokens
     from eegfm_bench.models.module import FMClassifier
     from eegfm_bench.results import (ResultStore, classification_metrics, code_version, config_hash, summary_table,

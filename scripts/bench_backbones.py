@@ -58,7 +58,7 @@ def bench_one(name: str, device: str, batch_size: int, n_batches: int, threads: 
     import braindecode.models  # noqa: F401  (imported before the baseline: its import is not the model's memory)
 
     from eegfm_bench.data.montage import canonical_names, standard_1005
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
 
     standard_1005()
     base_rss = _peak_rss_mb()
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import torch
 
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
 
     models = args.models or BACKBONES.names()
     devices = args.devices or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))

@@ -47,8 +47,7 @@ def _windows(args):
                  'F5', 'F3', 'F1', 'Fz', 'F2', 'F4', 'F6', 'F8', 'FT7', 'FT8', 'T7', 'T8', 'T9', 'T10', 'TP7', 'TP8',
                  'P7', 'P5', 'P3', 'P1', 'Pz', 'P2', 'P4', 'P6', 'P8', 'PO7', 'PO3', 'POz', 'PO4', 'PO8', 'O1', 'Oz',
                  'O2', 'Iz']
-        from eegfm_bench.models.base import BACKBONES
-        import eegfm_bench.models.backbones  # noqa: F401
+        from eegfm_bench.models.backbones import BACKBONES
 
         prep = BACKBONES.get(_backbone(args)).preprocessing
         n_times = int(round(prep.sfreq * prep.window_s))
@@ -57,8 +56,7 @@ def _windows(args):
         ctx = PerturbContext("eegmmidb", "eegmmidb_mi", FilterSpec(prep.sfreq, prep.l_freq, prep.h_freq, 60.0), 0)
         return X, y, names, ctx, f"synthetic (64 ch, {n_times} samples at {prep.sfreq:g} Hz, eegmmidb filters)"
     from eegfm_bench.data.windows import load_windows
-    from eegfm_bench.models.base import BACKBONES
-    import eegfm_bench.models.backbones  # noqa: F401
+    from eegfm_bench.models.backbones import BACKBONES
 
     ws = load_windows("eegmmidb_mi", BACKBONES.get(_backbone(args)).preprocessing, subjects=args.subjects,
                       progress=False)

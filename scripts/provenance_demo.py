@@ -74,9 +74,8 @@ def _hash(obj) -> str:
 
 def load_paired(cfg: dict):
     """Windows of the task under the named backbone's preprocessing, as K paired reference views."""
-    import eegfm_bench.models.backbones  # noqa: F401  (registers the adapters)
     from eegfm_bench.data.windows import load_windows
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.provenance.data import make_paired_views
 
     d = cfg["data"]

@@ -144,9 +144,7 @@ def build_encoder(model: str, ch_names: list[str], n_times: int, n_classes: int,
         From the registry, the channel contract and the checkpoint loader.
     """
     import torch
-
-    import eegfm_bench.models.backbones  # noqa: F401  (registers the adapters)
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
 
     cls = BACKBONES.get(model)
     with torch.random.fork_rng(devices=[]):

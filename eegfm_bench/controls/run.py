@@ -130,14 +130,13 @@ def load_config(path_or_dict) -> dict:
     UnknownNameError
         Unknown task or backbone (lists valid names).
     """
-    import eegfm_bench.models.backbones  # noqa: F401
     from eegfm_bench.controls.features import FAMILIES
     from eegfm_bench.controls.embeddings import POOLINGS
     from eegfm_bench.controls.permutation import SCHEMES
     from eegfm_bench.controls.probes import PROBES
     from eegfm_bench.data.tasks import TASKS
     from eegfm_bench.models.adaptation import check_regime
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.heads import HEADS
 
     raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
@@ -495,7 +494,7 @@ def _load_ws(ctx_cfg: dict, task: str, prep_dict: dict, progress: bool, *, subje
 
 
 def _model_ws(ctx: _Ctx, model: str):
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
 
     prep = BACKBONES.get(model).preprocessing
     k = json.dumps(prep.to_dict(), sort_keys=True)

@@ -42,8 +42,7 @@ class WindowDataset(Dataset):
 
 
 def _backbone_preprocessing(backbone: str) -> Preprocessing:
-    from eegfm_bench.models.base import BACKBONES
-    import eegfm_bench.models.backbones  # noqa: F401  (registers the adapters)
+    from eegfm_bench.models.backbones import BACKBONES
 
     return BACKBONES.get(backbone).preprocessing
 

@@ -131,9 +131,8 @@ class CVRun:
 
     def windows(self, model: str) -> WindowSet:
         """The run's windows under ``model``'s declared preprocessing (read from the window cache)."""
-        import eegfm_bench.models.backbones  # noqa: F401
         from eegfm_bench.data.windows import load_windows
-        from eegfm_bench.models.base import BACKBONES
+        from eegfm_bench.models.backbones import BACKBONES
 
         prep = BACKBONES.get(model).preprocessing
         key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
@@ -173,8 +172,6 @@ def load_fold_model(path: str | Path, map_location: str = "cpu"):
         If the file lacks ``hyper_parameters`` or ``state_dict`` (not an FMClassifier checkpoint).
     """
     import torch
-
-    import eegfm_bench.interpret.truncation  # noqa: F401  (registers *_truncated backbones)
     from eegfm_bench.models.module import FMClassifier
 
     ck = torch.load(path, map_location=map_location, weights_only=True)
@@ -192,8 +189,6 @@ def load_initial_model(path: str | Path, map_location: str = "cpu"):
     random-init run it is the random backbone built with the run's ``init_seed``.
     """
     import torch
-
-    import eegfm_bench.interpret.truncation  # noqa: F401  (registers *_truncated backbones)
     from eegfm_bench.models.module import FMClassifier
 
     ck = torch.load(path, map_location=map_location, weights_only=True)

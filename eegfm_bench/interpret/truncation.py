@@ -6,13 +6,10 @@
 (LaBraM's final LayerNorm, the pooling head) is kept, so the head sees block ``k``'s output through the
 backbone's usual output path.
 
-For configs, truncated variants are registered as backbones ``<name>_truncated`` (``labram_truncated``,
-``cbramod_truncated``, ``biot_truncated``) with one extra argument ``depth`` (index ``k`` of the last kept
-block; ``None`` keeps all). They inherit the base adapter's preprocessing and channel contract, keep its
-``name`` (so checkpoints of the base backbone load), and drop the removed blocks' weights from a pretrained
-checkpoint before the strict load (reported by the loader like LaBraM's temporal-embedding cut). Importing
-this module registers them; :func:`run_depth_sweep` (``python -m eegfm_bench.interpret.truncation --config
-configs/experiment/depth_truncation.yaml``) imports it before running the cv for each ``k``.
+The truncated variants ``<name>_truncated`` (``labram_truncated``, ``cbramod_truncated``, ``biot_truncated``)
+are backbones like any other (:mod:`eegfm_bench.models.backbones.truncated`, registered with the others), with
+one extra argument ``depth``; :func:`run_depth_sweep` (``python -m eegfm_bench.interpret.truncation --config
+configs/experiment/depth_truncation.yaml``) runs the cv for each ``k``.
 
 EEGNet's ``blocks`` are two dropout layers of one flat ``nn.Sequential`` (no block list to cut): it has no
 truncated variant.
@@ -23,121 +20,21 @@ import argparse
 import copy
 import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
-from torch import nn
 
-from eegfm_bench.models.base import BACKBONES, BackboneAdapter
-
-
-class TruncationError(ValueError):
-    """A backbone without a block list, or a depth outside ``0..L−1``."""
-
-
-def blocks_container(adapter: nn.Module) -> tuple[nn.Module, str, str, nn.ModuleList]:
-    """Find the ``nn.ModuleList`` whose entries are exactly ``adapter.blocks`` (same objects, same order).
-
-    Returns
-    -------
-    parent : nn.Module
-    attr : str
-        Attribute of ``parent`` holding the list.
-    path : str
-        Dotted path of the list relative to ``adapter`` (e.g. ``model.encoder.layers``).
-    blocks : nn.ModuleList
-
-    Raises
-    ------
-    TruncationError
-        If no ModuleList holds the blocks (e.g. EEGNet).
-    """
-    blocks = list(adapter.blocks)
-    for path, mod in adapter.named_modules():
-        if isinstance(mod, nn.ModuleList) and len(mod) == len(blocks) and all(a is b for a, b in zip(mod, blocks)):
-            parent_path, _, attr = path.rpartition(".")
-            parent = adapter.get_submodule(parent_path) if parent_path else adapter
-            return parent, attr, path, mod
-    name = getattr(adapter, "name", type(adapter).__name__)
-    raise TruncationError(f"{name}'s blocks are not held in one nn.ModuleList (e.g. EEGNet's blocks are dropout layers "
-                          "of a flat Sequential), so it cannot be truncated; depth truncation applies to "
-                          f"{sorted(TRUNCATABLE)}")
+from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.models.backbones.truncated import (  # noqa: F401  (public here too)
+    TRUNCATABLE,
+    TruncationError,
+    blocks_container,
+    truncate_blocks,
+)
 
 
-def truncate_blocks(adapter: nn.Module, depth: int) -> nn.Module:
-    """Keep blocks ``0..depth`` of ``adapter`` (in place) and return it.
-
-    Parameters
-    ----------
-    adapter : BackboneAdapter
-    depth : int
-        Index of the last kept block, ``0 ≤ depth ≤ L − 1`` (``L − 1`` keeps all).
-
-    Raises
-    ------
-    TruncationError
-        Depth out of range or no block list.
-    """
-    parent, attr, _, blocks = blocks_container(adapter)
-    n = len(blocks)
-    if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth < n:
-        raise TruncationError(f"depth must be an int in 0..{n - 1} (index of the last kept block of {n}), got {depth!r}")
-    setattr(parent, attr, nn.ModuleList(list(blocks)[: depth + 1]))
-    return adapter
-
-
-TRUNCATABLE = ("labram", "cbramod", "biot")
-
-
-def _make_truncated(base: type[BackboneAdapter]) -> type[BackboneAdapter]:
-    class Truncated(base):  # type: ignore[misc, valid-type]
-        derived_from = base.name
-        __doc__ = (f"``{base.name}`` with blocks ``0..depth`` only (paper 003 App. I.6); see "
-                   ":mod:`eegfm_bench.interpret.truncation`.")
-
-        def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, depth: int | None = None,
-                     **kwargs: Any):
-            super().__init__(ch_names, n_times, n_outputs, **kwargs)
-            _, _, self._blocks_path, full = blocks_container(self)
-            self.full_depth = len(full)
-            self.depth = self.full_depth - 1 if depth is None else depth
-            self.arch_kwargs["depth"] = self.depth  # recorded in configs, checkpoints and cache keys
-            if depth is not None:
-                truncate_blocks(self, int(depth))
-
-        def adapt_state_dict(self, state):
-            """Drop the weights of blocks past ``depth`` from a full-depth checkpoint (reported), then the base's."""
-            notes = []
-            prefix = self._blocks_path.removeprefix("model.") + "."
-            drop = [k for k in state if k.startswith(prefix) and int(k[len(prefix):].split(".")[0]) > self.depth]
-            if drop:
-                state = {k: v for k, v in state.items() if k not in set(drop)}
-                kept = sorted({int(k[len(prefix):].split(".")[0]) for k in drop})
-                notes.append(f"depth truncation: dropped blocks {kept[0]}..{kept[-1]} ({len(drop)} tensors) under "
-                             f"{prefix!r}, keeping 0..{self.depth}")
-            if hasattr(super(), "adapt_state_dict"):
-                state, more = super().adapt_state_dict(state)
-                notes += more
-            return state, notes
-
-    Truncated.__name__ = Truncated.__qualname__ = f"{base.__name__}Truncated"
-    return Truncated
-
-
-def register_truncated() -> list[str]:
-    """Register ``<name>_truncated`` for every truncatable backbone (idempotent); return the names."""
-    import eegfm_bench.models.backbones  # noqa: F401
-
-    names = []
-    for b in TRUNCATABLE:
-        key = f"{b}_truncated"
-        if key not in BACKBONES:
-            BACKBONES.register(key)(_make_truncated(BACKBONES.get(b)))
-        names.append(key)
-    return names
-
-
-register_truncated()
+def truncated_names() -> list[str]:
+    """The registered depth-truncated backbones (``<name>_truncated``)."""
+    return [f"{b}_truncated" for b in TRUNCATABLE if f"{b}_truncated" in BACKBONES]
 
 
 # ------------------------------------------------------------------------------------------ sweep
@@ -166,7 +63,7 @@ def depth_configs(config) -> list[tuple[int, dict]]:
         for i, run in enumerate(c.get("runs", [])):
             if not str(run.get("model", "")).endswith("_truncated"):
                 raise TruncationError(f"runs[{i}].model is {run.get('model')!r}; depth truncation needs a truncated "
-                                      f"variant: one of {register_truncated()}")
+                                      f"variant: one of {truncated_names()}")
             run["backbone_kwargs"] = {**(run.get("backbone_kwargs") or {}), "depth": int(k)}
         out.append((int(k), c))
     return out

@@ -11,14 +11,15 @@ A backbone adapter wraps one braindecode model (never a re-implementation) and e
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import torch
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
-from eegfm_bench.registry import Registry
 
 
 class ChannelContractError(ValueError):
@@ -167,10 +168,7 @@ class BackboneAdapter(nn.Module):
         raise NotImplementedError
 
 
-BACKBONES: Registry[type[BackboneAdapter]] = Registry("backbone")
-
-
-def primary_backbones() -> list[str]:
-    """Registered backbones that are models of their own (excludes derived variants such as ``*_truncated``,
-    which set ``derived_from`` to the backbone they modify)."""
-    return [n for n in BACKBONES.names() if getattr(BACKBONES.get(n), "derived_from", None) is None]
+def checkpoint_dir() -> Path:
+    """Folder holding local checkpoints and ``manifest.json`` (``$EEGFM_CHECKPOINTS`` or ``<repo>/checkpoints``)."""
+    env = os.environ.get("EEGFM_CHECKPOINTS")
+    return Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "checkpoints"

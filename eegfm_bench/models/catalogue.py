@@ -75,8 +75,7 @@ def load_catalogue(path: str | Path | None = None, check_registry: bool = True) 
         if pre is not None and not {"corpora", "complete", "source"} <= set(pre):
             raise CatalogueError(f"catalogue entry {name!r}: pretraining needs corpora, complete and source")
     if check_registry:
-        import eegfm_bench.models.backbones  # noqa: F401  (registers the adapters)
-        from eegfm_bench.models.base import primary_backbones
+        from eegfm_bench.models.backbones import primary_backbones
 
         registered = set(primary_backbones())
         extra, absent = sorted(set(models) - registered), sorted(registered - set(models))
@@ -97,8 +96,7 @@ def catalogue_table(path: str | Path | None = None) -> str:
     (s), band (Hz) and unit (from the adapter's declared preprocessing), tokens, channel contract, variable
     channels, hub ids, pretraining corpora (``…, see paper`` when the listed inventory is incomplete).
     """
-    import eegfm_bench.models.backbones  # noqa: F401
-    from eegfm_bench.models.base import BACKBONES, primary_backbones
+    from eegfm_bench.models.backbones import BACKBONES, primary_backbones
 
     cat = load_catalogue(path)
     lines = ["| model | kind | params (backbone / braindecode) | sfreq (Hz) | window (s) | band (Hz) | unit | tokens | "

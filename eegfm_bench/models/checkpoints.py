@@ -46,7 +46,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from eegfm_bench.models.base import BACKBONES, BackboneAdapter
+from eegfm_bench.models.base import BackboneAdapter, checkpoint_dir
 
 MANIFEST_NAME = "manifest.json"
 CONFIG_NAME = "config.json"
@@ -88,12 +88,6 @@ class StateDictMismatchError(CheckpointError):
 
 
 # ------------------------------------------------------------------------------------------- manifest
-def checkpoint_dir() -> Path:
-    """Folder holding local checkpoints and ``manifest.json`` (``$EEGFM_CHECKPOINTS`` or ``<repo>/checkpoints``)."""
-    env = os.environ.get("EEGFM_CHECKPOINTS")
-    return Path(env).expanduser() if env else Path(__file__).resolve().parents[2] / "checkpoints"
-
-
 def default_manifest() -> Path:
     """``checkpoint_dir() / "manifest.json"``."""
     return checkpoint_dir() / MANIFEST_NAME
@@ -710,6 +704,7 @@ def load_adapter(folder: str | Path, manifest: str | Path | None = None) -> tupl
         If the folder has no ``config.json`` (e.g. a hub checkpoint: build the adapter for your data, then
         call :func:`load_pretrained`).
     """
+    from eegfm_bench.models.backbones import BACKBONES
     ck = resolve(str(folder), manifest=manifest, allow_hub=False)
     if ck.config is None:
         raise CheckpointError(f"{folder} has no {CONFIG_NAME}; fix: build the adapter for your data and call "
@@ -730,6 +725,7 @@ def build_backbone(name: str, ch_names: list[str], n_times: int, n_outputs: int 
     init : str
         The result row's init tag: ``random`` or ``pretrained:<id>@<sha12>``.
     """
+    from eegfm_bench.models.backbones import BACKBONES
     adapter = BACKBONES.get(name)(ch_names, n_times, n_outputs, **kwargs)
     if pretrained is None:
         return adapter, init_tag()

@@ -18,7 +18,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, MulticlassCohenKappa
 
 from eegfm_bench.models.adaptation import check_regime, count_parameters, freeze
-from eegfm_bench.models.base import BACKBONES
+from eegfm_bench.models.backbones import BACKBONES
 
 
 def _metrics(n_classes: int, prefix: str) -> MetricCollection:
@@ -75,7 +75,6 @@ class FMClassifier(L.LightningModule):
                  backbone_kwargs: dict | None = None, head_kwargs: dict | None = None, lora: dict | None = None):
         super().__init__()
         self.save_hyperparameters()
-        import eegfm_bench.models.backbones  # noqa: F401  (registers adapters)
         from eegfm_bench.models.heads import HEADS
 
         check_regime(regime)

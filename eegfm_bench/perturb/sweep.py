@@ -923,10 +923,8 @@ def sweep_main(config: str | os.PathLike | dict, *, progress: bool = True, raise
     """
     import torch
     from tqdm.auto import tqdm
-
-    import eegfm_bench.models.backbones  # noqa: F401  (registers the adapters)
     from eegfm_bench.data.windows import load_windows
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.perturb.report import write_report
     from eegfm_bench.results import KEY_COLUMNS, ResultStore, code_version, config_hash
 

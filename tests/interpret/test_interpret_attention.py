@@ -19,8 +19,7 @@ TINY_LABRAM = dict(num_layers=2, num_heads=2, conv_out_channels=4)
 
 
 def _adapter(name, **kw):
-    import eegfm_bench.models.backbones  # noqa: F401
-    from eegfm_bench.models.base import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES
 
     torch.manual_seed(0)
     with warnings.catch_warnings():

@@ -6,16 +6,15 @@ import warnings
 import pytest
 import torch
 
-from eegfm_bench.interpret.truncation import (TruncationError, blocks_container, depth_configs, register_truncated,
+from eegfm_bench.interpret.truncation import (TruncationError, blocks_container, depth_configs, truncated_names,
                                               truncate_blocks)
-from eegfm_bench.models.base import BACKBONES
+from eegfm_bench.models.backbones import BACKBONES
 
 CHS = ["C3", "Cz", "C4", "Pz"]
 TINY = dict(num_layers=3, num_heads=2, conv_out_channels=4)
 
 
 def _labram(**kw):
-    import eegfm_bench.models.backbones  # noqa: F401
 
     torch.manual_seed(0)
     with warnings.catch_warnings():
@@ -40,7 +39,7 @@ def test_truncate_keeps_first_blocks_and_output_path():
 
 
 def test_registered_variant_depth_and_checkpoint_keys():
-    assert set(register_truncated()) == {"labram_truncated", "cbramod_truncated", "biot_truncated"}
+    assert set(truncated_names()) == {"labram_truncated", "cbramod_truncated", "biot_truncated"}
     full = _labram(**TINY)
     torch.manual_seed(0)
     with warnings.catch_warnings():
@@ -70,7 +69,6 @@ def test_fmclassifier_with_truncated_backbone():
 def test_bad_depth_and_untruncatable_backbone():
     with pytest.raises(TruncationError, match=r"int in 0\.\.2"):
         truncate_blocks(_labram(**TINY), 3)
-    import eegfm_bench.models.backbones  # noqa: F401
 
     eeg = BACKBONES.get("eegnet")(CHS, 256, F1=4, D=1)
     with pytest.raises(TruncationError, match="eegnet's blocks are not held in one nn.ModuleList"):

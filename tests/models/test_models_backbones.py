@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from eegfm_bench.models.backbones import BIOTAdapter, CBraModAdapter, EEGNetAdapter, LabramAdapter
-from eegfm_bench.models.base import BACKBONES, ChannelContractError
+from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.models.base import ChannelContractError
 
 CH = ["Fp1", "Fz", "C3", "Cz", "C4", "Pz", "O1"]
 B = 2

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from eegfm_bench.models import checkpoints as ckpt
-from eegfm_bench.models.base import BACKBONES
+from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.checkpoints import (CheckpointEntry, CheckpointError, CheckpointNotFoundError, ChecksumError,
                                             StateDictMismatchError, init_tag, load_adapter, load_checkpoint,
                                             load_pretrained, save_pretrained)

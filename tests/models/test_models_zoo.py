@@ -14,7 +14,8 @@ from zoo_configs import CH19, TINY, B, build, window
 
 from eegfm_bench.data import montage
 from eegfm_bench.models import checkpoints as ckpt
-from eegfm_bench.models.base import BACKBONES, primary_backbones, ChannelContractError
+from eegfm_bench.models.backbones import BACKBONES, primary_backbones
+from eegfm_bench.models.base import ChannelContractError
 
 BIOT_16 = ["Fp1-F7", "F7-T7", "T7-P7", "P7-O1", "Fp2-F8", "F8-T8", "T8-P8", "P8-O2", "Fp1-F3", "F3-C3", "C3-P3",
            "P3-O1", "Fp2-F4", "F4-C4", "C4-P4", "P4-O2"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from eegfm_bench.models.base import BACKBONES
+from eegfm_bench.models.backbones import BACKBONES
 
 CH19 = ["Fp1", "Fp2", "F7", "F3", "Fz", "F4", "F8", "T7", "C3", "Cz", "C4", "T8", "P7", "P3", "Pz", "P4", "P8",
         "O1", "O2"]
