@@ -117,13 +117,18 @@ def _main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="eegfm-bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    cv = sub.add_parser("cv", help="cross-validate models × heads × regimes on one task")
-    cv.add_argument("--config", required=True)
+    cv = sub.add_parser("cv", help="cross-validate models × heads × regimes on one task",
+                        description="Any config key can be overridden: --trainer.devices 2, --data.batch_size 32 ... "
+                                    "(`eegfm-bench cv --config X --print-config` shows the resolved config; "
+                                    "`eegfm-bench cv --keys` lists every key).")
+    cv.add_argument("--config", required=True, action="append")
     cv.add_argument("--no-progress", action="store_true")
+    cv.add_argument("--force", action="store_true", help="retrain cells whose rows exist for the current config")
+    cv.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     sub.add_parser("models", help="list backbones")
     sub.add_parser("tasks", help="list tasks")
     ck = sub.add_parser("check", help="one batch through every run of a cv config")
-    ck.add_argument("--config", required=True)
+    ck.add_argument("--config", required=True, action="append")
     sw = sub.add_parser("sweep", help="test-time perturbation sweep over a cv run's checkpoints (paper 003 App. D)")
     sw.add_argument("--config", required=True)
     sw.add_argument("--no-progress", action="store_true")
@@ -139,21 +144,32 @@ def _main(argv: list[str]) -> int:
     au.add_argument("--config", required=True)
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
-    a = p.parse_args(argv)
+    a, extra = p.parse_known_args(argv)
+    if extra and a.cmd not in ("cv", "check"):
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    if a.cmd in ("cv", "check"):
+        overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra
     if a.cmd == "cv":
-        from eegfm_bench.cv import run_cv
+        from eegfm_bench.distributed import is_global_zero
         from eegfm_bench.results import to_markdown
+        from eegfm_bench.runs.cv import load_config, run_cv
 
-        table = run_cv(a.config, progress=not a.no_progress)
-        print(to_markdown(table))
+        if a.print_config:
+            import yaml
+
+            print(yaml.safe_dump(load_config(a.config[0], overrides), sort_keys=False, allow_unicode=True))
+            return 0
+        table = run_cv(a.config[0], args=overrides, progress=not a.no_progress, force=a.force)
+        if is_global_zero():
+            print(to_markdown(table))
     elif a.cmd == "models":
         _print_models()
     elif a.cmd == "tasks":
         _print_tasks()
     elif a.cmd == "check":
-        from eegfm_bench.cv import check_config
+        from eegfm_bench.runs.cv import check_config
 
-        check_config(a.config)
+        check_config(a.config[0], overrides)
     elif a.cmd == "sweep":
         import pandas as pd
 

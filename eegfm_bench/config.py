@@ -1,26 +1,328 @@
-"""Config helpers shared by every command (cv, controls, interpret): defaults merged with user YAML, unknown keys refused."""
+"""Typed configs for every command (jsonargparse, as LightningCLI): ``--config`` files plus dotted overrides.
+
+Each command declares its schema as dataclasses (``eegfm_bench.runs.<command>``); :func:`command_parser` turns
+one into a jsonargparse parser with ``--config`` (repeatable; later files override earlier ones) and a
+``--<key>.<subkey>`` option for every field, so
+
+    eegfm-bench sweep --config configs/experiment/sweep_quickstart.yaml --trainer.devices 2
+
+works for every command. The ``trainer:`` section accepts every argument of ``lightning.Trainer`` (strategy,
+devices, num_nodes, precision incl. ``bf16-mixed``, accumulate_grad_batches, gradient_clip_val, ...) plus the
+package's own ``patience`` (early stopping on validation balanced accuracy) and ``loggers``
+(``[csv, tensorboard, wandb]``, or mappings ``{name: wandb, project: ...}`` with logger arguments). Unknown keys
+are refused with the closest valid ones; :func:`parse_config` returns the resolved config as a plain dict, which
+every command saves next to its results.
+"""
 from __future__ import annotations
 
 import copy
+import difflib
+import functools
+import os
+import re
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 
 
 class ConfigError(ValueError):
-    """A config with an unknown key or an invalid value (the message lists the valid ones)."""
+    """A config with an unknown key or an invalid value (the message lists the valid ones and the fix)."""
 
 
-def merge_config(base: dict, over: dict | None, where: str = "", error: type[ValueError] = ConfigError) -> dict:
-    """Deep-merge ``over`` into a copy of the defaults ``base``.
+TRAINER_SKIP = frozenset({"logger", "callbacks", "plugins", "enable_checkpointing", "default_root_dir"})
+"""``lightning.Trainer`` arguments a command sets itself (loggers from ``trainer.loggers``, checkpoints, paths)."""
+
+TRAINER_EXTRAS: dict[str, Any] = {"patience": 5, "loggers": ["csv"]}
+"""Keys of the ``trainer:`` section that are not ``lightning.Trainer`` arguments (with their defaults)."""
+
+TRAINER_DEFAULTS: dict[str, Any] = {"max_epochs": 30, "min_epochs": 1, "devices": 1, "accelerator": "auto",
+                                    "precision": "32-true", "enable_progress_bar": False,
+                                    "enable_model_summary": False, "log_every_n_steps": 1, "deterministic": False}
+"""Where the package's defaults differ from Lightning's: one device unless asked (``devices: auto`` would start
+DDP over every visible GPU), 30 epochs, no per-epoch progress bar (commands show their own over cells)."""
+
+
+def close_matches(word: str, options: Iterable[str], n: int = 3) -> str:
+    """``" Did you mean 'a', 'b'?"`` (empty when nothing is close)."""
+    got = difflib.get_close_matches(str(word), sorted(set(options)), n=n, cutoff=0.5)
+    return f" Did you mean {', '.join(map(repr, got))}?" if got else ""
+
+
+def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = None) -> None:
+    """Add every ``lightning.Trainer.__init__`` argument under ``key`` plus :data:`TRAINER_EXTRAS`."""
+    from typing import Union
+
+    import lightning as L
+
+    parser.add_method_arguments(L.Trainer, "__init__", key, skip=set(TRAINER_SKIP))
+    parser.add_argument(f"--{key}.patience", type=int, default=TRAINER_EXTRAS["patience"],
+                        help="early stopping patience in epochs on val/bacc (eegfm-bench)")
+    parser.add_argument(f"--{key}.loggers", type=list[Union[str, dict[str, Any]]], default=TRAINER_EXTRAS["loggers"],
+                        help="loggers: csv, tensorboard, wandb (or {name: wandb, project: ...}) (eegfm-bench)")
+    parser.set_defaults({f"{key}.{k}": v for k, v in {**TRAINER_DEFAULTS, **(defaults or {})}.items()})
+
+
+def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dict = True, description: str = ""):
+    """A jsonargparse parser for one command.
 
     Parameters
     ----------
-    base : dict
-        Defaults; nested dicts are merged recursively.
-    over : dict or None
-        User values. ``None`` for a section whose default is a mapping keeps that section's defaults.
-    where : str
-        Key prefix for messages (e.g. ``"runs[0].optim."``).
-    error : exception class
-        Raised for unknown keys (commands keep their own ``ConfigError`` subclass).
+    prog : str
+        ``eegfm-bench <command>`` (for ``--help``).
+    schema : dataclass type, optional
+        Fields become top-level keys (nested dataclasses become sections, e.g. ``data.batch_size``).
+    trainer : bool or dict
+        Add the ``trainer:`` section (a dict: command-specific trainer defaults, e.g. ``{"max_epochs": 20}``).
+    """
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    p = ArgumentParser(prog=prog, description=description, exit_on_error=False, default_meta=False)
+    p.add_argument("--config", action=ActionConfigFile, help="YAML config file(s); later ones override earlier")
+    if schema is not None:
+        p.add_class_arguments(schema, None, fail_untyped=False)
+    if trainer:
+        add_trainer_arguments(p, defaults=trainer if isinstance(trainer, dict) else None)
+    p._eegfm_schema = schema  # for error messages
+    return p
+
+
+def _sections(schema: type | None, trainer: bool) -> dict[str, set[str]]:
+    """Valid keys per section (``""`` = top level) for close-match hints."""
+    out: dict[str, set[str]] = {"": set()}
+
+    def walk(cls, prefix):
+        for f in fields(cls):
+            out.setdefault(prefix, set()).add(f.name)
+            t = f.type if not isinstance(f.type, str) else None
+            default = f.default_factory() if callable(getattr(f, "default_factory", None)) else f.default
+            if is_dataclass(default):
+                walk(type(default), f"{prefix}{f.name}." if prefix else f"{f.name}.")
+            elif t is not None and is_dataclass(t):
+                walk(t, f"{prefix}{f.name}.")
+    if schema is not None:
+        walk(schema, "")
+    if trainer:
+        out[""].add("trainer")
+        out["trainer."] = set(trainer_argument_names())
+    out[""].add("config")
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def trainer_argument_names() -> tuple[str, ...]:
+    """Every key the ``trainer:`` section accepts."""
+    import inspect
+
+    import lightning as L
+
+    names = [n for n in inspect.signature(L.Trainer.__init__).parameters if n not in ("self",) and n not in TRAINER_SKIP]
+    return tuple(names) + tuple(TRAINER_EXTRAS)
+
+
+def _explain(err: Exception, parser, where: str) -> ConfigError:
+    """Turn a jsonargparse error into a :class:`ConfigError` with the close matches and a fix line."""
+    msg = str(err).strip()
+    schema = getattr(parser, "_eegfm_schema", None)
+    sections = _sections(schema, trainer=any(a.dest.startswith("trainer.") for a in parser._actions))
+    m = re.search(r"Group '([\w.]+)' does not accept option '([\w.]+)'", msg)
+    if m:
+        group, key = m.group(1), m.group(2)
+        valid = sections.get(f"{group}.", set())
+        return ConfigError(f"{where}: unknown key {group}.{key}.{close_matches(key, valid)} Valid keys of "
+                           f"`{group}`: {', '.join(sorted(valid))}. fix: correct or remove `{group}.{key}`")
+    m = re.search(r"Option '([\w.]+)' is not accepted", msg)
+    if m:
+        key = m.group(1)
+        parent = re.search(r'Parser key "([\w.]+)"', msg)
+        sec = f"{parent.group(1)}." if parent else ""
+        if parent and schema is not None:  # a list of dataclasses (e.g. runs[i]): its item's fields
+            item = _item_fields(schema, parent.group(1))
+            valid = item or sections.get(sec, set())
+        else:
+            valid = sections.get(sec, sections[""])
+        return ConfigError(f"{where}: unknown key {sec}{key}.{close_matches(key, valid)} Valid keys"
+                           f"{' of `' + sec.rstrip('.') + '`' if sec else ''}: {', '.join(sorted(valid))}. fix: correct "
+                           f"or remove `{key}`")
+    msg = re.sub(r"\s+", " ", msg)
+    return ConfigError(f"{where}: {msg}")
+
+
+def _item_fields(schema: type, key: str) -> set[str]:
+    import typing
+
+    for f in fields(schema):
+        if f.name == key:
+            args = typing.get_args(f.type) if not isinstance(f.type, str) else ()
+            for a in args:
+                if is_dataclass(a):
+                    return {g.name for g in fields(a)}
+            hints = typing.get_type_hints(schema)
+            for a in typing.get_args(hints.get(key)):
+                if is_dataclass(a):
+                    return {g.name for g in fields(a)}
+    return set()
+
+
+def _check_mappings(schema: type | None, raw: dict, where: str) -> None:
+    """Sections whose schema is a mapping must be given as one (``data: [1]`` is refused with the fix)."""
+    if schema is None:
+        return
+    for f in fields(schema):
+        default = f.default_factory() if callable(getattr(f, "default_factory", None)) else f.default
+        if f.name in raw and is_dataclass(default) and raw[f.name] is not None and not isinstance(raw[f.name], dict):
+            valid = ", ".join(g.name for g in fields(default))
+            raise ConfigError(f"{where}: `{f.name}` must be a mapping of `key: value` lines, got a "
+                              f"{type(raw[f.name]).__name__}; fix: e.g. `{f.name}: {{{fields(default)[0].name}: ...}}` "
+                              f"(valid keys: {valid})")
+    if "trainer" in raw and raw["trainer"] is not None and not isinstance(raw["trainer"], dict):
+        raise ConfigError(f"{where}: `trainer` must be a mapping, got a {type(raw['trainer']).__name__}; fix: e.g. "
+                          "`trainer: {max_epochs: 10}`")
+
+
+def read_yaml(path: str | os.PathLike) -> dict:
+    """A YAML config file as a dict.
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing, or does not hold a mapping.
+    """
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {p} not found; fix: give the path of a YAML file (see configs/experiment/)")
+    raw = yaml.safe_load(p.read_text())
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"the config {p} must be a mapping of `key: value` lines, got a {type(raw).__name__}")
+    return raw
+
+
+def parse_config(parser, source: str | os.PathLike | dict | None = None, args: Sequence[str] = (),
+                 *, where: str | None = None) -> dict:
+    """Parse and validate one command's config.
+
+    Parameters
+    ----------
+    parser
+        From :func:`command_parser`.
+    source : path, dict or None
+        A YAML file or an already-read mapping (Python API, tests).
+    args : sequence of str
+        Command-line arguments: more ``--config`` files and dotted overrides (``--trainer.devices 2``).
+    where : str, optional
+        What to call the config in messages (default: the file name).
+
+    Returns
+    -------
+    dict
+        The resolved config (defaults filled, types checked), without the ``config`` key.
+
+    Raises
+    ------
+    ConfigError
+        Unknown keys (with close matches), wrong types, a section that is not a mapping.
+    """
+    from jsonargparse import ArgumentError
+
+    schema = getattr(parser, "_eegfm_schema", None)
+    where = where or (str(source) if isinstance(source, (str, os.PathLike)) else parser.prog)
+    try:
+        if isinstance(source, dict):
+            _check_mappings(schema, source, where)
+            ns = parser.parse_object(copy.deepcopy(source))
+            if args:
+                ns = parser.parse_args(list(args), namespace=ns)
+        else:
+            argv = (["--config", str(source)] if source is not None else []) + list(args)
+            for i, a in enumerate(argv):
+                if a == "--config" and i + 1 < len(argv):
+                    _check_mappings(schema, read_yaml(argv[i + 1]), argv[i + 1])
+            ns = parser.parse_args(argv)
+    except ArgumentError as err:
+        raise _explain(err, parser, where) from None
+    out = ns.as_dict()
+    out.pop("config", None)
+    out.pop("__path__", None)
+    if isinstance(out.get("trainer"), dict):
+        out["trainer"] = normalise_trainer(out["trainer"])
+    return out
+
+
+def normalise_trainer(tr: dict) -> dict:
+    """``devices: "2"`` (a command-line string) → ``2``, so equal settings hash equally."""
+    tr = dict(tr)
+    if isinstance(tr.get("devices"), str) and tr["devices"].strip().isdigit():
+        tr["devices"] = int(tr["devices"])
+    return tr
+
+
+@functools.lru_cache(maxsize=1)
+def _trainer_only_parser():
+    from jsonargparse import ArgumentParser
+
+    p = ArgumentParser(prog="trainer", exit_on_error=False, default_meta=False)
+    add_trainer_arguments(p)
+    return p
+
+
+def check_trainer_section(values: dict | None, where: str) -> dict:
+    """Validate a partial ``trainer:`` mapping (e.g. one run's overrides) and return it typed.
+
+    Raises
+    ------
+    ConfigError
+        An unknown key (with close matches) or a value of the wrong type.
+    """
+    from jsonargparse import ArgumentError
+
+    if not values:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where} must be a mapping, got a {type(values).__name__}; fix: e.g. `{{max_epochs: 10}}`")
+    unknown = [k for k in values if k not in trainer_argument_names()]
+    if unknown:
+        k = unknown[0]
+        raise ConfigError(f"unknown key {where}.{k}.{close_matches(k, trainer_argument_names())} The trainer section "
+                          "accepts every lightning.Trainer argument plus patience and loggers; fix: correct or "
+                          f"remove `{k}`")
+    try:
+        ns = _trainer_only_parser().parse_object({"trainer": copy.deepcopy(values)})
+    except ArgumentError as err:
+        raise ConfigError(f"{where}: {' '.join(str(err).split())}") from None
+    full = normalise_trainer(ns.as_dict()["trainer"])
+    return {k: full[k] for k in values}
+
+
+def check_section(values: dict | None, schema: type, where: str) -> dict:
+    """Validate a partial mapping against a dataclass's fields (e.g. one run's ``optim`` overrides).
+
+    Raises
+    ------
+    ConfigError
+        An unknown key (with close matches).
+    """
+    if not values:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where} must be a mapping, got a {type(values).__name__}")
+    valid = [f.name for f in fields(schema)]
+    for k in values:
+        if k not in valid:
+            raise ConfigError(f"unknown key {where}.{k}.{close_matches(k, valid)} Valid keys: {', '.join(valid)}; "
+                              f"fix: correct or remove `{k}`")
+    return dict(values)
+
+
+def merge_config(base: dict, over: dict | None, where: str = "", error: type[ValueError] = ConfigError) -> dict:
+    """Deep-merge ``over`` into a copy of the defaults ``base`` (unknown keys refused, with close matches).
+
+    Used for the free-form sub-mappings that are not part of a typed schema (e.g. one run's ``trainer`` overrides
+    merged over the config's ``trainer`` section).
 
     Raises
     ------
@@ -34,7 +336,7 @@ def merge_config(base: dict, over: dict | None, where: str = "", error: type[Val
     out = copy.deepcopy(base)
     for k, v in (over or {}).items():
         if k not in base:
-            raise error(f"unknown key {where}{k!r}; valid keys: {', '.join(sorted(base))}")
+            raise error(f"unknown key {where}{k!r}.{close_matches(k, base)} Valid keys: {', '.join(sorted(base))}")
         out[k] = (merge_config(base[k], v, f"{where}{k}.", error)
                   if isinstance(base[k], dict) and v is not None else v)
     return out

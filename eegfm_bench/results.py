@@ -1,8 +1,10 @@
 """Result store: tidy long-format rows (DESIGN.md "Result row"), atomic writes, resumable.
 
-One metric value per row. The identifying columns (:data:`KEY_COLUMNS`) make a row unique; a rerun skips
-cells whose rows exist. Rows are written to ``results.csv`` and ``results.parquet`` in the output folder,
-each through a temporary file and ``os.replace`` so that a crash never leaves a half-written table.
+One metric value per row. The identifying columns (:data:`KEY_COLUMNS`, the config hash among them) make a row
+unique: rows of one cell computed under another config are kept beside the current ones under their own hash,
+and a rerun skips a cell only when rows with its current hash exist. Rows are written to ``results.csv`` and
+``results.parquet`` in the output folder, each through a temporary file and ``os.replace`` so that a crash never
+leaves a half-written table. Under DDP only rank 0 writes (``ResultStore(folder, write=False)`` elsewhere).
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_
 
 ROW_COLUMNS = ["experiment", "task", "model", "init", "regime", "head", "fold", "seed", "condition", "metric",
                "value", "n_windows", "n_subjects", "fold_unit", "config_hash", "code_version"]
-KEY_COLUMNS = ["experiment", "task", "model", "init", "regime", "head", "fold", "seed", "condition", "metric"]
+KEY_COLUMNS = ["experiment", "task", "model", "init", "regime", "head", "fold", "seed", "condition", "metric",
+               "config_hash"]
 
 
 def config_hash(cfg: dict) -> str:
@@ -99,11 +102,15 @@ class ResultStore:
     ----------
     folder : path
         Output folder (created if needed).
+    write : bool
+        ``False`` on DDP ranks other than 0: :meth:`append` then writes nothing (rank 0 writes the same rows).
     """
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, write: bool = True):
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.write = bool(write)
+        if self.write:
+            self.folder.mkdir(parents=True, exist_ok=True)
         self.csv = self.folder / "results.csv"
         self.parquet = self.folder / "results.parquet"
 
@@ -120,6 +127,8 @@ class ResultStore:
             return False
         m = np.ones(len(df), dtype=bool)
         for k, v in key.items():
+            if k not in df.columns:
+                return False
             m &= df[k].astype(str).to_numpy() == str(v)
         return bool(m.any())
 
@@ -131,7 +140,7 @@ class ResultStore:
         ValueError
             If a row lacks a column of :data:`ROW_COLUMNS`.
         """
-        if not rows:
+        if not rows or not self.write:
             return
         new = pd.DataFrame(rows)
         missing = [c for c in ROW_COLUMNS if c not in new.columns]

@@ -14,9 +14,7 @@ accuracy, best checkpoint tested), so the paper's caveat that its comparisons we
 """
 from __future__ import annotations
 
-import logging
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -117,15 +115,11 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
     """
     import lightning as L
     from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
-    from lightning.pytorch.loggers import CSVLogger
 
     from eegfm_bench.data.datamodule import EEGDataModule
     from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.runs.trainer import build_trainer
 
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    warnings.filterwarnings("ignore", message=".*number of training batches.*")
     groups = ws.subject if split.spec.group_by == "subject" else ws.recording
     _, _, test_idx = split.indices(groups, fold)
     train_ws = ws
@@ -147,13 +141,11 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
     cell = Path(out_dir) / "adaptation" / tag / f"fold{fold}"
     ckpt = ModelCheckpoint(dirpath=cell, filename="best", monitor="val/bacc", mode="max", save_top_k=1,
                            enable_version_counter=False)
-    tr = trainer_cfg
-    trainer = L.Trainer(max_epochs=tr["max_epochs"], min_epochs=tr.get("min_epochs", 1), precision=tr["precision"],
-                        accelerator=tr["accelerator"], devices=tr["devices"],
-                        enable_progress_bar=bool(progress and tr.get("enable_progress_bar", False)),
-                        enable_model_summary=False, deterministic=tr.get("deterministic", False), log_every_n_steps=1,
-                        callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt],
-                        logger=CSVLogger(Path(out_dir) / "adaptation" / "logs", name=tag, version=f"fold{fold}"))
+    tr = {**trainer_cfg, "enable_progress_bar": bool(progress and trainer_cfg.get("enable_progress_bar", False)),
+          "loggers": ["csv"]}
+    trainer = build_trainer(tr, out_dir=Path(out_dir) / "adaptation", name=tag, version=f"fold{fold}",
+                            enable_checkpointing=True,
+                            callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt])
     t0 = time.time()
     trainer.fit(net, dm)
     # test on the TRUE labels: the datamodule of the true window set serves the same test rows

@@ -584,7 +584,7 @@ def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
 def _cv_config(cfg: dict) -> dict | None:
     if cfg["cv_out_dir"] is None:
         return None
-    from eegfm_bench.cv import load_config as cv_load
+    from eegfm_bench.runs.cv import load_config as cv_load
 
     return cv_load(str(Path(cfg["cv_out_dir"]) / "config.yaml"))
 
@@ -732,10 +732,11 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
 
     from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
     from eegfm_bench.controls.embeddings import align_rows, row_keys
-    from eegfm_bench.cv import DEFAULTS as CV_DEFAULTS
+    from eegfm_bench.runs.cv import cv_defaults
 
     # schedule: the matching cv run's (when there is one), else the cv defaults, then the entry's overrides
-    base_tr, base_opt, run = CV_DEFAULTS["trainer"], CV_DEFAULTS["optim"], None
+    defaults = cv_defaults()
+    base_tr, base_opt, run = defaults["trainer"], defaults["optim"], None
     schedule_from = "cv defaults + entry"
     batch = int(ctx.cfg["data"]["batch_size"])
     if cv_cfg is not None:

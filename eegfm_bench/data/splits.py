@@ -145,8 +145,10 @@ def make_split(y: np.ndarray, groups: np.ndarray, spec: SplitSpec, task: str = "
     return Split(spec, task, uniq.tolist(), int(len(y)), folds)
 
 
-def save_or_verify(split: Split, path: str | Path) -> Split:
+def save_or_verify(split: Split, path: str | Path, write: bool = True) -> Split:
     """Write ``split`` to ``path`` if absent; otherwise compare with the saved file.
+
+    ``write=False`` (every DDP rank but 0) only verifies an existing file.
 
     Raises
     ------
@@ -172,6 +174,8 @@ def save_or_verify(split: Split, path: str | Path) -> Split:
                     "restore the original file/config, or write to a new out_dir to start a new experiment")
         for f in split.folds:
             f.check_disjoint()
+        return split
+    if not write:
         return split
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")

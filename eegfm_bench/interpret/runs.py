@@ -64,7 +64,7 @@ class CVRun:
     """
 
     def __init__(self, cv_dir: str | Path):
-        from eegfm_bench.cv import load_config
+        from eegfm_bench.runs.cv import load_config
 
         self.dir = Path(cv_dir)
         for name in ("config.yaml", "splits.json", "results.csv"):

@@ -83,7 +83,7 @@ def run_depth_sweep(config, *, progress: bool = True) -> Path:
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from eegfm_bench.cv import run_cv
+    from eegfm_bench.runs.cv import run_cv
     from eegfm_bench.results import ResultStore
 
     cfgs = depth_configs(config)

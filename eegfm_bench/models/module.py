@@ -103,7 +103,6 @@ class FMClassifier(L.LightningModule):
         self.register_buffer("class_weights", torch.tensor(class_weights, dtype=torch.float32)
                              if class_weights else torch.ones(n_classes), persistent=False)
         self.val_metrics = _metrics(n_classes, "val/")
-        self.test_metrics = _metrics(n_classes, "test/")
         self.train_bacc = MulticlassAccuracy(n_classes, average="macro")
         self._test_rows: list[dict] = []
         self.test_predictions: pd.DataFrame | None = None
@@ -153,27 +152,45 @@ class FMClassifier(L.LightningModule):
 
     def on_test_epoch_start(self):
         self._test_rows = []
+        self.test_predictions = None
 
     def test_step(self, batch, batch_idx):
         probs = self._logits(batch).float().softmax(-1)
-        self.test_metrics.update(probs, batch["y"])
         self._test_rows.append({"index": batch["index"].cpu().numpy(), "y": batch["y"].cpu().numpy(),
                                 "probs": probs.detach().cpu().numpy()})
 
     def on_test_epoch_end(self):
-        try:
-            self.log_dict(self.test_metrics.compute())
-        except Exception:  # one-class test folds: AUROC undefined; the result rows handle it
-            pass
-        self.test_metrics.reset()
-        if self._test_rows:
-            idx = np.concatenate([r["index"] for r in self._test_rows])
-            probs = np.concatenate([r["probs"] for r in self._test_rows])
-            df = pd.DataFrame({"index": idx, "y": np.concatenate([r["y"] for r in self._test_rows]),
-                               "pred": probs.argmax(1)})
-            for c in range(probs.shape[1]):
-                df[f"p{c}"] = probs[:, c]
-            self.test_predictions = df
+        """Gather every rank's windows, keep each once (sampler padding removed by window index), log the metrics.
+
+        Under DDP each rank tests a share of the windows and the ``DistributedSampler`` repeats a few to give
+        every rank as many; the per-window probabilities of all ranks are gathered and de-duplicated by window
+        index, so :attr:`test_predictions` (on every rank) and the logged ``test/*`` metrics are those of every
+        test window exactly once, as on one device.
+        """
+        from eegfm_bench.distributed import gather_by_index
+        from eegfm_bench.results import classification_metrics
+
+        local = {"index": np.concatenate([r["index"] for r in self._test_rows]) if self._test_rows else
+                 np.zeros(0, dtype=np.int64),
+                 "y": np.concatenate([r["y"] for r in self._test_rows]) if self._test_rows else np.zeros(0, np.int64),
+                 "probs": np.concatenate([r["probs"] for r in self._test_rows]) if self._test_rows else
+                 np.zeros((0, self.hparams.n_classes), np.float32)}
+        merged = gather_by_index(local)
+        self._test_rows = []
+        if not merged:
+            return
+        probs = merged["probs"]
+        df = pd.DataFrame({"index": merged["index"], "y": merged["y"], "pred": probs.argmax(1)})
+        for c in range(probs.shape[1]):
+            df[f"p{c}"] = probs[:, c]
+        self.test_predictions = df
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = classification_metrics(merged["y"], probs)
+        self.log_dict({"test/bacc": m["balanced_accuracy"], "test/auroc": m["auroc"], "test/kappa": m["cohen_kappa"]},
+                      sync_dist=True)
 
     def configure_optimizers(self):
         params = [p for p in self.parameters() if p.requires_grad]

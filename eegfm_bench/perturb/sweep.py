@@ -757,7 +757,7 @@ def load_sweep_config(path_or_dict: str | os.PathLike | dict) -> dict:
     """
     import pandas as pd
 
-    from eegfm_bench.cv import load_config as load_cv_config
+    from eegfm_bench.runs.cv import load_config as load_cv_config
 
     raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
     cfg = merge_config(SWEEP_DEFAULTS, raw or {}, "")
@@ -972,7 +972,7 @@ def sweep_main(config: str | os.PathLike | dict, *, progress: bool = True, raise
     _write_json(out / "dropout_masks.json", masks)
 
     store = ResultStore(out)
-    done_cols = [c for c in KEY_COLUMNS if c != "metric"]
+    done_cols = [c for c in KEY_COLUMNS if c not in ("metric", "config_hash")]
     existing = store.load()
     done = set(map(tuple, existing[done_cols].astype(str).to_numpy())) if not existing.empty else set()
     code, failures = code_version(), []

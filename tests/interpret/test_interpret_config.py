@@ -18,7 +18,7 @@ def test_defaults_are_filled_and_auto_device_resolves():
 
 
 @pytest.mark.parametrize("over,match", [
-    ({"probes": {}}, r"unknown key 'probes'.*valid keys"),
+    ({"probes": {}}, r"unknown key 'probes'.*Did you mean 'probe'.*Valid keys"),
     ({"probe": {"pooling": ["mean"]}}, r"unknown key probe\.'pooling'"),
     ({"cv_dir": None}, r"`cv_dir` is required"),
     ({"probe": {"poolings": ["max"]}}, r"unknown pooling 'max'"),

@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from eegfm_bench.cli import main
-from eegfm_bench.cv import ConfigError, run_cv
+from eegfm_bench.runs.cv import ConfigError, run_cv
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.perturb import sweep as sweep_mod
 from eegfm_bench.perturb.channels import dropout_mask

@@ -1,0 +1,443 @@
+"""One feature cache for frozen-backbone tokens and block outputs, filled by ``Trainer.predict``.
+
+Head-only training (tokens), the block-wise probes (every block's output), the attention maps' inputs and the
+controls' and provenance demo's embeddings all read frozen-backbone representations. They are computed once per
+(backbone weights, data, preprocessing, precision) by :func:`extract_features`: a ``lightning.Trainer`` runs
+``predict`` over the windows with :class:`FeatureExtractor` (the backbone's ``tokens`` plus forward hooks on its
+``blocks``) and :class:`FeatureWriter` stores every window's arrays by window index into memory-mapped ``.npy``
+files of one cache entry. So feature extraction inherits devices, DDP and precision from the command's
+``trainer:`` section like every other forward pass.
+
+**Cache entry** ``<cache>/features/<backbone>-<key>/``: ``<part>.npy`` (one row per window, in the order of
+``rows``), ``rows.npy`` (WindowSet row indices), ``meta.json`` and ``COMPLETE``. ``key`` hashes the backbone
+name and architecture, the sha256 of its weights (:func:`state_hash`: the same weights give the same entry
+whichever checkpoint file they came from), the window set's cache key, the rows' identities
+(recording, window index), the channel names, the requested parts, the storage dtypes, the Trainer precision and
+:data:`CACHE_VERSION`. An entry is written to ``<entry>.partial`` and renamed when complete, so an interrupted run
+never leaves a half entry that looks finished.
+
+**Parts**: ``tokens`` — ``tokens(x, ch_names)`` ``(n, n_tokens, d_model)`` float32; ``blocks`` — for every block
+``i`` the output reshaped by the adapter's ``block_to_tokens`` to ``(n, n_tokens_b, d_b)``, stored as
+``block_tokens_XX`` (float16; only with ``store_block_tokens``) and its mean over tokens ``block_mean_XX``
+``(n, d_b)`` (float32, pooled before the cast).
+
+**DDP**: each rank predicts a share of the windows (Lightning's unrepeated sampler for predict); on one device the
+writer fills the entry's memmaps directly; on several, every rank writes its batches to its own chunk files and
+rank 0 assembles the entry by window index (duplicates dropped), so the entry is identical on 1 or N devices.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import BasePredictionWriter
+from torch import nn
+
+from eegfm_bench.data.windows import WindowSet, default_cache_dir
+from eegfm_bench.distributed import barrier, broadcast_object, is_global_zero, world_size
+
+CACHE_VERSION = 3
+PARTS = ("tokens", "blocks")
+
+
+class FeatureCacheError(RuntimeError):
+    """A feature cache entry is missing a part, or the extraction's hooks did not fire."""
+
+
+def state_hash(module: nn.Module) -> str:
+    """sha256 (16 hex) of a module's ``state_dict`` (names, dtypes, shapes and values).
+
+    Identifies the *weights* features were computed with, whatever the checkpoint file they came from.
+    """
+    h = hashlib.sha256()
+    for name, t in sorted(module.state_dict().items()):
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        t = t.reshape(-1)
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:16]
+
+
+def rows_hash(ws: WindowSet, rows: np.ndarray) -> str:
+    """sha256 of the identities ``(recording, window_index)`` of ``ws``'s rows ``rows``."""
+    rec = np.asarray(ws.recording)[rows].astype(str)
+    wi = np.asarray(ws.window_index)[rows].astype(np.int64)
+    return hashlib.sha256(rec.tobytes() + wi.tobytes()).hexdigest()
+
+
+def feature_key(adapter: nn.Module, ws: WindowSet, rows: np.ndarray, parts: Sequence[str], *,
+                store_block_tokens: bool = True, precision: Any = "32-true", weights: str | None = None) -> str:
+    """sha256 (16 hex) of everything that changes a cache entry (see the module docstring)."""
+    blob = json.dumps({"backbone": getattr(adapter, "name", type(adapter).__name__),
+                       "arch": getattr(adapter, "arch_kwargs", {}), "weights": weights or state_hash(adapter),
+                       "ws": ws.meta.get("cache_key"), "rows": rows_hash(ws, rows), "ch_names": list(ws.ch_names),
+                       "parts": sorted(parts), "block_tokens": bool(store_block_tokens) and "blocks" in parts,
+                       "precision": str(precision), "version": CACHE_VERSION}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ============================================================================================ the module
+def block_to_tokens_fn(adapter: nn.Module):
+    """The adapter's ``block_to_tokens`` (hooked block output → ``(batch, n_tokens_b, d_b)``).
+
+    Raises
+    ------
+    TypeError
+        If the adapter has none.
+    """
+    fn = getattr(adapter, "block_to_tokens", None)
+    if fn is None:
+        raise TypeError(f"{type(adapter).__name__} has no block_to_tokens(out); fix: implement it in the adapter "
+                        "(reshape a hooked block output to (batch, n_tokens, d))")
+    return fn
+
+
+class FeatureExtractor(L.LightningModule):
+    """``predict_step``: a frozen backbone's tokens and / or every block's output for a batch of windows.
+
+    Parameters
+    ----------
+    backbone : BackboneAdapter
+        Used as is (put in eval mode by the predict loop); its weights are not changed.
+    ch_names : list of str
+        Channel names of the windows.
+    parts : sequence of {"tokens", "blocks"}
+    store_block_tokens : bool
+        With ``blocks``: also return every block's tokens, not only their mean.
+
+    Batches are the DataModule's dicts (``x`` ``(batch, n_chans, n_times)``, ``index`` ``(batch,)``); the step
+    returns ``{"index", "tokens", "block_mean_XX", "block_tokens_XX"}`` (float32 tensors).
+
+    Raises
+    ------
+    FeatureCacheError
+        If a block's hook did not fire during ``tokens`` (a block not on the tokens path).
+    """
+
+    def __init__(self, backbone: nn.Module, ch_names: Sequence[str], parts: Sequence[str] = ("tokens",),
+                 store_block_tokens: bool = True):
+        super().__init__()
+        bad = [p for p in parts if p not in PARTS]
+        if bad or not parts:
+            raise ValueError(f"unknown feature parts {bad or list(parts)}; valid: {PARTS}")
+        self.backbone = backbone
+        self.ch_names = list(ch_names)
+        self.parts = tuple(parts)
+        self.store_block_tokens = bool(store_block_tokens)
+        self._captured: dict[int, torch.Tensor] = {}
+        self._handles: list = []
+
+    @property
+    def n_blocks(self) -> int:
+        return len(list(self.backbone.blocks))
+
+    def on_predict_start(self) -> None:
+        if "blocks" in self.parts:
+            to_tokens = block_to_tokens_fn(self.backbone)
+
+            def hook(i):
+                def fn(_m, _inp, out):
+                    self._captured[i] = to_tokens(out[0] if isinstance(out, tuple) else out)
+                return fn
+
+            self._handles = [b.register_forward_hook(hook(i)) for i, b in enumerate(self.backbone.blocks)]
+
+    def on_predict_end(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> dict:
+        self._captured.clear()
+        tokens = self.backbone.tokens(batch["x"], self.ch_names)
+        out = {"index": batch["index"]}
+        if "tokens" in self.parts:
+            out["tokens"] = tokens.float()
+        if "blocks" in self.parts:
+            n = self.n_blocks
+            if len(self._captured) != n:
+                raise FeatureCacheError(f"{getattr(self.backbone, 'name', '?')}: hooks fired for blocks "
+                                        f"{sorted(self._captured)} of {n}; every block must lie on the tokens() path")
+            for i in range(n):
+                t = self._captured[i].float()
+                out[f"block_mean_{i:02d}"] = t.mean(1)
+                if self.store_block_tokens:
+                    out[f"block_tokens_{i:02d}"] = t
+        return out
+
+
+# ============================================================================================ the writer
+def _dtype_for(part: str) -> np.dtype:
+    return np.dtype(np.float16) if part.startswith("block_tokens_") else np.dtype(np.float32)
+
+
+class FeatureWriter(BasePredictionWriter):
+    """Writes every predicted batch's arrays into one cache entry, by window index (rank-aware).
+
+    Parameters
+    ----------
+    folder : path
+        The entry's final folder; writing happens in ``<folder>.partial`` and rank 0 renames it at the end.
+    rows : ndarray of int, shape (n,)
+        Sorted WindowSet row indices the entry holds (row ``k`` of every array is window ``rows[k]``).
+    meta : dict
+        Recorded in ``meta.json``.
+    """
+
+    def __init__(self, folder: str | os.PathLike, rows: np.ndarray, meta: dict):
+        super().__init__(write_interval="batch")
+        self.folder = Path(folder)
+        self.partial = self.folder.with_name(self.folder.name + ".partial")
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.meta = dict(meta)
+        self._arrays: dict[str, np.ndarray] = {}
+        self._written = np.zeros(len(self.rows), dtype=bool)
+        self._chunks = 0
+
+    def _pos(self, index: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(self.rows, index)
+        if (pos >= len(self.rows)).any() or (self.rows[np.minimum(pos, len(self.rows) - 1)] != index).any():
+            raise FeatureCacheError("the predict loop returned windows outside the entry's rows")
+        return pos
+
+    def on_predict_start(self, trainer, pl_module) -> None:
+        if is_global_zero():
+            if self.partial.exists():
+                shutil.rmtree(self.partial)
+            self.partial.mkdir(parents=True)
+        barrier()
+        self._arrays, self._chunks, self._t0 = {}, 0, time.time()
+        self._written[:] = False
+
+    def write_on_batch_end(self, trainer, pl_module, prediction, batch_indices, batch, batch_idx,
+                           dataloader_idx=0) -> None:
+        arrays = {k: v.detach().cpu().numpy() for k, v in prediction.items()}
+        index = arrays.pop("index").astype(np.int64)
+        if world_size() == 1:
+            pos = self._pos(index)
+            for k, v in arrays.items():
+                if k not in self._arrays:
+                    self._arrays[k] = np.lib.format.open_memmap(self.partial / f"{k}.npy", mode="w+",
+                                                                dtype=_dtype_for(k), shape=(len(self.rows),) + v.shape[1:])
+                self._arrays[k][pos] = v.astype(_dtype_for(k))
+            self._written[pos] = True
+        else:
+            d = self.partial / f"rank{trainer.global_rank}"
+            d.mkdir(parents=True, exist_ok=True)
+            np.save(d / f"index_{self._chunks:06d}.npy", index)
+            for k, v in arrays.items():
+                np.save(d / f"{k}_{self._chunks:06d}.npy", v.astype(_dtype_for(k)))
+            self._chunks += 1
+
+    def on_predict_epoch_end(self, trainer, pl_module) -> None:
+        if world_size() > 1:
+            barrier()
+            if is_global_zero():
+                self._assemble()
+        if is_global_zero():
+            for a in self._arrays.values():
+                a.flush()
+            missing = int((~self._written).sum())
+            if missing:
+                raise FeatureCacheError(f"{missing} of {len(self.rows)} windows were not predicted; the entry "
+                                        f"{self.folder} is left incomplete")
+            self._arrays = {}
+            np.save(self.partial / "rows.npy", self.rows)
+            meta = {**self.meta, "n_rows": int(len(self.rows)), "seconds": round(time.time() - self._t0, 2),
+                    "world_size": world_size()}
+            (self.partial / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+            (self.partial / "COMPLETE").write_text("ok\n")
+            if self.folder.exists():
+                shutil.rmtree(self.folder)
+            os.replace(self.partial, self.folder)
+        barrier()
+
+    def _assemble(self) -> None:
+        """Rank 0: copy every rank's chunks into the entry's memmaps by window index (first copy kept)."""
+        for rank_dir in sorted(self.partial.glob("rank*")):
+            for idx_file in sorted(rank_dir.glob("index_*.npy")):
+                n = idx_file.stem.split("_")[-1]
+                index = np.load(idx_file)
+                pos = self._pos(index)
+                new = ~self._written[pos]
+                for f in rank_dir.glob(f"*_{n}.npy"):
+                    k = f.stem[: -len(n) - 1]
+                    if k == "index":
+                        continue
+                    v = np.load(f)
+                    if k not in self._arrays:
+                        self._arrays[k] = np.lib.format.open_memmap(self.partial / f"{k}.npy", mode="w+",
+                                                                    dtype=_dtype_for(k),
+                                                                    shape=(len(self.rows),) + v.shape[1:])
+                    self._arrays[k][pos[new]] = v[new]
+                self._written[pos] = True
+            shutil.rmtree(rank_dir)
+
+
+# ============================================================================================ the cache entry
+@dataclass
+class FeatureStore:
+    """One cache entry: arrays aligned with ``rows`` of a WindowSet.
+
+    Attributes
+    ----------
+    folder : Path
+    rows : ndarray of int, shape (n,)
+        WindowSet row indices; row ``k`` of every array belongs to window ``rows[k]``.
+    meta : dict
+        Backbone, weights hash, parts, shapes, seconds spent.
+    from_cache : bool
+        True when the entry existed (this call ran no forward pass).
+    """
+
+    folder: Path
+    rows: np.ndarray
+    meta: dict
+    from_cache: bool
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.meta.get("n_blocks", 0))
+
+    def array(self, part: str) -> np.ndarray:
+        """A memory-mapped array (``tokens``, ``block_mean_XX``, ``block_tokens_XX``).
+
+        Raises
+        ------
+        FeatureCacheError
+            If the entry lacks it (names the setting that stores it).
+        """
+        path = self.folder / f"{part}.npy"
+        if not path.is_file():
+            hint = ("store_block_tokens=True (flatten probes)" if part.startswith("block_tokens")
+                    else "parts=('tokens',)" if part == "tokens" else "parts=('blocks',)")
+            raise FeatureCacheError(f"{path} not found: the entry was computed without it; fix: recompute with {hint}")
+        return np.load(path, mmap_mode="r")
+
+    def positions(self, ws_rows: np.ndarray) -> np.ndarray:
+        """Positions in this entry's arrays of WindowSet rows ``ws_rows``.
+
+        Raises
+        ------
+        FeatureCacheError
+            If a row is not in the entry.
+        """
+        ws_rows = np.asarray(ws_rows, dtype=np.int64)
+        pos = np.searchsorted(self.rows, ws_rows)
+        if (pos >= len(self.rows)).any() or (self.rows[np.minimum(pos, len(self.rows) - 1)] != ws_rows).any():
+            raise FeatureCacheError(f"windows {ws_rows[:5].tolist()}... are not in the cache entry {self.folder}")
+        return pos
+
+    def tokens(self, block: int | None = None) -> np.ndarray:
+        """``(n, n_tokens, d)``: the backbone's tokens (``block=None``) or block ``block``'s (float16)."""
+        if block is None:
+            return self.array("tokens")
+        self._check(block)
+        return self.array(f"block_tokens_{block:02d}")
+
+    def mean(self, block: int) -> np.ndarray:
+        """``(n, d_b)`` float32 mean over tokens of ``block``'s output."""
+        self._check(block)
+        return np.asarray(self.array(f"block_mean_{block:02d}"))
+
+    def features(self, block: int, pooling: str, idx: np.ndarray | None = None) -> np.ndarray:
+        """Probe input of ``block`` for WindowSet rows ``idx`` (all when ``None``): ``(n, d_b)`` (``mean``) or
+        ``(n, n_tokens_b · d_b)`` float32 (``flatten``)."""
+        pos = None if idx is None else self.positions(idx)
+        if pooling == "mean":
+            x = self.mean(block)
+            return x if pos is None else x[pos]
+        if pooling != "flatten":
+            raise ValueError(f"unknown pooling {pooling!r}; valid: mean, flatten")
+        t = self.tokens(block)
+        t = t if pos is None else t[pos]
+        return np.asarray(t, dtype=np.float32).reshape(len(t), -1)
+
+    def _check(self, block: int) -> None:
+        if not 0 <= block < self.n_blocks:
+            raise IndexError(f"block {block} out of range 0..{self.n_blocks - 1}")
+
+
+def open_entry(folder: Path, from_cache: bool = True) -> FeatureStore:
+    meta = json.loads((folder / "meta.json").read_text())
+    return FeatureStore(folder, np.load(folder / "rows.npy"), meta, from_cache)
+
+
+def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] = ("tokens",),
+                     trainer: dict | None = None, rows: np.ndarray | None = None, batch_size: int = 32,
+                     store_block_tokens: bool = True, cache_dir: str | os.PathLike | None = None,
+                     weights: str | None = None, progress: bool = False, num_workers: int = 0) -> FeatureStore:
+    """A frozen backbone's features on windows of ``ws``, from the cache or computed by ``Trainer.predict``.
+
+    Parameters
+    ----------
+    adapter : BackboneAdapter
+        The backbone (its weights hash is part of the key); not modified.
+    ws : WindowSet
+        Windows ``(n_windows, n_chans, n_times)`` in the backbone's unit.
+    parts : sequence of {"tokens", "blocks"}
+    trainer : dict, optional
+        The command's ``trainer:`` section (devices, strategy, precision); default: one CPU/GPU device, fp32.
+    rows : ndarray of int, optional
+        WindowSet rows to compute (default: all).
+    batch_size : int
+        Windows per forward pass (per device).
+    store_block_tokens : bool
+        Store every block's tokens (float16) too; needed by flatten probes.
+    cache_dir : path, optional
+        Cache root (default ``$EEGFM_CACHE``); entries go to ``<root>/features/``.
+    weights : str, optional
+        Precomputed :func:`state_hash` of the adapter.
+
+    Returns
+    -------
+    FeatureStore
+
+    Raises
+    ------
+    FeatureCacheError
+        A block hook that did not fire; windows not predicted.
+    TypeError
+        ``blocks`` requested from an adapter without ``block_to_tokens``.
+    """
+    from torch.utils.data import DataLoader
+
+    from eegfm_bench.data.datamodule import WindowDataset
+    from eegfm_bench.runs.trainer import build_trainer
+
+    tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
+    rows = np.arange(len(ws), dtype=np.int64) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
+    if "blocks" in parts:
+        block_to_tokens_fn(adapter)
+    name = getattr(adapter, "name", type(adapter).__name__)
+    w = weights or state_hash(adapter)
+    key = feature_key(adapter, ws, rows, parts, store_block_tokens=store_block_tokens,
+                      precision=tr.get("precision", "32-true"), weights=w)
+    root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    folder = root / "features" / f"{name}-{key}"
+    done = broadcast_object((folder / "COMPLETE").is_file())
+    if done:
+        return open_entry(folder)
+    n_blocks = len(list(adapter.blocks)) if "blocks" in parts else 0
+    meta = {"backbone": name, "arch": getattr(adapter, "arch_kwargs", {}), "weights": w, "parts": list(parts),
+            "n_blocks": n_blocks, "store_block_tokens": bool(store_block_tokens), "ws_cache_key": ws.meta.get("cache_key"),
+            "ch_names": list(ws.ch_names), "precision": str(tr.get("precision", "32-true")), "version": CACHE_VERSION}
+    writer = FeatureWriter(folder, rows, meta)
+    module = FeatureExtractor(adapter, ws.ch_names, parts, store_block_tokens)
+    was_training = adapter.training
+    t = build_trainer({**tr, "enable_progress_bar": bool(progress) and is_global_zero()}, callbacks=[writer],
+                      loggers=False)
+    loader = DataLoader(WindowDataset(ws, rows), batch_size=batch_size, shuffle=False, num_workers=num_workers)
+    t.predict(module, dataloaders=loader, return_predictions=False)
+    adapter.train(was_training)
+    adapter.to("cpu")
+    return open_entry(folder, from_cache=False)

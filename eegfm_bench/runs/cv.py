@@ -1,0 +1,472 @@
+"""``eegfm-bench cv``: every fold × model × head × regime of one task, result rows, summary table.
+
+The config (YAML files plus dotted overrides, typed by :class:`CVConfig`; see
+``configs/experiment/quickstart.yaml``)::
+
+    experiment: quickstart          # name recorded in every row
+    task: eegmmidb_mi
+    out_dir: results/quickstart     # results.csv/.parquet, splits.json, config.yaml, checkpoints/, logs/
+    seed: 0
+    data:    {data_root, cache_dir, subjects, max_windows_per_subject, batch_size, num_workers}
+    split:   {scheme: kfold|loso, k, seed, n_val_groups, group_by: subject|recording, folds: [0, 1] or null}
+    trainer: {any lightning.Trainer argument (max_epochs, devices, strategy, precision, ...), patience, loggers}
+    optim:   {lr, weight_decay, warmup_epochs}
+    runs:    - {model, regime, heads: [...], pretrained, init_seed, backbone_kwargs, head_kwargs, lora,
+                optim: {...}, trainer: {...}}
+
+Each cell (run × head × fold) is trained with early stopping on validation balanced accuracy and tested with
+its best checkpoint, both through :func:`~eegfm_bench.runs.trainer.build_trainer`; a head-only cell first fills
+the token cache with ``Trainer.predict`` (:func:`~eegfm_bench.models.features.extract_features`).
+
+**Results are keyed by the cell's config hash** (:func:`cell_hash`: the model, head, regime, optimiser, the
+trainer settings that change training, the data and its preprocessing, the split and the seed). A rerun skips a
+cell only when rows with its current hash exist; a changed config retrains the cell and its new rows are stored
+*beside* the old ones under their own hash (checkpoints and predictions too: ``<run>-<hash>/``), so nothing is
+overwritten and changing a setting back finds the earlier cells again. The summary table, the sweep, the
+probes and the attribution read only the rows of the current config. ``force=True`` (``--force``) retrains and
+replaces the rows of the current hash.
+
+**DDP** (``trainer: {devices: N, strategy: ddp}``): the command runs on every rank (Lightning re-executes it per
+device); test predictions are gathered across ranks with the sampler's padding removed (each test window exactly
+once), and only rank 0 writes rows, predictions, the summary and every other file.
+"""
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Sequence, Union
+
+import numpy as np
+import yaml
+
+from eegfm_bench.config import ConfigError, check_section, check_trainer_section, command_parser, parse_config
+from eegfm_bench.distributed import is_global_zero
+
+
+@dataclass
+class DataConfig:
+    """Which windows and how they are batched.
+
+    Args:
+        data_root: folder holding the staged datasets (default ``$EEGFM_DATA`` or MNE's data folder).
+        cache_dir: window / feature cache root (default ``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``).
+        subjects: subset of subjects (default: every subject present).
+        max_windows_per_subject: keep the first N windows per subject and class (tiny runs).
+        batch_size: windows per batch (per device under DDP).
+        num_workers: DataLoader worker processes.
+    """
+
+    data_root: Optional[str] = None
+    cache_dir: Optional[str] = None
+    subjects: Optional[list[Union[int, str]]] = None
+    max_windows_per_subject: Optional[int] = None
+    batch_size: int = 64
+    num_workers: int = 0
+
+
+@dataclass
+class SplitConfig:
+    """Subject-grouped folds (:mod:`eegfm_bench.data.splits`).
+
+    Args:
+        scheme: ``kfold`` (StratifiedGroupKFold) or ``loso``.
+        k: folds of ``kfold``.
+        seed: fold and validation-draw seed.
+        n_val_groups: validation subjects drawn from each fold's training subjects.
+        group_by: ``subject``, or ``recording`` for recording-level folds (rows then say ``fold_unit=recording``).
+        folds: subset of folds to run (default: all).
+    """
+
+    scheme: Literal["kfold", "loso"] = "kfold"
+    k: int = 5
+    seed: int = 0
+    n_val_groups: int = 1
+    group_by: Literal["subject", "recording"] = "subject"
+    folds: Optional[list[int]] = None
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warm-up then cosine decay (per step).
+
+    Args:
+        lr: learning rate.
+        weight_decay: AdamW weight decay.
+        warmup_epochs: warm-up length in epochs.
+    """
+
+    lr: float = 1e-3
+    weight_decay: float = 1e-2
+    warmup_epochs: float = 1.0
+
+
+@dataclass
+class RunConfig:
+    """One model × regime with its heads.
+
+    Args:
+        model: registered backbone (``eegfm-bench models``).
+        regime: ``head_only`` (linear probing), ``lora`` or ``full`` fine-tuning.
+        heads: pooling heads (``mean``, ``attention``, ``flatten``, ``mean_tile``).
+        pretrained: hub id or local checkpoint folder (``null``: random init, ``init=random`` in every row).
+        init_seed: seed of the architecture's initialisation (default: the config's ``seed``).
+        backbone_kwargs: architecture overrides passed to the braindecode constructor.
+        head_kwargs: head overrides.
+        lora: peft settings (``r``, ``lora_alpha``, ``lora_dropout``, ``target_modules``, ``method``, ``use_dora``).
+        optim: this run's overrides of ``optim``.
+        trainer: this run's overrides of ``trainer``.
+    """
+
+    model: str
+    regime: Literal["head_only", "lora", "full"] = "full"
+    heads: list[str] = field(default_factory=lambda: ["flatten"])
+    pretrained: Optional[str] = None
+    init_seed: Optional[int] = None
+    backbone_kwargs: Optional[dict[str, Any]] = None
+    head_kwargs: Optional[dict[str, Any]] = None
+    lora: Optional[dict[str, Any]] = None
+    optim: Optional[dict[str, Any]] = None
+    trainer: Optional[dict[str, Any]] = None
+
+
+@dataclass
+class CVConfig:
+    """``eegfm-bench cv``: cross-validate models × heads × regimes on one task.
+
+    Args:
+        experiment: name recorded in every row.
+        task: registered task (``eegfm-bench tasks``).
+        out_dir: where rows, splits, checkpoints, predictions and logs go.
+        seed: training seed (fold ``k`` trains with ``seed + k``).
+        data: windows and batches.
+        split: folds.
+        optim: optimiser.
+        runs: the models to cross-validate.
+    """
+
+    experiment: str = "experiment"
+    task: str = "eegmmidb_mi"
+    out_dir: str = "results/experiment"
+    seed: int = 0
+    data: DataConfig = field(default_factory=DataConfig)
+    split: SplitConfig = field(default_factory=SplitConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    runs: list[RunConfig] = field(default_factory=list)
+
+
+def cv_parser():
+    """The ``eegfm-bench cv`` parser (``--config`` files, dotted overrides, every Trainer argument)."""
+    return command_parser("eegfm-bench cv", CVConfig, description=CVConfig.__doc__)
+
+
+def load_config(source, args: Sequence[str] = ()) -> dict:
+    """Read a cv config (YAML path or dict, plus dotted overrides), fill defaults and validate every name.
+
+    Each run's ``optim`` / ``trainer`` overrides are checked against the same schema, and every run's merged
+    trainer settings against this machine (:func:`~eegfm_bench.runs.trainer.check_trainer`), before any data is read.
+
+    Raises
+    ------
+    ConfigError, UnknownNameError
+        Naming the bad key or value, the close matches and the fix.
+    """
+    from eegfm_bench.data.tasks import TASKS
+    from eegfm_bench.models.adaptation import check_regime
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.heads import HEADS
+    from eegfm_bench.runs.trainer import check_trainer
+
+    cfg = parse_config(cv_parser(), source, args)
+    TASKS.get(cfg["task"])
+    if not cfg["runs"]:
+        raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
+    check_trainer(cfg["trainer"], "trainer")
+    for i, run in enumerate(cfg["runs"]):
+        BACKBONES.get(run["model"])
+        check_regime(run["regime"])
+        if run["regime"] == "lora" and not BACKBONES.get(run["model"]).lora_targets and not (run.get("lora") or {}).get("target_modules"):
+            raise ConfigError(f"runs[{i}]: {run['model']} declares no lora_targets (a supervised baseline trained "
+                              "from scratch); fix: use regime `full` for it, or give `lora: {target_modules: [...]}`")
+        for h in run["heads"]:
+            HEADS.get(h)
+        run["optim"] = check_section(run.get("optim"), OptimConfig, f"runs[{i}].optim") or None
+        run["trainer"] = check_trainer_section(run.get("trainer"), f"runs[{i}].trainer") or None
+        if run["trainer"]:
+            check_trainer(run_trainer(cfg, run), f"runs[{i}].trainer")
+    return cfg
+
+
+def cv_defaults() -> dict:
+    """The default ``trainer`` and ``optim`` sections of a cv config (resolved)."""
+    cfg = parse_config(cv_parser(), {"runs": [{"model": "eegnet"}]})
+    return {"trainer": cfg["trainer"], "optim": cfg["optim"]}
+
+
+def run_trainer(cfg: dict, run: dict) -> dict:
+    """The trainer settings of one run: the config's ``trainer`` with the run's overrides."""
+    return {**cfg["trainer"], **(run.get("trainer") or {})}
+
+
+def run_optim(cfg: dict, run: dict) -> dict:
+    """The optimiser settings of one run."""
+    return {**cfg["optim"], **(run.get("optim") or {})}
+
+
+def cell_hash(cfg: dict, run: dict, head: str, data_key: str | None) -> str:
+    """The config hash of one cell (all its folds): everything that changes its numbers.
+
+    Hashes the model, regime and head with the run's pretrained id, init seed, architecture / head / LoRA
+    settings, the optimiser, the trainer settings that change training
+    (:func:`~eegfm_bench.runs.trainer.hashable_trainer`: devices and precision included, progress bars and
+    loggers not), the data selection and batch size, the window set's cache key (files, their sizes and times, the
+    preprocessing), the split and the seed. Not hashed: paths (``data_root``, ``cache_dir``, ``out_dir``),
+    ``num_workers``, the run's other heads.
+    """
+    from eegfm_bench.results import config_hash
+    from eegfm_bench.runs.trainer import hashable_trainer
+
+    d = cfg["data"]
+    blob = {"task": cfg["task"], "model": run["model"], "regime": run["regime"], "head": head,
+            "pretrained": run.get("pretrained"), "init_seed": run_init_seed(cfg, run),
+            "backbone_kwargs": run.get("backbone_kwargs"), "head_kwargs": run.get("head_kwargs"), "lora": run.get("lora"),
+            "optim": run_optim(cfg, run), "trainer": hashable_trainer(run_trainer(cfg, run)),
+            "data": {"subjects": d["subjects"], "max_windows_per_subject": d["max_windows_per_subject"],
+                     "batch_size": d["batch_size"], "windows": data_key},
+            "split": {k: v for k, v in cfg["split"].items() if k != "folds"}, "seed": cfg["seed"]}
+    return config_hash(blob)
+
+
+def run_init_seed(cfg: dict, run: dict) -> int:
+    return int(run["init_seed"] if run.get("init_seed") is not None else cfg["seed"])
+
+
+def run_label(model: str, regime: str, head: str) -> str:
+    """Folder-style name of a cv run × head (``eegnet-full-flatten``)."""
+    return f"{model}-{regime}-{head}"
+
+
+def cell_dir_name(model: str, regime: str, head: str, chash: str) -> str:
+    """``<model>-<regime>-<head>-<hash[:8]>``: the folder of one cell's checkpoints under its config hash."""
+    return f"{run_label(model, regime, head)}-{chash[:8]}"
+
+
+@dataclass
+class Cell:
+    run: dict
+    head: str
+    fold: int
+    chash: str
+
+
+def windows_for(cfg: dict, model: str, cache: dict, progress: bool = False):
+    """The task's windows under ``model``'s declared preprocessing (one load per preprocessing)."""
+    from eegfm_bench.data.windows import load_windows
+    from eegfm_bench.models.backbones import BACKBONES
+
+    d = cfg["data"]
+    prep = BACKBONES.get(model).preprocessing
+    key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
+    if key not in cache:
+        cache[key] = load_windows(cfg["task"], prep, data_root=d["data_root"], subjects=d["subjects"],
+                                  cache_dir=d["cache_dir"], max_windows_per_subject=d["max_windows_per_subject"],
+                                  progress=progress and is_global_zero())
+    return cache[key]
+
+
+def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False):
+    """Run every cell of a cv config and return the summary table of the current config (mean ± std over folds).
+
+    Writes (rank 0) ``config.yaml`` (resolved), ``splits.json`` (verified on reruns), ``results.csv`` /
+    ``.parquet``, ``summary.md``, ``predictions/``, ``checkpoints/`` and ``logs/`` under ``out_dir``.
+
+    Parameters
+    ----------
+    config : path or dict
+    args : sequence of str
+        Dotted overrides (``--trainer.devices 2``) and more ``--config`` files.
+    progress : bool
+    force : bool
+        Retrain every cell even if rows of its current config hash exist (they are replaced).
+
+    Raises
+    ------
+    SplitMismatchError
+        If ``splits.json`` exists and differs from the folds recomputed for this data and config.
+    RuntimeError
+        At the end, if any cell failed (after every other cell ran; see ``failures.json``).
+    """
+    import lightning as L
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+    from tqdm.auto import tqdm
+
+    from eegfm_bench.data.datamodule import EEGDataModule
+    from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
+    from eegfm_bench.models.features import extract_features
+    from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.results import ResultStore, classification_metrics, code_version, to_markdown
+    from eegfm_bench.runs.trainer import build_trainer, close_loggers, quiet_lightning
+
+    cfg = load_config(config, args)
+    out = Path(cfg["out_dir"])
+    zero = is_global_zero()
+    if zero:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    store = ResultStore(out, write=zero)
+    quiet_lightning()
+    d, sp = cfg["data"], cfg["split"]
+    spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
+    windows: dict = {}
+    split = None
+    failures, code = [], code_version()
+    cells: list[Cell] = []
+    current: dict[tuple, str] = {}
+    for run in cfg["runs"]:
+        ws = windows_for(cfg, run["model"], windows, progress)
+        groups = ws.subject if spec.group_by == "subject" else ws.recording
+        if split is None:
+            split = save_or_verify(make_split(ws.y, groups, spec, cfg["task"]), out / "splits.json", write=zero)
+        elif sorted(np.unique(groups).tolist()) != split.groups:
+            raise RuntimeError(f"{run['model']}'s preprocessing yields subjects {np.unique(groups).tolist()} but the "
+                               f"split holds {split.groups}")
+        folds = sp["folds"] if sp["folds"] is not None else range(len(split.folds))
+        for head in run["heads"]:
+            chash = cell_hash(cfg, run, head, ws.meta.get("cache_key"))
+            current[(run["model"], run["regime"], head)] = chash
+            for f in folds:
+                cells.append(Cell(run, head, int(f), chash))
+    # decided once, identically on every rank (the store is not written before the first cell ends)
+    todo = [c for c in cells if force or not store.has(experiment=cfg["experiment"], model=c.run["model"],
+                                                        regime=c.run["regime"], head=c.head, fold=c.fold,
+                                                        condition="clean", config_hash=c.chash)]
+    fold_unit = spec.group_by
+    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"cv {cfg['experiment']}",
+               disable=not (progress and zero), unit="cell")
+    for cell in todo:
+        run, head, fold, chash = cell.run, cell.head, cell.fold, cell.chash
+        model_name, regime = run["model"], run["regime"]
+        bar.set_postfix_str(f"{model_name}/{regime}/{head} fold {fold}")
+        optim, tr = run_optim(cfg, run), run_trainer(cfg, run)
+        init_seed = run_init_seed(cfg, run)
+        ws = windows_for(cfg, model_name, windows)
+        name = run_label(model_name, regime, head)
+        cdir = cell_dir_name(model_name, regime, head, chash)
+        try:
+            L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
+            dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold, batch_size=d["batch_size"],
+                               num_workers=d["num_workers"], ws=ws, split=split)
+            model = FMClassifier(backbone=model_name, head=head, regime=regime, ch_names=dm.ch_names,
+                                 n_times=dm.n_times, n_classes=dm.n_classes, pretrained=run.get("pretrained"),
+                                 init_seed=init_seed, class_weights=dm.class_weights,
+                                 backbone_kwargs=run.get("backbone_kwargs"), head_kwargs=run.get("head_kwargs"),
+                                 lora=run.get("lora"), **optim)
+            init = model.init
+            key = dict(experiment=cfg["experiment"], task=cfg["task"], model=model_name, init=init, regime=regime,
+                       head=head, fold=fold, seed=cfg["seed"], condition="clean")
+            if regime == "head_only":
+                feats = extract_features(model.backbone, ws, parts=("tokens",), trainer=tr, batch_size=d["batch_size"],
+                                         cache_dir=d["cache_dir"], progress=progress)
+                dm.use_tokens(feats.array("tokens"))
+            ckpt = ModelCheckpoint(dirpath=out / "checkpoints" / cdir / f"fold{fold}", filename="best",
+                                   monitor="val/bacc", mode="max", save_top_k=1, enable_version_counter=False)
+            trainer = build_trainer(tr, out_dir=out, name=name, version=f"fold{fold}-{chash[:8]}",
+                                    experiment=cfg["experiment"], enable_checkpointing=True,
+                                    callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt])
+            for lg in trainer.loggers:
+                lg.log_hyperparams({**model.parameter_counts, "init": init, "config_hash": chash, "fold": fold})
+            t0 = time.time()
+            trainer.fit(model, dm)
+            trainer.test(model, dm, ckpt_path=ckpt.best_model_path or None, verbose=False)
+            close_loggers(trainer)
+            pred = model.test_predictions.copy()
+            if len(pred) != len(dm.test_idx) or not np.array_equal(np.sort(pred["index"].to_numpy()), np.sort(dm.test_idx)):
+                raise RuntimeError(f"the test loop predicted {len(pred)} windows, the fold holds {len(dm.test_idx)}")
+            pred["subject"] = ws.subject[pred["index"]]
+            pred["recording"] = ws.recording[pred["index"]]
+            pred_path = out / "predictions" / f"{cdir}-fold{fold}.csv"
+            probs = pred[[c for c in pred.columns if c.startswith("p") and c[1:].isdigit()]].to_numpy()
+            m = classification_metrics(pred["y"].to_numpy(), probs)
+            m["epochs"] = float(trainer.current_epoch)
+            m["fit_seconds"] = float(time.time() - t0)
+            m["head_params"] = float(model.parameter_counts["head_params"])
+            m["trainable_fraction"] = model.parameter_counts["trainable_params"] / model.parameter_counts["total_params"]
+            rows = [{**key, "metric": k, "value": v, "n_windows": int(len(pred)),
+                     "n_subjects": int(pred["subject"].nunique()), "fold_unit": fold_unit, "config_hash": chash,
+                     "code_version": code, "checkpoint": ckpt.best_model_path, "predictions": str(pred_path),
+                     "devices": int(trainer.world_size)} for k, v in m.items()]
+            if zero:
+                pred_path.parent.mkdir(exist_ok=True)
+                pred.to_csv(pred_path, index=False)
+            store.append(rows)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # one failing cell must not lose the others
+            failures.append({"model": model_name, "regime": regime, "head": head, "fold": fold, "config_hash": chash,
+                             "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()})
+            if zero:
+                (out / "failures.json").write_text(json.dumps(failures, indent=1))
+                tqdm.write(f"cell {model_name}/{regime}/{head} fold {fold} failed: {type(err).__name__}: {err}")
+        bar.update(1)
+    bar.close()
+    table = current_summary(store, cfg["experiment"], current)
+    if zero:
+        if not failures and (out / "failures.json").is_file():
+            (out / "failures.json").write_text("[]\n")
+        md = to_markdown(table) if not table.empty else "(no results)"
+        header = (f"# {cfg['experiment']}: {cfg['task']}, {spec.scheme} ({fold_unit}-grouped"
+                  f"{', RECORDING-level folds: windows of one subject can be in train and test' if fold_unit == 'recording' else ''}), "
+                  f"mean ± std over folds (rows of the current config only)\n\n")
+        (out / "summary.md").write_text(header + md + "\n")
+    if failures:
+        raise RuntimeError(f"{len(failures)} cell(s) failed; see {out / 'failures.json'} (all other cells were written)")
+    return table
+
+
+def current_summary(store, experiment: str, current: dict):
+    """The summary table of the rows whose config hash is the current one of their cell."""
+    import pandas as pd
+
+    from eegfm_bench.results import summary_table
+
+    df = store.load()
+    if df.empty:
+        return pd.DataFrame()
+    df = df[df["experiment"] == experiment]
+    keep = np.array([current.get((m, r, h)) == c for m, r, h, c in
+                     zip(df["model"], df["regime"], df["head"], df["config_hash"])], dtype=bool)
+    df = df[keep]
+    return summary_table(df) if not df.empty else pd.DataFrame()
+
+
+def check_config(config, args: Sequence[str] = ()) -> None:
+    """One batch through every configured run before a long cv run: a ``Trainer`` with ``fast_dev_run=1`` fits one
+    training and one validation batch of fold 0 (forward, loss, backward, metrics) per run × head.
+
+    Prints one line per run × head; raises the first error with its fix.
+    """
+    from eegfm_bench.data.datamodule import EEGDataModule
+    from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.runs.trainer import build_trainer
+
+    cfg = load_config(config, args)
+    d, sp = cfg["data"], cfg["split"]
+    for run in cfg["runs"]:
+        dm = EEGDataModule(task=cfg["task"], backbone=run["model"], scheme=sp["scheme"], k=sp["k"],
+                           split_seed=sp["seed"], n_val_groups=sp["n_val_groups"], group_by=sp["group_by"],
+                           batch_size=min(4, d["batch_size"]), data_root=d["data_root"], cache_dir=d["cache_dir"],
+                           subjects=d["subjects"], max_windows_per_subject=d["max_windows_per_subject"])
+        for head in run["heads"]:
+            m = FMClassifier(backbone=run["model"], head=head, regime=run["regime"], ch_names=dm.ch_names,
+                             n_times=dm.n_times, n_classes=dm.n_classes, pretrained=run.get("pretrained"),
+                             backbone_kwargs=run.get("backbone_kwargs"), head_kwargs=run.get("head_kwargs"),
+                             lora=run.get("lora"), **run_optim(cfg, run))
+            t = build_trainer(run_trainer(cfg, run), loggers=False, fast_dev_run=1)
+            t.fit(m, dm)
+            x = next(iter(dm.train_dataloader()))["x"]
+            if is_global_zero():
+                print(f"ok  {run['model']:>10s} {run['regime']:>9s} {head:>9s}  x{tuple(x.shape)} -> "
+                      f"logits({x.shape[0]}, {dm.n_classes})  init={m.init}  head params={m.parameter_counts['head_params']}  "
+                      f"train loss {float(t.callback_metrics.get('train/loss', float('nan'))):.3f}")

@@ -1,0 +1,167 @@
+"""The one ``lightning.Trainer`` builder every command uses (DESIGN.md: Lightning owns every loop).
+
+A command's ``trainer:`` section (:mod:`eegfm_bench.config`) holds any ``lightning.Trainer`` argument plus the
+package's ``patience`` and ``loggers``. :func:`check_trainer` builds a throw-away Trainer from it before any data is
+read, so a device, strategy or precision the machine cannot honour stops the command at once with one line naming
+the value and the fix; :func:`build_trainer` builds the Trainer of one cell (loggers under the command's
+``out_dir``, the command's callbacks), so devices, DDP, bf16 and loggers come from that one section for cv
+training and testing, perturbation sweeps, block-output and token extraction, attribution, and the embeddings of
+the controls and the provenance demo alike.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+from eegfm_bench.config import TRAINER_EXTRAS, ConfigError
+
+NOT_IN_HASH = frozenset({"enable_progress_bar", "enable_model_summary", "loggers", "log_every_n_steps", "profiler",
+                         "barebones", "num_sanity_val_steps", "detect_anomaly", "reload_dataloaders_every_n_epochs",
+                         "model_registry"})
+"""Trainer keys that never change a number (left out of the config hash of a cell)."""
+
+INFERENCE_HASH_KEYS = ("precision", "inference_mode", "deterministic")
+"""Trainer keys that can change the numbers of an inference-only command (sweep, probe, attribute): the
+device count and strategy cannot (each window is predicted once, gathered across ranks)."""
+
+_LOGGERS = ("csv", "tensorboard", "wandb")
+
+
+def trainer_kwargs(tr: dict) -> dict:
+    """The ``lightning.Trainer`` arguments of a ``trainer:`` section (without :data:`TRAINER_EXTRAS`)."""
+    return {k: v for k, v in tr.items() if k not in TRAINER_EXTRAS}
+
+
+def hashable_trainer(tr: dict, inference: bool = False) -> dict:
+    """The part of a ``trainer:`` section that enters a config hash.
+
+    Training cells hash every argument that can change the optimisation (devices and num_nodes included: they
+    change the effective batch); inference commands hash only :data:`INFERENCE_HASH_KEYS`.
+    """
+    if inference:
+        return {k: tr.get(k) for k in INFERENCE_HASH_KEYS}
+    return {k: v for k, v in sorted(tr.items()) if k not in NOT_IN_HASH}
+
+
+def quiet_lightning() -> None:
+    """Hide Lightning's per-Trainer chatter (GPU/TPU availability, tips, 'few workers' notes) in command output."""
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    for pat in (".*does not have many workers.*", ".*number of training batches.*", ".*is smaller than the logging.*",
+                ".*GPU available but not used.*", ".*Found .* module\\(s\\) in eval mode.*",
+                ".*You are using `torch.load` with `weights_only=False`.*", ".*recommended to use .*sync_dist=True.*",
+                ".*Checkpoint directory .* exists and is not empty.*", ".*predict_dataloader.*does not have many.*",
+                ".*Using `DistributedSampler` with the dataloaders.*"):  # padding is removed by window index
+        warnings.filterwarnings("ignore", message=pat)
+
+
+def check_trainer(tr: dict, where: str = "trainer") -> None:
+    """Refuse, before any data is read, trainer settings this machine cannot honour.
+
+    Builds a ``lightning.Trainer`` (nothing is launched) and turns its complaint into one line naming the value
+    and the fix; also refuses ``precision: 16-mixed`` without CUDA (Lightning would silently switch to bf16) and
+    logger names it does not know.
+
+    Raises
+    ------
+    ConfigError
+    """
+    import lightning as L
+    import torch
+
+    kw = trainer_kwargs(tr)
+    acc = str(kw.get("accelerator", "auto"))
+    cuda = torch.cuda.is_available()
+    if str(kw.get("precision")) in ("16-mixed", "16", "16-true") and not cuda and acc in ("auto", "cpu"):
+        raise ConfigError(f"{where}.precision: {kw['precision']!r} needs a CUDA GPU (fp16 autocast); this machine has "
+                          "none. fix: precision: bf16-mixed (CPU and recent GPUs) or 32-true")
+    for lg in tr.get("loggers") or []:
+        name = lg.get("name") if isinstance(lg, dict) else lg
+        if name not in _LOGGERS:
+            raise ConfigError(f"{where}.loggers: unknown logger {name!r}; valid: {', '.join(_LOGGERS)} (or a mapping "
+                              "{name: wandb, project: ...})")
+    quiet_lightning()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            L.Trainer(**{**kw, "logger": False, "enable_checkpointing": False, "enable_progress_bar": False})
+    except Exception as err:  # noqa: BLE001  (Lightning raises MisconfigurationException, ValueError, TypeError)
+        vals = ", ".join(f"{k}={kw.get(k)!r}" for k in ("accelerator", "strategy", "devices", "num_nodes", "precision")
+                         if k in kw)
+        fix = ("fix: accelerator: cpu (or auto) on a machine without a GPU" if ("gpu" in str(err).lower()
+               or "cuda" in str(err).lower()) and not cuda else
+               "fix: change the value named above (eegfm-bench <command> --help lists the trainer keys)")
+        raise ConfigError(f"{where}: this machine cannot run {vals}: {' '.join(str(err).split())} {fix}") from None
+
+
+def make_loggers(specs: Sequence, out_dir: Path, name: str, version: str, experiment: str) -> list:
+    """Lightning loggers from ``trainer.loggers`` (CSV under ``logs/``, TensorBoard under ``tb/``, W&B offline
+    unless ``WANDB_MODE`` is set), each run named ``<name>`` / ``<version>``."""
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+
+    out = []
+    for spec in specs or []:
+        kind, kw = (spec, {}) if isinstance(spec, str) else (spec["name"], {k: v for k, v in spec.items() if k != "name"})
+        if kind == "csv":
+            out.append(CSVLogger(out_dir / "logs", name=name, version=version, **kw))
+        elif kind == "tensorboard":
+            out.append(TensorBoardLogger(out_dir / "tb", name=name, version=version, **kw))
+        elif kind == "wandb":
+            os.environ.setdefault("WANDB_MODE", "offline")
+            kw.setdefault("project", experiment)
+            out.append(WandbLogger(name=f"{name}-{version}", save_dir=str(out_dir), **kw))
+        else:
+            raise ConfigError(f"unknown logger {kind!r}; valid: {', '.join(_LOGGERS)}")
+    return out
+
+
+def build_trainer(tr: dict, *, out_dir: str | os.PathLike | None = None, name: str = "run",
+                  version: str | None = None, experiment: str = "eegfm_bench", callbacks: Sequence = (),
+                  loggers: bool = True, **overrides: Any):
+    """The ``lightning.Trainer`` of one cell of a command.
+
+    Parameters
+    ----------
+    tr : dict
+        The command's resolved ``trainer:`` section.
+    out_dir : path, optional
+        Loggers write below it (``logs/``, ``tb/``, ``wandb/``); ``None``: no loggers.
+    name, version : str
+        Logger run name and version (e.g. ``eegnet-full-flatten`` / ``fold0``).
+    experiment : str
+        W&B project when the logger spec sets none.
+    callbacks : sequence of lightning.Callback
+    loggers : bool
+        ``False`` for internal passes that should not open a tracker run (e.g. a token-cache fill).
+    **overrides
+        Trainer arguments the command fixes (e.g. ``inference_mode=False`` for attribution,
+        ``enable_checkpointing=True`` with a ``ModelCheckpoint`` in ``callbacks``).
+
+    Returns
+    -------
+    lightning.Trainer
+    """
+    import lightning as L
+
+    quiet_lightning()
+    kw = trainer_kwargs(tr)
+    kw.setdefault("enable_checkpointing", False)
+    kw.update(overrides)
+    if out_dir is not None and loggers and tr.get("loggers"):
+        lg = make_loggers(tr["loggers"], Path(out_dir), name, version or "0", experiment)
+    else:
+        lg = False
+    return L.Trainer(**kw, logger=lg or False, callbacks=list(callbacks))
+
+
+def close_loggers(trainer) -> None:
+    """Finish the W&B run of a cell (one tracker run per cell: the next cell starts its own)."""
+    for lg in getattr(trainer, "loggers", []) or []:
+        if type(lg).__name__ == "WandbLogger":
+            try:
+                lg.experiment.finish()
+            except Exception:  # noqa: BLE001  (offline runs may already be closed)
+                pass

@@ -1,0 +1,88 @@
+"""`eegfm-bench cv` through the one Trainer builder: typed configs, overrides, config-hash keyed results."""
+from pathlib import Path
+
+import lightning as L
+import pandas as pd
+import pytest
+import yaml
+
+from eegfm_bench.config import ConfigError
+from eegfm_bench.runs.cv import load_config, run_cv
+
+from eegfm_testutils import requires_data
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
+
+
+def _cfg(tmp_path, **over):
+    cfg = {**TINY, "out_dir": str(tmp_path / "out"), **over}
+    cfg["split"] = {**TINY["split"], "folds": [0]}
+    return cfg
+
+
+def test_trainer_section_takes_any_lightning_argument_and_dotted_overrides(tmp_path):
+    cfg = load_config({**_cfg(tmp_path), "trainer": {"max_epochs": 2, "strategy": "ddp", "devices": 2,
+                                                     "accelerator": "cpu", "gradient_clip_val": 1.0,
+                                                     "accumulate_grad_batches": 2, "precision": "bf16-mixed"}},
+                      ["--trainer.devices", "1", "--data.batch_size", "8", "--trainer.strategy", "auto"])
+    assert cfg["trainer"]["devices"] == 1 and cfg["trainer"]["strategy"] == "auto"
+    assert cfg["trainer"]["gradient_clip_val"] == 1.0 and cfg["trainer"]["precision"] == "bf16-mixed"
+    assert cfg["data"]["batch_size"] == 8 and cfg["trainer"]["patience"] == 5  # the default
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"trainer": {"max_epoch": 2}}, r"unknown key trainer\.max_epoch\. Did you mean 'max_epochs'"),
+    ({"data": {"batchsize": 2}}, r"unknown key data\.batchsize\. Did you mean 'batch_size'"),
+    ({"experimnt": "x"}, r"unknown key experimnt\. Did you mean 'experiment'"),
+    ({"runs": [{"model": "eegnet", "head": ["mean"]}]}, r"unknown key runs\.head\. Did you mean 'heads'"),
+    ({"runs": [{"model": "eegnet", "trainer": {"max_epoch": 1}}]}, r"runs\[0\]\.trainer\.max_epoch\. Did you mean 'max_epochs'"),
+    ({"runs": [{"model": "eegnet", "optim": {"lr_": 1}}]}, r"runs\[0\]\.optim\.lr_\. Did you mean 'lr'"),
+    ({"trainer": {"accelerator": "gpu"}}, r"cannot run accelerator='gpu'.*fix: accelerator: cpu"),
+    ({"trainer": {"precision": "16-mixed"}}, r"16-mixed.*needs a CUDA GPU.*fix: precision: bf16-mixed"),
+    ({"trainer": {"strategy": "fsdp", "devices": 2, "accelerator": "cpu"}}, r"cannot run.*strategy='fsdp'"),
+    ({"trainer": {"loggers": ["mlflow"]}}, r"unknown logger 'mlflow'"),
+    ({"data": [1]}, r"`data` must be a mapping"),
+])
+def test_bad_config_is_refused_before_any_data_is_read(tmp_path, monkeypatch, over, match):
+    import eegfm_bench.data.windows as W
+
+    monkeypatch.setattr(W, "load_windows", lambda *a, **k: pytest.fail("data read before the config was checked"))
+    with pytest.raises(ConfigError, match=match):
+        run_cv(_cfg(tmp_path, **over), progress=False)
+
+
+@requires_data
+def test_rerun_retrains_only_cells_whose_config_changed(tmp_path, monkeypatch):
+    fits = []
+    real_fit = L.Trainer.fit
+    monkeypatch.setattr(L.Trainer, "fit", lambda self, *a, **k: (fits.append(1), real_fit(self, *a, **k))[1])
+    cfg = _cfg(tmp_path, optim={"lr": 1e-3})
+    t1 = run_cv(cfg, progress=False)
+    assert len(fits) == 1
+    out = Path(cfg["out_dir"])
+    rows1 = pd.read_csv(out / "results.csv")
+    # unchanged rerun: nothing is trained, rows are byte-identical
+    before = (out / "results.csv").read_bytes()
+    run_cv(cfg, progress=False)
+    assert len(fits) == 1 and (out / "results.csv").read_bytes() == before
+    # changed lr: the cell is retrained under a new hash; the old rows stay under theirs; the summary is the new run's
+    t2 = run_cv(_cfg(tmp_path, optim={"lr": 0.05}), progress=False)
+    assert len(fits) == 2
+    rows2 = pd.read_csv(out / "results.csv")
+    hashes = rows2[rows2.metric == "balanced_accuracy"].config_hash.unique()
+    assert len(hashes) == 2 and rows1.config_hash.iloc[0] in hashes
+    new = rows2[(rows2.config_hash != rows1.config_hash.iloc[0]) & (rows2.metric == "balanced_accuracy")]
+    assert float(t2["balanced_accuracy"].iloc[0]) == pytest.approx(float(new.value.iloc[0]), abs=5e-4)
+    assert (out / "config.yaml").read_text().count("lr: 0.05") == 1
+    ckpts = sorted(p.parent.parent.name for p in (out / "checkpoints").rglob("best.ckpt"))
+    assert len(ckpts) == 2 and ckpts[0] != ckpts[1]  # one folder per config hash: nothing overwritten
+    # back to the first lr: its cell is found again, nothing trains, the summary shows the first numbers
+    t3 = run_cv(cfg, progress=False)
+    assert len(fits) == 2
+    pd.testing.assert_frame_equal(t1, t3)
+    # --force retrains the current cell and replaces its rows (same hash)
+    run_cv(cfg, progress=False, force=True)
+    assert len(fits) == 3
+    rows4 = pd.read_csv(out / "results.csv")
+    assert len(rows4) == len(rows2)
