@@ -130,7 +130,7 @@ def _main(argv: list[str]) -> int:
     ck = sub.add_parser("check", help="one batch through every run of a cv config")
     ck.add_argument("--config", required=True, action="append")
     sw = sub.add_parser("sweep", help="test-time perturbation sweep over a cv run's checkpoints (paper 003 App. D)")
-    sw.add_argument("--config", required=True)
+    sw.add_argument("--config", required=True, action="append")
     sw.add_argument("--no-progress", action="store_true")
     for name, what in (("probe", "block-wise probes and attention maps over a cv run's checkpoints (paper 003 App. I.4-I.5)"),
                        ("attribute", "attribution topomaps over a cv run's checkpoints (paper 003 App. I.1-I.2)")):
@@ -145,9 +145,9 @@ def _main(argv: list[str]) -> int:
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
-    if extra and a.cmd not in ("cv", "check"):
+    if extra and a.cmd not in ("cv", "check", "sweep"):
         p.error(f"unrecognized arguments: {' '.join(extra)}")
-    if a.cmd in ("cv", "check"):
+    if a.cmd in ("cv", "check", "sweep"):
         overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra
     if a.cmd == "cv":
         from eegfm_bench.distributed import is_global_zero
@@ -173,12 +173,14 @@ def _main(argv: list[str]) -> int:
     elif a.cmd == "sweep":
         import pandas as pd
 
+        from eegfm_bench.distributed import is_global_zero
         from eegfm_bench.perturb.report import table_markdown
-        from eegfm_bench.perturb.sweep import sweep_main
+        from eegfm_bench.runs.sweep import sweep_main
 
-        table = sweep_main(a.config, progress=not a.no_progress)
-        print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
-        print(f"report: {table.attrs['report']}")
+        table = sweep_main(a.config[0], args=overrides, progress=not a.no_progress)
+        if is_global_zero():
+            print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
+            print(f"report: {table.attrs['report']}")
     elif a.cmd == "probe":
         from eegfm_bench.interpret.probes import run_probes
 

@@ -74,7 +74,7 @@ def to_numpy(x: Any, ch_names: Sequence[str] | None = None) -> tuple[np.ndarray,
 
 
 def as_rng(rng: np.random.Generator | int) -> np.random.Generator:
-    """A numpy Generator from an explicit seed, or the Generator itself.
+    """A numpy Generator from an explicit seed, or the Generator (or per-window noise source) itself.
 
     Raises
     ------
@@ -82,8 +82,8 @@ def as_rng(rng: np.random.Generator | int) -> np.random.Generator:
         If ``rng`` is neither an int nor a ``numpy.random.Generator`` (``None`` is refused: every
         perturbation is seeded explicitly).
     """
-    if isinstance(rng, np.random.Generator):
-        return rng
+    if isinstance(rng, np.random.Generator) or callable(getattr(rng, "standard_normal", None)):
+        return rng  # a Generator, or a per-window source (eegfm_bench.perturb.dataset.WindowRNG)
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         return np.random.default_rng(int(rng))
     raise TypeError(

@@ -300,7 +300,8 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
 
 def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet", metric: str = "balanced_accuracy",
                  alpha: float = 0.05, chance: float | None = None, filter_notes: Sequence[str] = (),
-                 experiment: str | None = None, task: str | None = None) -> pd.DataFrame:
+                 experiment: str | None = None, task: str | None = None,
+                 config_hashes: set[str] | None = None) -> pd.DataFrame:
     """Write ``sweep.md``, ``deltas.csv``, ``wilcoxon.csv`` and ``degradation_curves.png`` for a sweep folder.
 
     Parameters
@@ -319,6 +320,8 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
         Notes on the noise filters (:func:`~eegfm_bench.perturb.sweep.filter_from_preprocessing`).
     experiment, task : str, optional
         Restrict to these rows (default: all rows of the folder).
+    config_hashes : set of str, optional
+        Restrict to rows of these config hashes (the current sweep's: rows of cells since retrained are left out).
 
     Returns
     -------
@@ -339,6 +342,8 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
         df = df[df["experiment"] == experiment]
     if task is not None:
         df = df[df["task"] == task]
+    if config_hashes is not None and not df.empty:
+        df = df[df["config_hash"].astype(str).isin({str(h) for h in config_hashes})]
     cfg = {}
     if (out / "sweep.yaml").is_file():
         import yaml

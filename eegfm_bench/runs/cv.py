@@ -338,6 +338,9 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             current[(run["model"], run["regime"], head)] = chash
             for f in folds:
                 cells.append(Cell(run, head, int(f), chash))
+    if zero:  # the config hash of every cell of this config: what the sweep, probes and attribution read
+        (out / "cells.json").write_text(json.dumps(
+            [{"model": m, "regime": r, "head": h, "config_hash": c} for (m, r, h), c in current.items()], indent=1))
     # decided once, identically on every rank (the store is not written before the first cell ends)
     todo = [c for c in cells if force or not store.has(experiment=cfg["experiment"], model=c.run["model"],
                                                         regime=c.run["regime"], head=c.head, fold=c.fold,

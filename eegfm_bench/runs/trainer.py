@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from eegfm_bench.config import TRAINER_EXTRAS, ConfigError
+from eegfm_bench.config import TRAINER_DEFAULTS, TRAINER_EXTRAS, ConfigError
 
 NOT_IN_HASH = frozenset({"enable_progress_bar", "enable_model_summary", "loggers", "log_every_n_steps", "profiler",
                          "barebones", "num_sanity_val_steps", "detect_anomaly", "reload_dataloaders_every_n_epochs",
@@ -148,6 +148,8 @@ def build_trainer(tr: dict, *, out_dir: str | os.PathLike | None = None, name: s
 
     quiet_lightning()
     kw = trainer_kwargs(tr)
+    for k in ("enable_progress_bar", "enable_model_summary", "log_every_n_steps"):  # a partial section (Python API)
+        kw.setdefault(k, TRAINER_DEFAULTS[k])
     kw.setdefault("enable_checkpointing", False)
     kw.update(overrides)
     if out_dir is not None and loggers and tr.get("loggers"):

@@ -20,20 +20,21 @@ import yaml
 from eegfm_bench.cli import main
 from eegfm_bench.runs.cv import ConfigError, run_cv
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.perturb import sweep as sweep_mod
+from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.perturb.channels import dropout_mask
 from eegfm_bench.perturb.conditions import ChannelDropout, PerturbContext, default_conditions, parse_condition
+from eegfm_bench.perturb.dataset import PerturbedWindows
+from eegfm_bench.perturb.evaluate import (
+    NOT_APPLICABLE,
+    evaluate_conditions,
+    filter_from_preprocessing,
+    not_applicable_reason,
+    perturb_context,
+)
 from eegfm_bench.perturb.noise import FilterSpec
 from eegfm_bench.perturb.report import add_labels, degradation_table, fold_deltas, table_markdown
-from eegfm_bench.perturb.sweep import (
-    NOT_APPLICABLE,
-    TestSweep,
-    filter_from_preprocessing,
-    iter_sweep,
-    load_fitted,
-    not_applicable_reason,
-    sweep_main,
-)
+from eegfm_bench.runs.output import load_fold_model
+from eegfm_bench.runs.sweep import sweep_main
 from eegfm_bench.registry import UnknownNameError
 from eegfm_bench.results import KEY_COLUMNS, ROW_COLUMNS
 
@@ -72,7 +73,8 @@ def eyes_cv(tmp_path_factory):
 
 
 def _sweep_cfg(cv_dir: Path, out: Path, **kw) -> dict:
-    return {"cv_out_dir": str(cv_dir), "out_dir": str(out), "batch_size": 16, "device": "cpu", **kw}
+    return {"cv_out_dir": str(cv_dir), "out_dir": str(out), "batch_size": 16, "trainer": {"accelerator": "cpu"},
+            **kw}
 
 
 def _rows(out: Path) -> pd.DataFrame:
@@ -171,7 +173,7 @@ def test_failure_in_one_condition_keeps_the_others(mi_cv, tmp_path, monkeypatch)
     # a hard crash (not caught) inside a later condition loses none of the rows written before it
     monkeypatch.setattr(ChannelDropout, "apply",
                         lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt("simulated kill")))
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises((KeyboardInterrupt, SystemExit)):  # Lightning turns Ctrl-C inside a loop into exit(1)
         sweep_main({**cfg, "out_dir": str(tmp_path / "killed")}, progress=False)
     killed = _rows(tmp_path / "killed")
     assert set(killed.condition) == {"clean", "white_snr=0dB"} and set(killed.fold) == {0}
@@ -218,7 +220,7 @@ def test_bad_config_fails_before_any_model_runs(mi_cv, tmp_path, monkeypatch):
     def no(*a, **k):
         raise AssertionError("a model or the windows were loaded before the config was validated")
 
-    monkeypatch.setattr(sweep_mod, "load_fitted", no)
+    monkeypatch.setattr("eegfm_bench.runs.output.load_fold_model", no)
     monkeypatch.setattr("eegfm_bench.data.windows.load_windows", no)
     base = _sweep_cfg(mi_cv, tmp_path / "s")
     with pytest.raises(UnknownNameError, match="white_snr=<snr>dB"):
@@ -234,7 +236,7 @@ def test_bad_config_fails_before_any_model_runs(mi_cv, tmp_path, monkeypatch):
         sweep_main({**base, "reference": "labram"})
     with pytest.raises(ConfigError, match="exactly one of"):
         sweep_main({"out_dir": str(tmp_path / "s")})
-    with pytest.raises(ConfigError, match="unknown key 'condition'"):
+    with pytest.raises(ConfigError, match="unknown key condition. Did you mean 'conditions'"):
         sweep_main({**base, "condition": ["clean"]})
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({**base, "conditions": ["clean", "white_snr=-5dB", "dropout_p=0.5_gone"]}))
@@ -245,39 +247,48 @@ def test_bad_config_fails_before_any_model_runs(mi_cv, tmp_path, monkeypatch):
 
 @requires_data
 @ignore_missing
-def test_testsweep_callback_matches_the_runner(mi_cv):
-    import lightning as L
-
-    from eegfm_bench.data.datamodule import EEGDataModule
-    from eegfm_bench.perturb.sweep import perturb_context
+def test_perturbation_of_a_window_does_not_depend_on_its_batch(mi_cv):
+    """A window's noise depends on (seed, condition, window) only: batch size, order and neighbours do not matter."""
+    from torch.utils.data import DataLoader
 
     cv = yaml.safe_load((mi_cv / "config.yaml").read_text())
-    ckpt = pd.read_csv(mi_cv / "results.csv").query("fold == 0").checkpoint.iloc[0]
-    d = cv["data"]
-    dm = EEGDataModule(task=cv["task"], backbone="eegnet", fold=0, k=3, n_val_groups=1, batch_size=5,
-                       subjects=d["subjects"], max_windows_per_subject=d["max_windows_per_subject"])
-    model = load_fitted(ckpt)
-    ctx, _ = perturb_context(dm.ws.meta, cv["task"], seed=0)
-    conds = ["clean", "white_snr=0dB", "pink_snr=-5dB", "dropout_p=0.5_zero", "region_noise=primary_snr=-3dB",
-             "region=control_removed"]
-    cb = TestSweep(conds, ctx, base={"model": "eegnet"})
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        callbacks=[cb])
-    trainer.test(model, dm, verbose=False)
-    by_name = {r.condition: r for r in cb.results}
-    assert [r.condition for r in cb.results] == conds
-    assert by_name["region=control_removed"].status == NOT_APPLICABLE
-    assert len(cb.rows) == 5 * 3 + 1 and {r["n_windows"] for r in cb.rows} == {16}
-    # the runner, other batch size, background perturbation: same noise per window, same probabilities
-    X = np.asarray(dm.ws.X[dm.test_idx])
-    runner = {r.condition: r for res in iter_sweep(model, X, dm.ws.y[dm.test_idx], dm.ws.ch_names,
-                                                   [parse_condition(c) for c in conds], ctx, batch_size=16, workers=2)
-              for r in res}
-    for c in conds[:-1]:
-        assert by_name[c].status == runner[c].status == "ok"
-        np.testing.assert_allclose(by_name[c].probs, runner[c].probs, atol=1e-5)
-        assert by_name[c].metrics == pytest.approx(runner[c].metrics)
-    assert not np.allclose(runner["clean"].probs, runner["white_snr=0dB"].probs)
+    from eegfm_bench.runs.output import CVRun
+
+    run = CVRun(mi_cv)
+    ws = run.windows("eegnet")
+    te = run.fold_indices(ws, 0)[2]
+    ctx, _ = perturb_context(ws.meta, cv["task"], seed=0)
+    for name in ("white_snr=0dB", "pink_snr=-5dB", "region_noise=primary_snr=-3dB", "dropout_p=0.5_zero"):
+        ds = PerturbedWindows(ws, te, parse_condition(name), ctx)
+        assert not ds.error
+        by = {}
+        for bs in (8, 64, 3):
+            xs, idx = [], []
+            for b in DataLoader(ds, batch_size=bs, shuffle=False):
+                xs.append(b["x"].numpy()), idx.append(b["index"].numpy())
+            by[bs] = np.concatenate(xs)[np.argsort(np.concatenate(idx))]
+        np.testing.assert_array_equal(by[8], by[64])
+        np.testing.assert_array_equal(by[3], by[64])
+        rev = np.stack([ds[i]["x"].numpy() for i in reversed(range(len(ds)))])[::-1]  # one window at a time
+        np.testing.assert_array_equal(rev, by[64])
+        assert not np.allclose(by[64], np.asarray(ws.X[te]))  # the perturbation did something
+    # another seed, another noise; the same window in another subset (rows), the same noise
+    a = PerturbedWindows(ws, te, parse_condition("white_snr=0dB"), ctx)[0]["x"]
+    b = PerturbedWindows(ws, te, parse_condition("white_snr=0dB"), PerturbContext(ctx.dataset, ctx.task, ctx.filter, 1))[0]["x"]
+    c = PerturbedWindows(ws, te[[3, 0]], parse_condition("white_snr=0dB"), ctx)[1]["x"]
+    assert not torch.allclose(a, b) and torch.equal(a, c)
+    # the sweep's probabilities do not depend on the batch size or the DataLoader workers
+    model = load_fold_model(run.checkpoints(folds=[0])[0].path)
+    conds = [parse_condition(c) for c in ("clean", "white_snr=0dB", "dropout_p=0.5_zero", "region=control_removed")]
+    r1 = {r.condition: r for r in evaluate_conditions({"m": model}, ws, te, conds, ctx, batch_size=5,
+                                                        trainer={"accelerator": "cpu"})}
+    r2 = {r.condition: r for r in evaluate_conditions({"m": model}, ws, te, conds, ctx, batch_size=16, num_workers=2,
+                                                        trainer={"accelerator": "cpu"})}
+    assert r1["region=control_removed"].status == NOT_APPLICABLE
+    for c in ("clean", "white_snr=0dB", "dropout_p=0.5_zero"):
+        assert r1[c].status == r2[c].status == "ok" and len(r1[c].index) == len(te)
+        np.testing.assert_allclose(r1[c].probs, r2[c].probs, atol=1e-6)
+    assert not np.allclose(r1["clean"].probs, r1["white_snr=0dB"].probs)
 
 
 # ---------------------------------------------------------------------------------------------- synthetic
@@ -286,19 +297,25 @@ def _labram(head: str) -> FMClassifier:
                         backbone_kwargs=dict(num_layers=1, conv_out_channels=4, num_heads=2))
 
 
+def _synthetic_ws(X, y) -> WindowSet:
+    n = len(y)
+    return WindowSet(X, np.asarray(y), np.array([f"S{i % 2}" for i in range(n)]), np.array(["R1"] * n), np.arange(n),
+                     np.full(n, "eegmmidb"), EEGMMIDB, 200.0, ["a", "b"], {"cache_key": "synthetic"})
+
+
 @ignore_missing
 def test_removed_channels_run_on_a_variable_channel_model():
     torch.manual_seed(0)
     ctx = PerturbContext("eegmmidb", "eegmmidb_mi", FilterSpec(200.0, 0.1, 75.0, 60.0), seed=3)
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((6, 64, 800)).astype(np.float32)
-    y = np.array([0, 1, 0, 1, 0, 1])
+    ws = _synthetic_ws(rng.standard_normal((6, 64, 800)).astype(np.float32), [0, 1, 0, 1, 0, 1])
     conds = [parse_condition(c) for c in ("clean", "dropout_p=0.5_removed", "region=primary_removed",
                                           "dropout_p=0.5_zero", "white_snr=-5dB")]
     models = {"mean": _labram("mean"), "flatten": _labram("flatten")}
     assert not_applicable_reason(conds[1], models["mean"]) is None
     assert "flatten head" in not_applicable_reason(conds[1], models["flatten"])
-    res = [r for rs in iter_sweep(models, X, y, EEGMMIDB, conds, ctx, batch_size=4, workers=1) for r in rs]
+    tr = {"accelerator": "cpu"}
+    res = evaluate_conditions(models, ws, np.arange(6), conds, ctx, batch_size=4, trainer=tr)
     got = {(r.model, r.condition): r for r in res}
     assert len(res) == 10
     n_drop = dropout_mask(EEGMMIDB, 0.5, 3, "eegmmidb").n_dropped
@@ -310,19 +327,18 @@ def test_removed_channels_run_on_a_variable_channel_model():
     assert got["mean", "dropout_p=0.5_removed"].probs.shape == (6, 2)
     # removing channels is not zero-padding them
     assert not np.allclose(got["mean", "dropout_p=0.5_removed"].probs, got["mean", "dropout_p=0.5_zero"].probs)
-    # results do not depend on the batch size or the background threads
-    again = [r for rs in iter_sweep(models["mean"], X, y, EEGMMIDB, conds, ctx, batch_size=6, workers=0) for r in rs]
+    # results do not depend on the batch size
+    again = evaluate_conditions({"mean": models["mean"]}, ws, np.arange(6), conds, ctx, batch_size=6, trainer=tr)
     for r in again:
         np.testing.assert_allclose(r.probs, got["mean", r.condition].probs, atol=1e-5)
 
 
 @ignore_missing
 def test_head_only_models_with_one_frozen_backbone_share_its_forward(monkeypatch):
-    from eegfm_bench.perturb.sweep import backbone_fingerprint, shared_backbone_groups
+    from eegfm_bench.perturb.evaluate import backbone_fingerprint, shared_backbone_groups
 
     ctx = PerturbContext("eegmmidb", "eegmmidb_mi", FilterSpec(200.0, 0.1, 75.0, 60.0), seed=1)
-    X = np.random.default_rng(1).standard_normal((5, 64, 800)).astype(np.float32)
-    y = np.array([0, 1, 0, 1, 1])
+    ws = _synthetic_ws(np.random.default_rng(1).standard_normal((5, 64, 800)).astype(np.float32), [0, 1, 0, 1, 1])
     conds = [parse_condition(c) for c in ("clean", "white_snr=0dB", "dropout_p=0.3_removed")]
 
     def head_only(head, seed=0):
@@ -344,12 +360,13 @@ def test_head_only_models_with_one_frozen_backbone_share_its_forward(monkeypatch
         calls.append(x.shape[0])
         return original(self, x, ch_names)
     monkeypatch.setattr(type(models["mean"].backbone), "tokens", counting)
-    shared = {(r.model, r.condition): r for rs in iter_sweep(models, X, y, EEGMMIDB, conds, ctx, batch_size=5,
-                                                            workers=0) for r in rs}
+    tr = {"accelerator": "cpu"}
+    shared = {(r.model, r.condition): r for r in evaluate_conditions(models, ws, np.arange(5), conds, ctx,
+                                                                     batch_size=5, trainer=tr)}
     n_shared = len(calls)
     calls.clear()
-    alone = {(r.model, r.condition): r for rs in iter_sweep(models, X, y, EEGMMIDB, conds, ctx, batch_size=5,
-                                                           workers=0, share_backbones=False) for r in rs}
+    alone = {(r.model, r.condition): r for r in evaluate_conditions(models, ws, np.arange(5), conds, ctx, batch_size=5,
+                                                                    trainer=tr, share_backbones=False)}
     # clean and noise: 3 forwards (shared pair, other, full) instead of 4; removed: flatten not applicable
     assert (n_shared, len(calls)) == (3 + 3 + 3, 4 + 4 + 3)
     assert shared.keys() == alone.keys() and shared["flatten", "dropout_p=0.3_removed"].status == NOT_APPLICABLE

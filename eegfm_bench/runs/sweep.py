@@ -1,0 +1,366 @@
+"""``eegfm-bench sweep``: every App. D condition on every fold checkpoint of a cv run, as Lightning test loops.
+
+For each fold, the fold's fitted models (the cv run's ``best.ckpt`` files of the current config hash,
+:class:`~eegfm_bench.runs.output.CVRun`) are evaluated on that fold's test windows under every condition of
+:mod:`eegfm_bench.perturb.conditions` — clean first — with no retraining: one ``trainer.test`` per fold and group of
+models, with one dataloader per condition (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`: each window's
+noise is drawn from (seed, condition, window) only), and head-only models sharing one frozen backbone run one
+backbone forward per batch (:class:`~eegfm_bench.perturb.evaluate.SweepModule`). The Trainer comes from the sweep's
+``trainer:`` section (devices, strategy, precision — ``precision: null`` keeps each cell's training precision —
+and loggers), so a sweep scales to N devices and gives the same rows as on one: the
+:class:`~eegfm_bench.callbacks.sweep.TestSweep` callback gathers every condition's probabilities across ranks and
+keeps each test window once.
+
+Rows (one per condition × metric, ``condition`` = the condition string) go to the sweep's own store as soon as a
+condition ends, on rank 0; they carry the cv's identifying columns plus ``perturb_seed``, ``checkpoint``, ``note``,
+``details``, and a ``config_hash`` of (the cv cell's hash, perturbation seed, noise filter, precision): a rerun skips
+conditions whose rows exist under that hash and retries failed ones; a cv cell retrained under a new config is
+swept again. One ``out_dir`` holds one perturbation seed.
+
+The config (``configs/experiment/sweep_quickstart.yaml``)::
+
+    cv_out_dir: results/tiny       # the cv run's out_dir ...
+    # cv_config: configs/experiment/tiny_ci.yaml   # ... or its config (must match the run's config hashes)
+    out_dir: null                  # default <cv out_dir>/sweep
+    conditions: null               # default: all of App. D for the task (paper 003 App. D.1-D.3, D.5)
+    seed: 0                        # perturbation seed (dropout masks and noise)
+    reference: eegnet              # model of the ∗/∇ marks (Tables 10-17); null: no marks
+    folds: null                    # subset of the cv folds
+    models: null                   # subset of the cv models
+    batch_size: 64                 # windows per batch and device
+    num_workers: 0                 # DataLoader processes perturbing the next batches
+    save_predictions: true         # predictions/<model>-<regime>-<head>-fold<k>/<condition>.csv
+    alpha: 0.05                    # family-wise level of the marks (Holm across models)
+    trainer: {accelerator: auto, devices: 1, precision: null, loggers: [csv]}
+
+References
+----------
+Paper 003 (seed 003), §3 "Robustness to Perturbations", App. D (conditions), App. H (Tables 10-17).
+"""
+from __future__ import annotations
+
+import json
+import os
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import yaml
+
+from eegfm_bench.config import ConfigError, command_parser, parse_config
+from eegfm_bench.distributed import is_global_zero
+
+
+@dataclass
+class SweepConfig:
+    """``eegfm-bench sweep``: test-time perturbations (paper 003 App. D) on a cv run's fold checkpoints.
+
+    Args:
+        cv_out_dir: the cv run's out_dir.
+        cv_config: the cv config file (its out_dir is used; its cell hashes must match the run's).
+        out_dir: where the sweep's rows and report go (default ``<cv out_dir>/sweep``).
+        conditions: condition strings (default: every App. D condition of the task).
+        seed: perturbation seed (dropout masks and noise), fixed for the sweep.
+        reference: model of the ∗/∇ marks; null for none.
+        folds: subset of the cv folds.
+        models: subset of the cv models.
+        batch_size: windows per batch and device.
+        num_workers: DataLoader worker processes (perturbation runs in them).
+        save_predictions: write per-window probabilities per condition.
+        alpha: family-wise level of the marks (Holm across models).
+    """
+
+    cv_out_dir: Optional[str] = None
+    cv_config: Optional[str] = None
+    out_dir: Optional[str] = None
+    conditions: Optional[list[str]] = None
+    seed: int = 0
+    reference: Optional[str] = "eegnet"
+    folds: Optional[list[int]] = None
+    models: Optional[list[str]] = None
+    batch_size: int = 64
+    num_workers: int = 0
+    save_predictions: bool = True
+    alpha: float = 0.05
+
+
+def sweep_parser():
+    return command_parser("eegfm-bench sweep", SweepConfig, trainer={"precision": None, "devices": 1},
+                          description=SweepConfig.__doc__)
+
+
+def load_sweep_config(source, args: Sequence[str] = ()) -> dict:
+    """Read and validate a sweep config, before any data or model is touched.
+
+    Resolves the cv run (:class:`~eegfm_bench.runs.output.CVRun`; with ``cv_config`` its hashes are verified),
+    ``out_dir``, the conditions and the cells to sweep.
+
+    Returns
+    -------
+    dict
+        The resolved config plus private keys ``_run`` (CVRun), ``_cells`` (its FoldCheckpoints to sweep) and
+        ``_conditions`` (list of Condition).
+
+    Raises
+    ------
+    ConfigError
+        Unknown keys (close matches), neither or both of ``cv_out_dir`` / ``cv_config``, an invalid value, a
+        ``reference`` that is not among the swept models, trainer settings this machine cannot honour.
+    StaleCVRunError
+        ``cv_config`` gives other cell hashes than the cv run holds (names both).
+    CVRunError
+        The cv folder lacks a file, a model / fold is not in it, or a checkpoint is missing.
+    UnknownNameError, ValueError
+        From the condition strings (see :func:`~eegfm_bench.perturb.evaluate.resolve_conditions`).
+    """
+    from eegfm_bench.perturb.evaluate import resolve_conditions
+    from eegfm_bench.runs.cv import load_config as load_cv_config
+    from eegfm_bench.runs.output import CVRun
+    from eegfm_bench.runs.trainer import check_trainer
+
+    cfg = parse_config(sweep_parser(), source, args)
+    if (cfg["cv_out_dir"] is None) == (cfg["cv_config"] is None):
+        raise ConfigError("set exactly one of `cv_out_dir` (the cv run's out_dir) and `cv_config` (its config "
+                          "YAML); fix: e.g. `cv_out_dir: results/tiny`")
+    for k, lo in (("batch_size", 1), ("num_workers", 0)):
+        if cfg[k] < lo:
+            raise ConfigError(f"{k} must be an int ≥ {lo}, got {cfg[k]!r}")
+    if not 0 < cfg["alpha"] < 1:
+        raise ConfigError(f"alpha must be in (0, 1), got {cfg['alpha']!r}")
+    check_trainer(cfg["trainer"], "trainer")
+    if cfg["cv_config"] is not None:
+        cfg["cv_out_dir"] = load_cv_config(cfg["cv_config"])["out_dir"]
+    run = CVRun(cfg["cv_out_dir"])
+    cfg["_conditions"] = resolve_conditions(cfg["conditions"], run.task)
+    if cfg["cv_config"] is not None:
+        run.verify(cfg["cv_config"])
+    cells = run.checkpoints(models=cfg["models"], folds=cfg["folds"])
+    if cfg["reference"] is not None and cfg["reference"] not in {c.model for c in cells}:
+        raise ConfigError(f"reference model {cfg['reference']!r} is not among the swept models "
+                          f"{sorted({c.model for c in cells})}; fix: set `reference:` to one of them, or "
+                          "`reference: null` for no significance marks")
+    cfg["out_dir"] = str(cfg["out_dir"] or Path(cfg["cv_out_dir"]) / "sweep")
+    cfg["_run"], cfg["_cells"] = run, cells
+    return cfg
+
+
+def _public(cfg: dict) -> dict:
+    out = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    out["conditions"] = [c.name for c in cfg["_conditions"]]
+    return out
+
+
+def _check_resume(out: Path, cfg: dict) -> None:
+    path = out / "sweep.yaml"
+    if path.is_file():
+        old = yaml.safe_load(path.read_text()) or {}
+        for key in ("seed", "cv_out_dir"):
+            if str(old.get(key)) != str(cfg[key]):
+                raise ConfigError(
+                    f"{out} holds a sweep with {key}={old.get(key)!r}, this config has {cfg[key]!r}; resuming would mix "
+                    f"the two. fix: use a new out_dir, or set {key}: {old.get(key)!r}")
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _save_predictions(folder: Path, condition: str, index: np.ndarray, probs: np.ndarray, ws) -> None:
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    df = pd.DataFrame({"index": index, "subject": ws.subject[index], "recording": ws.recording[index],
+                       "y": ws.y[index], "pred": probs.argmax(1)})
+    for c in range(probs.shape[1]):
+        df[f"p{c}"] = probs[:, c]
+    path = folder / f"{condition}.csv"
+    tmp = path.with_name(path.name + ".tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise_on_failure: bool = True):
+    """Run the perturbation sweep on every current fold checkpoint of a cv run, then write the report.
+
+    Parameters
+    ----------
+    config : path or dict
+        Sweep config (see the module docstring).
+    args : sequence of str
+        Dotted overrides (``--trainer.devices 2``).
+    progress : bool
+    raise_on_failure : bool
+        Raise :class:`RuntimeError` at the end if a condition or a checkpoint failed (after everything else ran
+        and the report was written).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The degradation table of the report (Δ balanced accuracy in pp, ranked by average).
+
+    Raises
+    ------
+    ConfigError, UnknownNameError, ValueError, CVRunError
+        Config problems, before any model runs (see :func:`load_sweep_config`); also if a fold's test windows
+        differ from those the cv tested (the data changed since), or a region / dropout mask cannot be resolved.
+    RuntimeError
+        At the end, if something failed (see ``failures.json``).
+    """
+    from tqdm.auto import tqdm
+
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.perturb.evaluate import (_details, condition_rows, dropout_masks_record, evaluate_conditions,
+                                              perturb_context)
+    from eegfm_bench.perturb.regions import REGION_ROLES, MissingElectrodesWarning, resolve_region
+    from eegfm_bench.perturb.report import write_report
+    from eegfm_bench.results import ResultStore, code_version, config_hash
+    from eegfm_bench.runs.cv import run_label
+    from eegfm_bench.runs.output import load_fold_model
+    from eegfm_bench.runs.trainer import quiet_lightning
+
+    cfg = load_sweep_config(config, args)
+    run, cells, conditions = cfg["_run"], cfg["_cells"], cfg["_conditions"]
+    out = Path(cfg["out_dir"])
+    zero = is_global_zero()
+    if zero:
+        out.mkdir(parents=True, exist_ok=True)
+    _check_resume(out, cfg)
+    quiet_lightning()
+    group_by = run.group_by
+    missing = run.missing_folds()
+    if missing and zero:
+        tqdm.write(f"note: the cv run {run.dir} has no rows yet for folds {missing} of its current config; they are "
+                   "not swept (let the cv finish, then rerun the sweep)")
+
+    # -- everything that can fail on names or data, before any model runs -------------------------------------
+    by_prep: dict[tuple, dict] = {}
+    for m in sorted({c.model for c in cells}):
+        prep = BACKBONES.get(m).preprocessing
+        key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
+        by_prep.setdefault(key, {"models": []})["models"].append(m)
+    notes, masks = [], {}
+    for g in by_prep.values():
+        ws = run.windows(g["models"][0])
+        ctx, fnotes = perturb_context(ws.meta, run.task, cfg["seed"])
+        notes += [n for n in fnotes if n not in notes]
+        details = {c.name: _details(c, ws.ch_names, ctx) for c in conditions}  # resolves regions and masks (raises)
+        for role in REGION_ROLES:
+            if any(getattr(c, "role", None) == role for c in conditions):
+                resolve_region(run.task, role, ws.ch_names, warn=zero)
+        g.update(ws=ws, ctx=ctx, details=details)
+        masks[ws.meta["dataset"]] = {"ch_names": list(ws.ch_names),
+                                     "masks": dropout_masks_record(ws.ch_names, ws.meta["dataset"], cfg["seed"],
+                                                                   conditions)}
+        for ck in cells:
+            if ck.model in g["models"]:
+                te = run.fold_indices(ws, ck.fold)[2]
+                if ck.n_windows and len(te) != ck.n_windows:
+                    raise ConfigError(f"fold {ck.fold} of {ck.model} now holds {len(te)} test windows, the cv tested "
+                                      f"{ck.n_windows}; the data or window cache changed since the cv run. fix: rerun "
+                                      "the cv, or restore the data")
+    if zero:
+        (out / "sweep.yaml").write_text(yaml.safe_dump(_public(cfg), sort_keys=False, allow_unicode=True))
+        _write_json(out / "dropout_masks.json", masks)
+
+    store = ResultStore(out, write=zero)
+    existing = store.load()
+    done_cols = ["model", "init", "regime", "head", "fold", "condition", "config_hash"]
+    done = (set(map(tuple, existing[done_cols].astype(str).to_numpy()))
+            if not existing.empty and set(done_cols) <= set(existing.columns) else set())
+    code, failures = code_version(), []
+    sweep_hashes: set[str] = set()
+
+    def precision_of(ck) -> Any:
+        p = cfg["trainer"].get("precision")
+        return p if p is not None else run.trainer_of(ck.model, ck.regime, ck.head).get("precision", "32-true")
+
+    def chash_of(ck, ctx) -> str:
+        return config_hash({"cv_config_hash": ck.config_hash, "perturb_seed": cfg["seed"],
+                            "filter": ctx.filter.as_dict(), "precision": str(precision_of(ck))})
+
+    def fail(ck, condition: str, error: str, tb: str) -> None:
+        failures.append({"model": ck.model, "init": ck.init, "regime": ck.regime, "head": ck.head, "fold": ck.fold,
+                         "condition": condition, "error": error, "traceback": tb})
+        if zero:
+            _write_json(out / "failures.json", failures)
+            tqdm.write(f"sweep {ck.model}/{ck.regime}/{ck.head} fold {ck.fold} {condition} failed: "
+                       f"{error.splitlines()[0]}")
+
+    n_total = len(cells) * len(conditions)
+    bar = tqdm(total=n_total, desc=f"sweep {run.experiment}", disable=not (progress and zero), unit="cond")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingElectrodesWarning)  # warned once above; recorded in `details`
+        for g in by_prep.values():
+            ws, ctx, details = g["ws"], g["ctx"], g["details"]
+            gcells = [c for c in cells if c.model in g["models"]]
+            for fold in sorted({c.fold for c in gcells}):
+                fcells = [c for c in gcells if c.fold == fold]
+                te = run.fold_indices(ws, fold)[2]
+                n_subjects = int(np.unique(ws.subject[te]).size)
+                todo, bases = {}, {}
+                for i, ck in enumerate(fcells):
+                    h = chash_of(ck, ctx)
+                    sweep_hashes.add(h)
+                    ident = [ck.model, ck.init, ck.regime, ck.head, str(ck.fold)]
+                    todo[i] = [c for c in conditions if tuple(ident + [c.name, h]) not in done]
+                    bar.update(len(conditions) - len(todo[i]))
+                    bases[i] = {"experiment": run.experiment, "task": run.task, "model": ck.model, "init": ck.init,
+                                "regime": ck.regime, "head": ck.head, "fold": int(fold), "seed": ck.seed,
+                                "n_windows": int(len(te)), "n_subjects": n_subjects,
+                                "fold_unit": ck.fold_unit or group_by, "config_hash": h, "code_version": code,
+                                "checkpoint": str(ck.path), "perturb_seed": cfg["seed"]}
+                models = {}
+                for i, ck in enumerate(fcells):
+                    if not todo[i]:
+                        continue
+                    try:
+                        models[i] = load_fold_model(ck.path)
+                    except Exception as err:  # noqa: BLE001  (this cell fails, the others go on)
+                        for c in todo[i]:
+                            fail(ck, c.name, f"{type(err).__name__}: {err}", traceback.format_exc())
+                        bar.update(len(todo[i]))
+                        todo[i] = []
+                if not models:
+                    continue
+                prec = {i: precision_of(fcells[i]) for i in models}
+
+                def sink(results, fcells=fcells, bases=bases, fold=fold):
+                    rows = []
+                    for res in results:
+                        ck = fcells[res.model]
+                        if res.status == "failed":
+                            fail(ck, res.condition, res.error, res.traceback or res.error)
+                            continue
+                        base = bases[res.model] if res.index is None else {**bases[res.model],
+                                                                          "n_windows": int(len(res.index))}
+                        rows += condition_rows(res, base)
+                        if cfg["save_predictions"] and res.status == "ok":
+                            _save_predictions(out / "predictions" / f"{run_label(ck.model, ck.regime, ck.head)}"
+                                              f"-fold{fold}", res.condition, res.index, res.probs, ws)
+                    store.append(rows)  # this condition's rows at once: a later crash cannot lose them
+                    bar.update(len(results))
+
+                evaluate_conditions(models, ws, te, conditions, ctx, trainer=cfg["trainer"],
+                                    todo={i: [c.name for c in todo[i]] for i in models}, precision=prec,
+                                    batch_size=cfg["batch_size"], num_workers=cfg["num_workers"], sink=sink,
+                                    details=details, out_dir=out, name=f"sweep-fold{fold}",
+                                    experiment=run.experiment)
+                del models
+    bar.close()
+    if zero:
+        _write_json(out / "failures.json", failures)
+    ws0 = next(iter(by_prep.values()))["ws"]
+    table = None
+    if zero:
+        table = write_report(out, reference=cfg["reference"], alpha=cfg["alpha"], chance=1.0 / len(ws0.class_names),
+                             filter_notes=notes, experiment=run.experiment, task=run.task,
+                             config_hashes=sweep_hashes)
+    if failures and raise_on_failure:
+        raise RuntimeError(f"{len(failures)} condition(s) failed; see {out / 'failures.json'} (every other condition "
+                           "was written; a rerun retries only the failed ones)")
+    return table
