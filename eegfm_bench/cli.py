@@ -109,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+OVERRIDABLE = ("cv", "check", "sweep", "probe", "attribute")
+"""Commands whose config keys can be overridden on the command line (``--trainer.devices 2``)."""
+
+
 def _main(argv: list[str]) -> int:
     _quiet_third_party_warnings()
     if argv and argv[0] in ("fit", "validate", "test", "predict"):
@@ -135,7 +139,7 @@ def _main(argv: list[str]) -> int:
     for name, what in (("probe", "block-wise probes and attention maps over a cv run's checkpoints (paper 003 App. I.4-I.5)"),
                        ("attribute", "attribution topomaps over a cv run's checkpoints (paper 003 App. I.1-I.2)")):
         ip = sub.add_parser(name, help=what)
-        ip.add_argument("--config", required=True)
+        ip.add_argument("--config", required=True, action="append")
         ip.add_argument("--no-progress", action="store_true")
     ct = sub.add_parser("controls", help="negative-control suite and four-gate report of one task (paper 001)")
     ct.add_argument("--config", required=True)
@@ -145,9 +149,9 @@ def _main(argv: list[str]) -> int:
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
-    if extra and a.cmd not in ("cv", "check", "sweep"):
+    if extra and a.cmd not in OVERRIDABLE:
         p.error(f"unrecognized arguments: {' '.join(extra)}")
-    if a.cmd in ("cv", "check", "sweep"):
+    if a.cmd in OVERRIDABLE:
         overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra
     if a.cmd == "cv":
         from eegfm_bench.distributed import is_global_zero
@@ -182,18 +186,23 @@ def _main(argv: list[str]) -> int:
             print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
             print(f"report: {table.attrs['report']}")
     elif a.cmd == "probe":
-        from eegfm_bench.interpret.probes import run_probes
+        from eegfm_bench.distributed import is_global_zero
+        from eegfm_bench.runs.probe import run_probes
 
-        for k, v in run_probes(a.config, progress=not a.no_progress).items():
-            print(f"{k}: {v}")
+        out = run_probes(a.config[0], args=overrides, progress=not a.no_progress)
+        if is_global_zero():
+            for k, v in out.items():
+                print(f"{k}: {v}")
     elif a.cmd == "attribute":
-        from eegfm_bench.interpret.attribution import run_attribution
+        from eegfm_bench.distributed import is_global_zero
+        from eegfm_bench.runs.attribute import run_attribution
 
-        out = run_attribution(a.config, progress=not a.no_progress)
-        print(out.pop("checks").read_text())
-        out.pop("checks_table")
-        for k, v in out.items():
-            print(f"{k}: {v}")
+        out = run_attribution(a.config[0], args=overrides, progress=not a.no_progress)
+        if is_global_zero():
+            print(out.pop("checks").read_text())
+            out.pop("checks_table")
+            for k, v in out.items():
+                print(f"{k}: {v}")
     elif a.cmd == "controls":
         from eegfm_bench.controls.run import controls_main
 

@@ -44,8 +44,15 @@ TRAINER_DEFAULTS: dict[str, Any] = {"max_epochs": 30, "min_epochs": 1, "devices"
 DDP over every visible GPU), 30 epochs, no per-epoch progress bar (commands show their own over cells)."""
 
 
+RENAMED: dict[str, str] = {"device": "trainer.accelerator (and trainer.devices)",
+                           "workers": "num_workers (DataLoader processes)"}
+"""Keys of earlier versions and where their setting lives now (named in the unknown-key message)."""
+
+
 def close_matches(word: str, options: Iterable[str], n: int = 3) -> str:
-    """``" Did you mean 'a', 'b'?"`` (empty when nothing is close)."""
+    """``" Did you mean 'a', 'b'?"`` (empty when nothing is close); a renamed key names its new place."""
+    if str(word) in RENAMED:
+        return f" `{word}` is now `{RENAMED[str(word)]}`."
     got = difflib.get_close_matches(str(word), sorted(set(options)), n=n, cutoff=0.5)
     return f" Did you mean {', '.join(map(repr, got))}?" if got else ""
 
@@ -165,10 +172,16 @@ def _item_fields(schema: type, key: str) -> set[str]:
     return set()
 
 
-def _check_mappings(schema: type | None, raw: dict, where: str) -> None:
-    """Sections whose schema is a mapping must be given as one (``data: [1]`` is refused with the fix)."""
+def _check_mappings(schema: type | None, raw: dict, where: str, trainer: bool = True) -> None:
+    """Top-level keys must exist (jsonargparse lets an unknown key with an empty mapping through), and sections whose
+    schema is a mapping must be given as one (``data: [1]`` is refused with the fix)."""
     if schema is None:
         return
+    valid = _sections(schema, trainer)[""]
+    for k in raw:
+        if k not in valid:
+            raise ConfigError(f"{where}: unknown key {k}.{close_matches(k, valid)} Valid keys: "
+                              f"{', '.join(sorted(valid))}. fix: correct or remove `{k}`")
     for f in fields(schema):
         default = f.default_factory() if callable(getattr(f, "default_factory", None)) else f.default
         if f.name in raw and is_dataclass(default) and raw[f.name] is not None and not isinstance(raw[f.name], dict):
@@ -230,10 +243,11 @@ def parse_config(parser, source: str | os.PathLike | dict | None = None, args: S
     from jsonargparse import ArgumentError
 
     schema = getattr(parser, "_eegfm_schema", None)
+    trainer = any(a.dest.startswith("trainer.") for a in parser._actions)
     where = where or (str(source) if isinstance(source, (str, os.PathLike)) else parser.prog)
     try:
         if isinstance(source, dict):
-            _check_mappings(schema, source, where)
+            _check_mappings(schema, source, where, trainer)
             ns = parser.parse_object(copy.deepcopy(source))
             if args:
                 ns = parser.parse_args(list(args), namespace=ns)
@@ -241,7 +255,7 @@ def parse_config(parser, source: str | os.PathLike | dict | None = None, args: S
             argv = (["--config", str(source)] if source is not None else []) + list(args)
             for i, a in enumerate(argv):
                 if a == "--config" and i + 1 < len(argv):
-                    _check_mappings(schema, read_yaml(argv[i + 1]), argv[i + 1])
+                    _check_mappings(schema, read_yaml(argv[i + 1]), argv[i + 1], trainer)
             ns = parser.parse_args(argv)
     except ArgumentError as err:
         raise _explain(err, parser, where) from None

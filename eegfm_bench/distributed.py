@@ -103,7 +103,7 @@ def merge_by_index(parts: Sequence[Mapping[str, np.ndarray]], key: str = "index"
     ValueError
         If the parts hold different columns, or one column's length differs from its part's index.
     """
-    parts = [p for p in parts if p is not None and len(np.asarray(p[key]))]
+    parts = [p for p in parts if p and key in p and len(np.asarray(p[key]))]
     if not parts:
         return {}
     cols = set(parts[0])

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
+import lightning as L
 import numpy as np
 import torch
 from torch import nn
@@ -78,57 +79,93 @@ def check_attention_support(backbone: str) -> None:
             f"{supported_methods(backbone)}; fix: drop {backbone!r} from attention.models")
 
 
-@torch.no_grad()
-def channel_attention(adapter: nn.Module, x: torch.Tensor, ch_names: Sequence[str] | None = None) -> np.ndarray:
-    """Per-channel attention of every block for a batch of windows.
+class AttentionExtractor(L.LightningModule):
+    """``predict_step``: per-channel attention of every block for a batch of windows (hooks, output unchanged).
 
     Parameters
     ----------
     adapter : BackboneAdapter
-        ``labram`` or ``cbramod`` adapter (eval mode is set here).
-    x : Tensor, shape (batch, n_chans, n_times)
-        Windows in the backbone's unit.
-    ch_names : sequence of str, optional
-        Channel names of ``x`` (default: the adapter's montage).
+        ``labram`` or ``cbramod`` adapter.
+    ch_names : sequence of str
+        Channel names of the windows.
 
-    Returns
-    -------
-    ndarray, shape (n_blocks, batch, n_chans)
-        Attention received by each channel's tokens: summed over queries, averaged over heads and the
-        channel's time patches. Summed over channels it equals the number of query tokens per attention
-        matrix divided by the patch count (LaBraM: ``C``; CBraMod: ``C``), since each softmax row sums to 1
-        (up to the CLS share for LaBraM).
+    The step returns ``{"index", "attention"}`` with ``attention`` of shape ``(batch, n_blocks, n_chans)``: the
+    attention received by each channel's tokens, summed over queries, averaged over heads and the channel's time
+    patches. Summed over channels it equals the number of query tokens per attention matrix divided by the patch
+    count (LaBraM: ``C``; CBraMod: ``C``), since each softmax row sums to 1 (up to the CLS share for LaBraM).
 
     Raises
     ------
     UnsupportedMethodError
         For a backbone without softmax attention.
     """
-    name = getattr(adapter, "name", type(adapter).__name__)
-    check_attention_support(name)
+
+    def __init__(self, adapter: nn.Module, ch_names: Sequence[str]):
+        super().__init__()
+        name = getattr(adapter, "name", type(adapter).__name__)
+        check_attention_support(name)
+        self.adapter, self.ch_names, self.kind = adapter, list(ch_names), name
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> dict:
+        x = batch["x"]
+        store: dict[int, list] = {}
+        handles = ATTENTION_BACKBONES[self.kind](self.adapter, int(x.shape[0]), len(self.ch_names), store)
+        try:
+            self.adapter.tokens(x, self.ch_names)
+        finally:
+            for h in handles:
+                h.remove()
+        att = np.stack([np.concatenate(store[i]) for i in range(len(self.adapter.blocks))], axis=1)
+        return {"index": batch["index"], "attention": torch.from_numpy(att)}
+
+
+def channel_attention(adapter: nn.Module, x: torch.Tensor, ch_names: Sequence[str] | None = None,
+                      trainer: dict | None = None) -> np.ndarray:
+    """Per-channel attention of every block for a batch of windows ``x`` ``(batch, n_chans, n_times)``.
+
+    Runs :class:`AttentionExtractor` in ``Trainer.predict`` (``trainer``: a ``trainer:`` section, default one CPU).
+
+    Returns
+    -------
+    ndarray, shape (n_blocks, batch, n_chans)
+    """
+    from torch.utils.data import TensorDataset
+
+    from eegfm_bench.runs.trainer import predict_gathered
+
     names = list(ch_names) if ch_names is not None else list(adapter.ch_names)
-    was = adapter.training
-    adapter.eval()
-    store: dict[int, list] = {}
-    handles = ATTENTION_BACKBONES[name](adapter, int(x.shape[0]), len(names), store)
-    try:
-        adapter.tokens(x, names)
-    finally:
-        for h in handles:
-            h.remove()
-        adapter.train(was)
-    return np.stack([np.concatenate(store[i]) for i in range(len(adapter.blocks))])
+    ds = _Dicts(TensorDataset(x.detach().cpu().float(), torch.arange(len(x))))
+    out = predict_gathered(AttentionExtractor(adapter, names), ds, trainer or {"accelerator": "cpu"},
+                           batch_size=len(x))
+    return np.transpose(out["attention"], (1, 0, 2))
 
 
-def mean_channel_attention(adapter: nn.Module, X: np.ndarray, ch_names: Sequence[str], batch_size: int = 16,
-                           device: str = "cpu") -> np.ndarray:
-    """:func:`channel_attention` averaged over all windows ``X`` ``(n, n_chans, n_times)`` → ``(n_blocks, n_chans)``."""
-    adapter.to(device)
-    parts = []
-    for s in range(0, len(X), batch_size):
-        x = torch.from_numpy(np.asarray(X[s:s + batch_size], dtype=np.float32)).to(device)
-        parts.append(channel_attention(adapter, x, ch_names))
-    return np.concatenate(parts, axis=1).mean(1)
+class _Dicts(torch.utils.data.Dataset):
+    """``(x, index)`` tuples as the DataModule's batch dicts."""
+
+    def __init__(self, ds):
+        self.ds = ds
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        x, j = self.ds[i]
+        return {"x": x, "index": j}
+
+
+def mean_channel_attention(adapter: nn.Module, ws, rows: np.ndarray, batch_size: int = 16,
+                           trainer: dict | None = None) -> np.ndarray:
+    """Per-channel attention of every block averaged over windows ``rows`` of ``ws`` → ``(n_blocks, n_chans)``.
+
+    One ``Trainer.predict`` pass (:class:`AttentionExtractor`); under DDP every window is counted once.
+    """
+    from eegfm_bench.data.datamodule import WindowDataset
+    from eegfm_bench.runs.trainer import predict_gathered
+
+    out = predict_gathered(AttentionExtractor(adapter, ws.ch_names), WindowDataset(ws, np.sort(rows)), trainer,
+                           batch_size=batch_size)
+    return out["attention"].mean(0)
 
 
 def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Path]:
@@ -150,11 +187,14 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
 
     from tqdm.auto import tqdm
 
-    from eegfm_bench.interpret.runs import CVRun, load_fold_model, load_initial_model
+    from eegfm_bench.distributed import is_global_zero
     from eegfm_bench.interpret.topomap import plot_topomap_grid
+    from eegfm_bench.models.features import state_hash
+    from eegfm_bench.runs.output import CVRun, load_fold_model, load_initial_model
 
     log = logging.getLogger(__name__)
-    run = run or CVRun(cfg["cv_dir"])
+    run = run or CVRun(cfg["cv_dir"], cfg.get("cv_config"))
+    tr = cfg["trainer"]
     ac, sel = cfg["attention"], cfg["select"]
     explicit = ac["models"]
     if explicit:
@@ -175,23 +215,20 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
         check_positions(run.windows(model_name).ch_names)
         frozen, tuned, names = [], [], None
         frozen_done: dict[str, np.ndarray] = {}
-        for ck in tqdm(group, desc=f"attention {model_name}", disable=not progress, unit="fold"):
+        for ck in tqdm(group, desc=f"attention {model_name}", disable=not (progress and is_global_zero()), unit="fold"):
             ws = run.windows(ck.model)
             _, _, te = run.fold_indices(ws, ck.fold)
             if ac["max_windows_per_fold"]:
                 te = te[: int(ac["max_windows_per_fold"])]
             names = list(ws.ch_names)
-            X = ws.X[np.sort(te)]
             init = load_initial_model(ck.path)
-            from eegfm_bench.interpret.probes import state_hash
-
             key = f"{state_hash(init.backbone)}-{ck.fold}"
             if key not in frozen_done:  # one frozen backbone per fold, whatever heads were trained on it
-                frozen_done[key] = mean_channel_attention(init.backbone, X, names, ac["batch_size"], cfg["device"])
+                frozen_done[key] = mean_channel_attention(init.backbone, ws, te, ac["batch_size"], tr)
                 frozen.append(frozen_done[key])
             if ck.regime != "head_only":
                 model = load_fold_model(ck.path)
-                tuned.append(mean_channel_attention(model.backbone, X, names, ac["batch_size"], cfg["device"]))
+                tuned.append(mean_channel_attention(model.backbone, ws, te, ac["batch_size"], tr))
         frozen_a = np.stack(frozen)
         arrays = {"frozen": frozen_a, "ch_names": np.array(names)}
         rows = {}
@@ -199,6 +236,8 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
             arrays["fine_tuned"] = np.stack(tuned)
             rows["fine-tuned"] = arrays["fine_tuned"].mean(0)
         rows[f"frozen ({group[0].init})"] = frozen_a.mean(0)
+        if not is_global_zero():
+            continue
         out_dir.mkdir(parents=True, exist_ok=True)
         np.savez(out_dir / f"{model_name}.npz", **arrays)
         n_blocks = frozen_a.shape[1]

@@ -27,8 +27,14 @@ bias zeroed; warns beyond 5 %), :func:`randomisation_test` (maps of a model with
 differ: Spearman rank correlation, ``scipy.stats.spearmanr``) and :func:`gxi_linear_check` (captum's
 Gradient×Input equals ``x · W[c]`` exactly on a linear model).
 
-Entry points: :class:`Attribution` (Lightning callback, after fit) and :func:`run_attribution`
-(``eegfm-bench attribute --config ...`` over a cv run's fold checkpoints).
+Every forward and backward pass runs in a ``lightning.Trainer`` (``Trainer.predict``; with gradients enabled for the
+maps): :class:`ProbaModule` predicts the windows for the selection, :class:`AttributionModule` computes the maps
+and the per-window sanity checks of the selected windows (:func:`attribute_windows`); the windows come from
+:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`, so a condition perturbs a window exactly as in the sweep.
+
+Entry points: :class:`~eegfm_bench.callbacks.attribution.Attribution` (Lightning callback, after fit) and
+:func:`eegfm_bench.runs.attribute.run_attribution` (``eegfm-bench attribute --config ...`` over a cv run's fold
+checkpoints).
 
 References
 ----------
@@ -45,9 +51,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+import lightning as L
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import Dataset, Subset
 
 from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, UnsupportedMethodError, attention_ledger, attention_sink,
                                        get_patch_map, lrp_copy, lrp_patched, supported_methods, zero_biases)
@@ -258,6 +266,56 @@ def channel_maps(Rn: np.ndarray) -> np.ndarray:
 
 
 # ============================================================================================ sanity checks
+def conservation_per_window(model: nn.Module, x: torch.Tensor, target, backbone: str, *, epsilon: float = 0.0,
+                            attention_rule: str = "attnlrp") -> dict[str, np.ndarray]:
+    """Per-window LRP budget with every bias zeroed (the inputs of :func:`conservation_check`).
+
+    Returns
+    -------
+    dict of ndarray, shape (batch,)
+        ``ratio`` (Σ R_input / logit, configured rule), ``softmax_share`` (relevance absorbed inside the attention
+        products / logit), ``closure`` (ratio + share) and ``ratio_cp`` (Σ R_input / logit under CP-LRP).
+    """
+    tgt = _as_target(target, len(x))
+    out = {}
+    for rule, key in ((attention_rule, "ratio"), ("cp", "ratio_cp")):
+        rel, logits, sink = attnlrp(model, x, target, backbone, epsilon=epsilon, attention_rule=rule,
+                                    biases_zeroed=True, return_sink=True)
+        z = logits.gather(1, tgt[:, None].to(logits.device))[:, 0].double().cpu()
+        r_in = rel.double().sum((1, 2)).cpu()
+        out[key] = (r_in / z).numpy()
+        if key == "ratio":
+            out["softmax_share"] = (sink / z).numpy()
+            out["closure"] = ((r_in + sink) / z).numpy()
+    return out
+
+
+def summarize_conservation(per: dict[str, np.ndarray], backbone: str, *, attention_rule: str = "attnlrp",
+                           tolerance: float = CONSERVATION_TOLERANCE, warn: bool = True) -> dict:
+    """:func:`conservation_check`'s summary of :func:`conservation_per_window` values (see there)."""
+    r, closure = np.asarray(per["ratio"]), np.asarray(per["closure"])
+    out = {"rule": attention_rule, "n_windows": int(len(r)), "ratio": float(np.mean(r)), "ratio_min": float(r.min()),
+           "ratio_max": float(r.max()), "softmax_share": float(np.mean(per["softmax_share"])),
+           "closure": float(np.mean(closure)), "closure_max_error": float(np.max(np.abs(closure - 1))),
+           "ratio_cp": float(np.mean(per["ratio_cp"]))}
+    out["ok"] = bool(abs(out["ratio"] - 1) <= tolerance)
+    out["ok_closure"] = bool(out["closure_max_error"] <= tolerance)
+    out["ok_cp"] = bool(abs(out["ratio_cp"] - 1) <= tolerance)
+    if warn and not (out["ok_cp"] and out["ok_closure"]):
+        warnings.warn(f"{backbone}: with biases zeroed, LRP relevance (input + attention sink) sums to "
+                      f"{out['closure']:.3f} × the logit under {attention_rule} (worst window off by "
+                      f"{out['closure_max_error']:.3f}) and the input relevance to {out['ratio_cp']:.3f} × under the "
+                      f"CP rule (tolerance {tolerance:.0%}): a rule of the {backbone} patch map is not conservative; "
+                      "check eegfm_bench/interpret/lrp.py", ConservationWarning, stacklevel=2)
+    elif warn and not out["ok"]:
+        warnings.warn(f"{backbone}: the {attention_rule} input map carries {out['ratio']:.3f} × the logit (range "
+                      f"{out['ratio_min']:.3f}–{out['ratio_max']:.3f}) with biases zeroed, beyond {tolerance:.0%}; the "
+                      f"budget closes ({out['closure']:.3f}) once the {out['softmax_share']:.3f} × logit absorbed by the "
+                      "softmax Taylor rule's bias term is added, so the patch map is correct and the loss is AttnLRP's "
+                      "own (near-uniform attention absorbs most)", ConservationWarning, stacklevel=2)
+    return out
+
+
 def conservation_check(model: nn.Module, x: torch.Tensor, target, backbone: str, *, epsilon: float = 0.0,
                        attention_rule: str = "attnlrp", tolerance: float = CONSERVATION_TOLERANCE,
                        warn: bool = True) -> dict:
@@ -295,37 +353,8 @@ def conservation_check(model: nn.Module, x: torch.Tensor, target, backbone: str,
         ``closure_max_error`` (max over windows of ``|closure − 1|``), ``ratio_cp`` (CP rule), ``n_windows``,
         ``rule``, ``ok`` (input ratio within tolerance), ``ok_closure``, ``ok_cp``.
     """
-    out = {"rule": attention_rule, "n_windows": int(len(x))}
-    tgt = _as_target(target, len(x))
-    for rule, key in ((attention_rule, "ratio"), ("cp", "ratio_cp")):
-        rel, logits, sink = attnlrp(model, x, target, backbone, epsilon=epsilon, attention_rule=rule,
-                                    biases_zeroed=True, return_sink=True)
-        z = logits.gather(1, tgt[:, None].to(logits.device))[:, 0].double().cpu()
-        r_in = rel.double().sum((1, 2)).cpu()
-        r = (r_in / z).numpy()
-        out[key] = float(np.mean(r))
-        if key == "ratio":
-            closure = ((r_in + sink) / z).numpy()
-            out["ratio_min"], out["ratio_max"] = float(r.min()), float(r.max())
-            out["softmax_share"] = float(np.mean((sink / z).numpy()))
-            out["closure"] = float(np.mean(closure))
-            out["closure_max_error"] = float(np.max(np.abs(closure - 1)))
-    out["ok"] = bool(abs(out["ratio"] - 1) <= tolerance)
-    out["ok_closure"] = bool(out["closure_max_error"] <= tolerance)
-    out["ok_cp"] = bool(abs(out["ratio_cp"] - 1) <= tolerance)
-    if warn and not (out["ok_cp"] and out["ok_closure"]):
-        warnings.warn(f"{backbone}: with biases zeroed, LRP relevance (input + attention sink) sums to "
-                      f"{out['closure']:.3f} × the logit under {attention_rule} (worst window off by "
-                      f"{out['closure_max_error']:.3f}) and the input relevance to {out['ratio_cp']:.3f} × under the "
-                      f"CP rule (tolerance {tolerance:.0%}): a rule of the {backbone} patch map is not conservative; "
-                      "check eegfm_bench/interpret/lrp.py", ConservationWarning, stacklevel=2)
-    elif warn and not out["ok"]:
-        warnings.warn(f"{backbone}: the {attention_rule} input map carries {out['ratio']:.3f} × the logit (range "
-                      f"{out['ratio_min']:.3f}–{out['ratio_max']:.3f}) with biases zeroed, beyond {tolerance:.0%}; the "
-                      f"budget closes ({out['closure']:.3f}) once the {out['softmax_share']:.3f} × logit absorbed by the "
-                      "softmax Taylor rule's bias term is added, so the patch map is correct and the loss is AttnLRP's "
-                      "own (near-uniform attention absorbs most)", ConservationWarning, stacklevel=2)
-    return out
+    per = conservation_per_window(model, x, target, backbone, epsilon=epsilon, attention_rule=attention_rule)
+    return summarize_conservation(per, backbone, attention_rule=attention_rule, tolerance=tolerance, warn=warn)
 
 
 def randomise_parameters(model: nn.Module, seed: int = 0) -> nn.Module:
@@ -352,6 +381,28 @@ def randomise_parameters(model: nn.Module, seed: int = 0) -> nn.Module:
     return m
 
 
+def randomisation_per_window(model: nn.Module, randomised: nn.Module, x: torch.Tensor, target, method: str,
+                             backbone: str, **lrp_kwargs) -> dict[str, np.ndarray]:
+    """Per-window inputs of :func:`randomisation_test`: ``spearman`` / ``spearman_signed`` ``(batch,)`` and the
+    normalised channel maps of both models, ``channel`` / ``channel_random`` ``(batch, n_chans)``."""
+    from scipy.stats import spearmanr
+
+    a = normalise_maps(attribute(model, x, target, method, backbone, **lrp_kwargs).cpu().numpy())
+    b = normalise_maps(attribute(randomised, x, target, method, backbone, **lrp_kwargs).cpu().numpy())
+    return {"spearman": np.array([spearmanr(np.abs(a[i]).ravel(), np.abs(b[i]).ravel())[0] for i in range(len(a))]),
+            "spearman_signed": np.array([spearmanr(a[i].ravel(), b[i].ravel())[0] for i in range(len(a))]),
+            "channel": channel_maps(a), "channel_random": channel_maps(b)}
+
+
+def summarize_randomisation(per: dict[str, np.ndarray]) -> dict:
+    """:func:`randomisation_test`'s summary of :func:`randomisation_per_window` values."""
+    from scipy.stats import spearmanr
+
+    ch = spearmanr(np.asarray(per["channel"]).mean(0), np.asarray(per["channel_random"]).mean(0))[0]
+    return {"spearman": float(np.nanmean(per["spearman"])), "spearman_signed": float(np.nanmean(per["spearman_signed"])),
+            "spearman_channel": float(ch), "n_windows": int(len(per["spearman"]))}
+
+
 def randomisation_test(model: nn.Module, x: torch.Tensor, target, method: str, backbone: str, *, seed: int = 0,
                        **lrp_kwargs) -> dict:
     """Maps of ``model`` vs a weight-randomised copy on the same windows and target class.
@@ -365,16 +416,8 @@ def randomisation_test(model: nn.Module, x: torch.Tensor, target, method: str, b
         ``spearman_channel`` — Spearman correlation of the window-averaged channel maps
         (``|R|`` over time, as in the topomaps); ``n_windows``. A faithful method gives low values.
     """
-    from scipy.stats import spearmanr
-
-    rand = randomise_parameters(model, seed)
-    a = normalise_maps(attribute(model, x, target, method, backbone, **lrp_kwargs).cpu().numpy())
-    b = normalise_maps(attribute(rand, x, target, method, backbone, **lrp_kwargs).cpu().numpy())
-    per = [spearmanr(np.abs(a[i]).ravel(), np.abs(b[i]).ravel())[0] for i in range(len(a))]
-    signed = [spearmanr(a[i].ravel(), b[i].ravel())[0] for i in range(len(a))]
-    ch = spearmanr(channel_maps(a).mean(0), channel_maps(b).mean(0))[0]
-    return {"spearman": float(np.nanmean(per)), "spearman_signed": float(np.nanmean(signed)),
-            "spearman_channel": float(ch), "n_windows": int(len(a))}
+    return summarize_randomisation(randomisation_per_window(model, randomise_parameters(model, seed), x, target, method,
+                                                            backbone, **lrp_kwargs))
 
 
 def gxi_linear_check(n_chans: int = 4, n_times: int = 16, n_classes: int = 3, batch: int = 5, seed: int = 0) -> float:
@@ -395,14 +438,115 @@ def gxi_linear_check(n_chans: int = 4, n_times: int = 16, n_classes: int = 3, ba
     return float((got - want).abs().max())
 
 
-# ============================================================================================ per fold
-@torch.no_grad()
-def predict_proba(model: nn.Module, X: np.ndarray, batch_size: int = 32, device: str = "cpu") -> np.ndarray:
-    """Softmax probabilities ``(n, n_classes)`` (float64) of windows ``X`` ``(n, n_chans, n_times)``."""
-    model.eval().to(device)
-    out = [model(torch.from_numpy(np.asarray(X[s:s + batch_size], dtype=np.float32)).to(device)).double().softmax(-1)
-           for s in range(0, len(X), batch_size)]
-    return torch.cat(out).cpu().numpy()
+# ============================================================================================ Lightning passes
+class ArrayWindows(Dataset):
+    """In-memory windows ``X`` ``(n, n_chans, n_times)`` with labels and window indices, as batch dicts."""
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, index: np.ndarray | None = None):
+        self.X, self.y = np.asarray(X, dtype=np.float32), np.asarray(y, dtype=np.int64)
+        self.rows = np.arange(len(self.y)) if index is None else np.asarray(index, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"x": torch.from_numpy(self.X[i]), "y": torch.tensor(int(self.y[i])),
+                "index": torch.tensor(int(self.rows[i]))}
+
+
+class ProbaModule(L.LightningModule):
+    """``predict_step``: softmax probabilities (float64) of a :class:`LogitModel` with the batch's labels."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> dict:
+        return {"index": batch["index"], "y": batch["y"], "probs": self.model(batch["x"]).double().softmax(-1)}
+
+
+class AttributionModule(L.LightningModule):
+    """``predict_step`` (gradients enabled): every method's relevance map of each window's target class, and the
+    per-window sanity checks of the windows chosen for them.
+
+    Parameters
+    ----------
+    model : LogitModel
+    methods : sequence of {"gxi", "attnlrp"}
+        Methods to compute (already resolved for the backbone, :func:`resolve_method`).
+    targets : mapping window index -> class
+        The class whose logit is explained (the predicted = true class of the App. I.1 selection).
+    conservation : set of int
+        Window indices that also get :func:`conservation_per_window` (AttnLRP only).
+    randomisation : set of int
+        Window indices that also get :func:`randomisation_per_window` against a re-initialised copy
+        (:func:`randomise_parameters` with ``seed``).
+    lrp_kwargs : dict
+        ``epsilon`` and ``attention_rule`` of AttnLRP.
+
+    The step returns ``index``, ``R:<method>`` ``(batch, n_chans, n_times)`` and, NaN where not computed,
+    ``cons:<key>`` ``(batch,)`` and ``rand:<method>:<key>`` (``(batch,)`` or ``(batch, n_chans)``).
+    """
+
+    def __init__(self, model: nn.Module, methods: Sequence[str], targets: dict, *, conservation=(), randomisation=(),
+                 seed: int = 0, lrp_kwargs: dict | None = None):
+        super().__init__()
+        self.model = model
+        self.methods = list(methods)
+        self.targets = {int(k): int(v) for k, v in targets.items()}
+        self.cons, self.rand = {int(i) for i in conservation}, {int(i) for i in randomisation}
+        self.lrp_kwargs = dict(lrp_kwargs or {})
+        self.randomised = randomise_parameters(model, seed) if self.rand else None
+
+    @property
+    def backbone(self) -> str:
+        return self.model.backbone_name
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> dict:
+        x, idx = batch["x"], batch["index"]
+        ids = idx.cpu().tolist()
+        tgt = torch.tensor([self.targets[i] for i in ids], dtype=torch.long, device=x.device)
+        out: dict = {"index": idx}
+        with torch.enable_grad():
+            for m in self.methods:
+                kw = self.lrp_kwargs if m == "attnlrp" else {}
+                out[f"R:{m}"] = attribute(self.model, x, tgt, m, self.backbone, **kw).float()
+            mask = np.array([i in self.cons for i in ids])
+            if "attnlrp" in self.methods and self.cons:
+                per = conservation_per_window(self.model, x[mask], tgt[mask], self.backbone, **self.lrp_kwargs) \
+                    if mask.any() else {k: np.zeros(0) for k in ("ratio", "softmax_share", "closure", "ratio_cp")}
+                for k, v in per.items():
+                    out[f"cons:{k}"] = _fill(v, mask)
+            mask = np.array([i in self.rand for i in ids])
+            if self.rand:
+                for m in self.methods:
+                    kw = self.lrp_kwargs if m == "attnlrp" else {}
+                    if mask.any():
+                        per = randomisation_per_window(self.model, self.randomised, x[mask], tgt[mask], m,
+                                                       self.backbone, **kw)
+                    else:
+                        per = {"spearman": np.zeros(0), "spearman_signed": np.zeros(0),
+                               "channel": np.zeros((0, x.shape[1])), "channel_random": np.zeros((0, x.shape[1]))}
+                    for k, v in per.items():
+                        out[f"rand:{m}:{k}"] = _fill(v, mask)
+        return out
+
+
+def _fill(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    full = np.full((len(mask),) + values.shape[1:], np.nan)
+    full[mask] = values
+    return full
+
+
+def predict_proba(model: nn.Module, X: np.ndarray, batch_size: int = 32, trainer: dict | None = None) -> np.ndarray:
+    """Softmax probabilities ``(n, n_classes)`` (float64) of windows ``X`` ``(n, n_chans, n_times)`` in X's order
+    (``Trainer.predict`` with :class:`ProbaModule`; ``trainer``: a ``trainer:`` section, default one device)."""
+    from eegfm_bench.runs.trainer import predict_gathered
+
+    out = predict_gathered(ProbaModule(model), ArrayWindows(X, np.zeros(len(X), np.int64)), trainer,
+                           batch_size=batch_size)
+    return out["probs"]
 
 
 @dataclass
@@ -462,30 +606,47 @@ def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
     raise UnsupportedMethodError(f"{backbone} does not support {method}")  # pragma: no cover
 
 
-def attribute_fold(model: LogitModel, X: np.ndarray, y: np.ndarray, windows: np.ndarray, methods: Sequence[str], *,
-                   percentile: float = 75.0, max_windows: int | None = None, batch_size: int = 8,
-                   lrp_fallback: str | None = None, epsilon: float = 0.0, attention_rule: str = "attnlrp",
-                   conservation_windows: int = 4, randomisation_windows: int = 8, seed: int = 0,
-                   device: str = "cpu", probs: np.ndarray | None = None) -> dict[str, FoldMaps]:
-    """Select, explain and normalise one fold's test windows (App. I.1) with each method, plus sanity checks.
+def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
+    """The method actually computed for ``backbone``: ``method``, or ``fallback`` if configured.
+
+    Raises
+    ------
+    UnsupportedMethodError
+        ``attnlrp`` requested for a backbone without a patch map and no fallback configured.
+    """
+    if method in supported_methods(backbone):
+        return method
+    if fallback:
+        log.warning("%s has no %s patch map; computing %s instead (lrp_fallback: %s)", backbone, method, fallback,
+                    fallback)
+        return fallback
+    get_patch_map(backbone)  # raises with the supported methods
+    raise UnsupportedMethodError(f"{backbone} does not support {method}")  # pragma: no cover
+
+
+def attribute_windows(model: nn.Module, dataset, methods: Sequence[str], *, percentile: float = 75.0,
+                      max_windows: int | None = None, batch_size: int = 8, lrp_fallback: str | None = None,
+                      epsilon: float = 0.0, attention_rule: str = "attnlrp", conservation_windows: int = 4,
+                      randomisation_windows: int = 8, seed: int = 0, trainer: dict | None = None) -> dict:
+    """Select, explain and normalise windows (App. I.1) with each method, plus sanity checks, in two Trainer passes.
+
+    1. ``Trainer.predict`` (:class:`ProbaModule`) predicts every window of ``dataset``;
+    2. :func:`select_windows` keeps the correctly classified, confident ones (at most ``max_windows``, most
+       confident first);
+    3. ``Trainer.predict`` with gradients (:class:`AttributionModule`) explains their predicted class with each
+       method and runs the conservation check (``conservation_windows`` most confident, AttnLRP) and the
+       randomisation test (``randomisation_windows`` most confident).
 
     Parameters
     ----------
     model : LogitModel
-        The fold's model with the channel names of ``X``.
-    X : ndarray, shape (n_test, n_chans, n_times)
-        Test windows (possibly perturbed), backbone unit.
-    y : ndarray of int, shape (n_test,)
-    windows : ndarray of int, shape (n_test,)
-        WindowSet indices of the rows of ``X`` (recorded with the maps).
+        The fold's model with the channel names of the windows.
+    dataset : Dataset
+        Batch dicts (``x``, ``y``, ``index``) with a ``rows`` attribute (the window index of each position), e.g.
+        :class:`~eegfm_bench.perturb.dataset.PerturbedWindows` or :class:`ArrayWindows`.
     methods : sequence of {"gxi", "attnlrp"}
-    max_windows : int, optional
-        Keep at most this many selected windows (highest confidence first).
-    conservation_windows, randomisation_windows : int
-        Windows (highest confidence) for :func:`conservation_check` (LRP methods) and
-        :func:`randomisation_test`; 0 skips.
-    probs : ndarray, optional
-        Precomputed probabilities of ``X``.
+    trainer : dict, optional
+        A ``trainer:`` section (devices, strategy, precision); default one device, fp32.
 
     Returns
     -------
@@ -498,35 +659,48 @@ def attribute_fold(model: LogitModel, X: np.ndarray, y: np.ndarray, windows: np.
     UnsupportedMethodError
         ``attnlrp`` for a backbone without a patch map and no ``lrp_fallback``.
     """
+    from eegfm_bench.runs.trainer import predict_gathered
+
     backbone = model.backbone_name
     todo: dict[str, str] = {}
     for m in methods:
         todo.setdefault(resolve_method(m, backbone, lrp_fallback), m)
-    probs = predict_proba(model, X, device=device) if probs is None else probs
+    pred = predict_gathered(ProbaModule(model), dataset, trainer, batch_size=max(int(batch_size), 32))
+    probs, y, index = pred["probs"], pred["y"].astype(np.int64), pred["index"].astype(np.int64)
     sel = select_windows(probs, y, percentile)
     if max_windows:
         sel = sel[: int(max_windows)]
-    conf = probs.max(1)[sel]
-    target = torch.as_tensor(probs.argmax(1)[sel], dtype=torch.long)
-    Xs = torch.from_numpy(np.asarray(X[sel], dtype=np.float32)).to(device)
+    ids, conf, target = index[sel], probs.max(1)[sel], probs.argmax(1)[sel]
+    pos_of = {int(r): p for p, r in enumerate(np.asarray(dataset.rows))}
     lrp_kw = {"epsilon": epsilon, "attention_rule": attention_rule}
-    out = {}
+    module = AttributionModule(model, list(todo), dict(zip(ids.tolist(), target.tolist())),
+                               conservation=ids[:conservation_windows].tolist() if "attnlrp" in todo else (),
+                               randomisation=ids[:randomisation_windows].tolist(), seed=seed, lrp_kwargs=lrp_kw)
+    out = predict_gathered(module, Subset(dataset, [pos_of[int(i)] for i in ids]), trainer, batch_size=batch_size,
+                           inference_mode=False)
+    order = np.searchsorted(out["index"], ids)  # back to decreasing confidence
+    nc, nr = min(conservation_windows, len(ids)), min(randomisation_windows, len(ids))
+    res = {}
     for method, requested in todo.items():
-        kw = lrp_kw if method == "attnlrp" else {}
-        parts = [attribute(model, Xs[s:s + batch_size], target[s:s + batch_size], method, backbone, **kw).cpu().numpy()
-                 for s in range(0, len(Xs), batch_size)]
-        Rn = normalise_maps(np.concatenate(parts))
+        Rn = normalise_maps(out[f"R:{method}"][order])
         checks = {}
-        if method == "attnlrp" and conservation_windows:
-            n = min(conservation_windows, len(Xs))
-            checks["conservation"] = conservation_check(model, Xs[:n], target[:n], backbone, **lrp_kw)
-        if randomisation_windows:
-            n = min(randomisation_windows, len(Xs))
-            checks["randomisation"] = randomisation_test(model, Xs[:n], target[:n], method, backbone, seed=seed, **kw)
-        out[method] = FoldMaps(method, requested, Rn.astype(np.float16), channel_maps(Rn), np.asarray(y)[sel],
-                               conf, np.asarray(windows)[sel], list(model.ch_names), int(len(y)),
-                               int((probs.argmax(1) == y).sum()), checks)
-    return out
+        if method == "attnlrp" and nc:
+            per = {k: out[f"cons:{k}"][order][:nc] for k in ("ratio", "softmax_share", "closure", "ratio_cp")}
+            checks["conservation"] = summarize_conservation(per, backbone, attention_rule=attention_rule)
+        if nr:
+            per = {k: out[f"rand:{method}:{k}"][order][:nr]
+                   for k in ("spearman", "spearman_signed", "channel", "channel_random")}
+            checks["randomisation"] = summarize_randomisation(per)
+        res[method] = FoldMaps(method, requested, Rn.astype(np.float16), channel_maps(Rn), y[sel], conf, ids,
+                               list(model.ch_names), int(len(y)), int((probs.argmax(1) == y).sum()), checks)
+    return res
+
+
+def attribute_fold(model: nn.Module, X: np.ndarray, y: np.ndarray, windows: np.ndarray, methods: Sequence[str],
+                   **kwargs) -> dict:
+    """:func:`attribute_windows` on in-memory windows ``X`` ``(n, n_chans, n_times)`` with labels ``y`` and window
+    indices ``windows`` (recorded with the maps)."""
+    return attribute_windows(model, ArrayWindows(X, y, windows), methods, **kwargs)
 
 
 # ============================================================================================ aggregation
@@ -556,25 +730,11 @@ def aggregate(folds: Sequence[FoldMaps] | Sequence[dict], n_classes: int) -> dic
             "n_windows": int(sum(len(get(f, "y")) for f in folds)), "n_windows_per_class": counts}
 
 
-# ============================================================================================ CLI / callback glue
-def _perturb(X: np.ndarray, ch_names: list[str], condition: str, ws, seed: int) -> tuple[np.ndarray, list[str]]:
-    from eegfm_bench.perturb.conditions import PerturbContext, condition_rng, parse_condition
-    from eegfm_bench.perturb.noise import FilterSpec
-
-    cond = parse_condition(condition)
-    if cond.name == "clean":
-        return X, list(ch_names)
-    p = ws.meta.get("preprocessing") or {}
-    filt = FilterSpec(float(ws.sfreq), p.get("l_freq"), p.get("h_freq"), p.get("notch"))
-    ctx = PerturbContext(dataset=str(ws.meta.get("dataset", "")), task=str(ws.meta.get("task", "")), filter=filt,
-                         seed=int(seed))
-    xo, names = cond.apply(np.asarray(X, dtype=np.float32), list(ch_names), condition_rng(int(seed), cond), ctx)
-    return np.asarray(xo, dtype=np.float32), list(names)
-
-
-def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acfg: dict, device: str = "cpu",
-                 ) -> dict[str, FoldMaps]:
-    """Perturb (``condition``) the fold's test windows, then :func:`attribute_fold` with the config's settings.
+# ============================================================================================ per cell and fold
+def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acfg: dict,
+                 trainer: dict | None = None) -> dict:
+    """The fold's test windows under ``condition`` (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`: the
+    same per-window noise and masks as the sweep), then :func:`attribute_windows` with the config's settings.
 
     Raises
     ------
@@ -583,21 +743,31 @@ def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acf
     """
     from eegfm_bench.models.base import ChannelContractError
     from eegfm_bench.perturb.conditions import parse_condition
+    from eegfm_bench.perturb.dataset import PerturbedWindows
+    from eegfm_bench.perturb.evaluate import perturb_context
 
     cond = parse_condition(condition)
     if cond.needs_variable_channels and not clf.backbone.channel_contract.variable:
         raise ChannelContractError(f"{clf.backbone.name} has a fixed montage and cannot take condition {condition!r} "
                                    "(channels removed); fix: use the *_zero variant for this backbone")
-    test_idx = np.sort(np.asarray(test_idx))
-    X, names = _perturb(np.asarray(ws.X[test_idx]), list(ws.ch_names), condition, ws, acfg["perturbation_seed"])
-    model = LogitModel.from_classifier(clf, names)
-    return attribute_fold(model, X, np.asarray(ws.y)[test_idx], test_idx, acfg["methods"],
-                          percentile=float(acfg["percentile"]), max_windows=acfg["max_windows_per_fold"],
-                          batch_size=int(acfg["batch_size"]), lrp_fallback=acfg["lrp_fallback"],
-                          epsilon=float(acfg["epsilon"]), attention_rule=acfg["attention_rule"],
-                          conservation_windows=int(acfg["conservation_windows"]),
-                          randomisation_windows=int(acfg["randomisation_windows"]), seed=int(acfg["seed"]),
-                          device=device)
+    task, seed = str(ws.meta.get("task", "")), int(acfg["perturbation_seed"])
+    if "preprocessing" in ws.meta:
+        ctx, _ = perturb_context(ws.meta, task, seed)
+    else:  # windows without a preprocessing record (synthetic): the noise is band-limited only by the sampling rate
+        from eegfm_bench.perturb.conditions import PerturbContext
+        from eegfm_bench.perturb.noise import FilterSpec
+
+        ctx = PerturbContext(str(ws.meta.get("dataset", "")), task, FilterSpec(float(ws.sfreq), None, None, None), seed)
+    ds = PerturbedWindows(ws, np.sort(np.asarray(test_idx)), cond, ctx)
+    if ds.error:
+        raise RuntimeError(f"condition {condition!r} cannot be applied: {ds.error.splitlines()[0]}")
+    model = LogitModel.from_classifier(clf, ds.ch_names)
+    return attribute_windows(model, ds, acfg["methods"], percentile=float(acfg["percentile"]),
+                             max_windows=acfg["max_windows_per_fold"], batch_size=int(acfg["batch_size"]),
+                             lrp_fallback=acfg["lrp_fallback"], epsilon=float(acfg["epsilon"]),
+                             attention_rule=acfg["attention_rule"], conservation_windows=int(acfg["conservation_windows"]),
+                             randomisation_windows=int(acfg["randomisation_windows"]), seed=int(acfg["seed"]),
+                             trainer=trainer)
 
 
 def _fold_rows(base: dict, fm: FoldMaps) -> list[dict]:
@@ -627,234 +797,6 @@ def _cond_dir(condition: str) -> str:
     return condition.replace("=", "-").replace("/", "_")
 
 
-def write_cell_maps(cell_dir: Path, method: str, condition: str, class_names: Sequence[str], title: str) -> dict | None:
-    """Aggregate the fold npz files of one cell / condition / method; write ``maps.npz`` and ``topomap.png``."""
-    from eegfm_bench.interpret.topomap import plot_topomap_grid
-
-    d = cell_dir / _cond_dir(condition) / method
-    files = sorted(d.glob("fold*.npz"))
-    if not files:
-        return None
-    folds = []
-    for f in files:
-        z = np.load(f, allow_pickle=False)
-        folds.append({"channel": z["channel"], "y": z["y"], "ch_names": [str(c) for c in z["ch_names"]]})
-    names = folds[0]["ch_names"]
-    if any(f["ch_names"] != names for f in folds):
-        raise ValueError(f"{d}: folds differ in channels; cannot average")
-    agg = aggregate(folds, len(class_names))
-    np.savez(d / "maps.npz", class_averaged=agg["class_averaged"], per_class=agg["per_class"],
-             fold_maps=agg["fold_maps"], ch_names=np.array(names), class_names=np.array(list(class_names)),
-             n_windows=agg["n_windows"], n_windows_per_class=np.array(agg["n_windows_per_class"]),
-             folds=np.array([f.stem for f in files]))
-    maps = np.vstack([agg["class_averaged"][None], agg["per_class"]])
-    cols = ["class-averaged"] + [f"{c} (n={n})" for c, n in zip(class_names, agg["n_windows_per_class"])]
-    png = plot_topomap_grid({method: maps}, names, d / "topomap.png", col_titles=cols, cmap="Reds",
-                            shared_scale="row", unit="mean |R| (normalised)",
-                            title=f"{title}\n{len(files)} folds, {agg['n_windows']} windows")
-    return {"png": png, "npz": d / "maps.npz", **agg, "ch_names": names}
-
-
-def run_attribution(config, *, progress: bool = True) -> dict:
-    """``eegfm-bench attribute``: maps of every selected cv cell, fold, condition and method.
-
-    Writes under ``<out_dir>/attribution/``: ``<cell>/<condition>/<method>/fold<k>.npz`` (normalised maps,
-    channel maps, selection), ``maps.npz`` + ``topomap.png`` per cell/condition/method (class-averaged and
-    per-class), ``overview_<condition>.png`` (all cells and methods), ``results.csv`` (rows: selected
-    windows, conservation ratios, randomisation correlations) and ``checks.md`` (conservation and
-    randomisation summary per model).
-
-    Returns
-    -------
-    dict
-        Paths written and the summary table of the checks.
-    """
-    from tqdm.auto import tqdm
-
-    from eegfm_bench.interpret.config import load_interpret_config
-    from eegfm_bench.interpret.runs import CVRun, load_fold_model
-    from eegfm_bench.interpret.topomap import plot_topomap_grid
-    from eegfm_bench.results import ResultStore, code_version, config_hash
-
-    cfg = load_interpret_config(config)
-    acfg, sel = cfg["attribution"], cfg["select"]
-    run = CVRun(cfg["cv_dir"])
-    root = Path(cfg["out_dir"]) / "attribution"
-    store = ResultStore(root)
-    cks = run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])
-    from eegfm_bench.interpret.topomap import check_positions
-
-    for ck in cks:  # check methods and montage before any computation (MOABB-style)
-        for m in acfg["methods"]:
-            resolve_method(m, ck.model, acfg["lrp_fallback"])
-    for model in sorted({ck.model for ck in cks}):
-        check_positions(run.windows(model).ch_names)
-    chash = config_hash({k: acfg[k] for k in sorted(acfg)})
-    code = code_version()
-    skipped = []
-    for ck in tqdm(cks, desc="attribution", disable=not progress, unit="fold"):
-        ws = run.windows(ck.model)
-        _, _, te = run.fold_indices(ws, ck.fold)
-        clf = load_fold_model(ck.path)
-        for condition in acfg["conditions"]:
-            try:
-                res = explain_fold(clf, ws, te, condition=condition, acfg=acfg, device=cfg["device"])
-            except NoWindowsSelectedError as err:
-                log.warning("%s fold %d %s: %s", ck.cell, ck.fold, condition, err)
-                skipped.append({"cell": ck.cell, "fold": ck.fold, "condition": condition, "reason": str(err)})
-                continue
-            base = {"experiment": run.experiment, "task": run.task, "model": ck.model, "init": ck.init,
-                    "regime": ck.regime, "head": ck.head, "fold": ck.fold, "seed": int(run.config["seed"]),
-                    "condition": condition, "n_subjects": int(np.unique(np.asarray(ws.subject)[te]).size),
-                    "fold_unit": run.group_by, "config_hash": chash, "code_version": code,
-                    "checkpoint": str(ck.path)}
-            rows = []
-            for method, fm in res.items():
-                fm.save(root / ck.cell / _cond_dir(condition) / method / f"fold{ck.fold}.npz")
-                rows += _fold_rows(base, fm)
-            store.append(rows)
-    if skipped:
-        (root / "skipped.json").write_text(json.dumps(skipped, indent=1))
-    # aggregate per cell / condition / method, overview per condition
-    paths: dict = {"results": store.csv}
-    class_names = run.windows(cks[0].model).class_names
-    for condition in acfg["conditions"]:
-        rows_maps, names_map = {}, {}
-        for cell in sorted({ck.cell for ck in cks}):
-            for method in sorted({resolve_method(m, cell.split("-")[0], acfg["lrp_fallback"])
-                                  for m in acfg["methods"]}):
-                agg = write_cell_maps(root / cell, method, condition, class_names,
-                                      f"{cell} on {run.task}, {condition}: {_method_label(method, cell.split('-')[0])}")
-                if agg is None:
-                    continue
-                label = f"{cell}\n{_method_label(method, cell.split('-')[0])}"
-                rows_maps[label] = np.vstack([agg["class_averaged"][None], agg["per_class"]])
-                names_map[label] = agg["ch_names"]
-                paths[f"{cell}/{condition}/{method}"] = agg["png"]
-        if rows_maps:
-            paths[f"overview_{condition}"] = plot_topomap_grid(
-                rows_maps, names_map, root / f"overview_{_cond_dir(condition)}.png",
-                col_titles=["class-averaged"] + list(class_names), cmap="Reds", shared_scale="row",
-                unit="mean |R|", title=f"{run.task}, {condition}: attribution topomaps (App. I.1 selection)")
-    table = checks_table(store.load())
-    (root / "checks.md").write_text(_checks_markdown(table))
-    paths["checks"] = root / "checks.md"
-    paths["checks_table"] = table
-    return paths
-
-
-def _method_label(method: str, backbone: str) -> str:
-    if method == "gxi":
-        return "Gradient×Input"
-    from eegfm_bench.interpret.lrp import PATCH_MAPS
-
-    return PATCH_MAPS[backbone]().method if backbone in PATCH_MAPS else method
-
-
-def checks_table(df):
-    """Mean ± std over folds of the sanity-check metrics per (model, regime, head, condition, metric)."""
-    import pandas as pd
-
-    m = df["metric"].astype(str)
-    df = df[m.str.contains("conservation|randomisation|n_selected")]
-    if df.empty:
-        return pd.DataFrame()
-    g = df.groupby(["model", "regime", "head", "condition", "metric"])["value"]
-    return pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1), "min": g.min(), "max": g.max(),
-                         "n_folds": g.count()}).reset_index()
-
-
-def _checks_markdown(table) -> str:
-    if table.empty:
-        return "(no attribution rows)\n"
-    lines = ["# Attribution sanity checks (per model; mean ± std over folds)", "",
-             "conservation_ratio: sum of input R / logit with biases zeroed (configured attention rule); "
-             "conservation_softmax_share: relevance / logit absorbed inside the attention products (AttnLRP's softmax "
-             "Taylor rule); conservation_closure: (input R + absorbed) / logit (must be 1: checks every rule of the "
-             "patch map); conservation_ratio_cp: input R / logit with the CP rule (nothing absorbed: must be 1). "
-             f"Warning threshold |ratio − 1| > {CONSERVATION_TOLERANCE:.0%}. randomisation_spearman: Spearman rank "
-             "correlation of |R| maps (channels × times) of the trained vs a weight-randomised model, _signed: of the signed "
-             "maps, _channel: of the topomap values (low = passes; |R| keeps a floor from the shared |x| factor).", "",
-             "| model | regime | head | condition | metric | mean ± std | min | max | folds |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in table.itertuples():
-        std = 0.0 if np.isnan(r.std) else r.std
-        flag = ""
-        if r.metric.endswith(("conservation_ratio", "conservation_ratio_cp", "conservation_closure")):
-            flag = " ⚠" if abs(r.mean - 1) > CONSERVATION_TOLERANCE else ""
-        lines.append(f"| {r.model} | {r.regime} | {r.head} | {r.condition} | {r.metric} | {r.mean:.3f} ± {std:.3f}"
-                     f"{flag} | {r.min:.3f} | {r.max:.3f} | {r.n_folds} |")
-    return "\n".join(lines) + "\n"
-
-
-try:
-    import lightning as L
-
-    _CallbackBase = L.Callback
-except ImportError:  # pragma: no cover
-    _CallbackBase = object
-
-
-class Attribution(_CallbackBase):
-    """Lightning callback: attribution maps of the fold's test windows after ``fit`` (App. I.1, I.2).
-
-    Uses the best checkpoint when a ``ModelCheckpoint`` recorded one (else the final weights), the
-    DataModule's test windows (:class:`~eegfm_bench.data.datamodule.EEGDataModule`), and writes per-fold
-    npz files, result rows and, after each fold, the fold-averaged topomaps of every fold present in
-    ``out_dir`` (same layout as :func:`run_attribution`, cell ``<backbone>-<regime>-<head>``).
-
-    Parameters
-    ----------
-    out_dir : path
-    methods : sequence of {"gxi", "attnlrp"}
-    conditions : sequence of str
-        Condition strings (App. I.2), ``clean`` by default.
-    experiment : str
-    **settings
-        Any key of the config's ``attribution`` section (``percentile``, ``max_windows_per_fold``,
-        ``lrp_fallback``, ``attention_rule``, ``epsilon``, ``conservation_windows``, ...).
-    """
-
-    def __init__(self, out_dir: str | Path, methods: Sequence[str] = ("gxi", "attnlrp"),
-                 conditions: Sequence[str] = ("clean",), experiment: str = "attribution", **settings):
-        super().__init__()
-        from eegfm_bench.interpret.config import DEFAULTS, InterpretConfigError
-
-        bad = set(settings) - set(DEFAULTS["attribution"])
-        if bad:
-            raise InterpretConfigError(f"Attribution: unknown settings {sorted(bad)}; valid: "
-                                       f"{sorted(DEFAULTS['attribution'])}")
-        self.out_dir = Path(out_dir)
-        self.acfg = {**DEFAULTS["attribution"], **settings, "methods": list(methods), "conditions": list(conditions)}
-        self.experiment = experiment
-
-    def on_fit_end(self, trainer, pl_module) -> None:
-        from eegfm_bench.results import ResultStore, code_version, config_hash
-
-        dm = trainer.datamodule
-        from eegfm_bench.interpret.runs import best_fitted
-
-        clf, best = best_fitted(trainer, pl_module)
-        clf = clf.cpu().eval()
-        hp = pl_module.hparams
-        cell = f"{hp.backbone}-{hp.regime}-{hp.head}"
-        for m in self.acfg["methods"]:
-            resolve_method(m, hp.backbone, self.acfg["lrp_fallback"])
-        store = ResultStore(self.out_dir)
-        for condition in self.acfg["conditions"]:
-            try:
-                res = explain_fold(clf, dm.ws, dm.test_idx, condition=condition, acfg=self.acfg)
-            except NoWindowsSelectedError as err:
-                log.warning("%s fold %s %s: %s", cell, dm.fold, condition, err)
-                continue
-            base = {"experiment": self.experiment, "task": str(dm.hparams.task), "model": hp.backbone,
-                    "init": str(pl_module.init), "regime": hp.regime, "head": hp.head, "fold": int(dm.fold),
-                    "seed": 0, "condition": condition,
-                    "n_subjects": int(np.unique(np.asarray(dm.ws.subject)[dm.test_idx]).size), "fold_unit": "subject",
-                    "config_hash": config_hash(self.acfg), "code_version": code_version(), "checkpoint": str(best)}
-            rows = []
-            for method, fm in res.items():
-                fm.save(self.out_dir / cell / _cond_dir(condition) / method / f"fold{int(dm.fold)}.npz")
-                rows += _fold_rows(base, fm)
-                write_cell_maps(self.out_dir / cell, method, condition, dm.ws.class_names,
-                                f"{cell}, {condition}: {_method_label(method, hp.backbone)}")
-            store.append(rows)
+def cond_dir(condition: str) -> str:
+    """Folder name of a condition (``white_snr-0dB``)."""
+    return condition.replace("=", "-").replace("/", "_")

@@ -1,10 +1,10 @@
-"""Config of ``eegfm-bench probe`` / ``eegfm-bench attribute`` (one YAML serves both).
+"""Config of ``eegfm-bench probe`` / ``eegfm-bench attribute`` (one YAML serves both; typed, jsonargparse).
 
-Schema (defaults in :data:`DEFAULTS`; see ``configs/experiment/interpret_demo.yaml``)::
+Schema (see ``configs/experiment/interpret_quickstart.yaml``)::
 
-    cv_dir: results/x/cv          # out_dir of a finished `eegfm-bench cv` run (its fold checkpoints are analysed)
+    cv_dir: results/x/cv          # out_dir of a finished `eegfm-bench cv` run (its current fold checkpoints)
+    cv_config: null               # ... or the cv config (must match the run's config hashes); not both
     out_dir: results/x            # probes/, attention/, attribution/ are written below it
-    device: cpu                   # or auto (CUDA when visible), cuda, cuda:N
     select:    {models, regimes, heads, folds}          # null = every cell of the cv run
     probe:     {poolings, include_frozen, max_epochs, patience, lr, batch_size, forward_batch_size, cache_dir,
                 standardize_mean}       # standardize_mean: z-score mean-pooled features (see probes.fit_probe)
@@ -21,52 +21,174 @@ Schema (defaults in :data:`DEFAULTS`; see ``configs/experiment/interpret_demo.ya
       batch_size: 8
       conservation_windows: 4     # windows per fold for the conservation check (biases zeroed)
       randomisation_windows: 8    # windows per fold for the model-parameter randomisation test; 0 = skip
+    trainer: {accelerator: auto, devices: 1, precision: 32-true, loggers: [csv]}   # every forward pass
+
+Every forward pass (block outputs, attention maps, predictions for the App. I.1 selection, attributions) runs in
+a ``lightning.Trainer`` built from ``trainer:`` (``device:`` of earlier versions is ``trainer.accelerator``).
 """
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
 
-import yaml
-
-from eegfm_bench.config import ConfigError, merge_config, resolve_device
-
-DEFAULTS: dict = {
-    "experiment": None,
-    "cv_dir": None,
-    "out_dir": None,
-    "device": "cpu",
-    "select": {"models": None, "regimes": None, "heads": None, "folds": None},
-    "probe": {"poolings": ["mean", "flatten"], "include_frozen": True, "max_epochs": 20, "patience": 5, "lr": 1e-3,
-              "batch_size": 64, "forward_batch_size": 16, "cache_dir": None, "standardize_mean": True},
-    "attention": {"enabled": True, "models": None, "max_windows_per_fold": None, "batch_size": 16},
-    "attribution": {"methods": ["gxi", "attnlrp"], "lrp_fallback": None, "attention_rule": "attnlrp",
-                    "epsilon": 0.0, "conditions": ["clean"], "perturbation_seed": 0, "percentile": 75.0,
-                    "max_windows_per_fold": None, "batch_size": 8, "conservation_windows": 4,
-                    "randomisation_windows": 8, "seed": 0},
-}
+from eegfm_bench.config import ConfigError, command_parser, parse_config
 
 
 class InterpretConfigError(ConfigError):
     """An interpret config with an unknown key or an invalid value (names the valid ones)."""
 
 
+@dataclass
+class SelectConfig:
+    """Which cells of the cv run to analyse (null: all).
+
+    Args:
+        models: backbones.
+        regimes: regimes.
+        heads: heads.
+        folds: folds.
+    """
+
+    models: Optional[list[str]] = None
+    regimes: Optional[list[str]] = None
+    heads: Optional[list[str]] = None
+    folds: Optional[list[int]] = None
 
 
-def load_interpret_config(path_or_dict) -> dict:
-    """Read, fill defaults and validate an interpret config.
+@dataclass
+class ProbeConfig:
+    """Block-wise linear probes (paper 003 App. I.5).
+
+    Args:
+        poolings: ``mean`` and / or ``flatten`` (+ RMSNorm).
+        include_frozen: also probe the backbone before fine-tuning.
+        max_epochs: at most this many epochs of Adam (cosine annealing).
+        patience: early stopping on validation balanced accuracy.
+        lr: Adam learning rate.
+        batch_size: probe batch size.
+        forward_batch_size: windows per backbone forward when filling the block cache.
+        cache_dir: feature cache root (default ``$EEGFM_CACHE``).
+        standardize_mean: z-score mean-pooled features with the training windows' statistics.
+    """
+
+    poolings: list[str] = field(default_factory=lambda: ["mean", "flatten"])
+    include_frozen: bool = True
+    max_epochs: int = 20
+    patience: int = 5
+    lr: float = 1e-3
+    batch_size: int = 64
+    forward_batch_size: int = 16
+    cache_dir: Optional[str] = None
+    standardize_mean: bool = True
+
+
+@dataclass
+class AttentionConfig:
+    """Per-block attention topomaps (paper 003 App. I.4).
+
+    Args:
+        enabled: compute them in ``eegfm-bench probe``.
+        models: backbones (null: every selected model with softmax attention).
+        max_windows_per_fold: first N test windows per fold.
+        batch_size: windows per forward.
+    """
+
+    enabled: bool = True
+    models: Optional[list[str]] = None
+    max_windows_per_fold: Optional[int] = None
+    batch_size: int = 16
+
+
+@dataclass
+class AttributionConfig:
+    """Gradient×Input and AttnLRP maps (paper 003 App. I.1-I.2).
+
+    Args:
+        methods: ``gxi`` and / or ``attnlrp``.
+        lrp_fallback: null (a backbone without a patch map is an error) or ``gxi``.
+        attention_rule: ``attnlrp`` (paper) or ``cp`` (CP-LRP).
+        epsilon: ε of the ε-rule on Linear / Conv layers.
+        conditions: condition strings (App. I.2).
+        perturbation_seed: seed of the conditions' noise and masks.
+        percentile: keep correct windows whose confidence exceeds this percentile (App. I.1).
+        max_windows_per_fold: cap on selected windows per fold (highest confidence first).
+        batch_size: windows per attribution batch.
+        conservation_windows: windows per fold for the conservation check.
+        randomisation_windows: windows per fold for the randomisation test (0 skips).
+        seed: seed of the randomised copy.
+    """
+
+    methods: list[str] = field(default_factory=lambda: ["gxi", "attnlrp"])
+    lrp_fallback: Optional[str] = None
+    attention_rule: str = "attnlrp"
+    epsilon: float = 0.0
+    conditions: list[str] = field(default_factory=lambda: ["clean"])
+    perturbation_seed: int = 0
+    percentile: float = 75.0
+    max_windows_per_fold: Optional[int] = None
+    batch_size: int = 8
+    conservation_windows: int = 4
+    randomisation_windows: int = 8
+    seed: int = 0
+
+
+@dataclass
+class InterpretConfig:
+    """``eegfm-bench probe`` / ``attribute``: analyses of a cv run's fold checkpoints (paper 003 §4, App. I).
+
+    Args:
+        experiment: name recorded in the rows (default: the cv run's).
+        cv_dir: the cv run's out_dir.
+        cv_config: the cv config file (its out_dir is used; its cell hashes must match the run's).
+        out_dir: where probes/, attention/ and attribution/ go.
+        select: which cells.
+        probe: block-wise probes.
+        attention: attention maps.
+        attribution: attribution maps.
+    """
+
+    experiment: Optional[str] = None
+    cv_dir: Optional[str] = None
+    cv_config: Optional[str] = None
+    out_dir: Optional[str] = None
+    select: SelectConfig = field(default_factory=SelectConfig)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+    attribution: AttributionConfig = field(default_factory=AttributionConfig)
+
+
+DEFAULTS: dict = {"attribution": {f: getattr(AttributionConfig(), f) for f in AttributionConfig.__dataclass_fields__}}
+"""Defaults of the ``attribution`` section (for the Attribution callback's keyword arguments)."""
+
+
+def interpret_parser(prog: str = "eegfm-bench probe"):
+    return command_parser(prog, InterpretConfig, description=InterpretConfig.__doc__)
+
+
+def load_interpret_config(source, args: Sequence[str] = ()) -> dict:
+    """Read, fill defaults and validate an interpret config (before any data or model is touched).
 
     Raises
     ------
     InterpretConfigError
-        Unknown keys, missing ``cv_dir`` / ``out_dir``, unknown pooling / method / attention rule / fallback,
-        an unparsable condition string, or a device torch does not know (``auto`` picks CUDA when visible).
+        Unknown keys (with close matches), missing ``cv_dir`` / ``out_dir``, unknown pooling / method / attention
+        rule / fallback, an unparsable condition string, trainer settings this machine cannot honour.
     """
     from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
     from eegfm_bench.interpret.probes import POOLINGS
     from eegfm_bench.perturb.conditions import parse_condition
+    from eegfm_bench.runs.trainer import check_trainer
 
-    raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
-    cfg = merge_config(DEFAULTS, raw or {}, "", InterpretConfigError)
+    try:
+        cfg = parse_config(interpret_parser(), source, args)
+    except ConfigError as err:
+        raise InterpretConfigError(str(err)) from None
+    if cfg["cv_config"] is not None:
+        if cfg["cv_dir"] is not None:
+            raise InterpretConfigError("set one of `cv_dir` and `cv_config`, not both")
+        from eegfm_bench.runs.cv import load_config as load_cv_config
+
+        cfg["cv_dir"] = load_cv_config(cfg["cv_config"])["out_dir"]
     for key in ("cv_dir", "out_dir"):
         if not cfg[key]:
             raise InterpretConfigError(f"`{key}` is required (cv_dir: the out_dir of an `eegfm-bench cv` run; "
@@ -86,5 +208,8 @@ def load_interpret_config(path_or_dict) -> dict:
         raise InterpretConfigError(f"attribution.percentile must be in [0, 100), got {a['percentile']}")
     for c in a["conditions"]:
         parse_condition(c)
-    cfg["device"] = resolve_device(cfg["device"], InterpretConfigError)
+    try:
+        check_trainer(cfg["trainer"], "trainer")
+    except ConfigError as err:
+        raise InterpretConfigError(str(err)) from None
     return cfg

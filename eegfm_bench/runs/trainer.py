@@ -167,3 +167,51 @@ def close_loggers(trainer) -> None:
                 lg.experiment.finish()
             except Exception:  # noqa: BLE001  (offline runs may already be closed)
                 pass
+
+
+def predict_gathered(module, dataset, tr: dict | None = None, *, batch_size: int = 32, num_workers: int = 0,
+                     progress: bool = False, **overrides) -> dict:
+    """``Trainer.predict`` over ``dataset`` with every rank's per-window outputs gathered, each window once.
+
+    ``module.predict_step`` must return a mapping with ``index`` (window index, shape ``(batch,)``) and per-window
+    arrays (tensors or ndarrays with a first axis of ``batch``). Outputs are small per window here (probabilities,
+    per-channel attention, channel maps); large features go through
+    :class:`~eegfm_bench.models.features.FeatureWriter` instead.
+
+    Parameters
+    ----------
+    module : LightningModule
+    dataset : torch Dataset
+        Yields the DataModule's batch dicts.
+    tr : dict, optional
+        A ``trainer:`` section (default: one device, fp32).
+    batch_size, num_workers : int
+    progress : bool
+    **overrides
+        Trainer arguments (e.g. ``inference_mode=False`` for gradients).
+
+    Returns
+    -------
+    dict str -> ndarray
+        Concatenated over batches and ranks, one row per window, sorted by ``index`` (the same on every rank).
+    """
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader
+
+    from eegfm_bench.distributed import gather_by_index, is_global_zero
+
+    tr = dict(tr or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
+    t = build_trainer({**tr, "enable_progress_bar": bool(progress) and is_global_zero()}, loggers=False, **overrides)
+    outs = t.predict(module, dataloaders=DataLoader(dataset, batch_size=batch_size, shuffle=False,
+                                                    num_workers=num_workers), return_predictions=True) or []
+
+    def arr(v):
+        return v.detach().float().cpu().numpy() if isinstance(v, torch.Tensor) and v.is_floating_point() else \
+            (v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v))
+
+    local = {}
+    if outs:
+        for k in outs[0]:
+            local[k] = np.concatenate([arr(o[k]) for o in outs])
+    return gather_by_index(local)  # a collective: every rank calls it, even with no window

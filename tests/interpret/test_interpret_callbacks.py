@@ -18,8 +18,8 @@ def fitted(tmp_path_factory):
     from eegfm_bench.data.datamodule import EEGDataModule
     from eegfm_bench.data.splits import SplitSpec, make_split
     from eegfm_bench.data.windows import WindowSet
-    from eegfm_bench.interpret.attribution import Attribution
-    from eegfm_bench.interpret.probes import BlockProbe
+    from eegfm_bench.callbacks.attribution import Attribution
+    from eegfm_bench.callbacks.probes import BlockProbe
     from eegfm_bench.models.module import FMClassifier
 
     out = tmp_path_factory.mktemp("cb")

@@ -59,12 +59,12 @@ def test_probe_cli_on_cv_checkpoints(cv_run, capsys):
     assert (cv_run / "interp" / "attention" / "labram_per_block.png").is_file()
     assert "probe_curves.png" in capsys.readouterr().out
     # the second run reads the block cache (no recomputation: same folders, untouched files)
-    caches = sorted((cv_run / "cache" / "blocks").iterdir())
+    caches = sorted((cv_run / "cache" / "features").iterdir())
     stamps = {p: p.joinpath("meta.json").stat().st_mtime_ns for p in caches}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         main(["probe", "--config", str(cv_run / "interp.yaml"), "--no-progress"])
-    assert sorted((cv_run / "cache" / "blocks").iterdir()) == caches
+    assert sorted((cv_run / "cache" / "features").iterdir()) == caches
     assert {p: p.joinpath("meta.json").stat().st_mtime_ns for p in caches} == stamps
 
 

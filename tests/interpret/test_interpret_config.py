@@ -10,23 +10,28 @@ from eegfm_bench.interpret.config import InterpretConfigError, load_interpret_co
 BASE = {"cv_dir": "results/x", "out_dir": "results/x/interpret"}
 
 
-def test_defaults_are_filled_and_auto_device_resolves():
-    cfg = load_interpret_config({**BASE, "device": "auto"})
-    assert cfg["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
+def test_defaults_are_filled_and_the_trainer_section_is_typed():
+    cfg = load_interpret_config({**BASE, "trainer": {"accelerator": "cpu", "devices": 2, "strategy": "ddp"}},
+                                ["--trainer.precision", "bf16-mixed", "--attribution.percentile", "50"])
+    assert cfg["trainer"]["devices"] == 2 and cfg["trainer"]["precision"] == "bf16-mixed"
+    assert cfg["attribution"]["percentile"] == 50.0
+    cfg = load_interpret_config(BASE)
     assert cfg["probe"]["poolings"] == ["mean", "flatten"] and cfg["attribution"]["percentile"] == 75.0
     assert cfg["attribution"]["methods"] == ["gxi", "attnlrp"]
 
 
 @pytest.mark.parametrize("over,match", [
-    ({"probes": {}}, r"unknown key 'probes'.*Did you mean 'probe'.*Valid keys"),
-    ({"probe": {"pooling": ["mean"]}}, r"unknown key probe\.'pooling'"),
+    ({"probes": {}}, r"unknown key probes\. Did you mean 'probe'.*Valid keys"),
+    ({"probe": {"pooling": ["mean"]}}, r"unknown key probe\.pooling\. Did you mean 'poolings'"),
     ({"cv_dir": None}, r"`cv_dir` is required"),
     ({"probe": {"poolings": ["max"]}}, r"unknown pooling 'max'"),
     ({"attribution": {"methods": ["lime"]}}, r"unknown method 'lime'"),
     ({"attribution": {"lrp_fallback": "zero"}}, r"lrp_fallback must be null or 'gxi'"),
     ({"attribution": {"attention_rule": "softmax"}}, r"attention_rule must be one of"),
     ({"attribution": {"percentile": 100}}, r"percentile must be in \[0, 100\)"),
-    ({"device": "gpu"}, r"device: 'gpu' is not a torch device.*fix: use auto"),
+    ({"device": "cpu"}, r"unknown key device\. `device` is now `trainer\.accelerator"),
+    ({"trainer": {"accelerator": "gpu"}}, r"cannot run accelerator='gpu'.*fix: accelerator: cpu"),
+    ({"trainer": {"max_epoch": 1}}, r"unknown key trainer\.max_epoch\. Did you mean 'max_epochs'"),
 ])
 def test_bad_values_name_the_fix(over, match):
     with pytest.raises(InterpretConfigError, match=match) as e:
@@ -36,8 +41,8 @@ def test_bad_values_name_the_fix(over, match):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_cuda_without_a_gpu_is_refused():
-    with pytest.raises(InterpretConfigError, match="no CUDA device is visible; fix: device: auto or cpu"):
-        load_interpret_config({**BASE, "device": "cuda"})
+    with pytest.raises(InterpretConfigError, match="cannot run accelerator='cuda'.*fix: accelerator: cpu"):
+        load_interpret_config({**BASE, "trainer": {"accelerator": "cuda"}})
 
 
 def test_unknown_condition_is_refused():

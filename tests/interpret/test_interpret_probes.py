@@ -7,8 +7,14 @@ import torch
 from torch import nn
 
 from eegfm_bench.data.windows import WindowSet
-from eegfm_bench.interpret.probes import (compute_block_outputs, fit_probe, plot_probe_curves,
-                                          probe_blocks, probe_markdown, probe_table, state_hash)
+from eegfm_bench.interpret.probes import fit_probe, probe_blocks
+from eegfm_bench.models.features import extract_features, state_hash
+from eegfm_bench.reports.probes import plot_probe_curves, probe_markdown, probe_table
+
+
+def compute_block_outputs(adapter, ws, cache_dir, batch_size=16):
+    return extract_features(adapter, ws, parts=("blocks",), cache_dir=cache_dir, batch_size=batch_size,
+                            trainer={"accelerator": "cpu"})
 
 N_CHANS, N_TIMES = 4, 40
 

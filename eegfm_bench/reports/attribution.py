@@ -1,0 +1,83 @@
+"""Attribution report (paper 003 App. I.1-I.2): per-cell topomaps from the fold maps, the overview per condition,
+and the table of sanity checks (conservation, randomisation)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from eegfm_bench.interpret.attribution import CONSERVATION_TOLERANCE, aggregate, cond_dir
+
+
+def write_cell_maps(cell_dir: Path, method: str, condition: str, class_names: Sequence[str], title: str) -> dict | None:
+    """Aggregate the fold npz files of one cell / condition / method; write ``maps.npz`` and ``topomap.png``."""
+    from eegfm_bench.interpret.topomap import plot_topomap_grid
+
+    d = cell_dir / cond_dir(condition) / method
+    files = sorted(d.glob("fold*.npz"))
+    if not files:
+        return None
+    folds = []
+    for f in files:
+        z = np.load(f, allow_pickle=False)
+        folds.append({"channel": z["channel"], "y": z["y"], "ch_names": [str(c) for c in z["ch_names"]]})
+    names = folds[0]["ch_names"]
+    if any(f["ch_names"] != names for f in folds):
+        raise ValueError(f"{d}: folds differ in channels; cannot average")
+    agg = aggregate(folds, len(class_names))
+    np.savez(d / "maps.npz", class_averaged=agg["class_averaged"], per_class=agg["per_class"],
+             fold_maps=agg["fold_maps"], ch_names=np.array(names), class_names=np.array(list(class_names)),
+             n_windows=agg["n_windows"], n_windows_per_class=np.array(agg["n_windows_per_class"]),
+             folds=np.array([f.stem for f in files]))
+    maps = np.vstack([agg["class_averaged"][None], agg["per_class"]])
+    cols = ["class-averaged"] + [f"{c} (n={n})" for c, n in zip(class_names, agg["n_windows_per_class"])]
+    png = plot_topomap_grid({method: maps}, names, d / "topomap.png", col_titles=cols, cmap="Reds",
+                            shared_scale="row", unit="mean |R| (normalised)",
+                            title=f"{title}\n{len(files)} folds, {agg['n_windows']} windows")
+    return {"png": png, "npz": d / "maps.npz", **agg, "ch_names": names}
+
+
+def method_label(method: str, backbone: str) -> str:
+    if method == "gxi":
+        return "Gradient×Input"
+    from eegfm_bench.interpret.lrp import PATCH_MAPS
+
+    return PATCH_MAPS[backbone]().method if backbone in PATCH_MAPS else method
+
+
+def checks_table(df):
+    """Mean ± std over folds of the sanity-check metrics per (model, regime, head, condition, metric)."""
+    import pandas as pd
+
+    m = df["metric"].astype(str)
+    df = df[m.str.contains("conservation|randomisation|n_selected")]
+    if df.empty:
+        return pd.DataFrame()
+    g = df.groupby(["model", "regime", "head", "condition", "metric"])["value"]
+    return pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1), "min": g.min(), "max": g.max(),
+                         "n_folds": g.count()}).reset_index()
+
+
+def checks_markdown(table) -> str:
+    if table.empty:
+        return "(no attribution rows)\n"
+    lines = ["# Attribution sanity checks (per model; mean ± std over folds)", "",
+             "conservation_ratio: sum of input R / logit with biases zeroed (configured attention rule); "
+             "conservation_softmax_share: relevance / logit absorbed inside the attention products (AttnLRP's softmax "
+             "Taylor rule); conservation_closure: (input R + absorbed) / logit (must be 1: checks every rule of the "
+             "patch map); conservation_ratio_cp: input R / logit with the CP rule (nothing absorbed: must be 1). "
+             f"Warning threshold |ratio − 1| > {CONSERVATION_TOLERANCE:.0%}. randomisation_spearman: Spearman rank "
+             "correlation of |R| maps (channels × times) of the trained vs a weight-randomised model, _signed: of the signed "
+             "maps, _channel: of the topomap values (low = passes; |R| keeps a floor from the shared |x| factor).", "",
+             "| model | regime | head | condition | metric | mean ± std | min | max | folds |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        std = 0.0 if np.isnan(r.std) else r.std
+        flag = ""
+        if r.metric.endswith(("conservation_ratio", "conservation_ratio_cp", "conservation_closure")):
+            flag = " ⚠" if abs(r.mean - 1) > CONSERVATION_TOLERANCE else ""
+        lines.append(f"| {r.model} | {r.regime} | {r.head} | {r.condition} | {r.metric} | {r.mean:.3f} ± {std:.3f}"
+                     f"{flag} | {r.min:.3f} | {r.max:.3f} | {r.n_folds} |")
+    return "\n".join(lines) + "\n"
+
+

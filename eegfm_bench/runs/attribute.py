@@ -1,0 +1,113 @@
+"""``eegfm-bench attribute``: attribution maps of every selected cv cell, fold, condition and method (App. I.1-I.2).
+
+Predictions for the selection and the maps themselves run in ``lightning.Trainer.predict`` passes built from the
+config's ``trainer:`` section (gradients enabled for the maps), so the command scales to N devices with the same
+rows as on one; only rank 0 writes.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True) -> dict:
+    """``eegfm-bench attribute``: maps of every selected cv cell, fold, condition and method.
+
+    Writes under ``<out_dir>/attribution/``: ``<cell>/<condition>/<method>/fold<k>.npz`` (normalised maps,
+    channel maps, selection), ``maps.npz`` + ``topomap.png`` per cell/condition/method (class-averaged and
+    per-class), ``overview_<condition>.png`` (all cells and methods), ``results.csv`` (rows: selected
+    windows, conservation ratios, randomisation correlations) and ``checks.md`` (conservation and
+    randomisation summary per model).
+
+    Returns
+    -------
+    dict
+        Paths written and the summary table of the checks.
+    """
+    from tqdm.auto import tqdm
+
+    from eegfm_bench.distributed import is_global_zero
+    from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
+    from eegfm_bench.interpret.config import load_interpret_config
+    from eegfm_bench.interpret.topomap import plot_topomap_grid
+    from eegfm_bench.reports.attribution import checks_markdown, checks_table, method_label, write_cell_maps
+    from eegfm_bench.results import ResultStore, code_version, config_hash
+    from eegfm_bench.runs.output import CVRun, load_fold_model
+    from eegfm_bench.runs.trainer import hashable_trainer
+
+    cfg = load_interpret_config(config, args)
+    acfg, sel = cfg["attribution"], cfg["select"]
+    run = CVRun(cfg["cv_dir"], cfg["cv_config"])
+    zero = is_global_zero()
+    root = Path(cfg["out_dir"]) / "attribution"
+    store = ResultStore(root, write=zero)
+    cks = run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])
+    from eegfm_bench.interpret.topomap import check_positions
+
+    for ck in cks:  # check methods and montage before any computation (MOABB-style)
+        for m in acfg["methods"]:
+            resolve_method(m, ck.model, acfg["lrp_fallback"])
+    for model in sorted({ck.model for ck in cks}):
+        check_positions(run.windows(model).ch_names)
+    chash = config_hash({"attribution": {k: acfg[k] for k in sorted(acfg)},
+                         "trainer": hashable_trainer(cfg["trainer"], inference=True)})
+    code = code_version()
+    skipped = []
+    for ck in tqdm(cks, desc="attribution", disable=not (progress and zero), unit="fold"):
+        ws = run.windows(ck.model)
+        _, _, te = run.fold_indices(ws, ck.fold)
+        clf = load_fold_model(ck.path)
+        for condition in acfg["conditions"]:
+            try:
+                res = explain_fold(clf, ws, te, condition=condition, acfg=acfg, trainer=cfg["trainer"])
+            except NoWindowsSelectedError as err:
+                log.warning("%s fold %d %s: %s", ck.cell, ck.fold, condition, err)
+                skipped.append({"cell": ck.cell, "fold": ck.fold, "condition": condition, "reason": str(err)})
+                continue
+            base = {"experiment": run.experiment, "task": run.task, "model": ck.model, "init": ck.init,
+                    "regime": ck.regime, "head": ck.head, "fold": ck.fold, "seed": int(run.config["seed"]),
+                    "condition": condition, "n_subjects": int(np.unique(np.asarray(ws.subject)[te]).size),
+                    "fold_unit": run.group_by, "config_hash": config_hash({"attribution": chash, "cv": ck.config_hash}),
+                    "code_version": code, "checkpoint": str(ck.path)}
+            rows = []
+            for method, fm in res.items():
+                if zero:
+                    fm.save(root / ck.cell / cond_dir(condition) / method / f"fold{ck.fold}.npz")
+                rows += _fold_rows(base, fm)
+            store.append(rows)
+    if not zero:
+        return {}
+    if skipped:
+        (root / "skipped.json").write_text(json.dumps(skipped, indent=1))
+    # aggregate per cell / condition / method, overview per condition
+    paths: dict = {"results": store.csv}
+    class_names = run.windows(cks[0].model).class_names
+    for condition in acfg["conditions"]:
+        rows_maps, names_map = {}, {}
+        for cell in sorted({ck.cell for ck in cks}):
+            for method in sorted({resolve_method(m, cell.split("-")[0], acfg["lrp_fallback"])
+                                  for m in acfg["methods"]}):
+                agg = write_cell_maps(root / cell, method, condition, class_names,
+                                      f"{cell} on {run.task}, {condition}: {method_label(method, cell.split('-')[0])}")
+                if agg is None:
+                    continue
+                label = f"{cell}\n{method_label(method, cell.split('-')[0])}"
+                rows_maps[label] = np.vstack([agg["class_averaged"][None], agg["per_class"]])
+                names_map[label] = agg["ch_names"]
+                paths[f"{cell}/{condition}/{method}"] = agg["png"]
+        if rows_maps:
+            paths[f"overview_{condition}"] = plot_topomap_grid(
+                rows_maps, names_map, root / f"overview_{cond_dir(condition)}.png",
+                col_titles=["class-averaged"] + list(class_names), cmap="Reds", shared_scale="row",
+                unit="mean |R|", title=f"{run.task}, {condition}: attribution topomaps (App. I.1 selection)")
+    table = checks_table(store.load())
+    (root / "checks.md").write_text(checks_markdown(table))
+    paths["checks"] = root / "checks.md"
+    paths["checks_table"] = table
+    return paths
