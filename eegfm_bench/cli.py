@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-OVERRIDABLE = ("cv", "check", "sweep", "probe", "attribute")
+OVERRIDABLE = ("cv", "check", "sweep", "probe", "attribute", "controls")
 """Commands whose config keys can be overridden on the command line (``--trainer.devices 2``)."""
 
 
@@ -142,7 +142,7 @@ def _main(argv: list[str]) -> int:
         ip.add_argument("--config", required=True, action="append")
         ip.add_argument("--no-progress", action="store_true")
     ct = sub.add_parser("controls", help="negative-control suite and four-gate report of one task (paper 001)")
-    ct.add_argument("--config", required=True)
+    ct.add_argument("--config", required=True, action="append")
     ct.add_argument("--no-progress", action="store_true")
     au = sub.add_parser("audit", help="PhysioTRACE provenance audit over an embeddings npz (paper 000), resumable")
     au.add_argument("--config", required=True)
@@ -155,7 +155,7 @@ def _main(argv: list[str]) -> int:
         overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra
     if a.cmd == "cv":
         from eegfm_bench.distributed import is_global_zero
-        from eegfm_bench.results import to_markdown
+        from eegfm_bench.reports.cv import to_markdown
         from eegfm_bench.runs.cv import load_config, run_cv
 
         if a.print_config:
@@ -178,7 +178,7 @@ def _main(argv: list[str]) -> int:
         import pandas as pd
 
         from eegfm_bench.distributed import is_global_zero
-        from eegfm_bench.perturb.report import table_markdown
+        from eegfm_bench.reports.sweep import table_markdown
         from eegfm_bench.runs.sweep import sweep_main
 
         table = sweep_main(a.config[0], args=overrides, progress=not a.no_progress)
@@ -206,7 +206,7 @@ def _main(argv: list[str]) -> int:
     elif a.cmd == "controls":
         from eegfm_bench.controls.run import controls_main
 
-        out = controls_main(a.config, progress=not a.no_progress)
+        out = controls_main(a.config[0], args=overrides, progress=not a.no_progress)
         print(Path(out["gates_md"]).read_text())
         for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
             print(f"{k}: {out[k]}")

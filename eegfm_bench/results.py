@@ -153,26 +153,3 @@ class ResultStore:
         df = df[cols]
         _atomic_write(df, self.csv)
         _atomic_write(df.astype({c: str for c in df.columns if df[c].dtype == object}), self.parquet)
-
-
-def summary_table(df: pd.DataFrame, metrics=("balanced_accuracy", "auroc", "cohen_kappa"), condition: str = "clean",
-                  by=("model", "init", "regime", "head")) -> pd.DataFrame:
-    """Mean ± std over folds per ``by`` group and metric (one column per metric, "0.612 ± 0.034")."""
-    d = df[(df["condition"] == condition) & (df["metric"].isin(metrics))].copy()
-    d["value"] = d["value"].astype(float)
-    g = d.groupby(list(by) + ["metric"])["value"]
-    agg = g.agg(["mean", "std", "count"]).reset_index()
-    agg["cell"] = [f"{m:.3f} ± {s:.3f}" if np.isfinite(s) else f"{m:.3f}" for m, s in zip(agg["mean"], agg["std"])]
-    wide = agg.pivot_table(index=list(by), columns="metric", values="cell", aggfunc="first").reset_index()
-    folds = agg.groupby(list(by))["count"].max().reset_index().rename(columns={"count": "folds"})
-    wide = wide.merge(folds, on=list(by))
-    return wide[list(by) + [m for m in metrics if m in wide.columns] + ["folds"]]
-
-
-def to_markdown(df: pd.DataFrame) -> str:
-    """A Markdown table (no extra dependency)."""
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(str(r[c]) for c in cols) + " |")
-    return "\n".join(lines)

@@ -85,7 +85,7 @@ def load_paired(cfg: dict):
     return make_paired_views(ws, d.get("views", ("original", "average", "Cz")))
 
 
-def train_encoder(pw, split: np.ndarray, enc: dict, seed: int, threads: int):
+def train_encoder(pw, split: np.ndarray, enc: dict, seed: int, threads: int, trainer_cfg: dict | None = None):
     """Train one task-only encoder on every view of the training windows; return it in eval mode.
 
     Parameters
@@ -108,6 +108,7 @@ def train_encoder(pw, split: np.ndarray, enc: dict, seed: int, threads: int):
 
     from eegfm_bench.data.datamodule import WindowDataset
     from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.runs.trainer import build_trainer
 
     torch.set_num_threads(threads)
     L.seed_everything(seed, workers=True, verbose=False)
@@ -125,15 +126,15 @@ def train_encoder(pw, split: np.ndarray, enc: dict, seed: int, threads: int):
                          backbone_kwargs=dict(enc.get("backbone_kwargs") or {}))
     g = torch.Generator().manual_seed(seed)
     loader = DataLoader(WindowDataset(lw, tr_rows), batch_size=int(enc["batch_size"]), shuffle=True, generator=g)
-    trainer = L.Trainer(max_epochs=int(enc["max_epochs"]), accelerator="cpu", devices=1, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        deterministic=True)
+    trainer = build_trainer({**(trainer_cfg or {"accelerator": "cpu", "devices": 1}),
+                             "max_epochs": int(enc["max_epochs"]), "deterministic": True}, loggers=False)
     trainer.fit(model, loader)
     return model.eval()
 
 
-def embed(model, pw, batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """Embeddings and task logits of every window in every view.
+def embed(model, pw, batch_size: int = 256, trainer_cfg: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Embeddings and task logits of every window in every view (one ``Trainer.predict`` pass,
+    :func:`eegfm_bench.models.features.pooled_outputs`).
 
     Returns
     -------
@@ -142,18 +143,15 @@ def embed(model, pw, batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
     logit : ndarray, shape (n_windows, K)
         The encoder's own task logit (class 1 minus class 0).
     """
-    import torch
+    from eegfm_bench.data.datamodule import WindowDataset
+    from eegfm_bench.models.features import pooled_outputs
 
-    X = pw.X.reshape((-1,) + pw.X.shape[2:])
-    embs, logits = [], []
-    with torch.no_grad():
-        for i in range(0, X.shape[0], batch_size):
-            tok = model.backbone.tokens(torch.from_numpy(np.ascontiguousarray(X[i:i + batch_size])))
-            out = model.head(tok)
-            embs.append(tok.mean(dim=1).numpy())
-            logits.append((out[:, 1] - out[:, 0]).numpy())
+    lw = pw.long_format()
+    out = pooled_outputs(model, WindowDataset(lw, np.arange(len(lw))), trainer=trainer_cfg, batch_size=batch_size)
     n, K = len(pw), pw.n_views
-    return np.concatenate(embs).reshape(n, K, -1), np.concatenate(logits).reshape(n, K)
+    emb = out["embedding"].astype(np.float32)
+    logit = (out["logits"][:, 1] - out["logits"][:, 0]).astype(np.float32)
+    return emb.reshape(n, K, -1), logit.reshape(n, K)
 
 
 def _auroc(y, s) -> float:
@@ -289,8 +287,8 @@ def run(config: str | Path, threads: int = 2) -> dict:
         npz = out / f"embeddings_seed{seed}_{key}.npz"
         if not npz.exists():
             ts = time.time()
-            model = train_encoder(pw, split, enc, seed, threads)
-            emb, logit = embed(model, pw)
+            model = train_encoder(pw, split, enc, seed, threads, cfg.get("trainer"))
+            emb, logit = embed(model, pw, trainer_cfg=cfg.get("trainer"))
             te = split == "test"
             enc_auroc = {v: _auroc(pw.y[te], logit[te, k]) for k, v in enumerate(pw.views)}
             tmp = npz.with_suffix(".tmp.npz")

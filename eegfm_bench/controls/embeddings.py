@@ -6,8 +6,8 @@ under the controls' feature preprocessing, each backbone reads windows under its
 therefore matched by their identity ``(recording, window_index)`` (:func:`align_rows`), never by position, and a
 mismatch raises instead of silently dropping windows.
 
-A frozen embedding is the token cache of :func:`eegfm_bench.models.cache.compute_tokens` (computed once per
-backbone, init, architecture and window set) pooled over tokens: ``mean`` gives ``(n_windows, d_model)``,
+A frozen embedding is the feature cache's tokens (:func:`eegfm_bench.models.features.extract_features`: a
+``Trainer.predict`` pass, computed once per backbone weights, window set and precision) pooled over tokens: ``mean`` gives ``(n_windows, d_model)``,
 ``flatten`` gives ``(n_windows, n_tokens · d_model)`` (paper 001 §3.5: REVE mean-pooled on CHB-MIT, flattened on
 TUAB). The backbone is built exactly as :class:`~eegfm_bench.models.module.FMClassifier` builds it (same seed
 handling), so a matched fully random initialisation (§4.2.2, Control 2) is the same architecture with the same
@@ -184,7 +184,7 @@ class FrozenEmbedding:
 
 def frozen_embedding(model: str, ws_model, ref_keys: np.ndarray, *, init_seed: int = 0, pretrained: str | None = None,
                      pooling: str = "mean", backbone_kwargs: dict | None = None, cache_dir=None,
-                     device: str = "cpu", progress: bool = True) -> FrozenEmbedding:
+                     trainer: dict | None = None, batch_size: int = 32, progress: bool = True) -> FrozenEmbedding:
     """Pooled frozen embedding of every window, aligned with the feature windows (paper 001 §3.5, §4.2.2).
 
     Parameters
@@ -202,8 +202,10 @@ def frozen_embedding(model: str, ws_model, ref_keys: np.ndarray, *, init_seed: i
         See :func:`pool_tokens`.
     cache_dir : path, optional
         Token-cache root (default: the window cache root).
-    device : str
-        Torch device of the forward passes.
+    trainer : dict, optional
+        The ``trainer:`` section of the ``Trainer.predict`` pass (devices, precision); default one device, fp32.
+    batch_size : int
+        Windows per forward pass.
     progress : bool
         Progress bar over token batches.
 
@@ -216,14 +218,14 @@ def frozen_embedding(model: str, ws_model, ref_keys: np.ndarray, *, init_seed: i
     RowAlignmentError
         If the backbone's windows differ from the feature windows.
     """
-    from eegfm_bench.models.cache import compute_tokens
+    from eegfm_bench.models.features import extract_features
 
     idx = align_rows(ref_keys, row_keys(ws_model.recording, ws_model.window_index), f"{model} windows")
     adapter, init = build_encoder(model, ws_model.ch_names, ws_model.n_times, len(ws_model.class_names),
                                   init_seed=init_seed, pretrained=pretrained, backbone_kwargs=backbone_kwargs)
-    # same cache tag as a cv run's head_only cells of this init and seed (eegfm_bench.cv), so the tokens are shared
-    tokens = compute_tokens(adapter, ws_model, init=f"{init}#seed{int(init_seed)}", cache_dir=cache_dir,
-                            device=device, progress=progress)
+    # keyed by the weights: a cv run's head_only cells of the same init and seed share the entry
+    tokens = extract_features(adapter, ws_model, parts=("tokens",), trainer=trainer, batch_size=batch_size,
+                              cache_dir=cache_dir, progress=progress).array("tokens")
     X = pool_tokens(tokens, pooling)[idx]
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{model} ({init}, seed {init_seed}) produced NaN/inf embeddings; fix: check the input "

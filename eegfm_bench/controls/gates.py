@@ -19,10 +19,8 @@ their scores (:func:`random_init_contrast`, :func:`scrambled_label_contrast`) as
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -273,41 +271,6 @@ def evaluate_gates(ev: ClaimEvidence, related: Mapping[str, Sequence[str]] | Non
     return GateReport(ev.model, ev.task, ev.metric, results, stopped, stopped is None)
 
 
-_MARK = {"pass": "✓", "fail": "✗", "missing": "?", "not_reached": "–"}
-
-
-def gates_markdown(reports: Sequence[GateReport]) -> str:
-    """Markdown table, one row per claim: each gate's mark (✓ pass, ✗ fail, ? missing, – not reached),
-    where the claim stopped and why."""
-    head = "| model | task | " + " | ".join(f"({g}) {n}" for g, n in GATES) + " | stopped at | reason |"
-    sep = "|" + "---|" * (len(GATES) + 4)
-    lines = [head, sep]
-    for r in reports:
-        marks = " | ".join(_MARK[x.status] for x in r.gates)
-        if r.stopped_at is None:
-            stop, why = "—", "all four conditions hold"
-        else:
-            stop = f"({r.stopped_at})"
-            why = next(x.detail for x in r.gates if x.gate == r.stopped_at).replace("|", "/")
-        lines.append(f"| {r.model} | {r.task} | {marks} | {stop} | {why} |")
-    return "\n".join(lines) + "\n\nLegend: ✓ pass, ✗ fail, ? evidence missing, – not reached (an earlier gate ended " \
-                              "the claim). The framework is descriptive (paper 001 §3.6).\n"
-
-
-def write_gate_report(reports: Sequence[GateReport], json_path: str | Path, md_path: str | Path) -> None:
-    """Write the reports as JSON (a list of :meth:`GateReport.to_dict`) and as a Markdown table.
-
-    Files are written to a temporary name and renamed, so a crash never leaves a half-written report.
-    """
-    for path, text in ((Path(json_path), json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False)),
-                       (Path(md_path), gates_markdown(reports))):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-
-
-# ------------------------------------------------------------------------ hooks for the model-layer controls
 def random_init_contrast(pretrained: float | Sequence[float], random_by_seed: Mapping[int, float | Sequence[float]]
                          ) -> dict:
     """Pretrained minus matched fully-random initialisation (paper 001 §4.2.2, Control 2), descriptive.

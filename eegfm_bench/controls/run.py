@@ -36,7 +36,7 @@ Config schema (``configs/experiment/controls_eegmat.yaml`` is a complete example
     out_dir: results/controls_eegmat
     seed: 0
     cv_out_dir: null              # a cv run's out_dir: its splits.json, data settings and predictions are used
-    device: cpu                   # torch device of the token caches and adaptation runs
+    trainer: {accelerator: auto, devices: 1, precision: 32-true}   # the frozen embeddings' Trainer.predict passes
     data:     {data_root, cache_dir, subjects, max_windows_per_subject, batch_size}
     split:    {scheme: kfold|loso, k, seed, n_val_groups, group_by: subject, folds}   # ignored with cv_out_dir
     features: {families: [simple, enhanced], preprocessing: {...} or a backbone name, welch_seconds: 2.0,
@@ -62,46 +62,272 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Optional, Union
 
 import numpy as np
 import pandas as pd
 import yaml
 
-from eegfm_bench.config import ConfigError, merge_config
+from eegfm_bench.config import ConfigError, check_trainer_section, command_parser, merge_config, parse_config
 
 DEFAULT_FEATURE_PREPROCESSING = {
     "sfreq": 200.0, "l_freq": 0.5, "h_freq": 45.0, "scale": 1e6, "unit": "µV", "window_s": 4.0,
     "reference": "average",
     "source": "paper 001 §3.3-3.4: 200 Hz, band-pass over the feature bands (0.5-45 Hz), notch, CAR; µV",
 }
-DEFAULTS = {
-    "experiment": "controls", "task": "eegmat", "out_dir": "results/controls", "seed": 0, "cv_out_dir": None,
-    "device": "cpu",
-    "data": {"data_root": None, "cache_dir": None, "subjects": None, "max_windows_per_subject": None,
-             "batch_size": 64},
-    "split": {"scheme": "kfold", "k": 5, "seed": 0, "n_val_groups": 1, "group_by": "subject", "folds": None},
-    "features": {"families": ["simple", "enhanced"], "preprocessing": None, "welch_seconds": 2.0,
-                 "study_summaries": True},
-    "probe": {"kind": "logreg", "C": None, "pca": None},
-    "metric": "auroc",
-    "aggregate": "auto",
-    "models": [],
-    "cv_claims": "auto",
-    "permutation": {"n": 100, "scheme": "auto", "seed": 0, "families": "strongest"},
-    "bootstrap": {"n_boot": 2000, "level": 0.95, "seed": 0},
-    "scrambled": [],
-    "identity": None,
-    "gates": {"alpha": 0.05},
-}
-MODEL_KEYS = {"model", "pretrained", "init_seeds", "pooling", "backbone_kwargs"}
-SCRAMBLED_KEYS = {"model", "regime", "head", "seeds", "scheme", "perm_seed", "correct", "trainer", "optim",
-                  "backbone_kwargs", "head_kwargs", "lora", "pretrained"}
-IDENTITY_DEFAULTS = {"tasks": None, "family": "simple", "n_folds": 5, "pca_k": 50, "n_permutations": 20,
-                     "n_balanced": 10, "C": 1.0, "seed": 0, "subjects": None, "max_windows_per_subject": None}
+
+
+@dataclass
+class ControlsData:
+    """Windows of the task (``subjects`` / ``max_windows_per_subject`` come from the cv run when ``cv_out_dir`` is set).
+
+    Args:
+        data_root: staged data folder.
+        cache_dir: window / feature cache root.
+        subjects: subset of subjects.
+        max_windows_per_subject: first N windows per subject and class.
+        batch_size: windows per backbone forward.
+    """
+
+    data_root: Optional[str] = None
+    cache_dir: Optional[str] = None
+    subjects: Optional[list[Union[int, str]]] = None
+    max_windows_per_subject: Optional[int] = None
+    batch_size: int = 64
+
+
+@dataclass
+class ControlsFeatures:
+    """Handcrafted comparators (§3.3-3.4).
+
+    Args:
+        families: ``simple`` (9·N+2) and / or ``enhanced`` (15·N+6).
+        preprocessing: null (paper 001 §3.3 defaults), a backbone name, or Preprocessing fields.
+        welch_seconds: Welch segment length.
+        study_summaries: add study-level summary features.
+    """
+
+    families: list[str] = field(default_factory=lambda: ["simple", "enhanced"])
+    preprocessing: Optional[Union[str, dict[str, Any]]] = None
+    welch_seconds: float = 2.0
+    study_summaries: bool = True
+
+
+@dataclass
+class ControlsProbe:
+    """The frozen probe (§3.5).
+
+    Args:
+        kind: ``logreg``, ``lda`` or ``svm_rbf``.
+        C: regularisation (null: the probe's default).
+        pca: in-fold PCA components (null: none).
+    """
+
+    kind: str = "logreg"
+    C: Optional[float] = None
+    pca: Optional[int] = None
+
+
+@dataclass
+class ControlsModel:
+    """One encoder's frozen embeddings (configured checkpoint and matched random inits, Control 2).
+
+    Args:
+        model: registered backbone.
+        pretrained: hub id or local checkpoint (null: random init only).
+        init_seeds: seeds of the matched fully random initialisations.
+        pooling: ``mean`` or ``flatten`` over tokens.
+        backbone_kwargs: architecture overrides.
+    """
+
+    model: str
+    pretrained: Optional[str] = None
+    init_seeds: list[int] = field(default_factory=lambda: [0])
+    pooling: str = "mean"
+    backbone_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ControlsPermutation:
+    """Label permutation (Control 3, §4.2.3).
+
+    Args:
+        n: permutations.
+        scheme: ``auto`` or a permutation scheme.
+        seed: seed.
+        families: ``strongest``, ``all`` or ``none`` (handcrafted families permuted).
+    """
+
+    n: int = 100
+    scheme: str = "auto"
+    seed: int = 0
+    families: str = "strongest"
+
+
+@dataclass
+class ControlsBootstrap:
+    """Subject-cluster bootstrap (§4.6).
+
+    Args:
+        n_boot: resamples.
+        level: interval level.
+        seed: seed.
+    """
+
+    n_boot: int = 2000
+    level: float = 0.95
+    seed: int = 0
+
+
+@dataclass
+class ControlsScrambled:
+    """Scrambled-label adaptation (Control 4, §4.2.4); unset keys come from the matching cv run.
+
+    Args:
+        model: registered backbone.
+        regime: ``lora`` or ``full``.
+        head: pooling head.
+        seeds: training seeds (null: [0], or the cv run's with ``correct: cv``).
+        scheme: permutation scheme (``auto``).
+        perm_seed: seed of the label permutation.
+        correct: ``auto``, ``cv`` (reuse the cv run's predictions) or ``rerun``.
+        trainer: trainer overrides.
+        optim: optimiser overrides.
+        backbone_kwargs: architecture overrides.
+        head_kwargs: head overrides.
+        lora: peft settings.
+        pretrained: checkpoint.
+    """
+
+    model: str
+    regime: str = "lora"
+    head: str = "flatten"
+    seeds: Optional[list[int]] = None
+    scheme: str = "auto"
+    perm_seed: int = 0
+    correct: str = "auto"
+    trainer: Optional[dict[str, Any]] = None
+    optim: Optional[dict[str, Any]] = None
+    backbone_kwargs: Optional[dict[str, Any]] = None
+    head_kwargs: Optional[dict[str, Any]] = None
+    lora: Optional[dict[str, Any]] = None
+    pretrained: Optional[str] = None
+
+
+@dataclass
+class ControlsIdentity:
+    """Dataset-identity probe (§4.4, Table 7).
+
+    Args:
+        tasks: two tasks of two datasets.
+        family: handcrafted family.
+        n_folds: folds.
+        pca_k: in-fold PCA components.
+        n_permutations: permuted-label null size.
+        n_balanced: balanced subsamples.
+        C: logistic regularisation.
+        seed: seed.
+        subjects: per-task subject subsets.
+        max_windows_per_subject: per subject cap.
+    """
+
+    tasks: Optional[list[str]] = None
+    family: str = "simple"
+    n_folds: int = 5
+    pca_k: int = 50
+    n_permutations: int = 20
+    n_balanced: int = 10
+    C: float = 1.0
+    seed: int = 0
+    subjects: Optional[dict[str, Any]] = None
+    max_windows_per_subject: Optional[int] = None
+
+
+@dataclass
+class ControlsGates:
+    """The four gates (§3.6, §5.5).
+
+    Args:
+        alpha: level of the tests.
+    """
+
+    alpha: float = 0.05
+
+
+@dataclass
+class ControlsSplit:
+    """Folds (ignored with ``cv_out_dir``: the cv run's are used).
+
+    Args:
+        scheme: ``kfold`` or ``loso``.
+        k: folds.
+        seed: seed.
+        n_val_groups: validation subjects.
+        group_by: ``subject`` or ``recording``.
+        folds: subset of folds.
+    """
+
+    scheme: str = "kfold"
+    k: int = 5
+    seed: int = 0
+    n_val_groups: int = 1
+    group_by: str = "subject"
+    folds: Optional[list[int]] = None
+
+
+@dataclass
+class ControlsConfig:
+    """``eegfm-bench controls``: the negative-control suite of paper 001 on one task.
+
+    Args:
+        experiment: name in the rows.
+        task: registered task (required).
+        out_dir: where rows, reports and caches go (required).
+        seed: seed.
+        cv_out_dir: a cv run's out_dir (its splits, data settings and predictions are used).
+        data: windows.
+        split: folds.
+        features: handcrafted comparators.
+        probe: the frozen probe.
+        metric: ``auroc`` or ``balanced_accuracy`` (the gates' metric).
+        aggregate: ``auto``, ``subject``, ``recording`` or ``none`` (unit-level estimates).
+        models: frozen encoders.
+        cv_claims: ``auto``, ``[]`` or a list of {model, regime, head}.
+        permutation: Control 3.
+        bootstrap: paired uncertainty.
+        scrambled: Control 4 entries.
+        identity: the dataset-identity probe (null: skip).
+        gates: gate settings.
+    """
+
+    experiment: str = "controls"
+    task: Optional[str] = None
+    out_dir: Optional[str] = None
+    seed: int = 0
+    cv_out_dir: Optional[str] = None
+    data: ControlsData = field(default_factory=ControlsData)
+    split: ControlsSplit = field(default_factory=ControlsSplit)
+    features: ControlsFeatures = field(default_factory=ControlsFeatures)
+    probe: ControlsProbe = field(default_factory=ControlsProbe)
+    metric: str = "auroc"
+    aggregate: str = "auto"
+    models: list[ControlsModel] = field(default_factory=list)
+    cv_claims: Optional[Union[str, list[dict[str, str]]]] = "auto"
+    permutation: ControlsPermutation = field(default_factory=ControlsPermutation)
+    bootstrap: ControlsBootstrap = field(default_factory=ControlsBootstrap)
+    scrambled: list[ControlsScrambled] = field(default_factory=list)
+    identity: Optional[ControlsIdentity] = None
+    gates: ControlsGates = field(default_factory=ControlsGates)
+
+
+def controls_parser():
+    return command_parser("eegfm-bench controls", ControlsConfig, description=ControlsConfig.__doc__)
+
+
 AGGREGATES = ("auto", "subject", "recording", "none")
 PERM_FAMILIES = ("strongest", "all", "none")
-EXPLICIT_NULL = ("pretrained", "C", "pca", "subjects", "max_windows_per_subject", "folds", "data_root", "cache_dir",
-                 "cv_out_dir", "preprocessing", "identity", "lora")
+SCRAMBLED_OPTIONAL = ("trainer", "optim", "backbone_kwargs", "head_kwargs", "lora", "pretrained")
+"""Scrambled-entry keys that, when unset (null), come from the matching cv run."""
 
 
 # ================================================================================================ config
@@ -113,8 +339,9 @@ def _lowest_band_seconds() -> float:
     return 1.0 / min(lo for _, lo, _ in BANDS)
 
 
-def load_config(path_or_dict) -> dict:
-    """Read a controls YAML (or dict), fill defaults and validate every name and number before any data is read.
+def load_config(path_or_dict, args=()) -> dict:
+    """Read a controls YAML (or dict, plus dotted overrides), fill defaults and validate every name and number before
+    any data is read.
 
     Returns
     -------
@@ -139,12 +366,14 @@ def load_config(path_or_dict) -> dict:
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.heads import HEADS
 
-    raw = path_or_dict if isinstance(path_or_dict, dict) else yaml.safe_load(Path(path_or_dict).read_text())
-    missing = [k for k in ("task", "out_dir") if not (raw or {}).get(k)]
+    from eegfm_bench.runs.trainer import check_trainer
+
+    cfg = parse_config(controls_parser(), path_or_dict, args)
+    missing = [k for k in ("task", "out_dir") if not cfg.get(k)]
     if missing:
         raise ConfigError(f"the controls config needs {' and '.join(f'`{k}`' for k in missing)} (a full run takes "
                           "hours on CPU, so nothing is assumed); fix: start from configs/experiment/controls_eegmat.yaml")
-    cfg = merge_config(DEFAULTS, raw or {}, "")
+    check_trainer(cfg["trainer"], "trainer")
     TASKS.get(cfg["task"])
     fam = cfg["features"]["families"]
     if not fam or any(f not in FAMILIES for f in fam) or len(set(fam)) != len(fam):
@@ -191,11 +420,8 @@ def load_config(path_or_dict) -> dict:
         raise ConfigError("bootstrap.n_boot must be >= 100 for a 95 % interval (2000 by default)")
     models = []
     for i, m in enumerate(cfg["models"]):
-        bad = set(m) - MODEL_KEYS
-        if bad or "model" not in m:
-            raise ConfigError(f"models[{i}]: needs `model`; unknown keys {sorted(bad)}; valid: {sorted(MODEL_KEYS)}")
         BACKBONES.get(m["model"])
-        m = {"pretrained": None, "init_seeds": [0], "pooling": "mean", "backbone_kwargs": {}, **m}
+        m = {**m, "backbone_kwargs": m.get("backbone_kwargs") or {}}
         if m["pooling"] not in POOLINGS:
             raise ConfigError(f"models[{i}].pooling {m['pooling']!r}; fix: one of {POOLINGS}")
         if not m["init_seeds"]:
@@ -221,13 +447,11 @@ def load_config(path_or_dict) -> dict:
             raise ConfigError("cv_claims are listed but cv_out_dir is null; fix: point cv_out_dir at the cv run")
     scr = []
     for i, s in enumerate(cfg["scrambled"]):
-        bad = set(s) - SCRAMBLED_KEYS
-        if bad or "model" not in s:
-            raise ConfigError(f"scrambled[{i}]: needs `model`; unknown keys {sorted(bad)}; valid: "
-                              f"{sorted(SCRAMBLED_KEYS)}")
         BACKBONES.get(s["model"])
-        s = {"regime": "lora", "head": "flatten", "seeds": [0], "scheme": "auto", "perm_seed": 0, "correct": "auto",
-             **s, "seeds_given": "seeds" in s}
+        s = {k: v for k, v in s.items() if not (k in SCRAMBLED_OPTIONAL and v is None)}  # unset: from the cv run
+        if s.get("trainer"):
+            s["trainer"] = check_trainer_section(s["trainer"], f"scrambled[{i}].trainer")
+        s = {**s, "seeds_given": s.get("seeds") is not None, "seeds": s.get("seeds") or [0]}
         if s["correct"] not in ("auto", "cv", "rerun"):
             raise ConfigError(f"scrambled[{i}].correct {s['correct']!r}; fix: auto, cv (reuse the cv run's "
                               "correct-label predictions) or rerun")
@@ -246,7 +470,7 @@ def load_config(path_or_dict) -> dict:
         scr.append(s)
     cfg["scrambled"] = scr
     if cfg["identity"] is not None:
-        idc = merge_config(IDENTITY_DEFAULTS, cfg["identity"], "identity.")
+        idc = cfg["identity"]
         if not isinstance(idc["tasks"], list) or len(idc["tasks"]) != 2:
             raise ConfigError("identity.tasks must name two tasks (e.g. [eegmmidb_mi, eegmat])")
         for t in idc["tasks"]:
@@ -568,8 +792,8 @@ def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
                 ws_m = _model_ws(ctx, m["model"])
                 emb = frozen_embedding(m["model"], ws_m, ctx.keys, init_seed=seed, pretrained=pretrained,
                                        pooling=m["pooling"], backbone_kwargs=m["backbone_kwargs"],
-                                       cache_dir=ctx.cfg["data"]["cache_dir"], device=ctx.cfg["device"],
-                                       progress=ctx.progress)
+                                       cache_dir=ctx.cfg["data"]["cache_dir"], trainer=ctx.cfg["trainer"],
+                                       batch_size=int(ctx.cfg["data"]["batch_size"]), progress=ctx.progress)
                 return emb.X
 
             init_row = label if pretrained is None else f"pretrained:{pretrained}"
@@ -584,9 +808,9 @@ def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
 def _cv_config(cfg: dict) -> dict | None:
     if cfg["cv_out_dir"] is None:
         return None
-    from eegfm_bench.runs.cv import load_config as cv_load
+    from eegfm_bench.runs.output import CVRun
 
-    return cv_load(str(Path(cfg["cv_out_dir"]) / "config.yaml"))
+    return CVRun(cfg["cv_out_dir"]).config
 
 
 def _cv_claims(ctx: _Ctx, cv_cfg: dict | None) -> list[Rep]:
@@ -595,9 +819,10 @@ def _cv_claims(ctx: _Ctx, cv_cfg: dict | None) -> list[Rep]:
 
     if cv_cfg is None or ctx.cfg["cv_claims"] in (None, []):
         return []
+    from eegfm_bench.runs.output import CVRun, CVRunError
+
     cvd = Path(ctx.cfg["cv_out_dir"])
-    res_path = cvd / "results.csv"
-    cv_rows = pd.read_csv(res_path) if res_path.is_file() else pd.DataFrame()
+    run = CVRun(cvd)
     if ctx.cfg["cv_claims"] == "auto":
         wanted = [{"model": r["model"], "regime": r["regime"], "head": h} for r in cv_cfg["runs"] for h in r["heads"]]
     else:
@@ -605,14 +830,17 @@ def _cv_claims(ctx: _Ctx, cv_cfg: dict | None) -> list[Rep]:
     reps = []
     for c in wanted:
         name = f"{c['model']}-{c['regime']}-{c['head']}"
-        files = {k: cvd / "predictions" / f"{name}-fold{k}.csv" for k in ctx.fold_ids}
+        try:  # the folds of the cv run's current config hash of this cell
+            cks = {ck.fold: ck for ck in run.checkpoints([c["model"]], [c["regime"]], [c["head"]])}
+        except CVRunError as err:
+            raise FileNotFoundError(f"cv claim {name}: {err}") from None
+        files = {k: Path(cks[k].predictions) if k in cks and cks[k].predictions else
+                 cvd / "predictions" / f"{name}-fold{k}.csv" for k in ctx.fold_ids}
         missing = [str(p) for p in files.values() if not p.is_file()]
         if missing:
             raise FileNotFoundError(f"cv claim {name}: missing predictions {missing[:3]}; fix: finish the cv run "
                                     f"(`eegfm-bench cv --config {cvd / 'config.yaml'}`) or drop it from cv_claims")
-        sel = cv_rows[(cv_rows.get("model") == c["model"]) & (cv_rows.get("regime") == c["regime"])
-                      & (cv_rows.get("head") == c["head"])] if not cv_rows.empty else cv_rows
-        inits = sorted(set(sel["init"].astype(str))) if not sel.empty else []
+        inits = sorted({ck.init for ck in cks.values()})
         if len(inits) > 1:
             raise ValueError(f"cv run {cvd} holds {name} under several inits {inits}; its prediction files cannot "
                              "tell them apart; fix: one init per model/regime/head in that cv run")
@@ -800,14 +1028,19 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
             continue
         y_train, used_scheme = None, None
         if lab == "correct" and correct == "cv":
-            src_file = Path(ctx.cfg["cv_out_dir"]) / "predictions" / f"{model}-{regime}-{head}-fold{k}.csv"
+            from eegfm_bench.runs.output import CVRun
+
+            cv_run = CVRun(ctx.cfg["cv_out_dir"])
+            cks = {ck.fold: ck for ck in cv_run.checkpoints([model], [regime], [head])}
+            src_file = Path(cks[k].predictions) if k in cks and cks[k].predictions else Path("<missing>")
             if not src_file.is_file():
-                raise FileNotFoundError(f"{src_file} is missing; fix: finish the cv run, or set correct: rerun")
+                raise FileNotFoundError(f"the cv run's predictions of {model}/{regime}/{head} fold {k} ({src_file}) are "
+                                        "missing; fix: finish the cv run, or set correct: rerun")
             pred = pd.read_csv(src_file)
             pred["window_index"] = ws_m.window_index[pred["index"].to_numpy()]
-            cv_rows = pd.read_csv(Path(ctx.cfg["cv_out_dir"]) / "results.csv")
+            cv_rows = cv_run.results
             sel = cv_rows[(cv_rows.model == model) & (cv_rows.regime == regime) & (cv_rows["head"] == head)
-                          & (cv_rows.fold.astype(str) == str(k))]
+                          & (cv_rows.fold.astype(str) == str(k)) & (cv_rows.config_hash.astype(str) == cks[k].config_hash)]
             info = {m: float(sel[sel.metric == m].value.iloc[0]) if (sel.metric == m).any() else float("nan")
                     for m in ("epochs", "fit_seconds")}
         else:
@@ -1033,104 +1266,7 @@ def _fmt(v, nd=4):
     return "—" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{nd}f}"
 
 
-def _report(ctx: _Ctx, hand, frozen, cv_reps, perms, paired, scrambled, identity, gate_reports, gate_context,
-            seconds) -> str:
-    from eegfm_bench.controls.gates import gates_markdown
-
-    metric = ctx.cfg["metric"]
-    L = [f"# Negative controls (paper 001): {ctx.cfg['experiment']} — task {ctx.cfg['task']} "
-         f"({ctx.task.dataset}: {' vs '.join(ctx.classes.astype(str)) if False else ' vs '.join(ctx.task.class_names)})",
-         "",
-         f"- windows: {len(ctx.keys)} from {np.unique(ctx.subjects).size} subjects; folds {ctx.fold_ids} of a "
-         f"{ctx.split.spec.scheme} split (k={ctx.split.spec.k}, {ctx.split.spec.group_by}-grouped"
-         f"{', from the cv run ' + str(ctx.cfg['cv_out_dir']) if ctx.cfg['cv_out_dir'] else ''}); probes train on "
-         "each fold's train + validation subjects and test on its test subjects",
-         f"- probe: {ctx.spec}; metric for the gates: {metric} (mean over folds, window level)",
-         f"- unit-level estimates: "
-         + (f"{ctx.agg_level} (mean probability per {ctx.agg_level}), reported separately" if ctx.agg_level else
-            "none — every subject and every recording holds both classes, so no unit-level outcome is defined "
-            "(§3.5)"),
-         f"- label permutation scheme: {ctx.scheme}; N = {ctx.cfg['permutation']['n']}",
-         f"- feature preprocessing: {ctx.cfg['features']['preprocessing']}",
-         f"- wall time of this invocation: {seconds:.0f} s (units already in out_dir are loaded, not recomputed)",
-         ""]
-    # scores
-    L += ["## (a–c) Scores", "", f"| representation | source | init | {metric} window | balanced acc. window"
-          + (f" | {metric} {ctx.agg_level} | balanced acc. {ctx.agg_level}" if ctx.agg_level else "") + " |",
-          "|---|---|---|---|---|" + ("---|---|" if ctx.agg_level else "")]
-    allreps = list(hand.values()) + [r for d in frozen.values() for r in d.values()] + cv_reps + \
-        [s["rep"] for s in scrambled] + [s["rep_scrambled"] for s in scrambled]
-    for r in allreps:
-        cells = []
-        for lv in ["window"] + ([ctx.agg_level] if ctx.agg_level else []):
-            for m in (metric, "balanced_accuracy" if metric != "balanced_accuracy" else "auroc"):
-                v = r.result.fold_values(m, lv)
-                cells.append(f"{np.nanmean(v):.4f} ± {np.nanstd(v, ddof=1):.4f}" if v.size > 1 else _fmt(np.nanmean(v)))
-        L.append(f"| {r.name} | {r.source} | {r.init} | " + " | ".join(cells) + " |")
-    L += ["", "mean ± SD over folds.", ""]
-    # random init
-    L += ["## (b) Matched fully random initialisation (Control 2)", ""]
-    for model, by_init in frozen.items():
-        parts = [f"{lab}: {_score(r, metric):.4f}" for lab, r in by_init.items()]
-        L.append(f"- {model}: " + "; ".join(parts) + (" (no pretrained checkpoint configured)"
-                                                       if "pretrained" not in by_init else ""))
-    L.append("")
-    # paired
-    L += ["## (g) Paired uncertainty: model − stronger handcrafted family", "",
-          "| model | comparator | level | diff | 95 % CI | Wilcoxon p (folds) | sign-flip p | bootstrap mode |",
-          "|---|---|---|---|---|---|---|---|"]
-    for name, pr in paired.items():
-        for lv, d in pr["levels"].items():
-            bs = d["bootstrap"]
-            L.append(f"| {name} | {pr['comparator']} | {lv} | {bs['estimate']:+.4f} | [{bs['low']:+.4f}, "
-                     f"{bs['high']:+.4f}] | {_fmt(d['wilcoxon']['p_value'] if d['wilcoxon'] else None)} | "
-                     f"{_fmt(d['sign_flip']['p_value'] if d['sign_flip'] else None)} | {bs['mode']} |")
-    L += ["", "Intervals resample subjects within the fixed test folds (conditional on the fitted predictions; no "
-          "refitting, no comparator-selection or seed variance, §4.6). With 5 folds the smallest two-sided "
-          "Wilcoxon p is 0.0625.", ""]
-    # permutation
-    L += ["## (d) Label permutation (Control 3)", "", "| representation | observed | null mean ± SD | null max | p | N |",
-          "|---|---|---|---|---|---|"]
-    for name, d in perms.items():
-        L.append(f"| {name} | {d['observed']:.4f} | {d['null_mean']:.4f} ± {d['null_sd']:.4f} | "
-                 f"{max(d['null']):.4f} | {d['p_value']:.4f} | {d['n_permutations']} |")
-    L += ["", f"Scheme {ctx.scheme}; the whole probe is refitted in every fixed fold; p = (1 + #null ≥ obs)/(N + 1).",
-          ""]
-    # scrambled
-    L += ["## (e) Scrambled-label adaptation (Control 4)", ""]
-    if not scrambled:
-        L += ["(not configured)", ""]
-    for s in scrambled:
-        c = s["contrast"]
-        L += [f"- {s['model']} {s['regime']} / {s['head']} (schedule from {s['schedule_from']}; seeds {s['seeds']}): "
-              f"correct labels {c['correct_mean']:.4f}, scrambled labels {c['scrambled_mean']:.4f}, "
-              f"Δ = {c['delta_pp']:+.1f} pp (descriptive, unpaired; not an equivalence test)"]
-    L.append("")
-    # identity
-    L += ["## (f) Dataset-identity probe (§4.4)", ""]
-    if identity is None:
-        L += ["(not configured)", ""]
-    else:
-        i = identity
-        L += [f"| datasets | units (recordings) | shared channels | features | AUROC full | AUROC PCA-{i['pca_k']} | "
-              f"permuted null (mean, max; N={len(i['null_aurocs'])}) | balanced {min(i['n_units'])} vs "
-              f"{min(i['n_units'])} (mean, min; N={len(i['balanced_aurocs'])}) |",
-              "|---|---|---|---|---|---|---|---|",
-              f"| {i['names'][0]} vs {i['names'][1]} | {i['n_units'][0]} vs {i['n_units'][1]} | "
-              f"{len(i['shared_channels'])} | {i['family']} ({i['n_features']}) | {i['auroc_full']:.4f} | "
-              f"{i['auroc_pca']:.4f} | {i['null_mean']:.4f}, {max(i['null_aurocs']):.4f} | "
-              f"{i['balanced_mean']:.4f}, {min(i['balanced_aurocs']):.4f} |", "", i["note"], ""]
-    # gates
-    L += ["## (h) Four-gate attribution report (§3.6, §5.5)", "", gates_markdown(gate_reports), ""]
-    for c in gate_context:
-        L.append(f"- **{c['claim']}** — provenance: {c['provenance']}; permutation evidence: "
-                 f"{c['permutation_source'] or 'none'}; random init: {c.get('random_init') or 'see gate (iv)'}")
-    L += ["", "## Notes", ""] + [f"- {n}" for n in ctx.log if not n.startswith(("permutation ", "paired "))]
-    return "\n".join(L) + "\n"
-
-
-# ================================================================================================ main
-def controls_main(config, *, progress: bool = True) -> dict:
+def controls_main(config, *, args=(), progress: bool = True) -> dict:
     """Run the negative-control suite of one config and write its report (paper 001 §3.6, §4, §5.5).
 
     Parameters
@@ -1159,7 +1295,8 @@ def controls_main(config, *, progress: bool = True) -> dict:
     RowAlignmentError, FileNotFoundError
         A backbone's windows or a cv run's predictions do not cover the feature windows.
     """
-    from eegfm_bench.controls.gates import scrambled_label_contrast, write_gate_report
+    from eegfm_bench.controls.gates import scrambled_label_contrast
+    from eegfm_bench.reports.controls import write_gate_report
     from eegfm_bench.controls.permutation import check_scheme, infer_scheme
     from eegfm_bench.controls.probes import ProbeSpec, encode_labels
     from eegfm_bench.controls.embeddings import row_keys
@@ -1167,7 +1304,7 @@ def controls_main(config, *, progress: bool = True) -> dict:
     from eegfm_bench.data.tasks import TASKS
 
     t_start = time.time()
-    cfg = load_config(config)
+    cfg = load_config(config, args)
     cv_cfg = _cv_config(cfg)
     if cv_cfg is not None:
         if cv_cfg["task"] != cfg["task"]:
@@ -1310,7 +1447,10 @@ def controls_main(config, *, progress: bool = True) -> dict:
     gate_reports, gate_context = _gates(ctx, hand, frozen, cv_reps, perms, paired, scrambled)
     write_gate_report(gate_reports, out / "gates.json", out / "gates.md")
     seconds = time.time() - t_start
-    md = _report(ctx, hand, frozen, cv_reps, perms, paired, scrambled, identity, gate_reports, gate_context, seconds)
+    from eegfm_bench.reports.controls import controls_markdown
+
+    md = controls_markdown(ctx, hand, frozen, cv_reps, perms, paired, scrambled, identity, gate_reports,
+                           gate_context, seconds)
     (out / "controls_report.md").write_text(md)
     summary = {
         "experiment": cfg["experiment"], "task": cfg["task"], "dataset": task.dataset, "n_windows": len(ws),

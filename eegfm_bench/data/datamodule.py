@@ -10,7 +10,6 @@ read from the token cache.
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import lightning as L
 import numpy as np

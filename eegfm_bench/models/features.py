@@ -441,3 +441,39 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
     adapter.train(was_training)
     adapter.to("cpu")
     return open_entry(folder, from_cache=False)
+
+
+class PooledOutputs(L.LightningModule):
+    """``predict_step``: a classifier's mean-pooled tokens (the embedding its mean head reads) and its logits.
+
+    Parameters
+    ----------
+    model : FMClassifier
+    ch_names : list of str, optional
+        Channel names of the windows (default: the model's).
+
+    The step returns ``{"index", "embedding" (batch, d_model), "logits" (batch, n_classes)}``.
+    """
+
+    def __init__(self, model: nn.Module, ch_names: Sequence[str] | None = None):
+        super().__init__()
+        self.model = model
+        self.ch_names = list(ch_names) if ch_names is not None else list(model.ch_names)
+
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> dict:
+        tokens = self.model.backbone.tokens(batch["x"], self.ch_names)
+        return {"index": batch["index"], "embedding": tokens.float().mean(1), "logits": self.model.head(tokens).float()}
+
+
+def pooled_outputs(model: nn.Module, dataset, *, trainer: dict | None = None, batch_size: int = 64) -> dict:
+    """Embeddings and logits of every window of ``dataset`` (:class:`PooledOutputs` in ``Trainer.predict``).
+
+    Returns
+    -------
+    dict
+        ``index`` ``(n,)``, ``embedding`` ``(n, d_model)``, ``logits`` ``(n, n_classes)``, sorted by window index,
+        each window once under any number of devices.
+    """
+    from eegfm_bench.runs.trainer import predict_gathered
+
+    return predict_gathered(PooledOutputs(model), dataset, trainer, batch_size=batch_size)

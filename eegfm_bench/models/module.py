@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from torch import nn
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, MulticlassCohenKappa
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 
-def probe_table(df) -> "pandas.DataFrame":
+def probe_table(df):
     """Balanced accuracy mean ± std over folds per (model, stage, pooling, block).
 
     Parameters

@@ -306,7 +306,8 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
     from eegfm_bench.models.features import extract_features
     from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.results import ResultStore, classification_metrics, code_version, to_markdown
+    from eegfm_bench.reports.cv import current_summary, write_summary
+    from eegfm_bench.results import ResultStore, classification_metrics, code_version
     from eegfm_bench.runs.trainer import build_trainer, close_loggers, quiet_lightning
 
     cfg = load_config(config, args)
@@ -418,30 +419,11 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     if zero:
         if not failures and (out / "failures.json").is_file():
             (out / "failures.json").write_text("[]\n")
-        md = to_markdown(table) if not table.empty else "(no results)"
-        header = (f"# {cfg['experiment']}: {cfg['task']}, {spec.scheme} ({fold_unit}-grouped"
-                  f"{', RECORDING-level folds: windows of one subject can be in train and test' if fold_unit == 'recording' else ''}), "
-                  f"mean ± std over folds (rows of the current config only)\n\n")
-        (out / "summary.md").write_text(header + md + "\n")
+        write_summary(out / "summary.md", table, experiment=cfg["experiment"], task=cfg["task"], scheme=spec.scheme,
+                      fold_unit=fold_unit)
     if failures:
         raise RuntimeError(f"{len(failures)} cell(s) failed; see {out / 'failures.json'} (all other cells were written)")
     return table
-
-
-def current_summary(store, experiment: str, current: dict):
-    """The summary table of the rows whose config hash is the current one of their cell."""
-    import pandas as pd
-
-    from eegfm_bench.results import summary_table
-
-    df = store.load()
-    if df.empty:
-        return pd.DataFrame()
-    df = df[df["experiment"] == experiment]
-    keep = np.array([current.get((m, r, h)) == c for m, r, h, c in
-                     zip(df["model"], df["regime"], df["head"], df["config_hash"])], dtype=bool)
-    df = df[keep]
-    return summary_table(df) if not df.empty else pd.DataFrame()
 
 
 def check_config(config, args: Sequence[str] = ()) -> None:

@@ -217,7 +217,7 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     from eegfm_bench.perturb.evaluate import (_details, condition_rows, dropout_masks_record, evaluate_conditions,
                                               perturb_context)
     from eegfm_bench.perturb.regions import REGION_ROLES, MissingElectrodesWarning, resolve_region
-    from eegfm_bench.perturb.report import write_report
+    from eegfm_bench.reports.sweep import write_report
     from eegfm_bench.results import ResultStore, code_version, config_hash
     from eegfm_bench.runs.cv import run_label
     from eegfm_bench.runs.output import load_fold_model

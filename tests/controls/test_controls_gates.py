@@ -4,6 +4,7 @@ import json
 import pytest
 
 from eegfm_bench.controls import gates as G
+from eegfm_bench.reports.controls import write_gate_report
 
 
 def evidence(**over):
@@ -74,7 +75,7 @@ def test_pretraining_overlap(corpora, dataset, overlap):
 def test_json_and_markdown_report(tmp_path):
     reps = [G.evaluate_gates(evidence()),
             G.evaluate_gates(evidence(model="BIOT", paired_ci=(-0.062, 0.063)))]
-    G.write_gate_report(reps, tmp_path / "gates.json", tmp_path / "gates.md")
+    write_gate_report(reps, tmp_path / "gates.json", tmp_path / "gates.md")
     data = json.loads((tmp_path / "gates.json").read_text())
     assert [d["stopped_at"] for d in data] == [None, "ii"]
     assert data[1]["gates"][2]["status"] == "not_reached"

@@ -155,7 +155,7 @@ def test_unknown_keys_and_names_are_rejected(tmp_path):
     from eegfm_bench.controls.run import load_config
     from eegfm_bench.runs.cv import ConfigError
 
-    with pytest.raises(ConfigError, match="unknown key 'permutaton'"):
+    with pytest.raises(ConfigError, match="unknown key permutaton. Did you mean 'permutation'"):
         load_config({**_tiny_config(tmp_path / "o"), "permutaton": {"n": 5}})
     with pytest.raises(ConfigError, match="features.families"):
         load_config(_tiny_config(tmp_path / "o", features={"families": ["fancy"]}))

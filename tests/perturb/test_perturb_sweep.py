@@ -32,7 +32,7 @@ from eegfm_bench.perturb.evaluate import (
     perturb_context,
 )
 from eegfm_bench.perturb.noise import FilterSpec
-from eegfm_bench.perturb.report import add_labels, degradation_table, fold_deltas, table_markdown
+from eegfm_bench.reports.sweep import add_labels, degradation_table, fold_deltas, table_markdown
 from eegfm_bench.runs.output import load_fold_model
 from eegfm_bench.runs.sweep import sweep_main
 from eegfm_bench.registry import UnknownNameError

@@ -1,6 +1,6 @@
 """Sweep report: per-fold degradation, significance marks, ranked tables and curves (paper 003 App. H).
 
-From the rows a sweep wrote (:mod:`eegfm_bench.perturb.sweep`):
+From the rows a sweep wrote (:mod:`eegfm_bench.runs.sweep`):
 
 * :func:`fold_deltas` — per-fold paired change from clean in percentage points
   (:func:`eegfm_bench.stats.paired_deltas`), one row per model × fold × condition;
@@ -203,7 +203,7 @@ def clean_table(df: pd.DataFrame, metrics: Sequence[str] = ("balanced_accuracy",
 
 
 def _md(df: pd.DataFrame) -> str:
-    from eegfm_bench.results import to_markdown
+    from eegfm_bench.reports.cv import to_markdown
 
     return to_markdown(df)
 
@@ -317,7 +317,7 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
     chance : float, optional
         Chance level for the curves.
     filter_notes : sequence of str
-        Notes on the noise filters (:func:`~eegfm_bench.perturb.sweep.filter_from_preprocessing`).
+        Notes on the noise filters (:func:`~eegfm_bench.perturb.evaluate.filter_from_preprocessing`).
     experiment, task : str, optional
         Restrict to these rows (default: all rows of the folder).
     config_hashes : set of str, optional
