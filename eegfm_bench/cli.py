@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-OVERRIDABLE = ("cv", "check", "sweep", "probe", "attribute", "controls")
+OVERRIDABLE = ("cv", "check", "sweep", "probe", "attribute", "controls", "audit")
 """Commands whose config keys can be overridden on the command line (``--trainer.devices 2``)."""
 
 
@@ -145,7 +145,7 @@ def _main(argv: list[str]) -> int:
     ct.add_argument("--config", required=True, action="append")
     ct.add_argument("--no-progress", action="store_true")
     au = sub.add_parser("audit", help="PhysioTRACE provenance audit over an embeddings npz (paper 000), resumable")
-    au.add_argument("--config", required=True)
+    au.add_argument("--config", required=True, action="append")
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
@@ -204,19 +204,18 @@ def _main(argv: list[str]) -> int:
             for k, v in out.items():
                 print(f"{k}: {v}")
     elif a.cmd == "controls":
-        from eegfm_bench.controls.run import controls_main
+        from eegfm_bench.runs.controls import controls_main
 
         out = controls_main(a.config[0], args=overrides, progress=not a.no_progress)
         print(Path(out["gates_md"]).read_text())
         for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
             print(f"{k}: {out[k]}")
     elif a.cmd == "audit":
-        import yaml
+        from eegfm_bench.runs.audit import audit_main, audit_parser
+        from eegfm_bench.config import parse_config
 
-        from eegfm_bench.provenance.audit import audit_main
-
-        cfg = yaml.safe_load(Path(a.config).read_text()) or {}
-        rep = audit_main(cfg)
+        cfg = parse_config(audit_parser(), a.config[0], overrides)
+        rep = audit_main(a.config[0], overrides)
         print(rep.to_markdown())
         stem = Path(cfg["out_dir"]) / f"audit_{rep.config_hash[:16]}"
         print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")

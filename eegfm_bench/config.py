@@ -71,7 +71,8 @@ def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = 
     parser.set_defaults({f"{key}.{k}": v for k, v in {**TRAINER_DEFAULTS, **(defaults or {})}.items()})
 
 
-def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dict = True, description: str = ""):
+def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dict = True, description: str = "",
+                   extra: Sequence[type] = ()):
     """A jsonargparse parser for one command.
 
     Parameters
@@ -82,6 +83,8 @@ def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dic
         Fields become top-level keys (nested dataclasses become sections, e.g. ``data.batch_size``).
     trainer : bool or dict
         Add the ``trainer:`` section (a dict: command-specific trainer defaults, e.g. ``{"max_epochs": 20}``).
+    extra : sequence of dataclass types
+        More dataclasses whose fields are top-level keys too (e.g. the audit's own settings).
     """
     from jsonargparse import ActionConfigFile, ArgumentParser
 
@@ -89,15 +92,20 @@ def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dic
     p.add_argument("--config", action=ActionConfigFile, help="YAML config file(s); later ones override earlier")
     if schema is not None:
         p.add_class_arguments(schema, None, fail_untyped=False)
+    for cls in extra:
+        p.add_class_arguments(cls, None, fail_untyped=False)
     if trainer:
         add_trainer_arguments(p, defaults=trainer if isinstance(trainer, dict) else None)
     p._eegfm_schema = schema  # for error messages
+    p._eegfm_extra = tuple(extra)
     return p
 
 
-def _sections(schema: type | None, trainer: bool) -> dict[str, set[str]]:
+def _sections(schema: type | None, trainer: bool, extra: Sequence[type] = ()) -> dict[str, set[str]]:
     """Valid keys per section (``""`` = top level) for close-match hints."""
     out: dict[str, set[str]] = {"": set()}
+    for cls in extra:
+        out[""] |= {f.name for f in fields(cls)}
 
     def walk(cls, prefix):
         for f in fields(cls):
@@ -132,7 +140,8 @@ def _explain(err: Exception, parser, where: str) -> ConfigError:
     """Turn a jsonargparse error into a :class:`ConfigError` with the close matches and a fix line."""
     msg = str(err).strip()
     schema = getattr(parser, "_eegfm_schema", None)
-    sections = _sections(schema, trainer=any(a.dest.startswith("trainer.") for a in parser._actions))
+    sections = _sections(schema, trainer=any(a.dest.startswith("trainer.") for a in parser._actions),
+                         extra=getattr(parser, "_eegfm_extra", ()))
     m = re.search(r"Group '([\w.]+)' does not accept option '([\w.]+)'", msg)
     if m:
         group, key = m.group(1), m.group(2)
@@ -172,12 +181,12 @@ def _item_fields(schema: type, key: str) -> set[str]:
     return set()
 
 
-def _check_mappings(schema: type | None, raw: dict, where: str, trainer: bool = True) -> None:
+def _check_mappings(schema: type | None, raw: dict, where: str, trainer: bool = True, extra: Sequence[type] = ()) -> None:
     """Top-level keys must exist (jsonargparse lets an unknown key with an empty mapping through), and sections whose
     schema is a mapping must be given as one (``data: [1]`` is refused with the fix)."""
     if schema is None:
         return
-    valid = _sections(schema, trainer)[""]
+    valid = _sections(schema, trainer, extra)[""]
     for k in raw:
         if k not in valid:
             raise ConfigError(f"{where}: unknown key {k}.{close_matches(k, valid)} Valid keys: "
@@ -247,7 +256,7 @@ def parse_config(parser, source: str | os.PathLike | dict | None = None, args: S
     where = where or (str(source) if isinstance(source, (str, os.PathLike)) else parser.prog)
     try:
         if isinstance(source, dict):
-            _check_mappings(schema, source, where, trainer)
+            _check_mappings(schema, source, where, trainer, getattr(parser, "_eegfm_extra", ()))
             ns = parser.parse_object(copy.deepcopy(source))
             if args:
                 ns = parser.parse_args(list(args), namespace=ns)
@@ -255,7 +264,8 @@ def parse_config(parser, source: str | os.PathLike | dict | None = None, args: S
             argv = (["--config", str(source)] if source is not None else []) + list(args)
             for i, a in enumerate(argv):
                 if a == "--config" and i + 1 < len(argv):
-                    _check_mappings(schema, read_yaml(argv[i + 1]), argv[i + 1], trainer)
+                    _check_mappings(schema, read_yaml(argv[i + 1]), argv[i + 1], trainer,
+                                    getattr(parser, "_eegfm_extra", ()))
             ns = parser.parse_args(argv)
     except ArgumentError as err:
         raise _explain(err, parser, where) from None

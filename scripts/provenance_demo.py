@@ -11,7 +11,7 @@ Steps (project issue 7, item 6):
    :class:`~eegfm_bench.models.module.FMClassifier` and a Lightning ``Trainer``.
 4. Extract the 128-d embedding (mean over the adapter's tokens, what the task head reads) of every window in
    every view: ``emb`` of shape (n_windows, K, 128), saved as an npz in the ``eegfm-bench audit`` format.
-5. Run the audit (:func:`eegfm_bench.provenance.audit.audit_main`, the same call as ``eegfm-bench audit``): the
+5. Run the audit (:func:`eegfm_bench.runs.audit.audit_main`, the same call as ``eegfm-bench audit``): the
    exposed head is fitted under the induced view–label association, the control head under independence
    weights, then Recover / Stress / Intervene / Verify.
 6. Write ``summary.md`` / ``summary.json``: the per-seed figures next to paper 000 App. B's worked example.
@@ -268,7 +268,7 @@ def run(config: str | Path, threads: int = 2) -> dict:
     ValueError
         From the config check, the views (wrong reference), the split, or the audit's own input checks.
     """
-    from eegfm_bench.provenance.audit import audit_main
+    from eegfm_bench.runs.audit import audit_main
 
     t0 = time.time()
     cfg = load_config(config)

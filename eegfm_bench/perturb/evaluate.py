@@ -6,7 +6,8 @@ head-only models sharing one frozen backbone run **one** backbone forward per ba
 and every head applied to them), and ``trainer.test`` runs it over one dataloader per condition
 (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`). The per-window probabilities are collected per condition
 and model; :class:`~eegfm_bench.callbacks.sweep.TestSweep` gathers them across ranks, removes the sampler's padding
-by window index and turns each condition into result rows as soon as its dataloader ends.
+by window index and turns each condition into result rows as soon as its dataloader ends
+(:func:`eegfm_bench.runs.sweep.evaluate_conditions` runs the loops).
 
 The pure pieces the runner and the report share live here too: the noise filters matching a window set's applied
 preprocessing, the not-applicable rule for removed channels, the shared-backbone grouping, the result rows of one
@@ -24,9 +25,7 @@ Rules
 """
 from __future__ import annotations
 
-import dataclasses
 import json
-from concurrent.futures import ThreadPoolExecutor
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -37,7 +36,6 @@ import numpy as np
 from torch import nn
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.perturb.channels import dropout_mask
 from eegfm_bench.perturb.conditions import ChannelDropout, Clean, Condition, PerturbContext, default_conditions, parse_condition
 from eegfm_bench.perturb.noise import FilterSpec
@@ -426,150 +424,3 @@ class SweepModule(L.LightningModule):
                 out[k] = {"index": np.zeros(0, np.int64), "probs": np.zeros((0, 0), np.float32)}
         self._out[dataloader_idx] = {}
         return out, dict(self._failed.get(dataloader_idx, {}))
-
-
-PREFETCH_BYTES = 1 << 30
-"""Largest fold (bytes of one condition's float32 windows) whose perturbation is computed ahead in a thread."""
-
-
-def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditions: Sequence[Condition],
-                        ctx: PerturbContext, *, trainer: dict | None = None, todo: Mapping[Any, Sequence[str]] | None = None,
-                        precision: Mapping[Any, Any] | None = None, batch_size: int = 64, num_workers: int = 0,
-                        share_backbones: bool = True, prefetch: bool = True, sink=None,
-                        details: Mapping[str, dict] | None = None,
-                        out_dir=None, name: str = "sweep", version: str | None = None,
-                        experiment: str = "sweep") -> list[ConditionResult]:
-    """Every model under every condition on windows ``rows`` of ``ws``: ``trainer.test`` loops, no retraining.
-
-    Models are grouped (:func:`shared_backbone_groups`: head-only models with identical frozen backbones share one
-    forward); each group runs one ``trainer.test`` with one dataloader per condition it needs
-    (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`), and the :class:`~eegfm_bench.callbacks.sweep.TestSweep`
-    callback turns every finished condition into one :class:`ConditionResult` per model.
-
-    Parameters
-    ----------
-    models : mapping key -> FMClassifier
-        Fitted models (keys must be unique as strings).
-    ws : WindowSet
-        Clean windows in the models' input unit.
-    rows : ndarray of int
-        WindowSet rows to evaluate (a fold's test windows).
-    conditions : sequence of Condition
-        In order (clean first by convention).
-    ctx : PerturbContext
-    trainer : dict, optional
-        A ``trainer:`` section (devices, strategy, precision, loggers); default one device, fp32, no loggers.
-    todo : mapping key -> condition names, optional
-        What each model still needs (default: every condition).
-    precision : mapping key -> str, optional
-        Per-model precision overriding ``trainer["precision"]`` (e.g. each cell's training precision).
-    batch_size, num_workers : int
-        Per-device batch and DataLoader worker processes (results do not depend on either).
-    share_backbones : bool
-        Share one backbone forward between head-only models with identical frozen backbones.
-    prefetch : bool
-        With ``num_workers=0``: perturb the next condition in a background thread while the models run the current
-        one (:meth:`~eegfm_bench.perturb.dataset.PerturbedWindows.prefetch`; skipped when a condition's windows
-        exceed :data:`PREFETCH_BYTES`). Results do not depend on it.
-    sink : callable, optional
-        ``sink(list[ConditionResult])`` on rank 0 as each condition finishes (not-applicable results included).
-    details : mapping condition name -> dict, optional
-        Precomputed :func:`_details`.
-    out_dir, name, version, experiment
-        Where the Trainer's loggers write (``None``: no loggers).
-
-    Returns
-    -------
-    list of ConditionResult
-        ``ok`` (metrics, probabilities and window indices, each test window once), ``not_applicable`` or ``failed``.
-    """
-    from torch.utils.data import DataLoader
-
-    from eegfm_bench.callbacks.sweep import TestSweep
-    from eegfm_bench.perturb.dataset import PerturbedWindows
-    from eegfm_bench.runs.trainer import build_trainer
-
-    tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
-    keys = list(models)
-    skey = {k: str(k) for k in keys}
-    if len(set(skey.values())) != len(keys):
-        raise ValueError(f"model keys must be unique as strings, got {keys}")
-    want = {k: set(todo[k]) if todo is not None else {c.name for c in conditions} for k in keys}
-    prec = {k: (precision or {}).get(k, tr.get("precision") or "32-true") for k in keys}
-    details = dict(details or {})
-    for c in conditions:
-        if c.name not in details:
-            try:
-                details[c.name] = _details(c, ws.ch_names, ctx)
-            except Exception as e:  # noqa: BLE001  (a mask / region that cannot be resolved: this condition fails)
-                details[c.name] = {"condition": c.name, "_error": (f"{type(e).__name__}: {e}", traceback.format_exc())}
-    groups = shared_backbone_groups(models, prec) if share_backbones else [[k] for k in keys]
-    results: list[ConditionResult] = []
-    by_key = {skey[k]: k for k in keys}
-
-    def remap(rs):  # the module's string keys back to the caller's keys
-        return [dataclasses.replace(r, model=by_key[r.model]) for r in rs]
-
-    order = {c.name: i for i, c in enumerate(conditions)}
-    for group in groups:
-        sconds, pre = [], {}  # pre: results known without running (not applicable, unresolvable), by condition
-        for cond in conditions:
-            need = [k for k in group if cond.name in want[k]]
-            if not need:
-                continue
-            det = details[cond.name]
-            if "_error" in det:
-                err, tb = det["_error"]
-                pre[cond.name] = [ConditionResult(cond.name, "failed", model=k, details={"condition": cond.name},
-                                                  error=err, traceback=tb) for k in need]
-                continue
-            ok = []
-            for k in need:
-                reason = not_applicable_reason(cond, models[k])
-                if reason is None:
-                    ok.append(skey[k])
-                else:
-                    pre.setdefault(cond.name, []).append(ConditionResult(cond.name, NOT_APPLICABLE, model=k,
-                                                                         note=reason, details=det))
-            if ok:
-                sconds.append((cond, ok))
-        pending = dict(pre)
-
-        def hand(rs, pending=pending):  # every condition's results in the order of `conditions`
-            upto = order[rs[0].condition] if rs else len(order)
-            first = [r for name in sorted(pending, key=order.get) if order[name] <= upto for r in pending.pop(name)]
-            out = first + rs
-            if sink is not None and out and is_global_zero():
-                sink(out)
-            return first
-
-        if sconds:
-            datasets = [PerturbedWindows(ws, rows, cond, ctx) for cond, _ in sconds]
-            pool = None
-            if num_workers == 0 and prefetch and len(rows) * ws.X.shape[1] * ws.n_times * 4 <= PREFETCH_BYTES:
-                pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perturb")
-                for a, b in zip(datasets, datasets[1:]):
-                    a.next, b.prev = b, a
-                for d in datasets:
-                    d.executor = pool
-                datasets[0].prefetch(pool)
-            module = SweepModule({skey[k]: models[k] for k in group},
-                                 [SweepCondition(cond, ds.ch_names, ks, details[cond.name])
-                                  for (cond, ks), ds in zip(sconds, datasets)], shared=len(group) > 1)
-            loaders = [DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=num_workers) for ds in datasets]
-            labels = {skey[k]: str(k) for k in group}
-            cb = TestSweep(ws.y, lambda rs: hand(remap(rs)), labels=labels, sink_on_all_ranks=True)
-            t = build_trainer({**tr, "precision": prec[group[0]]}, out_dir=out_dir, name=name,
-                              version=version or "+".join(labels.values()), experiment=experiment, callbacks=[cb],
-                              loggers=out_dir is not None)
-            try:
-                t.test(module, dataloaders=loaders, verbose=False)
-            finally:
-                if pool is not None:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                for d in datasets:
-                    d.release()
-            results += remap(cb.results)
-        hand([])
-        results += [r for rs in pre.values() for r in rs]
-    return results

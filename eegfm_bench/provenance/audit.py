@@ -4,7 +4,7 @@
 fits the probes and heads it needs on the training split (selected and calibrated on validation), evaluates on
 the identity-disjoint test split, and returns an :class:`AuditReport` ending in one verdict — ``"no reliance"``,
 ``"certified"`` or ``"refused"`` — written as JSON and Markdown in the shape of the paper's App. B worked
-example. :func:`audit_main` is the entry point the ``eegfm-bench audit`` command calls with a config dict.
+example. ``eegfm-bench audit`` runs it from a config (:func:`eegfm_bench.runs.audit.audit_main`).
 
 Two designs:
 
@@ -40,9 +40,8 @@ from .recover import linear_provenance_information
 from .stress import (Design, Rotation, StressSet, decision_flip_rate, fit_head, observed_odds,
                      paired_logit_contrast, resolve_odds, stress_weights)
 from .verify import RANDOM_MATCH_MODES, decide_verdict, has_reliance, random_subspaces
-from .views import pair_views
 
-__all__ = ["AuditConfig", "AuditReport", "run_audit", "audit_main", "SCHEMA"]
+__all__ = ["AuditConfig", "AuditReport", "run_audit", "SCHEMA"]
 
 SCHEMA = "physiotrace-audit/1"
 _SPLITS = ("train", "val", "test")
@@ -692,63 +691,3 @@ def _observational(emb, y, prov, subject, record, masks, cfg, h) -> AuditReport:
 
 # ----------------------------------------------------------------------------------------------------------------
 # entry point for `eegfm-bench audit`
-
-_NPZ_KEYS = ("emb", "y", "provenance", "subject", "record", "split")
-
-
-def audit_main(config: Mapping) -> AuditReport:
-    """Run (or resume) an audit described by a config dict; the ``eegfm-bench audit`` hook.
-
-    Parameters
-    ----------
-    config : dict
-        ``embeddings``: path to an ``.npz`` with keys ``emb``, ``y``, ``provenance``, ``subject``, ``record``,
-        ``split`` (shapes as in :func:`run_audit`); ``out_dir``: output folder; optional ``paired: true`` when
-        ``emb`` is long-format ``(n_rows, d)`` with one row per (window, view) — rows are then paired by
-        :func:`~eegfm_bench.provenance.views.pair_views` on (record, order), with optional ``views`` giving the
-        view order; every other key is an :class:`AuditConfig` field.
-
-    Returns
-    -------
-    AuditReport
-        Also written to ``out_dir/audit_<hash16>.json`` and ``.md``.
-
-    Raises
-    ------
-    ValueError
-        If ``embeddings``/``out_dir`` are missing, the npz lacks a key, paired rows disagree in target, subject
-        or split, or any :func:`run_audit` check fails.
-    FileNotFoundError
-        If the npz does not exist.
-    """
-    config = dict(config)
-    for key in ("embeddings", "out_dir"):
-        if key not in config:
-            raise ValueError(f"audit config needs {key!r}; fix: add {key}: <path> to the audit config")
-    path = Path(config.pop("embeddings"))
-    out_dir = Path(config.pop("out_dir"))
-    paired_long = bool(config.pop("paired", False))
-    views = config.pop("views", None)
-    if not path.exists():
-        raise FileNotFoundError(f"embeddings file {path} not found; fix: cache embeddings first")
-    with np.load(path, allow_pickle=False) as f:
-        missing = [k for k in _NPZ_KEYS if k not in f.files]
-        if missing:
-            raise ValueError(f"{path} lacks keys {missing}; it needs {list(_NPZ_KEYS)}")
-        arr = {k: f[k] for k in _NPZ_KEYS}
-    if paired_long:
-        pv = pair_views(arr["emb"], arr["provenance"], arr["record"], views=views)
-        first = pv.rows[:, 0]
-        for k in ("y", "subject", "record", "split"):
-            a = arr[k]
-            if not np.all(a[pv.rows] == a[first][:, None]):
-                raise ValueError(f"views are not paired: {k!r} differs between the views of some window; fix: "
-                                 "give every view of a window the same target, subject, record and split")
-        arr = {"emb": pv.emb, "provenance": np.array(pv.views), **{k: arr[k][first] for k in
-                                                                    ("y", "subject", "record", "split")}}
-    return run_audit(arr["emb"], arr["y"], arr["provenance"], arr["subject"], arr["record"], arr["split"],
-                     AuditConfig.from_dict(config), out_dir=out_dir)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# markdown

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from eegfm_bench.distributed import is_global_zero
 
 
@@ -60,7 +62,85 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True) -> di
         paths = write_report(out, chance=1.0 / len(ws0.class_names),
                              title=f"{run.experiment} ({run.task}): block-wise linear probes")
     if cfg["attention"]["enabled"]:
-        from eegfm_bench.interpret.attention import run_attention
-
         paths.update(run_attention(cfg, run=run, progress=progress))
     return paths
+
+
+def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Path]:
+    """Per-block attention topomaps, frozen vs fine-tuned, for a cv run's transformer checkpoints (App. I.4.1).
+
+    For each selected model with attention: per fold, the per-channel attention of every block on the fold's
+    test windows, for the backbone before fine-tuning (frozen: pretrained / random-init) and for the fold's
+    checkpoint when its regime trains the backbone; averaged over folds. Writes ``attention/<model>.npz``
+    (``frozen`` / ``fine_tuned``: ``(n_folds, n_blocks, n_chans)``, ``ch_names``) and
+    ``attention/<model>_per_block.png`` (rows: fine-tuned, frozen; columns: blocks).
+
+    Raises
+    ------
+    UnsupportedMethodError
+        If ``attention.models`` names a backbone without attention (models not named explicitly and without
+        attention are skipped with a log line).
+    """
+    import logging
+
+    from tqdm.auto import tqdm
+
+    from eegfm_bench.interpret.attention import ATTENTION_BACKBONES, check_attention_support, mean_channel_attention
+    from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
+    from eegfm_bench.models.features import state_hash
+    from eegfm_bench.runs.output import CVRun, load_fold_model, load_initial_model
+
+    log = logging.getLogger(__name__)
+    run = run or CVRun(cfg["cv_dir"], cfg.get("cv_config"))
+    tr = cfg["trainer"]
+    ac, sel = cfg["attention"], cfg["select"]
+    explicit = ac["models"]
+    if explicit:
+        for m in explicit:
+            check_attention_support(m)
+    cks = run.checkpoints(explicit or sel["models"], sel["regimes"], sel["heads"], sel["folds"])
+    out_dir = Path(cfg["out_dir"]) / "attention"
+    out: dict[str, Path] = {}
+    by_model: dict[str, list] = {}
+    for ck in cks:
+        if ck.model not in ATTENTION_BACKBONES:
+            log.info("attention maps: skipping %s (no softmax attention)", ck.model)
+            continue
+        by_model.setdefault(ck.model, []).append(ck)
+    for model_name, group in by_model.items():
+        check_positions(run.windows(model_name).ch_names)
+        frozen, tuned, names = [], [], None
+        frozen_done: dict[str, np.ndarray] = {}
+        for ck in tqdm(group, desc=f"attention {model_name}", disable=not (progress and is_global_zero()), unit="fold"):
+            ws = run.windows(ck.model)
+            _, _, te = run.fold_indices(ws, ck.fold)
+            if ac["max_windows_per_fold"]:
+                te = te[: int(ac["max_windows_per_fold"])]
+            names = list(ws.ch_names)
+            init = load_initial_model(ck.path)
+            key = f"{state_hash(init.backbone)}-{ck.fold}"
+            if key not in frozen_done:  # one frozen backbone per fold, whatever heads were trained on it
+                frozen_done[key] = mean_channel_attention(init.backbone, ws, te, ac["batch_size"], tr)
+                frozen.append(frozen_done[key])
+            if ck.regime != "head_only":
+                model = load_fold_model(ck.path)
+                tuned.append(mean_channel_attention(model.backbone, ws, te, ac["batch_size"], tr))
+        frozen_a = np.stack(frozen)
+        arrays = {"frozen": frozen_a, "ch_names": np.array(names)}
+        rows = {}
+        if tuned:
+            arrays["fine_tuned"] = np.stack(tuned)
+            rows["fine-tuned"] = arrays["fine_tuned"].mean(0)
+        rows[f"frozen ({group[0].init})"] = frozen_a.mean(0)
+        if not is_global_zero():
+            continue
+        out_dir.mkdir(parents=True, exist_ok=True)
+        np.savez(out_dir / f"{model_name}.npz", **arrays)
+        n_blocks = frozen_a.shape[1]
+        png = plot_topomap_grid(rows, names, out_dir / f"{model_name}_per_block.png",
+                                col_titles=[f"block {i}" for i in range(n_blocks)], cmap="viridis", shared_scale="row",
+                                title=f"{model_name} on {run.task}: per-channel attention per block (sum over queries; "
+                                      f"mean over heads, patches, test windows, {len({ck.fold for ck in group})} folds)",
+                                unit="attention")
+        out[f"attention_{model_name}"] = png
+    return out

@@ -39,19 +39,22 @@ Paper 003 (seed 003), §3 "Robustness to Perturbations", App. D (conditions), Ap
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import traceback
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import yaml
 
 from eegfm_bench.config import ConfigError, command_parser, parse_config
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.perturb.conditions import Condition, PerturbContext
 
 
 @dataclass
@@ -214,8 +217,7 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     from tqdm.auto import tqdm
 
     from eegfm_bench.models.backbones import BACKBONES
-    from eegfm_bench.perturb.evaluate import (_details, condition_rows, dropout_masks_record, evaluate_conditions,
-                                              perturb_context)
+    from eegfm_bench.perturb.evaluate import _details, condition_rows, dropout_masks_record, perturb_context
     from eegfm_bench.perturb.regions import REGION_ROLES, MissingElectrodesWarning, resolve_region
     from eegfm_bench.reports.sweep import write_report
     from eegfm_bench.results import ResultStore, code_version, config_hash
@@ -364,3 +366,152 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
         raise RuntimeError(f"{len(failures)} condition(s) failed; see {out / 'failures.json'} (every other condition "
                            "was written; a rerun retries only the failed ones)")
     return table
+
+
+PREFETCH_BYTES = 1 << 30
+"""Largest fold (bytes of one condition's float32 windows) whose perturbation is computed ahead in a thread."""
+
+
+def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditions: Sequence[Condition],
+                        ctx: PerturbContext, *, trainer: dict | None = None, todo: Mapping[Any, Sequence[str]] | None = None,
+                        precision: Mapping[Any, Any] | None = None, batch_size: int = 64, num_workers: int = 0,
+                        share_backbones: bool = True, prefetch: bool = True, sink=None,
+                        details: Mapping[str, dict] | None = None,
+                        out_dir=None, name: str = "sweep", version: str | None = None,
+                        experiment: str = "sweep") -> list:
+    """Every model under every condition on windows ``rows`` of ``ws``: ``trainer.test`` loops, no retraining.
+
+    Models are grouped (:func:`shared_backbone_groups`: head-only models with identical frozen backbones share one
+    forward); each group runs one ``trainer.test`` with one dataloader per condition it needs
+    (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`), and the :class:`~eegfm_bench.callbacks.sweep.TestSweep`
+    callback turns every finished condition into one :class:`ConditionResult` per model.
+
+    Parameters
+    ----------
+    models : mapping key -> FMClassifier
+        Fitted models (keys must be unique as strings).
+    ws : WindowSet
+        Clean windows in the models' input unit.
+    rows : ndarray of int
+        WindowSet rows to evaluate (a fold's test windows).
+    conditions : sequence of Condition
+        In order (clean first by convention).
+    ctx : PerturbContext
+    trainer : dict, optional
+        A ``trainer:`` section (devices, strategy, precision, loggers); default one device, fp32, no loggers.
+    todo : mapping key -> condition names, optional
+        What each model still needs (default: every condition).
+    precision : mapping key -> str, optional
+        Per-model precision overriding ``trainer["precision"]`` (e.g. each cell's training precision).
+    batch_size, num_workers : int
+        Per-device batch and DataLoader worker processes (results do not depend on either).
+    share_backbones : bool
+        Share one backbone forward between head-only models with identical frozen backbones.
+    prefetch : bool
+        With ``num_workers=0``: perturb the next condition in a background thread while the models run the current
+        one (:meth:`~eegfm_bench.perturb.dataset.PerturbedWindows.prefetch`; skipped when a condition's windows
+        exceed :data:`PREFETCH_BYTES`). Results do not depend on it.
+    sink : callable, optional
+        ``sink(list[ConditionResult])`` on rank 0 as each condition finishes (not-applicable results included).
+    details : mapping condition name -> dict, optional
+        Precomputed :func:`_details`.
+    out_dir, name, version, experiment
+        Where the Trainer's loggers write (``None``: no loggers).
+
+    Returns
+    -------
+    list of ConditionResult
+        ``ok`` (metrics, probabilities and window indices, each test window once), ``not_applicable`` or ``failed``.
+    """
+    from torch.utils.data import DataLoader
+
+    from eegfm_bench.callbacks.sweep import TestSweep
+    from eegfm_bench.perturb.dataset import PerturbedWindows
+    from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, SweepCondition, SweepModule, _details,
+                                              not_applicable_reason, shared_backbone_groups)
+    from eegfm_bench.runs.trainer import build_trainer
+
+    tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
+    keys = list(models)
+    skey = {k: str(k) for k in keys}
+    if len(set(skey.values())) != len(keys):
+        raise ValueError(f"model keys must be unique as strings, got {keys}")
+    want = {k: set(todo[k]) if todo is not None else {c.name for c in conditions} for k in keys}
+    prec = {k: (precision or {}).get(k, tr.get("precision") or "32-true") for k in keys}
+    details = dict(details or {})
+    for c in conditions:
+        if c.name not in details:
+            try:
+                details[c.name] = _details(c, ws.ch_names, ctx)
+            except Exception as e:  # noqa: BLE001  (a mask / region that cannot be resolved: this condition fails)
+                details[c.name] = {"condition": c.name, "_error": (f"{type(e).__name__}: {e}", traceback.format_exc())}
+    groups = shared_backbone_groups(models, prec) if share_backbones else [[k] for k in keys]
+    results: list[ConditionResult] = []
+    by_key = {skey[k]: k for k in keys}
+
+    def remap(rs):  # the module's string keys back to the caller's keys
+        return [dataclasses.replace(r, model=by_key[r.model]) for r in rs]
+
+    order = {c.name: i for i, c in enumerate(conditions)}
+    for group in groups:
+        sconds, pre = [], {}  # pre: results known without running (not applicable, unresolvable), by condition
+        for cond in conditions:
+            need = [k for k in group if cond.name in want[k]]
+            if not need:
+                continue
+            det = details[cond.name]
+            if "_error" in det:
+                err, tb = det["_error"]
+                pre[cond.name] = [ConditionResult(cond.name, "failed", model=k, details={"condition": cond.name},
+                                                  error=err, traceback=tb) for k in need]
+                continue
+            ok = []
+            for k in need:
+                reason = not_applicable_reason(cond, models[k])
+                if reason is None:
+                    ok.append(skey[k])
+                else:
+                    pre.setdefault(cond.name, []).append(ConditionResult(cond.name, NOT_APPLICABLE, model=k,
+                                                                         note=reason, details=det))
+            if ok:
+                sconds.append((cond, ok))
+        pending = dict(pre)
+
+        def hand(rs, pending=pending):  # every condition's results in the order of `conditions`
+            upto = order[rs[0].condition] if rs else len(order)
+            first = [r for name in sorted(pending, key=order.get) if order[name] <= upto for r in pending.pop(name)]
+            out = first + rs
+            if sink is not None and out and is_global_zero():
+                sink(out)
+            return first
+
+        if sconds:
+            datasets = [PerturbedWindows(ws, rows, cond, ctx) for cond, _ in sconds]
+            pool = None
+            if num_workers == 0 and prefetch and len(rows) * ws.X.shape[1] * ws.n_times * 4 <= PREFETCH_BYTES:
+                pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perturb")
+                for a, b in zip(datasets, datasets[1:]):
+                    a.next, b.prev = b, a
+                for d in datasets:
+                    d.executor = pool
+                datasets[0].prefetch(pool)
+            module = SweepModule({skey[k]: models[k] for k in group},
+                                 [SweepCondition(cond, ds.ch_names, ks, details[cond.name])
+                                  for (cond, ks), ds in zip(sconds, datasets)], shared=len(group) > 1)
+            loaders = [DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=num_workers) for ds in datasets]
+            labels = {skey[k]: str(k) for k in group}
+            cb = TestSweep(ws.y, lambda rs: hand(remap(rs)), labels=labels, sink_on_all_ranks=True)
+            t = build_trainer({**tr, "precision": prec[group[0]]}, out_dir=out_dir, name=name,
+                              version=version or "+".join(labels.values()), experiment=experiment, callbacks=[cb],
+                              loggers=out_dir is not None)
+            try:
+                t.test(module, dataloaders=loaders, verbose=False)
+            finally:
+                if pool is not None:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                for d in datasets:
+                    d.release()
+            results += remap(cb.results)
+        hand([])
+        results += [r for rs in pre.values() for r in rs]
+    return results

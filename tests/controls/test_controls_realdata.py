@@ -53,7 +53,7 @@ def test_identity_probe_separates_eegmmidb_from_eegmat(data_root):
     """EEGMMIDB vs eegmat on their 19 shared 10-20 channels, one unit per recording, simple features (173 =
     9·19 + 2): ceiling AUROC in full space and after in-fold PCA, a permuted null near chance."""
     from eegfm_bench.controls.identity import identity_from_windows
-    from eegfm_bench.controls.run import DEFAULT_FEATURE_PREPROCESSING
+    from eegfm_bench.runs.controls import DEFAULT_FEATURE_PREPROCESSING
     from eegfm_bench.data.preprocessing import Preprocessing
     from eegfm_bench.data.windows import load_windows
 
@@ -143,7 +143,7 @@ def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------------ bad input
 def test_feature_window_too_short_is_rejected_before_reading_data(tmp_path):
-    from eegfm_bench.controls.run import load_config
+    from eegfm_bench.runs.controls import load_config
     from eegfm_bench.runs.cv import ConfigError
 
     cfg = _tiny_config(tmp_path / "o", features={"families": ["simple"], "preprocessing": {"window_s": 1.0}})
@@ -152,7 +152,7 @@ def test_feature_window_too_short_is_rejected_before_reading_data(tmp_path):
 
 
 def test_unknown_keys_and_names_are_rejected(tmp_path):
-    from eegfm_bench.controls.run import load_config
+    from eegfm_bench.runs.controls import load_config
     from eegfm_bench.runs.cv import ConfigError
 
     with pytest.raises(ConfigError, match="unknown key permutaton. Did you mean 'permutation'"):
@@ -167,7 +167,7 @@ def test_unknown_keys_and_names_are_rejected(tmp_path):
 
 @requires_data
 def test_permutation_scheme_that_does_not_fit_the_labels(tmp_path):
-    from eegfm_bench.controls.run import controls_main
+    from eegfm_bench.runs.controls import controls_main
 
     # eegmat: every subject has a rest and an arithmetic recording, so one label per subject is wrong
     cfg = _tiny_config(tmp_path / "o", permutation={"n": 5, "scheme": "subject_label"}, scrambled=[], identity=None,
@@ -179,7 +179,7 @@ def test_permutation_scheme_that_does_not_fit_the_labels(tmp_path):
 
 @requires_data
 def test_too_few_subjects_for_folds_or_bootstrap(tmp_path):
-    from eegfm_bench.controls.run import controls_main
+    from eegfm_bench.runs.controls import controls_main
     from eegfm_bench.runs.cv import ConfigError
 
     base = dict(scrambled=[], identity=None, models=[])
@@ -196,7 +196,7 @@ def test_too_few_subjects_for_folds_or_bootstrap(tmp_path):
 @requires_data
 def test_identity_datasets_without_shared_channels(tmp_path, monkeypatch):
     """Two datasets with no channel in common: the error names what each one has (checked before any probe)."""
-    import eegfm_bench.controls.run as run
+    import eegfm_bench.runs.controls as run
 
     real = run._load_ws
 

@@ -26,7 +26,6 @@ from eegfm_bench.perturb.conditions import ChannelDropout, PerturbContext, defau
 from eegfm_bench.perturb.dataset import PerturbedWindows
 from eegfm_bench.perturb.evaluate import (
     NOT_APPLICABLE,
-    evaluate_conditions,
     filter_from_preprocessing,
     not_applicable_reason,
     perturb_context,
@@ -34,7 +33,7 @@ from eegfm_bench.perturb.evaluate import (
 from eegfm_bench.perturb.noise import FilterSpec
 from eegfm_bench.reports.sweep import add_labels, degradation_table, fold_deltas, table_markdown
 from eegfm_bench.runs.output import load_fold_model
-from eegfm_bench.runs.sweep import sweep_main
+from eegfm_bench.runs.sweep import evaluate_conditions, sweep_main
 from eegfm_bench.registry import UnknownNameError
 from eegfm_bench.results import KEY_COLUMNS, ROW_COLUMNS
 

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from scipy.stats import ortho_group
 
-from eegfm_bench.provenance import AuditReport, InfeasibleRegimeError, audit_main, run_audit
+from eegfm_bench.provenance import AuditReport, InfeasibleRegimeError, run_audit
+from eegfm_bench.runs.audit import audit_main
 
 FAST = {"n_boot": 200, "n_random": 10}
 

@@ -26,7 +26,7 @@ def test_device_strings():
 
 
 def test_controls_needs_task_and_out_dir():
-    from eegfm_bench.controls.run import load_config
+    from eegfm_bench.runs.controls import load_config
 
     with pytest.raises(ConfigError, match=r"needs `task` and `out_dir`.*fix: start from"):
         load_config({})

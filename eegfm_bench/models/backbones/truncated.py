@@ -11,7 +11,7 @@ The package registers the truncated variants as backbones ``<name>_truncated`` (
 ``k`` of the last kept block; ``None`` keeps all). They inherit the base adapter's preprocessing and channel
 contract, keep its ``name`` (so checkpoints of the base backbone load), and drop the removed blocks' weights
 from a pretrained checkpoint before the strict load (reported by the loader like LaBraM's temporal-embedding
-cut). The depth sweep itself is :func:`eegfm_bench.interpret.truncation.run_depth_sweep`.
+cut). The depth sweep itself is :func:`eegfm_bench.runs.truncation.run_depth_sweep`.
 
 EEGNet's ``blocks`` are two dropout layers of one flat ``nn.Sequential`` (no block list to cut): it has no
 truncated variant.

@@ -8,7 +8,7 @@ backbone's usual output path.
 
 The truncated variants ``<name>_truncated`` (``labram_truncated``, ``cbramod_truncated``, ``biot_truncated``)
 are backbones like any other (:mod:`eegfm_bench.models.backbones.truncated`, registered with the others), with
-one extra argument ``depth``; :func:`run_depth_sweep` (``python -m eegfm_bench.interpret.truncation --config
+one extra argument ``depth``; :func:`run_depth_sweep` (``python -m eegfm_bench.runs.truncation --config
 configs/experiment/depth_truncation.yaml``) runs the cv for each ``k``.
 
 EEGNet's ``blocks`` are two dropout layers of one flat ``nn.Sequential`` (no block list to cut): it has no
@@ -119,7 +119,7 @@ def run_depth_sweep(config, *, progress: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eegfm_bench.interpret.truncation",
+    p = argparse.ArgumentParser(prog="python -m eegfm_bench.runs.truncation",
                                 description="Depth-truncation sweep (paper 003 App. I.6): one cv per depth k.")
     p.add_argument("--config", required=True)
     p.add_argument("--no-progress", action="store_true")

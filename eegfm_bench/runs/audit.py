@@ -1,0 +1,105 @@
+"""``eegfm-bench audit``: the PhysioTRACE provenance audit (paper 000) over an embeddings npz; resumable.
+
+The audit itself (:func:`eegfm_bench.provenance.audit.run_audit`) runs no network: it reads cached embeddings
+(e.g. those of the provenance demo's encoder, extracted by ``Trainer.predict``), so the command has no ``trainer:``
+section. The config is typed (:class:`AuditCommand` plus every :class:`~eegfm_bench.provenance.audit.AuditConfig`
+field at the top level); unknown keys are refused with the close matches.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from eegfm_bench.config import command_parser, parse_config
+from eegfm_bench.provenance.audit import AuditConfig, AuditReport, run_audit
+from eegfm_bench.provenance.views import pair_views
+
+
+@dataclass
+class AuditCommand:
+    """Inputs and outputs of one audit.
+
+    Args:
+        embeddings: ``.npz`` with ``emb``, ``y``, ``provenance``, ``subject``, ``record``, ``split``.
+        out_dir: where ``audit_<hash16>.json`` / ``.md`` go.
+        paired: ``emb`` is long-format, one row per (window, view).
+        views: view order of a paired npz.
+    """
+
+    embeddings: Optional[str] = None
+    out_dir: Optional[str] = None
+    paired: bool = False
+    views: Optional[list[str]] = None
+
+
+NULLABLE = {f.name for f in dataclasses.fields(AuditConfig) if f.default is None}
+
+
+def audit_parser():
+    return command_parser("eegfm-bench audit", AuditCommand, trainer=False, description=__doc__, extra=(AuditConfig,))
+
+
+_NPZ_KEYS = ("emb", "y", "provenance", "subject", "record", "split")
+
+
+def audit_main(config, args: Sequence[str] = ()) -> AuditReport:
+    """Run (or resume) an audit described by a config dict; the ``eegfm-bench audit`` hook.
+
+    Parameters
+    ----------
+    config : path or dict
+        A YAML file or mapping (typed: :class:`AuditCommand` plus every
+        :class:`~eegfm_bench.provenance.audit.AuditConfig` field at the top level). ``embeddings``: path to an ``.npz`` with keys ``emb``, ``y``, ``provenance``, ``subject``, ``record``,
+        ``split`` (shapes as in :func:`run_audit`); ``out_dir``: output folder; optional ``paired: true`` when
+        ``emb`` is long-format ``(n_rows, d)`` with one row per (window, view) — rows are then paired by
+        :func:`~eegfm_bench.provenance.views.pair_views` on (record, order), with optional ``views`` giving the
+        view order; every other key is an :class:`AuditConfig` field.
+
+    Returns
+    -------
+    AuditReport
+        Also written to ``out_dir/audit_<hash16>.json`` and ``.md``.
+
+    Raises
+    ------
+    ValueError
+        If ``embeddings``/``out_dir`` are missing, the npz lacks a key, paired rows disagree in target, subject
+        or split, or any :func:`run_audit` check fails.
+    FileNotFoundError
+        If the npz does not exist.
+    """
+    config = {k: v for k, v in parse_config(audit_parser(), config, args).items() if v is not None or k in NULLABLE}
+    for key in ("embeddings", "out_dir"):
+        if not config.get(key):
+            raise ValueError(f"audit config needs {key!r}; fix: add {key}: <path> to the audit config")
+    path = Path(config.pop("embeddings"))
+    out_dir = Path(config.pop("out_dir"))
+    paired_long = bool(config.pop("paired", False))
+    views = config.pop("views", None)
+    if not path.exists():
+        raise FileNotFoundError(f"embeddings file {path} not found; fix: cache embeddings first")
+    with np.load(path, allow_pickle=False) as f:
+        missing = [k for k in _NPZ_KEYS if k not in f.files]
+        if missing:
+            raise ValueError(f"{path} lacks keys {missing}; it needs {list(_NPZ_KEYS)}")
+        arr = {k: f[k] for k in _NPZ_KEYS}
+    if paired_long:
+        pv = pair_views(arr["emb"], arr["provenance"], arr["record"], views=views)
+        first = pv.rows[:, 0]
+        for k in ("y", "subject", "record", "split"):
+            a = arr[k]
+            if not np.all(a[pv.rows] == a[first][:, None]):
+                raise ValueError(f"views are not paired: {k!r} differs between the views of some window; fix: "
+                                 "give every view of a window the same target, subject, record and split")
+        arr = {"emb": pv.emb, "provenance": np.array(pv.views), **{k: arr[k][first] for k in
+                                                                    ("y", "subject", "record", "split")}}
+    return run_audit(arr["emb"], arr["y"], arr["provenance"], arr["subject"], arr["record"], arr["split"],
+                     AuditConfig.from_dict(config), out_dir=out_dir)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# markdown
