@@ -89,3 +89,22 @@ def test_recording_level_requires_explicit_setting():
     assert SplitSpec().group_by == "subject"
     with pytest.raises(SplitConfigError, match="valid"):
         SplitSpec(group_by="window")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kfold_is_stratified_when_subjects_differ_in_class_balance(seed):
+    """Subjects of different sizes hold 90 % of one class or the other: a grouped split that ignores the labels
+    (GroupKFold: test folds up to 0.53 away from the overall class-1 share here) is refused; StratifiedGroupKFold
+    keeps every test fold within 0.1 of it."""
+    sizes = [27, 30, 14, 37, 23, 17, 13, 9, 11, 22, 37, 38]
+    heavy1 = [0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0]
+    groups, y = [], []
+    for i, (n, h) in enumerate(zip(sizes, heavy1)):
+        n1 = int(round(n * (0.9 if h else 0.1)))
+        groups += [f"S{i:02d}"] * n
+        y += [1] * n1 + [0] * (n - n1)
+    y, groups = np.array(y), np.array(groups)
+    split = make_split(y, groups, SplitSpec("kfold", 3, seed, n_val_groups=1))
+    for f in split.folds:
+        _, _, te = split.indices(groups, f.fold)
+        assert abs(y[te].mean() - y.mean()) <= 0.1, f"fold {f.fold}: {y[te].mean():.2f} vs {y.mean():.2f} class 1"

@@ -72,3 +72,13 @@ def test_attribution_callback_maps_checks_and_perturbation(fitted):
     np.testing.assert_allclose(agg["class_averaged"], fold["channel"].mean(0), rtol=1e-6)
     np.testing.assert_allclose(fold["channel"], np.abs(fold["maps"].astype(np.float32)).mean(-1), atol=1e-3)
     assert np.all(fold["confidence"][:-1] >= fold["confidence"][1:])  # sorted by confidence
+    # the perturbation reached the maps: zero-padded channels carry exactly no relevance (x = 0 there), clean ones do
+    from eegfm_bench.perturb.channels import dropout_mask
+
+    dropped = [CHS.index(c) for c in dropout_mask(CHS, 0.5, 0, "synthetic").dropped]
+    assert dropped
+    for method in ("gxi", "attnlrp"):
+        pert = np.load(root / "dropout_p-0.5_zero" / method / "fold0.npz")
+        clean = np.load(root / "clean" / method / "fold0.npz")
+        assert np.all(pert["channel"][:, dropped] == 0), method
+        assert np.all(clean["channel"][:, dropped].sum(1) > 0), method

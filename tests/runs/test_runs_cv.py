@@ -86,3 +86,44 @@ def test_rerun_retrains_only_cells_whose_config_changed(tmp_path, monkeypatch):
     assert len(fits) == 3
     rows4 = pd.read_csv(out / "results.csv")
     assert len(rows4) == len(rows2)
+
+
+def test_result_store_replaces_rows_of_the_same_key_and_keeps_other_hashes(tmp_path):
+    from eegfm_bench.results import ROW_COLUMNS, ResultStore
+
+    def row(value, chash="h1", fold=0):
+        return {**dict.fromkeys(ROW_COLUMNS, "x"), "fold": fold, "metric": "balanced_accuracy", "value": value,
+                "config_hash": chash}
+
+    store = ResultStore(tmp_path)
+    store.append([row(0.5), row(0.6, fold=1)])
+    store.append([row(0.7)])  # same key: the newer value replaces the older
+    store.append([row(0.9, chash="h2")])  # another config hash: kept beside it
+    df = store.load().sort_values(["config_hash", "fold"])
+    assert df[["config_hash", "fold", "value"]].values.tolist() == [["h1", 0, 0.7], ["h1", 1, 0.6], ["h2", 0, 0.9]]
+    assert store.has(fold=0, config_hash="h2") and not store.has(fold=1, config_hash="h2")
+    assert not ResultStore(tmp_path / "other", write=False).has(fold=0)
+    ResultStore(tmp_path, write=False).append([row(0.1)])  # a DDP rank other than 0 writes nothing
+    assert store.load()["value"].max() == 0.9 and 0.1 not in store.load()["value"].tolist()
+
+
+@requires_data
+def test_analyses_refuse_a_cv_run_made_with_another_config(tmp_path):
+    from eegfm_bench.interpret.config import InterpretConfigError
+    from eegfm_bench.runs.output import StaleCVRunError
+    from eegfm_bench.runs.probe import run_probes
+    from eegfm_bench.runs.sweep import load_sweep_config
+
+    cfg = _cfg(tmp_path)
+    run_cv(cfg, progress=False)
+    path = tmp_path / "cv.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    ran = pd.read_csv(Path(cfg["out_dir"]) / "results.csv").config_hash.iloc[0]
+    assert load_sweep_config({"cv_config": str(path), "reference": None})["_cells"][0].config_hash == ran
+    path.write_text(yaml.safe_dump({**cfg, "optim": {"lr": 0.02}}))  # edited after the run
+    with pytest.raises(StaleCVRunError, match=rf"made with config hash {ran} but .* now gives [0-9a-f]{{12}}.*fix: rerun"):
+        load_sweep_config({"cv_config": str(path), "reference": None})
+    with pytest.raises((StaleCVRunError, InterpretConfigError), match=rf"config hash {ran}"):
+        run_probes({"cv_config": str(path), "out_dir": str(tmp_path / "i")}, progress=False)
+    # pointing at the folder analyses the run as it is
+    assert load_sweep_config({"cv_out_dir": cfg["out_dir"], "reference": None})["_cells"][0].config_hash == ran
