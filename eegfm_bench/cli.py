@@ -4,6 +4,8 @@ Subcommands
 -----------
 fit | validate | test   LightningCLI over :class:`FMClassifier` and :class:`EEGDataModule` (``--config`` YAML).
 cv --config X.yaml      every fold × model × head × regime of one task; result rows + summary table.
+                        Every command with --config takes dotted overrides (``--trainer.devices 2``), ``--keys``
+                        (every key, type and default) and ``--print-config`` (the resolved config).
 models                  the registered backbones with their preprocessing and channel contracts.
 tasks                   the registered tasks.
 check --config X.yaml   one batch through every configured run before a long cv run.
@@ -109,8 +111,33 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-OVERRIDABLE = ("cv", "check", "sweep", "probe", "attribute", "controls", "audit")
-"""Commands whose config keys can be overridden on the command line (``--trainer.devices 2``)."""
+def _parsers() -> dict:
+    """Command → its typed config parser (for ``--keys`` and ``--print-config``)."""
+    from eegfm_bench.interpret.config import interpret_parser
+    from eegfm_bench.runs.audit import audit_parser
+    from eegfm_bench.runs.controls import controls_parser
+    from eegfm_bench.runs.cv import cv_parser
+    from eegfm_bench.runs.sweep import sweep_parser
+
+    return {"cv": cv_parser, "check": cv_parser, "sweep": sweep_parser, "probe": lambda: interpret_parser("eegfm-bench probe"),
+            "attribute": lambda: interpret_parser("eegfm-bench attribute"), "controls": controls_parser,
+            "audit": audit_parser}
+
+
+COMMANDS = {
+    "cv": "cross-validate models × heads × regimes on one task",
+    "check": "one batch through every run of a cv config (a Trainer with fast_dev_run=1)",
+    "sweep": "test-time perturbation sweep over a cv run's checkpoints (paper 003 App. D)",
+    "probe": "block-wise probes and attention maps over a cv run's checkpoints (paper 003 App. I.4-I.5)",
+    "attribute": "attribution topomaps over a cv run's checkpoints (paper 003 App. I.1-I.2)",
+    "controls": "negative-control suite and four-gate report of one task (paper 001)",
+    "audit": "PhysioTRACE provenance audit over an embeddings npz (paper 000), resumable",
+}
+"""Commands with a typed config: ``--config`` files (repeatable) plus dotted overrides of any key."""
+
+OVERRIDES_HELP = ("Any config key can be set on the command line after --config: --trainer.devices 2 "
+                  "--trainer.strategy ddp --trainer.precision bf16-mixed --data.batch_size 32 ... ; --keys lists every "
+                  "key with its type and default, --print-config prints the resolved config.")
 
 
 def _main(argv: list[str]) -> int:
@@ -121,83 +148,79 @@ def _main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="eegfm-bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    cv = sub.add_parser("cv", help="cross-validate models × heads × regimes on one task",
-                        description="Any config key can be overridden: --trainer.devices 2, --data.batch_size 32 ... "
-                                    "(`eegfm-bench cv --config X --print-config` shows the resolved config; "
-                                    "`eegfm-bench cv --keys` lists every key).")
-    cv.add_argument("--config", required=True, action="append")
-    cv.add_argument("--no-progress", action="store_true")
-    cv.add_argument("--force", action="store_true", help="retrain cells whose rows exist for the current config")
-    cv.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    for name, what in COMMANDS.items():
+        sp = sub.add_parser(name, help=what, description=f"{what}. {OVERRIDES_HELP}")
+        sp.add_argument("--config", action="append", help="YAML config (repeatable: later files override earlier)")
+        sp.add_argument("--keys", action="store_true", help="list every config key (type, default) and exit")
+        sp.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+        sp.add_argument("--no-progress", action="store_true")
+        if name == "cv":
+            sp.add_argument("--force", action="store_true", help="retrain cells whose rows exist for the current config")
     sub.add_parser("models", help="list backbones")
     sub.add_parser("tasks", help="list tasks")
-    ck = sub.add_parser("check", help="one batch through every run of a cv config")
-    ck.add_argument("--config", required=True, action="append")
-    sw = sub.add_parser("sweep", help="test-time perturbation sweep over a cv run's checkpoints (paper 003 App. D)")
-    sw.add_argument("--config", required=True, action="append")
-    sw.add_argument("--no-progress", action="store_true")
-    for name, what in (("probe", "block-wise probes and attention maps over a cv run's checkpoints (paper 003 App. I.4-I.5)"),
-                       ("attribute", "attribution topomaps over a cv run's checkpoints (paper 003 App. I.1-I.2)")):
-        ip = sub.add_parser(name, help=what)
-        ip.add_argument("--config", required=True, action="append")
-        ip.add_argument("--no-progress", action="store_true")
-    ct = sub.add_parser("controls", help="negative-control suite and four-gate report of one task (paper 001)")
-    ct.add_argument("--config", required=True, action="append")
-    ct.add_argument("--no-progress", action="store_true")
-    au = sub.add_parser("audit", help="PhysioTRACE provenance audit over an embeddings npz (paper 000), resumable")
-    au.add_argument("--config", required=True, action="append")
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
-    if extra and a.cmd not in OVERRIDABLE:
+    if a.cmd == "models":
+        _print_models()
+        return 0
+    if a.cmd == "tasks":
+        _print_tasks()
+        return 0
+    if extra and any(not x.startswith("--") for x in extra[:1]):
         p.error(f"unrecognized arguments: {' '.join(extra)}")
-    if a.cmd in OVERRIDABLE:
-        overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra
+    if a.keys:
+        print(_parsers()[a.cmd]().format_help())
+        return 0
+    if not a.config:
+        p.error(f"{a.cmd}: --config is required (see configs/experiment/; --keys lists every key)")
+    source, overrides = a.config[0], [x for c in a.config[1:] for x in ("--config", c)] + extra
+    if a.print_config:
+        import yaml
+
+        from eegfm_bench.config import parse_config
+
+        print(yaml.safe_dump(parse_config(_parsers()[a.cmd](), source, overrides), sort_keys=False, allow_unicode=True))
+        return 0
+    return _run(a, source, overrides)
+
+
+def _run(a, source, overrides) -> int:
+    from eegfm_bench.distributed import is_global_zero
+
+    progress = not a.no_progress
     if a.cmd == "cv":
-        from eegfm_bench.distributed import is_global_zero
         from eegfm_bench.reports.cv import to_markdown
-        from eegfm_bench.runs.cv import load_config, run_cv
+        from eegfm_bench.runs.cv import run_cv
 
-        if a.print_config:
-            import yaml
-
-            print(yaml.safe_dump(load_config(a.config[0], overrides), sort_keys=False, allow_unicode=True))
-            return 0
-        table = run_cv(a.config[0], args=overrides, progress=not a.no_progress, force=a.force)
+        table = run_cv(source, args=overrides, progress=progress, force=a.force)
         if is_global_zero():
             print(to_markdown(table))
-    elif a.cmd == "models":
-        _print_models()
-    elif a.cmd == "tasks":
-        _print_tasks()
     elif a.cmd == "check":
         from eegfm_bench.runs.cv import check_config
 
-        check_config(a.config[0], overrides)
+        check_config(source, overrides)
     elif a.cmd == "sweep":
         import pandas as pd
 
-        from eegfm_bench.distributed import is_global_zero
         from eegfm_bench.reports.sweep import table_markdown
         from eegfm_bench.runs.sweep import sweep_main
 
-        table = sweep_main(a.config[0], args=overrides, progress=not a.no_progress)
+        table = sweep_main(source, args=overrides, progress=progress)
         if is_global_zero():
             print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
             print(f"report: {table.attrs['report']}")
     elif a.cmd == "probe":
-        from eegfm_bench.distributed import is_global_zero
         from eegfm_bench.runs.probe import run_probes
 
-        out = run_probes(a.config[0], args=overrides, progress=not a.no_progress)
+        out = run_probes(source, args=overrides, progress=progress)
         if is_global_zero():
             for k, v in out.items():
                 print(f"{k}: {v}")
     elif a.cmd == "attribute":
-        from eegfm_bench.distributed import is_global_zero
         from eegfm_bench.runs.attribute import run_attribution
 
-        out = run_attribution(a.config[0], args=overrides, progress=not a.no_progress)
+        out = run_attribution(source, args=overrides, progress=progress)
         if is_global_zero():
             print(out.pop("checks").read_text())
             out.pop("checks_table")
@@ -206,16 +229,17 @@ def _main(argv: list[str]) -> int:
     elif a.cmd == "controls":
         from eegfm_bench.runs.controls import controls_main
 
-        out = controls_main(a.config[0], args=overrides, progress=not a.no_progress)
-        print(Path(out["gates_md"]).read_text())
-        for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
-            print(f"{k}: {out[k]}")
+        out = controls_main(source, args=overrides, progress=progress)
+        if is_global_zero():
+            print(Path(out["gates_md"]).read_text())
+            for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
+                print(f"{k}: {out[k]}")
     elif a.cmd == "audit":
-        from eegfm_bench.runs.audit import audit_main, audit_parser
         from eegfm_bench.config import parse_config
+        from eegfm_bench.runs.audit import audit_main, audit_parser
 
-        cfg = parse_config(audit_parser(), a.config[0], overrides)
-        rep = audit_main(a.config[0], overrides)
+        cfg = parse_config(audit_parser(), source, overrides)
+        rep = audit_main(source, overrides)
         print(rep.to_markdown())
         stem = Path(cfg["out_dir"]) / f"audit_{rep.config_hash[:16]}"
         print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")

@@ -88,7 +88,7 @@ def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dic
     """
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    p = ArgumentParser(prog=prog, description=description, exit_on_error=False, default_meta=False)
+    p = ArgumentParser(prog=prog, description=description, exit_on_error=False, default_meta=False, allow_abbrev=False)
     p.add_argument("--config", action=ActionConfigFile, help="YAML config file(s); later ones override earlier")
     if schema is not None:
         p.add_class_arguments(schema, None, fail_untyped=False)
@@ -161,6 +161,14 @@ def _explain(err: Exception, parser, where: str) -> ConfigError:
         return ConfigError(f"{where}: unknown key {sec}{key}.{close_matches(key, valid)} Valid keys"
                            f"{' of `' + sec.rstrip('.') + '`' if sec else ''}: {', '.join(sorted(valid))}. fix: correct "
                            f"or remove `{key}`")
+    m = re.search(r"unrecognized arguments: --([\w.]+)", msg)
+    if m:
+        key = m.group(1)
+        dests = [a.dest for a in parser._actions if a.dest not in ("help", "config")]
+        sec, _, leaf = key.rpartition(".")
+        near = [d for d in dests if d.rpartition(".")[0] == sec] or dests
+        hint = close_matches(leaf, [d.rpartition(".")[2] for d in near]) if sec else close_matches(key, near)
+        return ConfigError(f"{where}: unknown option --{key}.{hint} fix: correct it (`--keys` lists every key)")
     msg = re.sub(r"\s+", " ", msg)
     return ConfigError(f"{where}: {msg}")
 

@@ -107,6 +107,13 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True) 
                 col_titles=["class-averaged"] + list(class_names), cmap="Reds", shared_scale="row",
                 unit="mean |R|", title=f"{run.task}, {condition}: attribution topomaps (App. I.1 selection)")
     table = checks_table(store.load())
+    from eegfm_bench.runs.trainer import log_summary
+
+    if not table.empty:
+        log_summary(cfg["trainer"], root, "attribution", {
+            f"attribution/{r.model}-{r.regime}-{r.head}/{r.condition}/{r.metric}": r.mean for r in table.itertuples()},
+            hparams={"cv_dir": str(run.dir), **{f"attribution.{k}": str(v) for k, v in acfg.items()}},
+            experiment=run.experiment)
     (root / "checks.md").write_text(checks_markdown(table))
     paths["checks"] = root / "checks.md"
     paths["checks_table"] = table

@@ -1466,8 +1466,13 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
         "identity": identity, "gates": [r.to_dict() for r in gate_reports], "gate_context": gate_context,
         "notes": ctx.log, "wall_seconds": seconds}
     _write_json(out / "controls_report.json", summary)
+    from eegfm_bench.runs.trainer import log_summary
+
+    log_summary(cfg["trainer"], out, "controls", {
+        f"controls/{name}/{k}": float(np.nanmean(v)) for name, s in summary["scores"].items()
+        for k, v in s.items() if isinstance(v, list) and v}, experiment=cfg["experiment"])
     return {"gates_json": out / "gates.json", "gates_md": out / "gates.md", "report_md": out / "controls_report.md",
             "report_json": out / "controls_report.json", "results": out / "results.csv", "wall_seconds": seconds}
 
 
-__all__ = ["DEFAULTS", "DEFAULT_FEATURE_PREPROCESSING", "load_config", "controls_main"]
+__all__ = ["ControlsConfig", "DEFAULT_FEATURE_PREPROCESSING", "load_config", "controls_main"]

@@ -61,6 +61,14 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True) -> di
     if zero:
         paths = write_report(out, chance=1.0 / len(ws0.class_names),
                              title=f"{run.experiment} ({run.task}): block-wise linear probes")
+        import pandas as pd
+
+        from eegfm_bench.runs.trainer import log_summary
+
+        table = pd.read_csv(paths["csv"])
+        log_summary(cfg["trainer"], out, "probes", {
+            f"probe/{r.model}/{r.curve}/{r.pooling}/block{int(r.block):02d}": r.mean for r in table.itertuples()},
+            hparams={"cv_dir": str(run.dir), **{f"probe.{k}": v for k, v in pc.items()}}, experiment=run.experiment)
     if cfg["attention"]["enabled"]:
         paths.update(run_attention(cfg, run=run, progress=progress))
     return paths

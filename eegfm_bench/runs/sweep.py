@@ -351,7 +351,8 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
                                     todo={i: [c.name for c in todo[i]] for i in models}, precision=prec,
                                     batch_size=cfg["batch_size"], num_workers=cfg["num_workers"], sink=sink,
                                     details=details, out_dir=out, name=f"sweep-fold{fold}",
-                                    experiment=run.experiment)
+                                    experiment=run.experiment,
+                                    labels={i: run_label(c.model, c.regime, c.head) for i, c in enumerate(fcells)})
                 del models
     bar.close()
     if zero:
@@ -378,7 +379,7 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
                         share_backbones: bool = True, prefetch: bool = True, sink=None,
                         details: Mapping[str, dict] | None = None,
                         out_dir=None, name: str = "sweep", version: str | None = None,
-                        experiment: str = "sweep") -> list:
+                        experiment: str = "sweep", labels: Mapping[Any, str] | None = None) -> list:
     """Every model under every condition on windows ``rows`` of ``ws``: ``trainer.test`` loops, no retraining.
 
     Models are grouped (:func:`shared_backbone_groups`: head-only models with identical frozen backbones share one
@@ -417,6 +418,8 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
         Precomputed :func:`_details`.
     out_dir, name, version, experiment
         Where the Trainer's loggers write (``None``: no loggers).
+    labels : mapping key -> str, optional
+        Names of the models in the logged metric keys and logger versions (default: the keys).
 
     Returns
     -------
@@ -499,10 +502,10 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
                                  [SweepCondition(cond, ds.ch_names, ks, details[cond.name])
                                   for (cond, ks), ds in zip(sconds, datasets)], shared=len(group) > 1)
             loaders = [DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=num_workers) for ds in datasets]
-            labels = {skey[k]: str(k) for k in group}
-            cb = TestSweep(ws.y, lambda rs: hand(remap(rs)), labels=labels, sink_on_all_ranks=True)
+            labels_g = {skey[k]: str((labels or {}).get(k, k)) for k in group}
+            cb = TestSweep(ws.y, lambda rs: hand(remap(rs)), labels=labels_g, sink_on_all_ranks=True)
             t = build_trainer({**tr, "precision": prec[group[0]]}, out_dir=out_dir, name=name,
-                              version=version or "+".join(labels.values()), experiment=experiment, callbacks=[cb],
+                              version=version or "+".join(labels_g.values()), experiment=experiment, callbacks=[cb],
                               loggers=out_dir is not None)
             try:
                 t.test(module, dataloaders=loaders, verbose=False)

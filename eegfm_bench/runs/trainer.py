@@ -215,3 +215,34 @@ def predict_gathered(module, dataset, tr: dict | None = None, *, batch_size: int
         for k in outs[0]:
             local[k] = np.concatenate([arr(o[k]) for o in outs])
     return gather_by_index(local)  # a collective: every rank calls it, even with no window
+
+
+def log_summary(tr: dict, out_dir: str | os.PathLike, name: str, metrics: dict, *, hparams: dict | None = None,
+                experiment: str = "eegfm_bench") -> list:
+    """Log a command's summary numbers to the trackers of ``trainer.loggers`` (rank 0; CSV, TensorBoard, W&B).
+
+    Commands whose last step runs on cached features (probe fits, attribution checks, the controls' statistics)
+    report their tables here, so every command shows up in the user's tracker like the training runs do.
+
+    Returns
+    -------
+    list
+        The loggers used (closed).
+    """
+    from eegfm_bench.distributed import is_global_zero
+
+    if not is_global_zero() or not tr.get("loggers"):
+        return []
+    loggers = make_loggers(tr["loggers"], Path(out_dir), name, "summary", experiment)
+    clean = {k: float(v) for k, v in metrics.items() if v is not None and v == v}
+    for lg in loggers:
+        if hparams:
+            lg.log_hyperparams(hparams)
+        lg.log_metrics(clean, step=0)
+        lg.finalize("success")
+        if type(lg).__name__ == "WandbLogger":
+            try:
+                lg.experiment.finish()
+            except Exception:  # noqa: BLE001
+                pass
+    return loggers

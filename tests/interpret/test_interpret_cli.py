@@ -58,6 +58,9 @@ def test_probe_cli_on_cv_checkpoints(cv_run, capsys):
     assert z["frozen"].shape == (2, 2, 64) and "fine_tuned" not in z
     assert (cv_run / "interp" / "attention" / "labram_per_block.png").is_file()
     assert "probe_curves.png" in capsys.readouterr().out
+    # the probe table reached the tracker (trainer.loggers: csv by default)
+    logged = pd.read_csv(cv_run / "interp" / "probes" / "logs" / "probes" / "summary" / "metrics.csv")
+    assert any(c.startswith("probe/labram/frozen/flatten/block01") for c in logged.columns)
     # the second run reads the block cache (no recomputation: same folders, untouched files)
     caches = sorted((cv_run / "cache" / "features").iterdir())
     stamps = {p: p.joinpath("meta.json").stat().st_mtime_ns for p in caches}

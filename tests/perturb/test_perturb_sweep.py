@@ -193,7 +193,12 @@ def test_failure_in_one_condition_keeps_the_others(mi_cv, tmp_path, monkeypatch)
 def test_removal_on_eegnet_gives_not_applicable_rows(mi_cv, tmp_path):
     out = tmp_path / "sweep"
     sweep_main(_sweep_cfg(mi_cv, out, conditions=["dropout_p=0.5_removed", "region=primary_removed", "clean"],
-                          save_predictions=False), progress=False)
+                          save_predictions=False, trainer={"accelerator": "cpu", "loggers": ["csv", "tensorboard"]}),
+               progress=False)
+    # each condition's metrics reached the trackers (one logger run per fold and model group)
+    logged = pd.read_csv(out / "logs" / "sweep-fold0" / "eegnet-full-flatten" / "metrics.csv")
+    assert "sweep/eegnet-full-flatten/clean/balanced_accuracy" in logged.columns
+    assert list((out / "tb" / "sweep-fold1").rglob("events.out.tfevents.*"))
     df = _rows(out)
     assert list(dict.fromkeys(df.condition)) == ["clean", "dropout_p=0.5_removed", "region=primary_removed"]
     na = df[df.metric == NOT_APPLICABLE]

@@ -64,3 +64,22 @@ def test_console_script_reraises_bugs(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["eegfm-bench", "tasks"])
     with pytest.raises(ZeroDivisionError):
         cli.main()
+
+
+def test_every_command_lists_its_keys_prints_its_resolved_config_and_refuses_unknown_options(tmp_path, capsys):
+    from eegfm_bench.cli import COMMANDS, main
+
+    for cmd in COMMANDS:
+        assert main([cmd, "--keys"]) == 0
+        out = capsys.readouterr().out
+        assert "--config" in out and (cmd == "audit" or "--trainer.strategy" in out), cmd
+    cfg = "configs/experiment/quickstart.yaml"
+    assert main(["cv", "--config", cfg, "--trainer.devices", "2", "--trainer.strategy", "ddp",
+                 "--trainer.precision", "bf16-mixed", "--print-config"]) == 0
+    resolved = yaml.safe_load(capsys.readouterr().out)
+    assert resolved["trainer"]["devices"] == 2 and resolved["trainer"]["strategy"] == "ddp"
+    assert resolved["trainer"]["precision"] == "bf16-mixed" and resolved["trainer"]["max_epochs"] == 15
+    with pytest.raises(ConfigError, match=r"unknown option --trainer\.max_epoch\. Did you mean 'max_epochs'"):
+        main(["cv", "--config", cfg, "--trainer.max_epoch", "2"])
+    with pytest.raises(ConfigError, match=r"unknown option --batchsize\. Did you mean 'batch_size'"):
+        main(["sweep", "--config", "configs/experiment/sweep_quickstart.yaml", "--batchsize", "2"])
