@@ -372,24 +372,3 @@ def merge_config(base: dict, over: dict | None, where: str = "", error: type[Val
         out[k] = (merge_config(base[k], v, f"{where}{k}.", error)
                   if isinstance(base[k], dict) and v is not None else v)
     return out
-
-
-def resolve_device(name: str, error: type[ValueError] = ConfigError) -> str:
-    """``"auto"`` → ``"cuda"`` when a GPU is visible, else ``"cpu"``; any other value is checked by torch.
-
-    Raises
-    ------
-    error
-        If torch does not accept the device string (e.g. ``"gpu"``), or CUDA is asked for and not available.
-    """
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, TypeError) as e:
-        raise error(f"device: {name!r} is not a torch device ({e}); fix: use auto, cpu, cuda or cuda:N") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise error(f"device: {name!r} but no CUDA device is visible; fix: device: auto or cpu")
-    return name

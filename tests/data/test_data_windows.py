@@ -1,6 +1,4 @@
 """Real-data loading: shapes, labels, channel names, CAR, the on-disk cache, and bad inputs."""
-import os
-from pathlib import Path
 
 import mne
 import numpy as np

@@ -4,10 +4,9 @@ from __future__ import annotations
 import sys
 
 import pytest
-import torch
 import yaml
 
-from eegfm_bench.config import ConfigError, merge_config, resolve_device
+from eegfm_bench.config import ConfigError, merge_config
 
 
 def test_a_config_that_is_not_a_mapping_is_refused():
@@ -16,13 +15,6 @@ def test_a_config_that_is_not_a_mapping_is_refused():
     with pytest.raises(ConfigError, match=r"`data` must be a mapping.*valid keys: batch_size"):
         merge_config({"data": {"batch_size": 64}}, {"data": [1]}, "")
     assert merge_config({"a": 1, "b": {"c": 2}}, {"b": {"c": 3}}) == {"a": 1, "b": {"c": 3}}
-
-
-def test_device_strings():
-    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert resolve_device("cpu") == "cpu"
-    with pytest.raises(ConfigError, match=r"device: 'gpu' is not a torch device.*fix: use auto, cpu, cuda"):
-        resolve_device("gpu")
 
 
 def test_controls_needs_task_and_out_dir():

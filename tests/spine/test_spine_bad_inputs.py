@@ -1,5 +1,4 @@
 """Bad inputs of the spine that are not covered by the data tests: one-class test folds, the LightningCLI path."""
-import warnings
 
 import numpy as np
 import pytest

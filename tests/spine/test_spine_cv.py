@@ -2,9 +2,7 @@
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-import pytest
 import yaml
 
 from eegfm_bench.cli import main

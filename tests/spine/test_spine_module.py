@@ -1,5 +1,4 @@
 """FMClassifier regimes: head-only leaves the backbone untouched (and in eval mode); full fine-tuning changes it."""
-import numpy as np
 import pytest
 import torch
 

@@ -1,0 +1,254 @@
+"""Regenerate every figure and table the README quotes, from the commands it names.
+
+Runs (unless ``--render-only``) the README's quickstart commands, each as its own process, timed with
+``/usr/bin/time -v`` when it exists (wall, user and system CPU, peak RSS)::
+
+    eegfm-bench cv        --config configs/experiment/quickstart.yaml
+    eegfm-bench sweep     --config configs/experiment/sweep_quickstart.yaml
+    eegfm-bench probe     --config configs/experiment/interpret_quickstart.yaml
+    eegfm-bench attribute --config configs/experiment/interpret_quickstart.yaml
+
+then rewrites the README blocks between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` from the result
+files those commands wrote (``results/quickstart/...``): the quickstart table and its cost, the condensed robustness
+table, the block-probe ranges and the attribution checks. Timings are kept in ``results/quickstart/readme_timings.json``
+so that ``--render-only`` can rewrite the blocks without rerunning. Every number in those blocks comes from a file a
+command wrote at the commit the script ran on (its ``code_version`` column).
+
+Usage::
+
+    EEGFM_DATA=../shared/data python scripts/readme_figures.py                      # everything, in order
+    EEGFM_DATA=../shared/data python scripts/readme_figures.py --parallel           # sweep / probe / attribute together
+    python scripts/readme_figures.py --render-only                                  # rewrite the README blocks
+    EEGFM_CACHE=/tmp/fresh python scripts/readme_figures.py --steps cv              # the cv alone, on an empty cache
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "results" / "quickstart"
+STEPS = {
+    "cv": ["cv", "--config", "configs/experiment/quickstart.yaml"],
+    "sweep": ["sweep", "--config", "configs/experiment/sweep_quickstart.yaml"],
+    "probe": ["probe", "--config", "configs/experiment/interpret_quickstart.yaml"],
+    "attribute": ["attribute", "--config", "configs/experiment/interpret_quickstart.yaml"],
+}
+SWEEP_COLUMNS = [("white_snr=0dB", "white 0 dB"), ("white_snr=-15dB", "white −15 dB"), ("pink_snr=-5dB", "pink −5 dB"),
+                 ("dropout_p=0.5_zero", "dropout p=0.5 zero-padded"), ("dropout_p=0.5_removed", "p=0.5 removed"),
+                 ("region=primary_zero", "region primary, zero-padded")]
+
+
+# ------------------------------------------------------------------------------------------------ running
+def _time_cmd(args: list[str], log: Path) -> list[str]:
+    exe = shutil.which("eegfm-bench") or sys.executable
+    cmd = [exe, *args] if exe.endswith("eegfm-bench") else [exe, "-m", "eegfm_bench.cli", *args]
+    timer = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
+    return ([timer, "-v", "-o", str(log)] if timer else []) + cmd + ["--no-progress"]
+
+
+def _parse_time(log: Path) -> dict:
+    out = {}
+    if not log.is_file():
+        return out
+    text = log.read_text()
+    for key, pat in (("user_s", r"User time \(seconds\): ([\d.]+)"), ("system_s", r"System time \(seconds\): ([\d.]+)"),
+                     ("max_rss_kb", r"Maximum resident set size \(kbytes\): (\d+)")):
+        m = re.search(pat, text)
+        if m:
+            out[key] = float(m.group(1))
+    return out
+
+
+def run_steps(steps: list[str], parallel: bool) -> dict:
+    """Run the steps (cv first; with ``parallel`` the others together), return their timings."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    timings_path = OUT / "readme_timings.json"
+    timings = json.loads(timings_path.read_text()) if timings_path.is_file() else {}
+    order = [s for s in STEPS if s in steps]
+    batches = [["cv"]] if "cv" in order else []
+    rest = [s for s in order if s != "cv"]
+    batches += [rest] if parallel else [[s] for s in rest]
+    for batch in batches:
+        procs = {}
+        for s in batch:
+            log = OUT / f"readme_time_{s}.txt"
+            out = open(OUT / f"readme_{s}.log", "w")
+            procs[s] = (subprocess.Popen(_time_cmd(STEPS[s], log), cwd=REPO, stdout=out, stderr=subprocess.STDOUT),
+                        time.time(), log, out)
+            print(f"started {' '.join(STEPS[s])}", flush=True)
+        for s, (p, t0, log, out) in procs.items():
+            rc = p.wait()
+            out.close()
+            wall = time.time() - t0
+            if rc != 0:
+                raise SystemExit(f"{' '.join(STEPS[s])} failed (rc {rc}); see {OUT / f'readme_{s}.log'}")
+            timings[s] = {"wall_s": round(wall, 1), "concurrent_with": [x for x in batch if x != s],
+                          "cpus": os.cpu_count(), **_parse_time(log)}
+            print(f"done {s}: {wall:.0f} s", flush=True)
+        timings_path.write_text(json.dumps(timings, indent=1))
+    return timings
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+def _mmss(s: float) -> str:
+    m, s = divmod(int(round(s)), 60)
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
+def _cost(t: dict) -> str:
+    parts = [f"**{_mmss(t['wall_s'])} wall**"]
+    if "user_s" in t:
+        parts.append(f"{t['user_s']:.0f} s user + {t['system_s']:.0f} s system CPU")
+    if "max_rss_kb" in t:
+        parts.append(f"{t['max_rss_kb'] / 1e6:.1f} GB peak RSS")
+    return ", ".join(parts)
+
+
+def _code_versions(*paths: Path) -> str:
+    vs = set()
+    for p in paths:
+        if p.is_file():
+            df = pd.read_csv(p)
+            if "code_version" in df:
+                vs |= set(df["code_version"].astype(str))
+    return ", ".join(sorted(vs)) or "?"
+
+
+def block_quickstart(t: dict) -> str:
+    summary = (OUT / "summary.md").read_text().strip().splitlines()
+    table = [line for line in summary if line.startswith("|")]
+    rows = pd.read_csv(OUT / "results.csv")
+    n_cells = rows[rows.metric == "balanced_accuracy"].groupby(["model", "regime", "head", "fold"]).ngroups
+    cost = _cost(t["cv"]) if "cv" in t else "(not timed)"
+    return "\n".join([
+        f"Measured on this project's {t.get('cv', {}).get('cpus', '?')}-core CPU machine (no GPU) by "
+        f"`scripts/readme_figures.py` (code `{_code_versions(OUT / 'results.csv')}`): {cost}, {n_cells} cells, "
+        f"{'no failures' if not json.loads((OUT / 'failures.json').read_text() or '[]') else 'SEE failures.json'}. "
+        "The table it prints (also `results/quickstart/summary.md`; mean ± std over the 5 test folds, window-level):",
+        "", *table])
+
+
+def block_sweep(t: dict) -> str:
+    from eegfm_bench.reports.sweep import add_labels, fold_deltas
+    from eegfm_bench.results import ResultStore
+
+    sw = OUT / "sweep"
+    df = ResultStore(sw).load()
+    df = add_labels(df)
+    d = fold_deltas(df)
+    means = d.groupby(["label", "condition"])["delta_pp"].mean().unstack()
+    zero_noise = [c for c in means.columns if not c.endswith("_removed")]
+    lines = ["| model | " + " | ".join(h for _, h in SWEEP_COLUMNS) +
+             f" | Average ({len(zero_noise)} zero-padded / noise conditions) |", "|---" * (len(SWEEP_COLUMNS) + 2) + "|"]
+    na = df[df.metric == "not_applicable"].groupby("label")["condition"].apply(set).to_dict()
+    for lab in means.index:
+        cells = []
+        for c, _ in SWEEP_COLUMNS:
+            if c in means.columns and np.isfinite(means.loc[lab, c]):
+                cells.append(f"{means.loc[lab, c]:+.1f}".replace("-", "−"))
+            else:
+                why = "fixed channels" if lab.startswith("eegnet") else "flatten head"
+                cells.append(f"n/a ({why})" if c in na.get(lab, set()) else "–")
+        avg = means.loc[lab, zero_noise].mean()
+        lines.append(f"| {lab} | " + " | ".join(cells) + f" | {avg:+.1f} |".replace("-", "−"))
+    n_folds = int(df["fold"].nunique())
+    timing = ", ".join(f"{s} {_mmss(t[s]['wall_s'])}" for s in ("sweep", "probe", "attribute") if s in t)
+    conc = any(t.get(s, {}).get("concurrent_with") for s in ("sweep", "probe", "attribute"))
+    return "\n".join([
+        f"Measured on the same CPU{', the three running concurrently' if conc else ''} ({timing}; code "
+        f"`{_code_versions(sw / 'results.csv')}`). Condensed from `results/quickstart/sweep/sweep.md` (Δ balanced "
+        f"accuracy in percentage points from clean, mean over the {n_folds} folds; LaBraM random init; with "
+        f"{n_folds} folds no Wilcoxon test can reach α = 0.05, so no ∗/∇ marks; noise drawn per window from "
+        "(seed, condition, window)):", "", *lines])
+
+
+def block_probes(t: dict) -> str:
+    tab = pd.read_csv(OUT / "interpret" / "probes" / "probe_table.csv")
+
+    def rng(model, curve, pooling):
+        s = tab[(tab.model == model) & (tab.curve == curve) & (tab.pooling == pooling)].sort_values("block")["mean"]
+        return s
+
+    lab_f, lab_m = rng("labram", "frozen", "flatten"), rng("labram", "frozen", "mean")
+    ee = tab[(tab.model == "eegnet") & (tab.pooling == "flatten")]
+    ft = ee[ee.curve.str.startswith("fine-tuned")].sort_values("block")["mean"].tolist()
+    fr = ee[ee.curve == "frozen"].sort_values("block")["mean"].tolist()
+    return (f"Block-wise probes (`results/quickstart/interpret/probes/`): random-init LaBraM's flatten + RMSNorm probe "
+            f"reaches {lab_f.min():.3f}–{lab_f.max():.3f} balanced accuracy over its {len(lab_f)} blocks, the "
+            f"mean-pooled probe {lab_m.min():.3f}–{lab_m.max():.3f}; EEGNet's fine-tuned blocks "
+            f"{' / '.join(f'{v:.3f}' for v in ft)} (flatten; its frozen random init {' / '.join(f'{v:.3f}' for v in fr)}).")
+
+
+def block_attribution(t: dict) -> str:
+    root = OUT / "interpret" / "attribution"
+    df = pd.read_csv(root / "results.csv")
+
+    def stat(model, head, metric):
+        v = df[(df.model == model) & (df["head"] == head) & (df.metric == metric) & (df.condition == "clean")]["value"]
+        return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}" if len(v) > 1 else (f"{v.mean():.3f}" if len(v) else "–")
+
+    z = np.load(root / "eegnet-full-flatten" / "clean" / "gxi" / "maps.npz")
+    names = [str(c) for c in z["ch_names"]]
+    cm = z["class_averaged"]
+    top = [names[i] for i in np.argsort(-cm)[:6]]
+    at = {c: cm[names.index(c)] for c in ("C3", "C4") if c in names}
+    return (f"AttnLRP conservation with biases zeroed (`attribution/checks.md`, mean ± SD over folds): input relevance / "
+            f"logit {stat('labram', 'flatten', 'attnlrp:conservation_ratio')} (LaBraM flatten head), "
+            f"{stat('labram', 'mean', 'attnlrp:conservation_ratio')} (LaBraM mean head); closure (input + the share "
+            f"the softmax rule absorbs) {stat('labram', 'mean', 'attnlrp:conservation_closure')} (mean head), "
+            f"{stat('labram', 'flatten', 'attnlrp:conservation_closure')} (flatten head). EEGNet's class-averaged "
+            f"Gradient×Input topomap puts its largest relevance on {', '.join(top)} (mean |R| "
+            f"{cm.max():.3f} at {top[0]} vs {' / '.join(f'{v:.3f}' for v in at.values())} at "
+            f"{' / '.join(at)}) rather than over the motor cortex.")
+
+
+BLOCKS = {"quickstart": block_quickstart, "sweep": block_sweep, "probes": block_probes,
+          "attribution": block_attribution}
+
+
+def render(timings: dict) -> list[str]:
+    readme = REPO / "README.md"
+    text = readme.read_text()
+    done = []
+    for name, fn in BLOCKS.items():
+        pat = re.compile(rf"(<!-- figures:{name} -->\n)(.*?)(\n<!-- /figures:{name} -->)", re.S)
+        if not pat.search(text):
+            print(f"README has no figures:{name} block; skipped")
+            continue
+        try:
+            body = fn(timings)
+        except FileNotFoundError as err:
+            print(f"figures:{name}: {err}; block left as it was")
+            continue
+        text = pat.sub(lambda m: m.group(1) + body + m.group(3), text)
+        done.append(name)
+    readme.write_text(text)
+    return done
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", nargs="+", choices=tuple(STEPS), default=list(STEPS))
+    p.add_argument("--parallel", action="store_true", help="run sweep, probe and attribute at the same time")
+    p.add_argument("--render-only", action="store_true", help="rewrite the README blocks from existing results")
+    a = p.parse_args(argv)
+    timings_path = OUT / "readme_timings.json"
+    timings = run_steps(a.steps, a.parallel) if not a.render_only else (
+        json.loads(timings_path.read_text()) if timings_path.is_file() else {})
+    print("rewrote README blocks:", ", ".join(render(timings)) or "none")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
