@@ -48,31 +48,44 @@ RENAMED: dict[str, str] = {"device": "trainer.accelerator (and trainer.devices)"
                            "workers": "num_workers (DataLoader processes)"}
 """Keys of earlier versions and where their setting lives now (named in the unknown-key message)."""
 
+SYNONYMS: dict[str, str] = {"learning_rate": "lr", "learningrate": "lr", "epochs": "max_epochs", "n_epochs": "max_epochs",
+                            "gpus": "devices", "num_gpus": "devices", "n_folds": "k", "folds_k": "k", "bs": "batch_size",
+                            "batchsize": "batch_size", "wd": "weight_decay", "amp": "precision", "logger": "loggers",
+                            "head": "heads", "backbone": "model", "workers": "num_workers"}
+"""Common names of a setting elsewhere (other frameworks) and this package's key."""
+
 
 def close_matches(word: str, options: Iterable[str], n: int = 3) -> str:
     """``" Did you mean 'a', 'b'?"`` (empty when nothing is close); a renamed key names its new place."""
-    if str(word) in RENAMED:
+    opts = sorted(set(options))
+    if str(word) in RENAMED and RENAMED[str(word)].split(" ")[0].split(".")[-1] not in opts:
         return f" `{word}` is now `{RENAMED[str(word)]}`."
-    got = difflib.get_close_matches(str(word), sorted(set(options)), n=n, cutoff=0.5)
+    got = difflib.get_close_matches(str(word), opts, n=n, cutoff=0.5)
+    syn = SYNONYMS.get(str(word).lower())
+    if syn in opts and syn not in got:
+        got = [syn] + got[: n - 1]
     return f" Did you mean {', '.join(map(repr, got))}?" if got else ""
 
 
-def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = None) -> None:
-    """Add every ``lightning.Trainer.__init__`` argument under ``key`` plus :data:`TRAINER_EXTRAS`."""
+def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = None, training: bool = True) -> None:
+    """Add every ``lightning.Trainer.__init__`` argument under ``key`` plus :data:`TRAINER_EXTRAS` (``patience``
+    only for commands that train: ``training``)."""
     from typing import Union
 
     import lightning as L
 
     parser.add_method_arguments(L.Trainer, "__init__", key, skip=set(TRAINER_SKIP))
-    parser.add_argument(f"--{key}.patience", type=int, default=TRAINER_EXTRAS["patience"],
-                        help="early stopping patience in epochs on val/bacc (eegfm-bench)")
-    parser.add_argument(f"--{key}.loggers", type=list[Union[str, dict[str, Any]]], default=TRAINER_EXTRAS["loggers"],
+    if training:
+        parser.add_argument(f"--{key}.patience", type=int, default=TRAINER_EXTRAS["patience"],
+                            help="early stopping patience in epochs on val/bacc (eegfm-bench)")
+    parser.add_argument(f"--{key}.loggers", type=Union[str, list[Union[str, dict[str, Any]]]],
+                        default=TRAINER_EXTRAS["loggers"],
                         help="loggers: csv, tensorboard, wandb (or {name: wandb, project: ...}) (eegfm-bench)")
     parser.set_defaults({f"{key}.{k}": v for k, v in {**TRAINER_DEFAULTS, **(defaults or {})}.items()})
 
 
 def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dict = True, description: str = "",
-                   extra: Sequence[type] = ()):
+                   extra: Sequence[type] = (), training: bool = True):
     """A jsonargparse parser for one command.
 
     Parameters
@@ -85,17 +98,20 @@ def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dic
         Add the ``trainer:`` section (a dict: command-specific trainer defaults, e.g. ``{"max_epochs": 20}``).
     extra : sequence of dataclass types
         More dataclasses whose fields are top-level keys too (e.g. the audit's own settings).
+    training : bool
+        The command trains (adds ``trainer.patience``).
     """
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    p = ArgumentParser(prog=prog, description=description, exit_on_error=False, default_meta=False, allow_abbrev=False)
+    p = ArgumentParser(prog=prog, description=description, exit_on_error=False, default_meta=False, allow_abbrev=False,
+                       print_config=None)  # eegfm-bench has its own --print-config
     p.add_argument("--config", action=ActionConfigFile, help="YAML config file(s); later ones override earlier")
     if schema is not None:
         p.add_class_arguments(schema, None, fail_untyped=False)
     for cls in extra:
         p.add_class_arguments(cls, None, fail_untyped=False)
     if trainer:
-        add_trainer_arguments(p, defaults=trainer if isinstance(trainer, dict) else None)
+        add_trainer_arguments(p, defaults=trainer if isinstance(trainer, dict) else None, training=training)
     p._eegfm_schema = schema  # for error messages
     p._eegfm_extra = tuple(extra)
     return p
@@ -168,7 +184,7 @@ def _explain(err: Exception, parser, where: str) -> ConfigError:
         sec, _, leaf = key.rpartition(".")
         near = [d for d in dests if d.rpartition(".")[0] == sec] or dests
         hint = close_matches(leaf, [d.rpartition(".")[2] for d in near]) if sec else close_matches(key, near)
-        return ConfigError(f"{where}: unknown option --{key}.{hint} fix: correct it (`--keys` lists every key)")
+        return ConfigError(f"command line: unknown option --{key}.{hint} fix: correct it (`--keys` lists every key)")
     msg = re.sub(r"\s+", " ", msg)
     return ConfigError(f"{where}: {msg}")
 
@@ -286,10 +302,12 @@ def parse_config(parser, source: str | os.PathLike | dict | None = None, args: S
 
 
 def normalise_trainer(tr: dict) -> dict:
-    """``devices: "2"`` (a command-line string) → ``2``, so equal settings hash equally."""
+    """``devices: "2"`` (a command-line string) → ``2``; ``loggers: wandb`` → ``[wandb]``."""
     tr = dict(tr)
     if isinstance(tr.get("devices"), str) and tr["devices"].strip().isdigit():
         tr["devices"] = int(tr["devices"])
+    if isinstance(tr.get("loggers"), str):
+        tr["loggers"] = [s.strip() for s in tr["loggers"].strip("[]").split(",") if s.strip()]
     return tr
 
 

@@ -25,6 +25,10 @@ KEY_COLUMNS = ["experiment", "task", "model", "init", "regime", "head", "fold", 
                "config_hash"]
 
 
+class FailedCellsError(RuntimeError):
+    """Some cells (or conditions) of a command failed; every other one was written (see ``failures.json``)."""
+
+
 def config_hash(cfg: dict) -> str:
     """sha256 (12 hex) of a JSON-serialisable config (keys sorted)."""
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:12]

@@ -162,7 +162,7 @@ DEFAULTS: dict = {"attribution": {f: getattr(AttributionConfig(), f) for f in At
 
 
 def interpret_parser(prog: str = "eegfm-bench probe"):
-    return command_parser(prog, InterpretConfig, description=InterpretConfig.__doc__)
+    return command_parser(prog, InterpretConfig, description=InterpretConfig.__doc__, training=False)
 
 
 def load_interpret_config(source, args: Sequence[str] = ()) -> dict:

@@ -412,7 +412,7 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
     from torch.utils.data import DataLoader
 
     from eegfm_bench.data.datamodule import WindowDataset
-    from eegfm_bench.runs.trainer import build_trainer
+    from eegfm_bench.runs.trainer import build_trainer, pad_to_ranks
 
     tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
     rows = np.arange(len(ws), dtype=np.int64) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
@@ -436,7 +436,8 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
     was_training = adapter.training
     t = build_trainer({**tr, "enable_progress_bar": bool(progress) and is_global_zero()}, callbacks=[writer],
                       loggers=False)
-    loader = DataLoader(WindowDataset(ws, rows), batch_size=batch_size, shuffle=False, num_workers=num_workers)
+    loader = DataLoader(pad_to_ranks(WindowDataset(ws, rows), tr), batch_size=batch_size, shuffle=False,
+                        num_workers=num_workers)
     t.predict(module, dataloaders=loader, return_predictions=False)
     adapter.train(was_training)
     adapter.to("cpu")

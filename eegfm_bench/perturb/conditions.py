@@ -67,6 +67,10 @@ CONDITION_GRAMMAR: tuple[str, ...] = (
 """The condition string patterns, for error messages and ``--help``."""
 
 CONDITION_KINDS: Registry[type] = Registry("condition kind")
+
+
+class ConditionError(ValueError):
+    """A condition string with an invalid value (e.g. ``dropout_p=1.5_zero``); the message names the grammar."""
 """Condition classes by the part of the string before the first ``=``."""
 
 
@@ -396,8 +400,9 @@ def parse_condition(text: str) -> Condition:
     ------
     UnknownNameError
         Unknown condition kind, region role or channel handling (the message lists the valid ones).
-    ValueError
-        A non-finite SNR or a probability outside (0, 1).
+    ConditionError
+        A non-finite SNR, a probability outside (0, 1) or another bad value (a ``ValueError``; names the condition
+        and the grammar).
     """
     head, sep, value = text.strip().partition("=")
     try:
@@ -407,7 +412,13 @@ def parse_condition(text: str) -> Condition:
             f"unknown condition {text!r}. Valid conditions: {', '.join(CONDITION_GRAMMAR)}.\n"
             f"{str(err).splitlines()[0]}"
         ) from None
-    return cls.parse(head, value if sep else None, text)
+    try:
+        return cls.parse(head, value if sep else None, text)
+    except UnknownNameError:
+        raise
+    except ValueError as err:
+        hint = "" if "fix:" in str(err) else f"; fix: a condition string of the form {', '.join(CONDITION_GRAMMAR)}"
+        raise ConditionError(f"condition {text!r}: {err}{hint}") from None
 
 
 def format_condition(condition: Condition | str) -> str:

@@ -96,13 +96,17 @@ def plot_probe_curves(table, path: str | Path, chance: float | None = None, titl
     return path
 
 
-def write_report(store_dir: str | Path, chance: float | None = None, title: str | None = None) -> dict[str, Path]:
-    """Table (``probes.md``, ``probe_table.csv``) and curves (``probe_curves.png``) from the stored probe rows."""
+def write_report(store_dir: str | Path, chance: float | None = None, title: str | None = None,
+                 config_hashes: set[str] | None = None) -> dict[str, Path]:
+    """Table (``probes.md``, ``probe_table.csv``) and curves (``probe_curves.png``) from the stored probe rows
+    (only those of ``config_hashes`` when given: the current run's, so rows of cells since retrained are left out)."""
     from eegfm_bench.results import ResultStore
 
     store = ResultStore(store_dir)
     df = store.load()
     df = df[df["metric"].astype(str).str.startswith("probe_bacc_block")]
+    if config_hashes is not None:
+        df = df[df["config_hash"].astype(str).isin({str(h) for h in config_hashes})]
     if df.empty:
         raise RuntimeError(f"no probe rows in {store.csv}")
     table = probe_table(df)

@@ -59,6 +59,7 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True) 
                          "trainer": hashable_trainer(cfg["trainer"], inference=True)})
     code = code_version()
     skipped = []
+    current: set[str] = set()  # config hashes of this run's rows: the checks table shows only these
     for ck in tqdm(cks, desc="attribution", disable=not (progress and zero), unit="fold"):
         ws = run.windows(ck.model)
         _, _, te = run.fold_indices(ws, ck.fold)
@@ -81,6 +82,7 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True) 
                     fm.save(root / ck.cell / cond_dir(condition) / method / f"fold{ck.fold}.npz")
                 rows += _fold_rows(base, fm)
             store.append(rows)
+            current.add(base["config_hash"])
     if not zero:
         return {}
     if skipped:
@@ -106,7 +108,8 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True) 
                 rows_maps, names_map, root / f"overview_{cond_dir(condition)}.png",
                 col_titles=["class-averaged"] + list(class_names), cmap="Reds", shared_scale="row",
                 unit="mean |R|", title=f"{run.task}, {condition}: attribution topomaps (App. I.1 selection)")
-    table = checks_table(store.load())
+    df_all = store.load()
+    table = checks_table(df_all[df_all["config_hash"].astype(str).isin(current)] if not df_all.empty else df_all)
     from eegfm_bench.runs.trainer import log_summary
 
     if not table.empty:

@@ -321,7 +321,7 @@ class ControlsConfig:
 
 
 def controls_parser():
-    return command_parser("eegfm-bench controls", ControlsConfig, description=ControlsConfig.__doc__)
+    return command_parser("eegfm-bench controls", ControlsConfig, description=ControlsConfig.__doc__, training=False)
 
 
 AGGREGATES = ("auto", "subject", "recording", "none")

@@ -295,7 +295,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     ------
     SplitMismatchError
         If ``splits.json`` exists and differs from the folds recomputed for this data and config.
-    RuntimeError
+    FailedCellsError
         At the end, if any cell failed (after every other cell ran; see ``failures.json``).
     """
     import lightning as L
@@ -347,6 +347,9 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
                                                         regime=c.run["regime"], head=c.head, fold=c.fold,
                                                         condition="clean", config_hash=c.chash)]
     fold_unit = spec.group_by
+    if zero and len(todo) < len(cells):
+        tqdm.write(f"cv {cfg['experiment']}: {len(cells) - len(todo)} of {len(cells)} cells already have rows for their "
+                   f"current config hash (skipped; --force retrains them); {len(todo)} to train")
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"cv {cfg['experiment']}",
                disable=not (progress and zero), unit="cell")
     for cell in todo:
@@ -422,7 +425,13 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         write_summary(out / "summary.md", table, experiment=cfg["experiment"], task=cfg["task"], scheme=spec.scheme,
                       fold_unit=fold_unit)
     if failures:
-        raise RuntimeError(f"{len(failures)} cell(s) failed; see {out / 'failures.json'} (all other cells were written)")
+        from eegfm_bench.results import FailedCellsError
+
+        first = failures[0]
+        raise FailedCellsError(f"{len(failures)} cell(s) failed (first: {first['model']}/{first['regime']}/{first['head']} "
+                               f"fold {first['fold']}: {first['error'].splitlines()[0][:300]}); see "
+                               f"{out / 'failures.json'} for the tracebacks (all other cells were written; a rerun "
+                               "retries only the failed ones)")
     return table
 
 

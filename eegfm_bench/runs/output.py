@@ -149,22 +149,25 @@ class CVRun:
         return run_trainer(self.config, self.run_of(model, regime, head))
 
     def verify(self, cv_config) -> None:
-        """Refuse when ``cv_config`` gives other cell hashes than the run's (see the class docstring)."""
+        """Refuse when ``cv_config`` gives other cell hashes than the run's (see the class docstring); the message
+        names both hashes and the settings that differ between the file and the run's resolved ``config.yaml``."""
         from eegfm_bench.runs.cv import cell_hash, load_config, windows_for
 
         cfg = load_config(cv_config)
         cache: dict = {}
+        name = cv_config if not isinstance(cv_config, dict) else "the given cv config"
         for run in cfg["runs"]:
             key = windows_for(cfg, run["model"], cache).meta.get("cache_key")
             for head in run["heads"]:
                 want = cell_hash(cfg, run, head, key)
                 have = self.current.get((run["model"], run["regime"], head))
                 if have != want:
+                    diff = _config_diff(self.config, cfg)
+                    why = (f"they differ in {', '.join(diff[:6])}" if diff else "the data files changed since the run")
                     raise StaleCVRunError(
                         f"{run['model']}/{run['regime']}/{head}: the cv run in {self.dir} was made with config hash "
-                        f"{have} but {cv_config if not isinstance(cv_config, dict) else 'the given cv config'} now gives "
-                        f"{want} (the config changed since the run). fix: rerun `eegfm-bench cv --config "
-                        f"{cv_config if not isinstance(cv_config, dict) else '<cv config>'}` first, or point "
+                        f"{have} but {name} gives {want}: {why} (the file was edited after the run, or the run used "
+                        f"command-line overrides). fix: rerun `eegfm-bench cv --config {name}` first, or point "
                         f"`cv_out_dir:` at {self.dir} to analyse the run as it is")
 
     # -------------------------------------------------------------------------------------------- cells
@@ -254,6 +257,22 @@ class CVRun:
                              f"holds {self.splits['groups']}; fix: use the cv run's data settings")
         f = self.splits["folds"][fold]
         return tuple(np.flatnonzero(np.isin(groups, f[part])) for part in ("train", "val", "test"))  # type: ignore
+
+
+def _config_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two resolved configs, as ``key: run value → file value``."""
+    out = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k), b.get(k)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += _config_diff(va, vb, f"{prefix}{k}.")
+        elif isinstance(va, list) and isinstance(vb, list) and len(va) == len(vb) and \
+                all(isinstance(x, dict) for x in va + vb):
+            for i, (xa, xb) in enumerate(zip(va, vb)):
+                out += _config_diff(xa, xb, f"{prefix}{k}[{i}].")
+        elif va != vb and k not in ("out_dir",):
+            out.append(f"{prefix}{k}: {va!r} (run) vs {vb!r} (file)")
+    return out
 
 
 # ================================================================================================ checkpoints

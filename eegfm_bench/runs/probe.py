@@ -44,6 +44,7 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True) -> di
     cks = run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])
     fit_kw = {k: pc[k] for k in ("max_epochs", "patience", "lr", "batch_size", "standardize_mean")}
     done: set = set()  # (model, fold, stage, weights): identical backbones are probed once per fold
+    current: set[str] = set()  # config hashes of this run's rows: the report shows only these
     for ck in tqdm(cks, desc="probes", disable=not (progress and zero), unit="fold"):
         ws = run.windows(ck.model)
         tr, va, te = run.fold_indices(ws, ck.fold)
@@ -52,15 +53,16 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True) -> di
         if pc["include_frozen"]:
             init = load_initial_model(ck.path)
             frozen = init.backbone
-        run_fold_probes(model, ws, tr, va, te, fold=ck.fold, out_dir=out, experiment=run.experiment, task=run.task,
+        rows = run_fold_probes(model, ws, tr, va, te, fold=ck.fold, out_dir=out, experiment=run.experiment, task=run.task,
                         model_name=ck.model, source_head=ck.head, frozen_backbone=frozen, poolings=pc["poolings"],
                         cache_dir=pc["cache_dir"], batch_size=pc["forward_batch_size"], probe_kwargs=fit_kw,
                         checkpoint=str(ck.path), seed=run.seed, trainer=cfg["trainer"], done=done, write=zero)
+        current |= {str(r["config_hash"]) for r in rows}
     ws0 = run.windows(cks[0].model)
     paths = {}
     if zero:
         paths = write_report(out, chance=1.0 / len(ws0.class_names),
-                             title=f"{run.experiment} ({run.task}): block-wise linear probes")
+                             title=f"{run.experiment} ({run.task}): block-wise linear probes", config_hashes=current)
         import pandas as pd
 
         from eegfm_bench.runs.trainer import log_summary

@@ -29,7 +29,7 @@ The config (``configs/experiment/sweep_quickstart.yaml``)::
     models: null                   # subset of the cv models
     batch_size: 64                 # windows per batch and device
     num_workers: 0                 # DataLoader processes perturbing the next batches
-    save_predictions: true         # predictions/<model>-<regime>-<head>-fold<k>/<condition>.csv
+    save_predictions: true         # predictions/<model>-<regime>-<head>-<hash8>-fold<k>/<condition>.csv
     alpha: 0.05                    # family-wise level of the marks (Holm across models)
     trainer: {accelerator: auto, devices: 1, precision: null, loggers: [csv]}
 
@@ -91,7 +91,7 @@ class SweepConfig:
 
 
 def sweep_parser():
-    return command_parser("eegfm-bench sweep", SweepConfig, trainer={"precision": None, "devices": 1},
+    return command_parser("eegfm-bench sweep", SweepConfig, trainer={"precision": None, "devices": 1}, training=False,
                           description=SweepConfig.__doc__)
 
 
@@ -211,7 +211,7 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     ConfigError, UnknownNameError, ValueError, CVRunError
         Config problems, before any model runs (see :func:`load_sweep_config`); also if a fold's test windows
         differ from those the cv tested (the data changed since), or a region / dropout mask cannot be resolved.
-    RuntimeError
+    FailedCellsError
         At the end, if something failed (see ``failures.json``).
     """
     from tqdm.auto import tqdm
@@ -342,8 +342,9 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
                                                                           "n_windows": int(len(res.index))}
                         rows += condition_rows(res, base)
                         if cfg["save_predictions"] and res.status == "ok":
-                            _save_predictions(out / "predictions" / f"{run_label(ck.model, ck.regime, ck.head)}"
-                                              f"-fold{fold}", res.condition, res.index, res.probs, ws)
+                            _save_predictions(out / "predictions" / f"{run_label(ck.model, ck.regime, ck.head)}-"
+                                              f"{base['config_hash'][:8]}-fold{fold}", res.condition, res.index,
+                                              res.probs, ws)
                     store.append(rows)  # this condition's rows at once: a later crash cannot lose them
                     bar.update(len(results))
 
@@ -352,7 +353,9 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
                                     batch_size=cfg["batch_size"], num_workers=cfg["num_workers"], sink=sink,
                                     details=details, out_dir=out, name=f"sweep-fold{fold}",
                                     experiment=run.experiment,
-                                    labels={i: run_label(c.model, c.regime, c.head) for i, c in enumerate(fcells)})
+                                    labels={i: run_label(c.model, c.regime, c.head) for i, c in enumerate(fcells)},
+                                    versions={i: f"{run_label(c.model, c.regime, c.head)}-{bases[i]['config_hash'][:8]}"
+                                              for i, c in enumerate(fcells)})
                 del models
     bar.close()
     if zero:
@@ -364,8 +367,12 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
                              filter_notes=notes, experiment=run.experiment, task=run.task,
                              config_hashes=sweep_hashes)
     if failures and raise_on_failure:
-        raise RuntimeError(f"{len(failures)} condition(s) failed; see {out / 'failures.json'} (every other condition "
-                           "was written; a rerun retries only the failed ones)")
+        from eegfm_bench.results import FailedCellsError
+
+        raise FailedCellsError(f"{len(failures)} condition(s) failed (first: {failures[0]['model']} fold "
+                               f"{failures[0]['fold']} {failures[0]['condition']}: "
+                               f"{failures[0]['error'].splitlines()[0][:300]}); see {out / 'failures.json'} (every "
+                               "other condition was written; a rerun retries only the failed ones)")
     return table
 
 
@@ -379,7 +386,8 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
                         share_backbones: bool = True, prefetch: bool = True, sink=None,
                         details: Mapping[str, dict] | None = None,
                         out_dir=None, name: str = "sweep", version: str | None = None,
-                        experiment: str = "sweep", labels: Mapping[Any, str] | None = None) -> list:
+                        experiment: str = "sweep", labels: Mapping[Any, str] | None = None,
+                        versions: Mapping[Any, str] | None = None) -> list:
     """Every model under every condition on windows ``rows`` of ``ws``: ``trainer.test`` loops, no retraining.
 
     Models are grouped (:func:`shared_backbone_groups`: head-only models with identical frozen backbones share one
@@ -419,7 +427,9 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
     out_dir, name, version, experiment
         Where the Trainer's loggers write (``None``: no loggers).
     labels : mapping key -> str, optional
-        Names of the models in the logged metric keys and logger versions (default: the keys).
+        Names of the models in the logged metric keys (default: the keys).
+    versions : mapping key -> str, optional
+        Names of the models in the logger versions (default: ``labels``); a group's version joins them with ``+``.
 
     Returns
     -------
@@ -504,8 +514,9 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
             loaders = [DataLoader(ds, batch_size=batch_size, shuffle=False, num_workers=num_workers) for ds in datasets]
             labels_g = {skey[k]: str((labels or {}).get(k, k)) for k in group}
             cb = TestSweep(ws.y, lambda rs: hand(remap(rs)), labels=labels_g, sink_on_all_ranks=True)
+            vers = "+".join(str((versions or {}).get(k, labels_g[skey[k]])) for k in group)
             t = build_trainer({**tr, "precision": prec[group[0]]}, out_dir=out_dir, name=name,
-                              version=version or "+".join(labels_g.values()), experiment=experiment, callbacks=[cb],
+                              version=version or vers, experiment=experiment, callbacks=[cb],
                               loggers=out_dir is not None)
             try:
                 t.test(module, dataloaders=loaders, verbose=False)

@@ -35,12 +35,32 @@ def trainer_kwargs(tr: dict) -> dict:
     return {k: v for k, v in tr.items() if k not in TRAINER_EXTRAS}
 
 
+PRECISION_ALIASES = {"32": "32-true", 32: "32-true", "16": "16-mixed", 16: "16-mixed", "bf16": "bf16-mixed",
+                     "64": "64-true", 64: "64-true", None: "32-true"}
+"""Lightning's short precision spellings and what they mean (equal settings hash equally)."""
+
+
+def normalised_for_hash(tr: dict) -> dict:
+    """Spellings that mean the same run hash the same: precision aliases (``32`` = ``32-true``), the accelerator as
+    resolved on this machine (``auto`` = ``cpu`` without a GPU; ``gpu`` = ``cuda``)."""
+    import torch
+
+    tr = dict(tr)
+    if "precision" in tr:
+        tr["precision"] = PRECISION_ALIASES.get(tr["precision"], tr["precision"])
+    acc = str(tr.get("accelerator", "auto"))
+    if acc in ("auto", "gpu"):
+        tr["accelerator"] = "cuda" if torch.cuda.is_available() and acc in ("auto", "gpu") else "cpu"
+    return tr
+
+
 def hashable_trainer(tr: dict, inference: bool = False) -> dict:
-    """The part of a ``trainer:`` section that enters a config hash.
+    """The part of a ``trainer:`` section that enters a config hash (after :func:`normalised_for_hash`).
 
     Training cells hash every argument that can change the optimisation (devices and num_nodes included: they
     change the effective batch); inference commands hash only :data:`INFERENCE_HASH_KEYS`.
     """
+    tr = normalised_for_hash(tr)
     if inference:
         return {k: tr.get(k) for k in INFERENCE_HASH_KEYS}
     return {k: v for k, v in sorted(tr.items()) if k not in NOT_IN_HASH}
@@ -75,6 +95,11 @@ def check_trainer(tr: dict, where: str = "trainer") -> None:
     kw = trainer_kwargs(tr)
     acc = str(kw.get("accelerator", "auto"))
     cuda = torch.cuda.is_available()
+    strategy = str(kw.get("strategy", "auto"))
+    if strategy.startswith(("ddp_spawn", "ddp_notebook")) or strategy in ("ddp_fork",):
+        raise ConfigError(f"{where}.strategy: {strategy!r} starts its processes by pickling or forking the model, which "
+                          "braindecode's weight-parametrized modules and the commands' data do not survive; fix: "
+                          "strategy: ddp (the command is launched once per device, as on a cluster)")
     if str(kw.get("precision")) in ("16-mixed", "16", "16-true") and not cuda and acc in ("auto", "cpu"):
         raise ConfigError(f"{where}.precision: {kw['precision']!r} needs a CUDA GPU (fp16 autocast); this machine has "
                           "none. fix: precision: bf16-mixed (CPU and recent GPUs) or 32-true")
@@ -91,9 +116,15 @@ def check_trainer(tr: dict, where: str = "trainer") -> None:
     except Exception as err:  # noqa: BLE001  (Lightning raises MisconfigurationException, ValueError, TypeError)
         vals = ", ".join(f"{k}={kw.get(k)!r}" for k in ("accelerator", "strategy", "devices", "num_nodes", "precision")
                          if k in kw)
-        fix = ("fix: accelerator: cpu (or auto) on a machine without a GPU" if ("gpu" in str(err).lower()
-               or "cuda" in str(err).lower()) and not cuda else
-               "fix: change the value named above (eegfm-bench <command> --help lists the trainer keys)")
+        msg = str(err).lower()
+        if "strateg" in msg:
+            fix = "fix: strategy: ddp (or auto) on this machine"
+        elif ("gpu" in msg or "cuda" in msg) and not cuda:
+            fix = "fix: accelerator: cpu (or auto) on a machine without a GPU"
+        elif "devices" in msg:
+            fix = "fix: devices: an int > 0 (the number of processes / GPUs), or auto"
+        else:
+            fix = "fix: change the value named above (`eegfm-bench <command> --keys` lists the trainer keys)"
         raise ConfigError(f"{where}: this machine cannot run {vals}: {' '.join(str(err).split())} {fix}") from None
 
 
@@ -169,6 +200,41 @@ def close_loggers(trainer) -> None:
                 pass
 
 
+def expected_world_size(tr: dict) -> int:
+    """The number of processes a ``trainer:`` section runs on (devices × num_nodes; the live group's size once one
+    exists). ``devices: auto`` counts the visible GPUs on a GPU accelerator, else 1."""
+    from eegfm_bench.distributed import world_size
+
+    if world_size() > 1:
+        return world_size()
+    dev, nodes = tr.get("devices", 1), int(tr.get("num_nodes", 1) or 1)
+    if isinstance(dev, (list, tuple)):
+        n = len(dev)
+    elif isinstance(dev, int) or (isinstance(dev, str) and dev.strip().lstrip("-").isdigit()):
+        n = int(dev)
+        if n == -1:
+            import torch
+
+            n = torch.cuda.device_count() or 1
+    else:
+        import torch
+
+        n = torch.cuda.device_count() if str(tr.get("accelerator", "auto")) in ("auto", "cuda", "gpu") else 1
+    return max(1, n) * max(1, nodes)
+
+
+def pad_to_ranks(dataset, tr: dict):
+    """A dataset with at least one item per rank: Lightning's unrepeated predict sampler refuses a rank without a
+    window, so a set smaller than the number of processes repeats its first items (the duplicates are removed by
+    window index when the outputs are gathered)."""
+    from torch.utils.data import Subset
+
+    n, ranks = len(dataset), expected_world_size(tr)
+    if 0 < n < ranks:
+        return Subset(dataset, list(range(n)) + [0] * (ranks - n))
+    return dataset
+
+
 def predict_gathered(module, dataset, tr: dict | None = None, *, batch_size: int = 32, num_workers: int = 0,
                      progress: bool = False, **overrides) -> dict:
     """``Trainer.predict`` over ``dataset`` with every rank's per-window outputs gathered, each window once.
@@ -202,6 +268,9 @@ def predict_gathered(module, dataset, tr: dict | None = None, *, batch_size: int
     from eegfm_bench.distributed import gather_by_index, is_global_zero
 
     tr = dict(tr or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
+    if len(dataset) == 0:
+        return {}
+    dataset = pad_to_ranks(dataset, tr)
     t = build_trainer({**tr, "enable_progress_bar": bool(progress) and is_global_zero()}, loggers=False, **overrides)
     outs = t.predict(module, dataloaders=DataLoader(dataset, batch_size=batch_size, shuffle=False,
                                                     num_workers=num_workers), return_predictions=True) or []

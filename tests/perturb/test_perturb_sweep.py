@@ -138,7 +138,8 @@ def test_sweep_writes_every_condition_and_resumes(mi_cv, tmp_path, capsys):
         assert text in md
     png = (out / "degradation_curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
-    assert len(list((out / "predictions" / "eegnet-full-flatten-fold0").glob("*.csv"))) == 21
+    folder = out / "predictions" / f"eegnet-full-flatten-{df.config_hash.iloc[0][:8]}-fold0"
+    assert len(list(folder.glob("*.csv"))) == 21
     assert json.loads((out / "failures.json").read_text()) == []
     # rerun: every condition is skipped, nothing new is written
     before = (out / "results.csv").read_bytes()
@@ -196,7 +197,7 @@ def test_removal_on_eegnet_gives_not_applicable_rows(mi_cv, tmp_path):
                           save_predictions=False, trainer={"accelerator": "cpu", "loggers": ["csv", "tensorboard"]}),
                progress=False)
     # each condition's metrics reached the trackers (one logger run per fold and model group)
-    logged = pd.read_csv(out / "logs" / "sweep-fold0" / "eegnet-full-flatten" / "metrics.csv")
+    logged = pd.read_csv(next((out / "logs" / "sweep-fold0").glob("eegnet-full-flatten-*/metrics.csv")))
     assert "sweep/eegnet-full-flatten/clean/balanced_accuracy" in logged.columns
     assert list((out / "tb" / "sweep-fold1").rglob("events.out.tfevents.*"))
     df = _rows(out)
@@ -231,9 +232,13 @@ def test_bad_config_fails_before_any_model_runs(mi_cv, tmp_path, monkeypatch):
         sweep_main({**base, "conditions": ["clean", "gaussian_snr=5dB"]})
     with pytest.raises(UnknownNameError, match="primary, control"):
         sweep_main({**base, "conditions": ["region=frontal_zero"]})
+    from eegfm_bench.perturb.conditions import ConditionError
+
     for bad in ("white_snr=infdB", "pink_snr=nandB"):
-        with pytest.raises(ValueError, match="finite"):
+        with pytest.raises(ConditionError, match="finite"):
             sweep_main({**base, "conditions": [bad]})
+    with pytest.raises(ConditionError, match=r"'dropout_p=1.5_zero': dropout probability must be in \(0, 1\).*fix:"):
+        sweep_main({**base, "conditions": ["dropout_p=1.5_zero"]})
     with pytest.raises(ConfigError, match="attribution-only"):
         sweep_main({**base, "conditions": ["region_sub=primary"]})
     with pytest.raises(ConfigError, match="reference model 'labram'"):

@@ -145,3 +145,9 @@ def test_probe_and_attribute_on_two_devices_give_the_rows_of_one(runs):
                   for d in ("interp_one", "interp_two"))
         np.testing.assert_array_equal(m1["window"], m2["window"])
         np.testing.assert_allclose(m1["channel"], m2["channel"], atol=1e-4)
+    # fewer selected windows than ranks: the predict pass still runs on both ranks, the window is counted once
+    _run(["attribute", "--config", str(root / "interp.yaml"), "--out_dir", str(root / "interp_one_window"),
+          "--attribution.max_windows_per_fold", "1", "--attribution.methods", "[gxi]", "--select.models", "[eegnet]",
+          *DDP], root / "cache_attr1")
+    one = pd.read_csv(root / "interp_one_window" / "attribution" / "results.csv")
+    assert one[one.metric == "gxi:n_selected"]["value"].tolist() == [1.0]

@@ -40,7 +40,9 @@ def test_trainer_section_takes_any_lightning_argument_and_dotted_overrides(tmp_p
     ({"runs": [{"model": "eegnet", "optim": {"lr_": 1}}]}, r"runs\[0\]\.optim\.lr_\. Did you mean 'lr'"),
     ({"trainer": {"accelerator": "gpu"}}, r"cannot run accelerator='gpu'.*fix: accelerator: cpu"),
     ({"trainer": {"precision": "16-mixed"}}, r"16-mixed.*needs a CUDA GPU.*fix: precision: bf16-mixed"),
-    ({"trainer": {"strategy": "fsdp", "devices": 2, "accelerator": "cpu"}}, r"cannot run.*strategy='fsdp'"),
+    ({"trainer": {"strategy": "fsdp", "devices": 2, "accelerator": "cpu"}}, r"cannot run.*strategy='fsdp'.*fix: strategy: ddp"),
+    ({"trainer": {"strategy": "ddp_spawn", "devices": 2, "accelerator": "cpu"}}, r"ddp_spawn.*fix: strategy: ddp"),
+    ({"optim": {"learning_rate": 0.1}}, r"unknown key optim\.learning_rate\. Did you mean 'lr'"),
     ({"trainer": {"loggers": ["mlflow"]}}, r"unknown logger 'mlflow'"),
     ({"data": [1]}, r"`data` must be a mapping"),
 ])
@@ -121,9 +123,47 @@ def test_analyses_refuse_a_cv_run_made_with_another_config(tmp_path):
     ran = pd.read_csv(Path(cfg["out_dir"]) / "results.csv").config_hash.iloc[0]
     assert load_sweep_config({"cv_config": str(path), "reference": None})["_cells"][0].config_hash == ran
     path.write_text(yaml.safe_dump({**cfg, "optim": {"lr": 0.02}}))  # edited after the run
-    with pytest.raises(StaleCVRunError, match=rf"made with config hash {ran} but .* now gives [0-9a-f]{{12}}.*fix: rerun"):
+    with pytest.raises(StaleCVRunError, match=rf"made with config hash {ran} but .* gives [0-9a-f]{{12}}: they differ in "
+                                              r"optim\.lr: 0\.001 \(run\) vs 0\.02 \(file\).*fix: rerun"):
         load_sweep_config({"cv_config": str(path), "reference": None})
     with pytest.raises((StaleCVRunError, InterpretConfigError), match=rf"config hash {ran}"):
         run_probes({"cv_config": str(path), "out_dir": str(tmp_path / "i")}, progress=False)
     # pointing at the folder analyses the run as it is
     assert load_sweep_config({"cv_out_dir": cfg["out_dir"], "reference": None})["_cells"][0].config_hash == ran
+
+
+def test_equal_settings_hash_equally():
+    from eegfm_bench.runs.cv import cell_hash, load_config
+
+    base = {**TINY, "out_dir": "x"}
+    run = base["runs"][0]
+
+    def h(**tr):
+        cfg = load_config({**base, "trainer": {**TINY["trainer"], **tr}})
+        return cell_hash(cfg, cfg["runs"][0], run["heads"][0], "key")
+
+    assert h(precision="32") == h(precision="32-true") == h(precision=32) == h()
+    assert h(accelerator="auto") == h(accelerator="cpu")  # this machine: auto resolves to the CPU
+    assert h(enable_progress_bar=True, loggers=["csv", "tensorboard"]) == h()  # never change a number
+    assert h(devices=2, strategy="ddp") != h() and h(precision="bf16-mixed") != h() and h(max_epochs=2) != h()
+
+
+@requires_data
+def test_probe_and_attribution_reports_show_only_the_current_cv_config(tmp_path):
+    from eegfm_bench.runs.attribute import run_attribution
+    from eegfm_bench.runs.probe import run_probes
+
+    icfg = {"cv_dir": str(tmp_path / "out"), "out_dir": str(tmp_path / "i"),
+            "probe": {"poolings": ["mean"], "max_epochs": 2}, "attention": {"enabled": False},
+            "attribution": {"methods": ["gxi"], "percentile": 0, "max_windows_per_fold": 2, "conservation_windows": 0,
+                            "randomisation_windows": 0}}
+    for lr in (1e-3, 0.05):  # the second cv config retrains the cell under a new hash
+        run_cv(_cfg(tmp_path, optim={"lr": lr}), progress=False)
+        run_probes(icfg, progress=False)
+        run_attribution(icfg, progress=False)
+    probes = pd.read_csv(tmp_path / "i" / "probes" / "results.csv")
+    assert probes[probes.stage == "fine-tuned"].config_hash.nunique() == 2  # both kept in the store
+    table = pd.read_csv(tmp_path / "i" / "probes" / "probe_table.csv")
+    assert set(table["n_folds"]) == {1}  # ... but the report averages only the current one's fold
+    checks = (tmp_path / "i" / "attribution" / "checks.md").read_text()
+    assert "| 2 |" not in checks and "| 1 |" in checks

@@ -73,5 +73,10 @@ def test_every_command_lists_its_keys_prints_its_resolved_config_and_refuses_unk
     assert resolved["trainer"]["precision"] == "bf16-mixed" and resolved["trainer"]["max_epochs"] == 15
     with pytest.raises(ConfigError, match=r"unknown option --trainer\.max_epoch\. Did you mean 'max_epochs'"):
         main(["cv", "--config", cfg, "--trainer.max_epoch", "2"])
-    with pytest.raises(ConfigError, match=r"unknown option --batchsize\. Did you mean 'batch_size'"):
+    with pytest.raises(ConfigError, match=r"command line: unknown option --batchsize\. Did you mean 'batch_size'"):
         main(["sweep", "--config", "configs/experiment/sweep_quickstart.yaml", "--batchsize", "2"])
+    # a bare logger name is a list of one; the sweep has no early stopping, so no trainer.patience
+    assert main(["sweep", "--config", "configs/experiment/sweep_quickstart.yaml", "--trainer.loggers", "tensorboard",
+                 "--print-config"]) == 0
+    resolved = yaml.safe_load(capsys.readouterr().out)
+    assert resolved["trainer"]["loggers"] == ["tensorboard"] and "patience" not in resolved["trainer"]
