@@ -63,13 +63,26 @@ def _print_models() -> None:
 
 
 def _print_tasks() -> None:
-    from eegfm_bench.data.tasks import TASKS
+    from eegfm_bench.data.sources import resolve_data_root
+    from eegfm_bench.data.tasks import PRESET_DIR, get_task, preset_names
 
-    print("| task | dataset | classes | mains (Hz) | description |")
-    print("|---|---|---|---|---|")
-    for name in TASKS.names():
-        t = TASKS.get(name)
-        print(f"| {name} | {t.dataset} | {', '.join(t.class_names)} | {t.line_freq:g} | {t.description} |")
+    root = resolve_data_root()
+    print(f"Registered tasks: the presets in {PRESET_DIR} (also configs/data/). `local copy` looks for each "
+          f"preset's root under the data root {root}; point `task: {{preset: <name>, root: /path}}` elsewhere.\n")
+    print("| task | source | classes | windows | mains (Hz) | local copy | description |")
+    print("|---|---|---|---|---|---|---|")
+    for name in preset_names():
+        t = get_task(name)
+        s, w = t.spec, t.spec["windows"]
+        win = (f"events, {w['tmin']:g} s from onset" if w["mode"] == "events" else
+               "fixed" + (f", stride {w['stride_s']:g} s" if w["stride_s"] else ""))
+        if s.get("window_s"):
+            win += f", {s['window_s']:g} s"
+        where = Path(s["root"] or ".")
+        where = where if where.is_absolute() else root / where
+        print(f"| {name} | {s['source']} | {', '.join(t.class_names) or '(from the dataset)'} | {win} | "
+              f"{'–' if t.line_freq is None else f'{t.line_freq:g}'} | {'yes' if where.exists() else 'no'} | "
+              f"{t.description} |")
 
 
 def _quiet_third_party_warnings() -> None:
@@ -157,7 +170,18 @@ def _main(argv: list[str]) -> int:
         if name == "cv":
             sp.add_argument("--force", action="store_true", help="retrain cells whose rows exist for the current config")
     sub.add_parser("models", help="list backbones")
-    sub.add_parser("tasks", help="list tasks")
+    sub.add_parser("tasks", help="list tasks (the presets)")
+    ing = sub.add_parser("ingest", help="read a task through the ingestion checks and write its ingest report",
+                         description="Cache a task's windows under each model's preprocessing and write "
+                                     "ingest_report.md / .json (what was kept, dropped, renamed, rejected, and why).")
+    ing.add_argument("--config", action="append", help="a cv config: its task, data selection and every run's model")
+    ing.add_argument("--task", help="a registered task, a task YAML file (instead of --config)")
+    ing.add_argument("--model", action="append", help="the model(s) whose preprocessing to apply (default: eegnet)")
+    ing.add_argument("--subjects", nargs="+", help="a subset of subjects")
+    ing.add_argument("--data-root", help="the data root (default: EEGFM_DATA)")
+    ing.add_argument("--cache-dir", help="the window cache (default: EEGFM_CACHE)")
+    ing.add_argument("--out", help="write ingest_report.md / .json here (with --config: the config's out_dir)")
+    ing.add_argument("--no-progress", action="store_true")
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
@@ -167,6 +191,8 @@ def _main(argv: list[str]) -> int:
     if a.cmd == "tasks":
         _print_tasks()
         return 0
+    if a.cmd == "ingest":
+        return _ingest(p, a, extra)
     if extra and any(not x.startswith("--") for x in extra[:1]):
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     if a.keys:
@@ -183,6 +209,24 @@ def _main(argv: list[str]) -> int:
         print(yaml.safe_dump(parse_config(_parsers()[a.cmd](), source, overrides), sort_keys=False, allow_unicode=True))
         return 0
     return _run(a, source, overrides)
+
+
+def _ingest(p, a, extra) -> int:
+    from eegfm_bench.runs.ingest import ingest_from_config, run_ingest
+
+    if bool(a.config) == bool(a.task):
+        p.error("ingest: give --task <name or YAML> (with --model) or --config <cv config>, one of the two")
+    if a.config:
+        overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra
+        path = ingest_from_config(a.config[0], overrides, progress=not a.no_progress)
+    else:
+        if extra:
+            p.error(f"unrecognized arguments: {' '.join(extra)}")
+        path = run_ingest(a.task, a.model or ["eegnet"], data_root=a.data_root, cache_dir=a.cache_dir,
+                          subjects=a.subjects, out_dir=a.out, progress=not a.no_progress)
+    if path is not None:
+        print(f"ingest report: {path}")
+    return 0
 
 
 def _run(a, source, overrides) -> int:

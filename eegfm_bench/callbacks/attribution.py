@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 from lightning.pytorch.callbacks import Callback
 
+from eegfm_bench.data.tasks import task_name
 from eegfm_bench.callbacks.probes import single_device
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
@@ -72,7 +73,7 @@ class Attribution(Callback):
             except NoWindowsSelectedError as err:
                 log.warning("%s fold %s %s: %s", cell, dm.fold, condition, err)
                 continue
-            base = {"experiment": self.experiment, "task": str(dm.hparams.task), "model": hp.backbone,
+            base = {"experiment": self.experiment, "task": _task_of(dm), "model": hp.backbone,
                     "init": str(pl_module.init), "regime": hp.regime, "head": hp.head, "fold": int(dm.fold),
                     "seed": 0, "condition": condition,
                     "n_subjects": int(np.unique(np.asarray(dm.ws.subject)[dm.test_idx]).size), "fold_unit": "subject",
@@ -84,3 +85,8 @@ class Attribution(Callback):
                 write_cell_maps(self.out_dir / cell, method, condition, dm.ws.class_names,
                                 f"{cell}, {condition}: {method_label(method, hp.backbone)}")
             store.append(rows)
+
+
+def _task_of(dm) -> str:
+    """The task name of a datamodule's windows (the name the rows are written under)."""
+    return dm.ws.meta.get("task") or task_name(dm.hparams.task)

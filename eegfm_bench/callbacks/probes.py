@@ -12,6 +12,7 @@ from typing import Sequence
 from lightning.pytorch.callbacks import Callback
 from torch import nn
 
+from eegfm_bench.data.tasks import task_name
 from eegfm_bench.interpret.probes import POOLINGS, check_pooling, run_fold_probes
 from eegfm_bench.reports.probes import write_report
 from eegfm_bench.runs.output import best_fitted
@@ -78,9 +79,14 @@ class BlockProbe(Callback):
         dm = trainer.datamodule
         model, best = best_fitted(trainer, pl_module)
         run_fold_probes(model, dm.ws, dm.train_idx, dm.val_idx, dm.test_idx, fold=int(dm.fold),
-                        out_dir=self.out_dir, experiment=self.experiment, task=str(dm.hparams.task),
+                        out_dir=self.out_dir, experiment=self.experiment, task=_task_of(dm),
                         model_name=str(pl_module.hparams.backbone), source_head=str(pl_module.hparams.head),
                         frozen_backbone=self._frozen_backbone if self.include_frozen else None,
                         poolings=self.poolings, cache_dir=self.cache_dir, batch_size=self.batch_size,
                         probe_kwargs=self.probe_kwargs, checkpoint=str(best), trainer=single_device(trainer))
         write_report(self.out_dir, chance=1.0 / len(dm.ws.class_names), title=f"{self.experiment}: block-wise probes")
+
+
+def _task_of(dm) -> str:
+    """The task name of a datamodule's windows (the name the rows are written under)."""
+    return dm.ws.meta.get("task") or task_name(dm.hparams.task)

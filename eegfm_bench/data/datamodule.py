@@ -10,6 +10,7 @@ read from the token cache.
 from __future__ import annotations
 
 import warnings
+from typing import Union
 
 import lightning as L
 import numpy as np
@@ -51,8 +52,9 @@ class EEGDataModule(L.LightningDataModule):
 
     Parameters
     ----------
-    task : str
-        Registered task (``eegmmidb_mi``, ``eegmmidb_eyes``, ``eegmat``).
+    task : str or dict
+        A registered task (``eegfm-bench tasks``), a YAML file, or a task mapping
+        (:func:`~eegfm_bench.data.tasks.get_task`).
     backbone : str
         Backbone whose declared preprocessing is applied (sfreq, band, scaling, window length).
     fold : int
@@ -75,7 +77,7 @@ class EEGDataModule(L.LightningDataModule):
         If ``split_file`` exists and differs from the recomputed folds.
     """
 
-    def __init__(self, task: str = "eegmmidb_mi", backbone: str = "eegnet", fold: int = 0, scheme: str = "kfold",
+    def __init__(self, task: Union[str, dict] = "eegmmidb_mi", backbone: str = "eegnet", fold: int = 0, scheme: str = "kfold",
                  k: int = 5, split_seed: int = 0, n_val_groups: int = 1, group_by: str = "subject",
                  split_file: str | None = None, batch_size: int = 64, num_workers: int = 0,
                  data_root: str | None = None, cache_dir: str | None = None, subjects: list | None = None,
@@ -90,10 +92,15 @@ class EEGDataModule(L.LightningDataModule):
         self.ws = ws if ws is not None else load_windows(task, prep, data_root=data_root, subjects=subjects,
                                                          cache_dir=cache_dir,
                                                          max_windows_per_subject=max_windows_per_subject)
+        if split is not None:
+            group_by = split.spec.group_by  # the split decides the fold unit (recording-level folds included)
         groups = self.ws.subject if group_by == "subject" else self.ws.recording
         self.groups = groups
         if split is None:
-            split = make_split(self.ws.y, groups, SplitSpec(scheme, k, split_seed, n_val_groups, group_by), task)
+            from eegfm_bench.data.tasks import task_name
+
+            split = make_split(self.ws.y, groups, SplitSpec(scheme, k, split_seed, n_val_groups, group_by),
+                               self.ws.meta.get("task") or task_name(task))
             if split_file:
                 split = save_or_verify(split, split_file)
         self.split = split

@@ -35,7 +35,7 @@ def _canonical() -> dict[str, str]:
 def canonical_name(name: str) -> str:
     """Canonical 10-05 spelling of one channel name.
 
-    Strips common prefixes/suffixes (``'EEG '``, ``'-REF'``, ``'-LE'``, trailing dots) and matches
+    Strips common prefixes/suffixes (``'EEG '``, ``'-REF'``, ``'-LE'``, ``'-AVG'``, ``'-M1'``, trailing dots) and matches
     case-insensitively against MNE's ``standard_1005`` montage. Old 10-20 names T3/T4/T5/T6 map to
     T7/T8/P7/P8 as in MNE.
 
@@ -46,7 +46,9 @@ def canonical_name(name: str) -> str:
     """
     n = name.strip()
     n = re.sub(r"^(EEG|eeg)[\s_-]+", "", n)
-    n = re.sub(r"[-_ ](REF|Ref|ref|LE|AR|A1|A2|M1|M2)$", "", n)
+    stripped = re.sub(r"[-_ ](REF|Ref|ref|LE|AR|A1|A2|M1|M2|AVG|Avg|avg)$", "", n)
+    if stripped.upper() not in ("A1", "A2", "M1", "M2") or n.upper().endswith(("-REF", " REF", "_REF")):
+        n = stripped  # but "A2-A1" is an ear-to-ear derivation, not electrode A2
     n = n.rstrip(".").strip()
     old = {"t3": "T7", "t4": "T8", "t5": "P7", "t6": "P8"}
     key = old.get(n.lower(), n).lower()

@@ -85,14 +85,14 @@ def apply_preprocessing(raw: mne.io.BaseRaw, prep: Preprocessing, line_freq: flo
                "notch": None, "reference": prep.reference, "scale": prep.scale, "unit": prep.unit,
                "window_s": prep.window_s, "source": prep.source}
     if line_freq is not None and line_freq < native / 2:
-        raw.notch_filter(line_freq, verbose="error")
+        raw.notch_filter(line_freq, verbose="warning")
         applied["notch"] = line_freq
     if prep.l_freq is not None or h is not None:
-        raw.filter(prep.l_freq, h, verbose="error")
+        raw.filter(prep.l_freq, h, verbose="warning")
     if prep.reference == "average":
-        raw.set_eeg_reference("average", projection=False, verbose="error")
+        raw.set_eeg_reference("average", projection=False, verbose="warning")
     elif prep.reference != "none":
         raise ValueError(f"unknown reference {prep.reference!r}; valid: 'average', 'none'")
     if abs(native - prep.sfreq) > 1e-6:
-        raw.resample(prep.sfreq, verbose="error")
+        raw.resample(prep.sfreq, verbose="warning")
     return raw, applied

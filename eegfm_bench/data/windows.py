@@ -1,10 +1,15 @@
-"""Windows and their on-disk cache.
+"""Windows and their on-disk cache, built through the ingestion checks (:mod:`eegfm_bench.data.ingest`).
 
 :func:`load_windows` turns a task's recordings into a :class:`WindowSet` — ``X`` of shape
 ``(n_windows, n_chans, n_times)`` float32 in the backbone's unit (see ``meta["preprocessing"]``), labels,
-subject / recording / window index per window, channel names and provenance — and caches it as
-memory-mapped ``.npy`` under a hash of (task, files, preprocessing). A second call with the same inputs
-opens the memmap and reads no EDF.
+subject / recording / window index per window, channel names and provenance — and caches it as memory-mapped
+``.npy`` with its ingest report (``ingest_report.json`` / ``.md``, :class:`~eegfm_bench.data.qc.IngestReport`).
+
+The cache key is the sha256 of (the task's resolved spec, every recording's content hash — the sha256 of its
+bytes, remembered per file version by path + size + mtime + ctime + inode, :func:`~eegfm_bench.data.qc.file_sha256`
+— the preprocessing, the cache version). A file whose content changes gets a new key, so its windows are rebuilt,
+even when the edit keeps its size and restores its mtime. A second call with the same inputs opens the memmap and
+reads no recording.
 """
 from __future__ import annotations
 
@@ -13,20 +18,24 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from eegfm_bench.config import ConfigError
+from eegfm_bench.data.ingest import DeclaredTask, balance_windows, cut_windows, ingest_recording, recording_label
 from eegfm_bench.data.preprocessing import Preprocessing, apply_preprocessing
-from eegfm_bench.data.tasks import TASKS, Task, resolve_data_root
+from eegfm_bench.data.qc import IngestError, IngestReport, RecordingQC, capture_warnings, companion_files, file_sha256
+from eegfm_bench.data.sources import DataNotFoundError, RecordingReadError
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
-class NonFiniteWindowError(ValueError):
-    """A window contains NaN or Inf."""
+class NonFiniteWindowError(IngestError):
+    """A window contains NaN or Inf (raised under ``strict: true``; otherwise such windows are rejected)."""
 
 
 def default_cache_dir() -> Path:
@@ -45,7 +54,7 @@ class WindowSet:
     y : ndarray, shape (n_windows,), int64
     subject, recording : ndarray of str, shape (n_windows,)
     window_index : ndarray of int64, shape (n_windows,)
-        Index of the window within its recording.
+        Index of the window within its recording (among the kept windows).
     provenance : ndarray of str, shape (n_windows,)
         Provenance group per window (default: the dataset name).
     ch_names : list of str
@@ -54,7 +63,8 @@ class WindowSet:
         Sampling rate of ``X`` in Hz.
     class_names : list of str
     meta : dict
-        Task, files, applied preprocessing, cache key.
+        Task, files with their sha256, applied preprocessing (per dataset and per recording), cache key, the path
+        of the ingest report.
     """
 
     X: np.ndarray
@@ -88,35 +98,51 @@ class WindowSet:
                          list(self.class_names), dict(self.meta))
 
 
-def _files_key(task: Task, recs) -> list:
+def task_preprocessing(task: DeclaredTask, prep: Preprocessing) -> Preprocessing:
+    """The backbone's preprocessing with the task's ``window_s`` / ``reference`` where the task declares them."""
+    over = {}
+    if task.spec.get("window_s") is not None:
+        over["window_s"] = float(task.spec["window_s"])
+    if task.spec.get("reference") is not None:
+        over["reference"] = task.spec["reference"]
+    return replace(prep, **over) if over else prep
+
+
+def recording_fingerprints(src, recs, cache_dir: Path | None) -> list[dict]:
+    """Per recording: its files and the sha256 of their bytes (plus the source's fingerprint for handle-read data)."""
     out = []
     for r in recs:
-        st = Path(r.path).stat()
-        out.append([r.recording, Path(r.path).name, st.st_size, st.st_mtime_ns])
+        files = ([r.path] if r.path is not None else []) + list(src.companions(r))
+        digests = [file_sha256(f, cache_dir) for f in files]
+        sha = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+        listed = [str(c) for f in files for c in companion_files(f)]
+        out.append({"recording": r.recording, "files": listed, "sha256": sha if digests else "",
+                    "extra": src.fingerprint(r)})
     return out
 
 
-def cache_key(task: Task, recs, prep: Preprocessing) -> str:
-    """sha256 (16 hex) of (task, files with size and mtime, preprocessing, cache version)."""
-    blob = json.dumps({"task": task.name, "files": _files_key(task, recs), "prep": prep.to_dict(),
-                       "version": CACHE_VERSION}, sort_keys=True)
+def cache_key(task: DeclaredTask, fingerprints: list[dict], prep: Preprocessing) -> str:
+    """sha256 (16 hex) of (task spec, recordings' content hashes, preprocessing, cache version)."""
+    blob = json.dumps({"task": task.key, "files": [[f["recording"], f["sha256"], f["extra"]] for f in fingerprints],
+                       "prep": prep.to_dict(), "version": CACHE_VERSION}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def load_windows(task: str | Task, prep: Preprocessing, *, data_root: str | os.PathLike | None = None,
+def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike | None = None,
                  subjects: list | None = None, cache_dir: str | os.PathLike | None = None,
-                 download: bool | None = None, max_windows_per_subject: int | None = None,
-                 progress: bool = True) -> WindowSet:
-    """Load (or build and cache) a task's windows under ``prep``.
+                 max_windows_per_subject: int | None = None, progress: bool = True) -> WindowSet:
+    """Load (or build and cache) a task's windows under ``prep``, with their ingest report.
 
     Parameters
     ----------
-    task : str or Task
-        Registered task name (see ``TASKS.names()``).
+    task : str, dict, path or DeclaredTask
+        A registered task (``eegfm-bench tasks``), a preset with overrides, a YAML file, or a mapping
+        (:func:`~eegfm_bench.data.tasks.get_task`).
     prep : Preprocessing
-        The backbone's preprocessing (sfreq, band, reference, scale, window length).
+        The backbone's preprocessing (sfreq, band, reference, scale, window length); the task's ``window_s`` /
+        ``reference`` override it where declared.
     data_root : path, optional
-        See :func:`~eegfm_bench.data.tasks.resolve_data_root`.
+        See :func:`~eegfm_bench.data.sources.resolve_data_root`.
     subjects : list, optional
         Subset of subjects (default: every subject present).
     cache_dir : path, optional
@@ -124,27 +150,49 @@ def load_windows(task: str | Task, prep: Preprocessing, *, data_root: str | os.P
     max_windows_per_subject : int, optional
         Keep the first N windows of each subject in each class (for tiny test runs); applied after
         caching, so the cache is shared.
+    progress : bool
+        A progress bar while building and the report's summary lines.
 
     Returns
     -------
     WindowSet
+        ``meta["ingest_report"]`` is the path of its ``ingest_report.md``.
 
     Raises
     ------
     DataNotFoundError, RecordingReadError
-        From the task (missing or corrupted files).
-    NonFiniteWindowError
-        If any window holds NaN or Inf (names the recording and window).
+        From the source (missing or unreadable files; the message says how to get or fix them).
+    IngestError
+        A refusing policy or, under ``strict: true``, any finding (the report so far is written and named).
+    ConfigError
+        An invalid task declaration.
     """
-    task = TASKS.get(task) if isinstance(task, str) else task
-    root = resolve_data_root(data_root)
-    recs = task.recordings(root, subjects, download)
-    key = cache_key(task, recs, prep)
+    from eegfm_bench.data.tasks import get_task
+
+    task = get_task(task)
+    prep = task_preprocessing(task, prep)
+    listing = RecordingQC(recording="", subject="")
+    try:
+        with capture_warnings(listing):
+            src = task.source(data_root)
+            recs = src.recordings(subjects)
+    except DataNotFoundError as err:
+        if task.spec.get("obtain"):
+            raise DataNotFoundError(f"{err}\nhow to get the data: {task.spec['obtain']}") from err
+        raise
     cdir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    fps = recording_fingerprints(src, recs, cdir)
+    key = cache_key(task, fps, prep)
     folder = cdir / f"{task.name}-{key}"
+    built = False
     if not (folder / "COMPLETE").is_file():
-        _build_cache(task, recs, prep, folder, key, progress)
+        _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings)
+        built = True
     ws = _open_cache(folder)
+    if progress and not built:
+        rep = folder / "ingest_report.json"
+        if rep.is_file():
+            tqdm.write(IngestReport.from_dict(json.loads(rep.read_text())).summary()[0] + f" [cached: {folder}]")
     if max_windows_per_subject:
         keep = []
         for s in np.unique(ws.subject):
@@ -154,58 +202,201 @@ def load_windows(task: str | Task, prep: Preprocessing, *, data_root: str | os.P
     return ws
 
 
-def _build_cache(task: Task, recs, prep: Preprocessing, folder: Path, key: str, progress: bool) -> None:
-    parts, applied = [], None
-    for rec in tqdm(recs, desc=f"reading {task.name} ({prep.sfreq:g} Hz)", disable=not progress, unit="file"):
-        raw = task.read(rec)
-        raw, applied = apply_preprocessing(raw, prep, task.line_freq)
-        X, y = task.cut(raw, rec, prep.window_s)
-        X = (X * prep.scale).astype(np.float32)
-        bad = ~np.isfinite(X).all(axis=(1, 2))
-        if bad.any():
-            raise NonFiniteWindowError(
-                f"{rec.recording} ({rec.path}): windows {np.flatnonzero(bad).tolist()[:10]} contain NaN/Inf after "
-                "preprocessing; fix: inspect the file (flat or saturated segments), exclude the recording via "
-                "`subjects`, or repair it before running")
-        parts.append((rec, raw.ch_names, X, y))
-    ch_names = parts[0][1]
-    for rec, names, _, _ in parts:
-        if names != ch_names:
-            raise ValueError(f"{rec.recording} has channels {names} but {parts[0][0].recording} has {ch_names}; "
-                             "fix: one montage per dataset is required — exclude the differing recordings")
-    n = sum(len(p[3]) for p in parts)
+def _dataset_preprocessing(per_rec: dict[str, dict]) -> dict:
+    """The preprocessing of the window set: each value shared by every recording, else the sorted distinct values."""
+    if not per_rec:
+        return {}
+    keys = list(next(iter(per_rec.values())))
+    out = {}
+    for k in keys:
+        vals = [v.get(k) for v in per_rec.values()]
+        distinct = sorted({json.dumps(v, sort_keys=True) for v in vals})
+        out[k] = vals[0] if len(distinct) == 1 else [json.loads(d) for d in distinct]
+    return out
+
+
+def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder: Path, key: str,
+                 progress: bool, source_warnings: list[str] = ()) -> None:
+    report = IngestReport(task.name, settings=task.spec, source_warnings=list(source_warnings))
+    if task.spec["strict"] and source_warnings:
+        raise IngestError(f"task {task.name!r}: the source warned while listing the recordings: {list(source_warnings)}; "
+                          "fix: complete the dataset, or set strict: false (the warnings go in the ingest report)")
+    parts: list[tuple[Any, list[str], np.ndarray, np.ndarray]] = []
+    qcs: dict[str, RecordingQC] = {}
+    strict = bool(task.spec["strict"])
+    try:
+        for rec, fp in tqdm(list(zip(recs, fps)), desc=f"reading {task.name} ({prep.sfreq:g} Hz)",
+                            disable=not progress, unit="rec"):
+            qc = RecordingQC(recording=rec.recording, subject=rec.subject, session=rec.session, run=rec.run,
+                             path=str(rec.path) if rec.path is not None else rec.handle, files=fp["files"],
+                             sha256=fp["sha256"])
+            report.recordings.append(qc)
+            qcs[rec.recording] = qc
+            label = recording_label(task, rec, qc)
+            if qc.status != "kept":
+                continue
+            raw = ingest_recording(task, src, rec, qc)
+            if raw is None:
+                continue
+            with capture_warnings(qc):
+                raw, applied = apply_preprocessing(raw, prep, task.line_freq)
+            qc.preprocessing = applied
+            if strict and qc.warnings:
+                raise IngestError(f"{rec.recording}: preprocessing warnings {qc.warnings}; fix: repair the recording or "
+                                  "set strict: false")
+            X, y = cut_windows(task, raw, rec, prep.window_s, qc, label)
+            if not len(y):
+                continue
+            X = (X * prep.scale).astype(np.float32)
+            bad = ~np.isfinite(X).all(axis=(1, 2))
+            if bad.any():
+                msg = (f"windows {np.flatnonzero(bad).tolist()[:10]} hold NaN/Inf after preprocessing (flat or saturated "
+                       "segments, or non-finite samples in the file)")
+                qc.find(msg)
+                if strict:
+                    raise NonFiniteWindowError(f"{rec.recording} ({rec.path}): {msg}; fix: inspect the file, exclude "
+                                               "the recording via `subjects`, or set strict: false to reject them")
+                qc.reject("non-finite samples after preprocessing", int(bad.sum()))
+                X, y = X[~bad], y[~bad]
+                if not len(y):
+                    qc.drop("every window holds non-finite samples")
+                    continue
+            parts.append((rec, list(raw.ch_names), X, y))
+        if not parts:
+            raise IngestError(f"task {task.name!r}: no recording yielded a window (" + "; ".join(
+                f"{q.recording}: {q.reason}" for q in report.recordings[:5]) + "); see the ingest report")
+        parts = _check_montage(task, parts, qcs)
+        # ---- balance, then the per-recording counts
+        y_all = np.concatenate([p[3] for p in parts])
+        rec_all = np.concatenate([[p[0].recording] * len(p[3]) for p in parts])
+        sub_all = np.concatenate([[p[0].subject] * len(p[3]) for p in parts])
+        b = task.spec["windows"]["balance"] or {}
+        keep = balance_windows(task, y_all, sub_all if b.get("per", "subject") == "subject" else rec_all, qcs, rec_all)
+        keep_mask = np.zeros(len(y_all), dtype=bool)
+        keep_mask[keep] = True
+        final, off = [], 0
+        for rec, names, X, y in parts:
+            m = keep_mask[off:off + len(y)]
+            off += len(y)
+            qc = qcs[rec.recording]
+            if not m.any():
+                qc.drop("every window removed by windows.balance")
+                continue
+            final.append((rec, names, X[m], y[m]))
+            qc.windows_kept = int(m.sum())
+            qc.windows_per_class = {task.class_names[c]: int(n) for c, n in zip(*np.unique(y[m], return_counts=True))}
+    except (IngestError, RecordingReadError, ConfigError) as err:
+        where = _write_failed_report(report, folder)
+        raise type(err)(f"{err}\n(ingest report of the recordings read so far: {where})") from err
+    ch_names = final[0][1]
+    n = sum(len(p[3]) for p in final)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp", dir=folder.parent))
     X_all = np.lib.format.open_memmap(tmp / "X.npy", mode="w+", dtype=np.float32,
                                       shape=(n, len(ch_names), prep.n_times))
     i = 0
-    meta_rows = {"y": [], "subject": [], "recording": [], "window_index": []}
-    for rec, _, X, y in parts:
+    rows = {"y": [], "subject": [], "recording": [], "window_index": []}
+    for rec, _, X, y in final:
         X_all[i:i + len(y)] = X
         i += len(y)
-        meta_rows["y"].append(y)
-        meta_rows["subject"] += [rec.subject] * len(y)
-        meta_rows["recording"] += [rec.recording] * len(y)
-        meta_rows["window_index"].append(np.arange(len(y)))
+        rows["y"].append(y)
+        rows["subject"] += [rec.subject] * len(y)
+        rows["recording"] += [rec.recording] * len(y)
+        rows["window_index"].append(np.arange(len(y)))
     X_all.flush()
     del X_all
-    np.savez(tmp / "labels.npz", y=np.concatenate(meta_rows["y"]).astype(np.int64),
-             subject=np.array(meta_rows["subject"]), recording=np.array(meta_rows["recording"]),
-             window_index=np.concatenate(meta_rows["window_index"]).astype(np.int64))
+    np.savez(tmp / "labels.npz", y=np.concatenate(rows["y"]).astype(np.int64),
+             subject=np.array(rows["subject"]), recording=np.array(rows["recording"]),
+             window_index=np.concatenate(rows["window_index"]).astype(np.int64))
+    per_rec = {q.recording: q.preprocessing for q in report.recordings if q.status == "kept" and q.preprocessing}
     meta = {"task": task.name, "dataset": task.dataset, "ch_names": ch_names, "sfreq": prep.sfreq,
-            "class_names": list(task.class_names), "preprocessing": applied, "cache_key": key,
-            "files": [[r.recording, str(r.path)] for r in recs], "n_windows": n}
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+            "class_names": list(task.class_names), "preprocessing": _dataset_preprocessing(per_rec),
+            "preprocessing_per_recording": per_rec, "cache_key": key, "task_key": task.key,
+            "files": [[f["recording"], ";".join(f["files"]), f["sha256"]] for f in fps], "n_windows": n,
+            "ingest": report.totals()}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    report.write(tmp)
     (tmp / "COMPLETE").write_text("ok\n")
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(tmp, folder)
+    if progress:
+        for line in report.summary():
+            tqdm.write(line)
+
+
+def _write_failed_report(report: IngestReport, folder: Path) -> Path:
+    where = folder.parent / "failed" / folder.name
+    report.write(where)
+    return where / "ingest_report.md"
+
+
+def _check_montage(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC]) -> list:
+    """One channel set for the window set: ``montage: same`` refuses differing recordings, ``intersect`` keeps the
+    channels every recording has (each removal reported)."""
+    ref = parts[0][1]
+    differ = [p for p in parts if p[1] != ref]
+    if not differ:
+        return parts
+    if task.spec["channels"]["montage"] == "same":
+        p = differ[0]
+        raise IngestError(
+            f"{p[0].recording} has channels {p[1]} but {parts[0][0].recording} has {ref}; fix: channels.montage: "
+            "intersect (keep the channels every recording has), channels.include: [...] (one list for all), or exclude "
+            "the differing recordings")
+    common = [c for c in ref if all(c in p[1] for p in parts)]
+    if not common:
+        raise IngestError(f"task {task.name!r}: the recordings share no channel; fix: channels.include / rename")
+    out = []
+    for rec, names, X, y in parts:
+        gone = [c for c in names if c not in common]
+        if gone:
+            qc = qcs[rec.recording]
+            for c in gone:
+                qc.dropped[c] = "not in every recording (channels.montage: intersect)"
+            qc.act(f"dropped {gone}: not in every recording (channels.montage: intersect)")
+            qc.channels_kept = list(common)
+        idx = [names.index(c) for c in common]
+        out.append((rec, list(common), X[:, idx], y))
+    return out
 
 
 def _open_cache(folder: Path) -> WindowSet:
     meta = json.loads((folder / "meta.json").read_text())
+    meta["ingest_report"] = str(folder / "ingest_report.md")
     lab = np.load(folder / "labels.npz")
     X = np.load(folder / "X.npy", mmap_mode="r")
     return WindowSet(X, lab["y"], lab["subject"].astype(str), lab["recording"].astype(str), lab["window_index"],
                      np.full(len(lab["y"]), meta["dataset"]), meta["ch_names"], float(meta["sfreq"]),
                      meta["class_names"], meta)
+
+
+def write_ingest_reports(out_dir: str | os.PathLike, window_sets: list[tuple[list[str], WindowSet]]) -> Path | None:
+    """``ingest_report.md`` / ``.json`` in ``out_dir``: the ingest report of every window set a command used
+    (one per preprocessing), each headed by the models that read it.
+
+    Returns
+    -------
+    Path or None
+        The markdown report (None when no window set carries a report).
+    """
+    out = Path(out_dir)
+    md, js = [], {}
+    for models, ws in window_sets:
+        p = Path(ws.meta.get("ingest_report", ""))
+        if not p.is_file():
+            continue
+        rep = json.loads(p.with_suffix(".json").read_text())
+        rep["models"] = list(models)
+        rep["cache"] = str(p.parent)
+        js[ws.meta["cache_key"]] = rep
+        pp = ws.meta.get("preprocessing", {})
+        md.append(f"<!-- windows {ws.meta['cache_key']} -->\n_Windows for {', '.join(models)}: "
+                  f"{pp.get('sfreq')} Hz, {pp.get('l_freq')}–{pp.get('h_freq')} Hz, reference {pp.get('reference')}, "
+                  f"{pp.get('window_s')} s windows; cache {p.parent}_\n\n" + p.read_text())
+    if not md:
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ingest_report.md").write_text("\n\n".join(md))
+    (out / "ingest_report.json").write_text(json.dumps(js, indent=1, default=str))
+    return out / "ingest_report.md"

@@ -606,24 +606,6 @@ def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
     raise UnsupportedMethodError(f"{backbone} does not support {method}")  # pragma: no cover
 
 
-def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
-    """The method actually computed for ``backbone``: ``method``, or ``fallback`` if configured.
-
-    Raises
-    ------
-    UnsupportedMethodError
-        ``attnlrp`` requested for a backbone without a patch map and no fallback configured.
-    """
-    if method in supported_methods(backbone):
-        return method
-    if fallback:
-        log.warning("%s has no %s patch map; computing %s instead (lrp_fallback: %s)", backbone, method, fallback,
-                    fallback)
-        return fallback
-    get_patch_map(backbone)  # raises with the supported methods
-    raise UnsupportedMethodError(f"{backbone} does not support {method}")  # pragma: no cover
-
-
 def attribute_windows(model: nn.Module, dataset, methods: Sequence[str], *, percentile: float = 75.0,
                       max_windows: int | None = None, batch_size: int = 8, lrp_fallback: str | None = None,
                       epsilon: float = 0.0, attention_rule: str = "attnlrp", conservation_windows: int = 4,

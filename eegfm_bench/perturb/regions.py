@@ -92,6 +92,27 @@ def region_task_names() -> list[str]:
     return sorted(task_map) + sorted(paper)
 
 
+_DECLARED: dict[str, str] = {}
+
+
+def register_task_regions(task: str, paper_type: str) -> None:
+    """Assign a declared task (``regions:`` in its YAML) to a paper 003 Table 6 task type.
+
+    Raises
+    ------
+    UnknownNameError
+        ``paper_type`` is not a Table 6 task type (the message lists them).
+    """
+    _, paper, task_map = _tables()
+    if paper_type not in paper:
+        raise UnknownNameError(f"task {task!r}: regions {paper_type!r} is not a paper 003 Table 6 task type. Valid: "
+                               f"{', '.join(sorted(paper))}")
+    if task in task_map and task_map[task] != paper_type:
+        raise ValueError(f"task {task!r} is assigned to {task_map[task]!r} in task_regions.yaml, not {paper_type!r}; "
+                         "fix: rename the declared task or drop its `regions:`")
+    _DECLARED[task] = paper_type
+
+
 def paper_task(task: str) -> str:
     """The Table 6 task type of ``task`` (a project task name or a paper task type).
 
@@ -103,11 +124,14 @@ def paper_task(task: str) -> str:
     _, paper, task_map = _tables()
     if task in task_map:
         return task_map[task]
+    if task in _DECLARED:
+        return _DECLARED[task]
     if task in paper:
         return task
     raise UnknownNameError(
         f"no region assignment for task {task!r}. Valid tasks: {', '.join(region_task_names())}.\n"
-        "fix: add the task to eegfm_bench/perturb/task_regions.yaml (`tasks:` maps it to a paper task type)"
+        "fix: set `regions: <paper task type>` in the task's YAML, or add the task to "
+        "eegfm_bench/perturb/task_regions.yaml (`tasks:` maps it to a paper task type)"
     )
 
 

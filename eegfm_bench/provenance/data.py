@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from eegfm_bench.data.tasks import TASKS, resolve_data_root
+from eegfm_bench.data.tasks import get_task, resolve_data_root
 from eegfm_bench.data.windows import WindowSet
 
 from .views import make_reference_views
@@ -199,7 +199,7 @@ def subject_metadata(task: str, column: str, data_root=None) -> dict[str, str]:
     ----------
     Paper 000 §2 ("Physiological benchmarks and metadata"), §4.3, Table 23 (minimal provenance schema).
     """
-    dataset = TASKS.get(task).dataset
+    dataset = get_task(task).dataset
     if dataset not in METADATA_TABLES:
         raise ValueError(f"dataset {dataset!r} (task {task!r}) has no per-subject metadata table; registered: "
                          f"{sorted(METADATA_TABLES)}; fix: add (path, subject column) to METADATA_TABLES")

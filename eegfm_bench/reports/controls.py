@@ -64,7 +64,7 @@ def controls_markdown(ctx, hand, frozen, cv_reps, perms, paired, scrambled, iden
          f"{', from the cv run ' + str(ctx.cfg['cv_out_dir']) if ctx.cfg['cv_out_dir'] else ''}); probes train on "
          "each fold's train + validation subjects and test on its test subjects",
          f"- probe: {ctx.spec}; metric for the gates: {metric} (mean over folds, window level)",
-         f"- unit-level estimates: "
+         "- unit-level estimates: "
          + (f"{ctx.agg_level} (mean probability per {ctx.agg_level}), reported separately" if ctx.agg_level else
             "none — every subject and every recording holds both classes, so no unit-level outcome is defined "
             "(§3.5)"),

@@ -231,7 +231,7 @@ class ControlsIdentity:
         max_windows_per_subject: per subject cap.
     """
 
-    tasks: Optional[list[str]] = None
+    tasks: Optional[list[Union[str, dict[str, Any]]]] = None
     family: str = "simple"
     n_folds: int = 5
     pca_k: int = 50
@@ -301,7 +301,7 @@ class ControlsConfig:
     """
 
     experiment: str = "controls"
-    task: Optional[str] = None
+    task: Optional[Union[str, dict[str, Any]]] = None
     out_dir: Optional[str] = None
     seed: int = 0
     cv_out_dir: Optional[str] = None
@@ -361,7 +361,7 @@ def load_config(path_or_dict, args=()) -> dict:
     from eegfm_bench.controls.embeddings import POOLINGS
     from eegfm_bench.controls.permutation import SCHEMES
     from eegfm_bench.controls.probes import PROBES
-    from eegfm_bench.data.tasks import TASKS
+    from eegfm_bench.data.tasks import get_task
     from eegfm_bench.models.adaptation import check_regime
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.heads import HEADS
@@ -374,7 +374,7 @@ def load_config(path_or_dict, args=()) -> dict:
         raise ConfigError(f"the controls config needs {' and '.join(f'`{k}`' for k in missing)} (a full run takes "
                           "hours on CPU, so nothing is assumed); fix: start from configs/experiment/controls_eegmat.yaml")
     check_trainer(cfg["trainer"], "trainer")
-    TASKS.get(cfg["task"])
+    get_task(cfg["task"])
     fam = cfg["features"]["families"]
     if not fam or any(f not in FAMILIES for f in fam) or len(set(fam)) != len(fam):
         raise ConfigError(f"features.families {fam!r}; fix: a non-empty list from {list(FAMILIES)}")
@@ -474,8 +474,8 @@ def load_config(path_or_dict, args=()) -> dict:
         if not isinstance(idc["tasks"], list) or len(idc["tasks"]) != 2:
             raise ConfigError("identity.tasks must name two tasks (e.g. [eegmmidb_mi, eegmat])")
         for t in idc["tasks"]:
-            TASKS.get(t)
-        if TASKS.get(idc["tasks"][0]).dataset == TASKS.get(idc["tasks"][1]).dataset:
+            get_task(t)
+        if get_task(idc["tasks"][0]).dataset == get_task(idc["tasks"][1]).dataset:
             raise ConfigError(f"identity.tasks {idc['tasks']} come from the same dataset; fix: two datasets")
         if idc["family"] not in FAMILIES:
             raise ConfigError(f"identity.family {idc['family']!r}; fix: one of {list(FAMILIES)}")
@@ -672,7 +672,7 @@ def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head
 
     chash = _hash(unit_cfg)
     seed = ctx.cfg["seed"] if seed is None else seed
-    key = dict(task=ctx.cfg["task"], model=model, init=init, regime=regime, head=head, seed=seed, condition="clean")
+    key = dict(task=ctx.task.name, model=model, init=init, regime=regime, head=head, seed=seed, condition="clean")
     path = ctx.out / "predictions" / f"{_safe(name)}.csv"
     cache = {}
 
@@ -769,7 +769,7 @@ def _handcrafted(ctx: _Ctx) -> dict:
         rep, get_X = _probe_rep(ctx, name=f"handcrafted_{fam}", model=f"handcrafted_{fam}", init="none",
                                 regime="frozen_probe", head=f"probe_{ctx.spec.kind}", source="handcrafted",
                                 unit_cfg=unit, compute_X=lambda fam=fam: _features(ctx, fam, ctx.ws, ctx.ws.ch_names,
-                                                                                   ctx.cfg["task"]))
+                                                                                   ctx.task.name))
         reps[fam], getters[fam] = rep, get_X
     return reps, getters
 
@@ -860,7 +860,7 @@ def _cv_claims(ctx: _Ctx, cv_cfg: dict | None) -> list[Rep]:
         res = _probe_result(ctx, proba)
         chash = _hash({"step": "cv_claim", "claim": c, "cv_out_dir": str(cvd), "folds": ctx.fold_ids,
                        "aggregate": ctx.agg_level, "init": init})
-        key = dict(task=ctx.cfg["task"], model=c["model"], init=init, regime=c["regime"], head=c["head"],
+        key = dict(task=ctx.task.name, model=c["model"], init=init, regime=c["regime"], head=c["head"],
                    seed=cv_cfg["seed"], condition="cv_predictions")
         if not ctx.store.done(chash, f"cv claim {name}", **key):
             ctx.store.append(_fold_rows(ctx, res, **key), chash)
@@ -877,7 +877,7 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
     metric = ctx.cfg["metric"]
     chash = _hash({"step": "paired", "rep": rep.name, "comp": comp.name, "bootstrap": b, "metric": metric,
                    "folds": ctx.fold_ids, "aggregate": ctx.agg_level})
-    key = dict(task=ctx.cfg["task"], model=rep.model, init=rep.init, regime=rep.regime, head=rep.head, seed=rep.seed,
+    key = dict(task=ctx.task.name, model=rep.model, init=rep.init, regime=rep.regime, head=rep.head, seed=rep.seed,
                condition=f"paired_vs_{comp_family}")
     path = ctx.out / "paired" / f"{_safe(rep.name)}-vs-{comp_family}.json"
     if ctx.store.done(chash, f"paired comparison {rep.name} vs {comp_family}", **key) and path.is_file():
@@ -931,7 +931,7 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
     metric = ctx.cfg["metric"]
     chash = _hash({"step": "permutation", "rep": rep.name, "perm": p, "scheme": ctx.scheme, "probe": ctx.cfg["probe"],
                    "metric": metric, "folds": ctx.fold_ids})
-    key = dict(task=ctx.cfg["task"], model=rep.model, init=rep.init, regime=rep.regime, head=rep.head, seed=rep.seed,
+    key = dict(task=ctx.task.name, model=rep.model, init=rep.init, regime=rep.regime, head=rep.head, seed=rep.seed,
                condition=f"label_permutation_{ctx.scheme}")
     path = ctx.out / "permutation" / f"{_safe(rep.name)}.json"
     if ctx.store.done(chash, f"the permutation test of {rep.name}", **key) and path.is_file():
@@ -1019,7 +1019,7 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
                 "pretrained": pretrained, "labels": lab, "data": ctx.cfg["data"], "batch": batch,
                 "correct_from": correct, "init_seed": init_seed_of[s]}
         chash = _hash(unit)
-        key = dict(task=ctx.cfg["task"], model=model, init=f"{init_name}#seed{init_seed_of[s]}", regime=regime,
+        key = dict(task=ctx.task.name, model=model, init=f"{init_name}#seed{init_seed_of[s]}", regime=regime,
                    head=head, fold=k, seed=s, condition=f"{lab}_labels")
         tag = f"{model}-{regime}-{head}-{lab}-seed{s}"
         path = ctx.out / "adaptation" / "predictions" / f"{tag}-fold{k}.csv"
@@ -1092,11 +1092,11 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
 def _identity(ctx: _Ctx) -> dict:
     """Dataset-identity probe (§4.4) on the handcrafted family of two tasks' recordings, resumable."""
     from eegfm_bench.controls.identity import dataset_identity_probe, shared_channels
-    from eegfm_bench.data.tasks import TASKS
+    from eegfm_bench.data.tasks import get_task
 
     idc = ctx.cfg["identity"]
     ta, tb = idc["tasks"]
-    names = (TASKS.get(ta).dataset, TASKS.get(tb).dataset)
+    names = (get_task(ta).dataset, get_task(tb).dataset)
     chash = _hash({"step": "identity", "identity": idc, "features": ctx.cfg["features"]})
     key = dict(task=f"identity:{names[0]}-vs-{names[1]}", model=f"handcrafted_{idc['family']}", init="none",
                regime="frozen_probe", head="probe_logreg", seed=int(idc["seed"]), condition="dataset_identity")
@@ -1104,14 +1104,14 @@ def _identity(ctx: _Ctx) -> dict:
     if ctx.store.done(chash, "the dataset-identity probe", **key) and path.is_file():
         return json.loads(path.read_text())
     subj = idc["subjects"] or {}
-    wss = [_load_ws(ctx.cfg, t, ctx.cfg["features"]["preprocessing"], ctx.progress, subjects=subj.get(t),
+    wss = [_load_ws(ctx.cfg, t, ctx.cfg["features"]["preprocessing"], ctx.progress, subjects=subj.get(get_task(t).name),
                     max_windows=idc["max_windows_per_subject"]) for t in (ta, tb)]
     shared = shared_channels(wss[0].ch_names, wss[1].ch_names, names)  # raises, listing each dataset's channels
     t0 = time.time()
     Fs = []
     for t, w in zip((ta, tb), wss):
         names_w = {c.lower(): c for c in w.ch_names}
-        Fs.append(_features(ctx, idc["family"], w, [names_w[c.lower()] for c in shared], f"identity-{t}"))
+        Fs.append(_features(ctx, idc["family"], w, [names_w[c.lower()] for c in shared], f"identity-{get_task(t).name}"))
     res = dataset_identity_probe(Fs[0], wss[0].recording, Fs[1], wss[1].recording, names=names,
                                  n_folds=int(idc["n_folds"]), pca_k=int(idc["pca_k"]), C=float(idc["C"]),
                                  n_permutations=int(idc["n_permutations"]), n_balanced=int(idc["n_balanced"]),
@@ -1203,7 +1203,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
         pr = paired.get(rep.name)
         ci = None if pr is None else (pr["levels"]["window"]["bootstrap"]["low"],
                                       pr["levels"]["window"]["bootstrap"]["high"])
-        ev = ClaimEvidence(model=rep.name, task=ctx.cfg["task"], evaluation_dataset=ctx.task.dataset,
+        ev = ClaimEvidence(model=rep.name, task=ctx.task.name, evaluation_dataset=ctx.task.dataset,
                            model_score=_score(rep, metric), comparator_scores=comp_scores, paired_ci=ci,
                            pretraining_corpora=corpora, random_init_scores=random_scores, permutation_p=perm_p,
                            adaptation=adaptation, scrambled_label_score=scrambled_score, alpha=alpha, metric=metric)
@@ -1301,7 +1301,7 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
     from eegfm_bench.controls.probes import ProbeSpec, encode_labels
     from eegfm_bench.controls.embeddings import row_keys
     from eegfm_bench.data.splits import SplitConfigError, SplitSpec, make_split, save_or_verify
-    from eegfm_bench.data.tasks import TASKS
+    from eegfm_bench.data.tasks import get_task
 
     t_start = time.time()
     cfg = load_config(config, args)
@@ -1321,7 +1321,7 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
     out = Path(cfg["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
-    task = TASKS.get(cfg["task"])
+    task = get_task(cfg["task"])
     d, sp = cfg["data"], cfg["split"]
     ws = _load_ws(cfg, cfg["task"], cfg["features"]["preprocessing"], progress, subjects=d["subjects"],
                   max_windows=d["max_windows_per_subject"])
@@ -1333,7 +1333,7 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
     if spec.scheme == "kfold" and spec.k > n_subj:
         raise ConfigError(f"{n_subj} subjects for {spec.k} folds; fix: split.k <= {n_subj} (or add subjects)")
     try:
-        split = make_split(ws.y, groups, spec, cfg["task"])
+        split = make_split(ws.y, groups, spec, task.name)
     except SplitConfigError as err:
         raise ConfigError(f"too few subjects for the requested folds: {err}") from err
     split_path = Path(cfg["cv_out_dir"]) / "splits.json" if cv_cfg is not None else out / "splits.json"
@@ -1389,12 +1389,12 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
 
         ta, tb = cfg["identity"]["tasks"]
         wa = _load_ws(cfg, ta, cfg["features"]["preprocessing"], progress,
-                      subjects=(cfg["identity"]["subjects"] or {}).get(ta),
+                      subjects=(cfg["identity"]["subjects"] or {}).get(get_task(ta).name),
                       max_windows=cfg["identity"]["max_windows_per_subject"])
         wb = _load_ws(cfg, tb, cfg["features"]["preprocessing"], progress,
-                      subjects=(cfg["identity"]["subjects"] or {}).get(tb),
+                      subjects=(cfg["identity"]["subjects"] or {}).get(get_task(tb).name),
                       max_windows=cfg["identity"]["max_windows_per_subject"])
-        shared_channels(wa.ch_names, wb.ch_names, (TASKS.get(ta).dataset, TASKS.get(tb).dataset))
+        shared_channels(wa.ch_names, wb.ch_names, (get_task(ta).dataset, get_task(tb).dataset))
         del wa, wb
 
     # (a) handcrafted
@@ -1453,7 +1453,7 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
                            gate_context, seconds)
     (out / "controls_report.md").write_text(md)
     summary = {
-        "experiment": cfg["experiment"], "task": cfg["task"], "dataset": task.dataset, "n_windows": len(ws),
+        "experiment": cfg["experiment"], "task": task.name, "dataset": task.dataset, "n_windows": len(ws),
         "n_subjects": int(n_subj), "folds": fold_ids, "permutation_scheme": scheme, "unit_level": agg_level,
         "metric": metric, "stronger_family": strongest,
         "scores": {r.name: {"source": r.source, "init": r.init, "regime": r.regime, "head": r.head,

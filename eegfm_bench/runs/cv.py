@@ -138,7 +138,8 @@ class CVConfig:
 
     Args:
         experiment: name recorded in every row.
-        task: registered task (``eegfm-bench tasks``).
+        task: a registered task (``eegfm-bench tasks``), a task YAML file, or a task mapping
+            (``{preset: tuab, root: /data/tuab}``, or a full declaration: see ``eegfm_bench.data.spec``).
         out_dir: where rows, splits, checkpoints, predictions and logs go.
         seed: training seed (fold ``k`` trains with ``seed + k``).
         data: windows and batches.
@@ -148,7 +149,7 @@ class CVConfig:
     """
 
     experiment: str = "experiment"
-    task: str = "eegmmidb_mi"
+    task: Union[str, dict[str, Any]] = "eegmmidb_mi"
     out_dir: str = "results/experiment"
     seed: int = 0
     data: DataConfig = field(default_factory=DataConfig)
@@ -173,14 +174,14 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
     ConfigError, UnknownNameError
         Naming the bad key or value, the close matches and the fix.
     """
-    from eegfm_bench.data.tasks import TASKS
+    from eegfm_bench.data.tasks import get_task
     from eegfm_bench.models.adaptation import check_regime
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.heads import HEADS
     from eegfm_bench.runs.trainer import check_trainer
 
     cfg = parse_config(cv_parser(), source, args)
-    TASKS.get(cfg["task"])
+    get_task(cfg["task"])  # a declared task is validated here, before any data is read
     if not cfg["runs"]:
         raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
     check_trainer(cfg["trainer"], "trainer")
@@ -304,6 +305,8 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
 
     from eegfm_bench.data.datamodule import EEGDataModule
     from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
+    from eegfm_bench.data.tasks import task_name
+    from eegfm_bench.data.windows import write_ingest_reports
     from eegfm_bench.models.features import extract_features
     from eegfm_bench.models.module import FMClassifier
     from eegfm_bench.reports.cv import current_summary, write_summary
@@ -319,6 +322,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     store = ResultStore(out, write=zero)
     quiet_lightning()
     d, sp = cfg["data"], cfg["split"]
+    tname = task_name(cfg["task"])
     spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
     windows: dict = {}
     split = None
@@ -329,7 +333,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         ws = windows_for(cfg, run["model"], windows, progress)
         groups = ws.subject if spec.group_by == "subject" else ws.recording
         if split is None:
-            split = save_or_verify(make_split(ws.y, groups, spec, cfg["task"]), out / "splits.json", write=zero)
+            split = save_or_verify(make_split(ws.y, groups, spec, tname), out / "splits.json", write=zero)
         elif sorted(np.unique(groups).tolist()) != split.groups:
             raise RuntimeError(f"{run['model']}'s preprocessing yields subjects {np.unique(groups).tolist()} but the "
                                f"split holds {split.groups}")
@@ -339,6 +343,14 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             current[(run["model"], run["regime"], head)] = chash
             for f in folds:
                 cells.append(Cell(run, head, int(f), chash))
+    if zero:
+        used: dict[str, tuple[list, Any]] = {}
+        for run in cfg["runs"]:
+            w = windows_for(cfg, run["model"], windows)
+            used.setdefault(w.meta["cache_key"], ([], w))[0].append(run["model"])
+        report = write_ingest_reports(out, list(used.values()))
+        if report is not None and progress:
+            tqdm.write(f"ingest report: {report}")
     if zero:  # the config hash of every cell of this config: what the sweep, probes and attribution read
         (out / "cells.json").write_text(json.dumps(
             [{"model": m, "regime": r, "head": h, "config_hash": c} for (m, r, h), c in current.items()], indent=1))
@@ -371,7 +383,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
                                  backbone_kwargs=run.get("backbone_kwargs"), head_kwargs=run.get("head_kwargs"),
                                  lora=run.get("lora"), **optim)
             init = model.init
-            key = dict(experiment=cfg["experiment"], task=cfg["task"], model=model_name, init=init, regime=regime,
+            key = dict(experiment=cfg["experiment"], task=tname, model=model_name, init=init, regime=regime,
                        head=head, fold=fold, seed=cfg["seed"], condition="clean")
             if regime == "head_only":
                 feats = extract_features(model.backbone, ws, parts=("tokens",), trainer=tr, batch_size=d["batch_size"],
@@ -422,7 +434,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     if zero:
         if not failures and (out / "failures.json").is_file():
             (out / "failures.json").write_text("[]\n")
-        write_summary(out / "summary.md", table, experiment=cfg["experiment"], task=cfg["task"], scheme=spec.scheme,
+        write_summary(out / "summary.md", table, experiment=cfg["experiment"], task=tname, scheme=spec.scheme,
                       fold_unit=fold_unit)
     if failures:
         from eegfm_bench.results import FailedCellsError

@@ -117,7 +117,10 @@ class CVRun:
     # -------------------------------------------------------------------------------------------- facts
     @property
     def task(self) -> str:
-        return self.config["task"]
+        """The task's name (a declared task's ``name``; its region assignment is registered on the way)."""
+        from eegfm_bench.data.tasks import task_name
+
+        return task_name(self.config["task"])
 
     @property
     def experiment(self) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from eegfm_bench.data.montage import ChannelNameError, canonical_name, canonical_names
 from eegfm_bench.data.preprocessing import Preprocessing
-from eegfm_bench.data.tasks import TASKS, DataNotFoundError, Recording, RecordingReadError
+from eegfm_bench.data.tasks import DataNotFoundError, Recording, RecordingReadError, get_task
 from eegfm_bench.data.windows import NonFiniteWindowError, load_windows
 from eegfm_bench.registry import UnknownNameError
 
@@ -21,7 +21,7 @@ def test_canonical_names():
 
 def test_unknown_task_lists_valid_names():
     with pytest.raises(UnknownNameError, match="eegmmidb_mi") as e:
-        TASKS.get("eegmmidb_motor")
+        get_task("eegmmidb_motor")
     assert "Did you mean" in str(e.value)
 
 
@@ -80,22 +80,31 @@ def test_missing_subject_files_are_named(data_root, tmp_path):
 
 def test_corrupted_edf_is_a_clear_error(data_root):
     bad = data_root / "formats" / "bad_inputs" / "eegmmidb_S001R01_corrupted_copy.edf"
-    task = TASKS.get("eegmmidb_eyes")
+    src = get_task("eegmmidb_eyes").source(data_root)
     with pytest.raises(RecordingReadError, match="corrupted") as e:
-        task.read(Recording("S001", "S001R01", bad, 0))
+        src.read(Recording("S001", "S001R01", bad, "eyes_open", run="1"))
     assert str(bad) in str(e.value)
 
 
-def test_nan_window_is_rejected(data_root, tmp_path, monkeypatch):
+def test_nan_window_is_rejected_and_reported(data_root, tmp_path, monkeypatch):
+    import json
+
     import eegfm_bench.data.windows as W
 
     real = W.apply_preprocessing
 
     def poisoned(raw, prep, line):
         raw, applied = real(raw, prep, line)
-        raw._data[3, 100] = np.nan
+        raw._data[3, 100] = np.nan  # sample 100 at 80 Hz: inside window 0 of each recording
         return raw, applied
 
     monkeypatch.setattr(W, "apply_preprocessing", poisoned)
+    ws = load_windows("eegmmidb_eyes", PREP, data_root=data_root, subjects=[1], cache_dir=tmp_path / "nan", progress=False)
+    assert len(ws) == 28 and np.isfinite(np.asarray(ws.X)).all()  # 15 + 15 windows, window 0 of each rejected
+    rep = json.loads(open(ws.meta["ingest_report"].replace(".md", ".json")).read())
+    r1 = {r["recording"]: r for r in rep["recordings"]}["S001R01"]
+    assert r1["windows_rejected"] == {"non-finite samples after preprocessing": 1} and r1["windows_kept"] == 14
+    assert any("NaN/Inf" in f for f in r1["findings"])
     with pytest.raises(NonFiniteWindowError, match="S001R01.*NaN"):
-        load_windows("eegmmidb_eyes", PREP, data_root=data_root, subjects=[1], cache_dir=tmp_path / "nan", progress=False)
+        load_windows({"preset": "eegmmidb_eyes", "strict": True}, PREP, data_root=data_root, subjects=[1],
+                     cache_dir=tmp_path / "nan_strict", progress=False)

@@ -360,10 +360,10 @@ def test_catalogue_parameter_counts_are_measured(name):
 
 
 def test_pretraining_overlap():
-    from eegfm_bench.data.tasks import TASKS
+    from eegfm_bench.data.tasks import get_task
     from eegfm_bench.models.catalogue import IncompleteInventoryError, pretraining_corpora, pretraining_overlap
 
-    mi = TASKS.get("eegmmidb_mi").pretraining_aliases
+    mi = get_task("eegmmidb_mi").pretraining_aliases
     assert pretraining_overlap("labram", mi) == ["EEG Motor Movement/Imagery (PhysioNet EEGMMIDB)"]
     assert pretraining_overlap("eegpt", mi) == ["PhysioMI (PhysioNet EEGMMIDB)"]
     assert pretraining_overlap("cbramod", mi) == [] and pretraining_overlap("eegnet", mi) == []
@@ -372,10 +372,15 @@ def test_pretraining_overlap():
     assert pretraining_overlap("biot_bipolar", "CHB-MIT", checkpoint=six) == ["CHB-MIT (training set)"]
     assert pretraining_overlap("biot_bipolar", "CHB-MIT", checkpoint=prest) == []
     with pytest.raises(IncompleteInventoryError, match="reve"):
-        pretraining_overlap("reve", TASKS.get("eegmat").pretraining_aliases)
+        pretraining_overlap("reve", get_task("eegmat").pretraining_aliases)
     assert pretraining_overlap("reve", "eegmat", assume_complete=True) == []
     assert pretraining_overlap("reve", "TUAB") == ["TUEG (Temple University Hospital EEG corpus)"]
     assert pretraining_corpora("reve") is None and pretraining_corpora("eegnet") == []
+    # the presets' aliases find the papers' overlaps (paper 001 §3.2: TUAB is in-domain for the TUEG-pretrained)
+    assert pretraining_overlap("cbramod", get_task("tuab").pretraining_aliases) == [
+        "TUEG (Temple University Hospital EEG corpus)"]
+    assert pretraining_overlap("biot_bipolar", get_task("chbmit").pretraining_aliases, checkpoint=six) == [
+        "CHB-MIT (training set)"]
     with pytest.raises(KeyError, match="known"):
         pretraining_overlap("nope", "x")
 

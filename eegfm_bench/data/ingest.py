@@ -1,0 +1,591 @@
+"""From a declared task to windows: channel policy, ingestion checks, preprocessing, labels, windows.
+
+:class:`DeclaredTask` is a task built from a :class:`~eegfm_bench.data.spec.TaskSpec` (the registered tasks are
+declared the same way). :func:`ingest_recording` reads one recording through its source and applies, recording every
+step in its :class:`~eegfm_bench.data.qc.RecordingQC`:
+
+1. **Reading** with every reader warning captured (MNE's truncation, mixed-rate and annotation warnings included);
+   the duration the EDF/BDF header declares vs what the file holds (a truncated file is a finding, never silent);
+   the native sampling rate of every channel: channels at other rates are refused (``mixed_rates: refuse``) or
+   read without them (``eeg_only``: only the channels at the EEG rate are read, so nothing is resampled to join
+   them).
+2. **Channels**: ``rename``, non-EEG channels (EOG, ECG, EMG, stim, misc, by type or name) dropped or refused,
+   ``include`` / ``exclude``, the 10-05 aliases (``EEG Fp1-Ref`` → ``Fp1``, old ``T3`` → ``T7``), names without a
+   10-05 position dropped / kept / refused, positions from MNE's ``standard_1005``.
+3. **Signal checks** on the kept channels: flat (peak-to-peak < 0.1 µV), saturated (> 1 % of samples at the rail),
+   non-finite. Flat channels are interpolated before the common average (so they do not spread into every other
+   channel), or drop the recording, or are kept, or refuse.
+4. **Preprocessing** (:func:`~eegfm_bench.data.preprocessing.apply_preprocessing`), the applied values kept *per
+   recording*.
+5. **Labels and windows**: event-locked (one window from onset + ``tmin`` per labelled event; events past the end and
+   overlapping events handled by the declared policy) or fixed-length (labelled by the recording's class or by the
+   event covering at least ``min_overlap`` of the window); windows overlapping ``BAD`` annotations and windows with
+   non-finite samples rejected, each with its reason.
+
+``strict: true`` turns every finding into an :class:`~eegfm_bench.data.qc.IngestError`.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+import numpy as np
+
+from eegfm_bench.config import ConfigError
+from eegfm_bench.data.qc import IngestError, RecordingQC, capture_warnings, channel_signal_checks, edf_header
+from eegfm_bench.data.sources import SOURCES, Recording, resolve_data_root
+from eegfm_bench.data.spec import parse_task_spec, spec_hash
+
+NON_EEG_TYPES = {"eog", "ecg", "emg", "stim", "misc", "resp", "bio", "syst", "gsr", "temperature", "chpi", "exci",
+                 "ias", "dipole", "gof", "ref_meg", "mag", "grad", "seeg", "dbs", "ecog", "fnirs_cw_amplitude"}
+NON_EEG_NAME = re.compile(r"(^|[^A-Za-z])(ECG|EKG|EOG|HEOG|VEOG|EMG|RESP|PHOTIC|STI|STATUS|TRIGGER|EVENT|SPO2|SAO2|"
+                          r"PULSE|HR|PLETH|EDA|GSR|TEMP|MARKER|ANNOTATIONS?|BURSTS|SUPPR|IBI)([^A-Za-z]|$)", re.I)
+
+
+@dataclass(frozen=True)
+class DeclaredTask:
+    """A classification task built from a declared :class:`~eegfm_bench.data.spec.TaskSpec`.
+
+    Attributes
+    ----------
+    spec : dict
+        The resolved spec (defaults filled).
+    name, dataset, description : str
+    class_names : tuple of str
+        Label order.
+    line_freq : float or None
+        Mains frequency of the notch (Hz).
+    pretraining_aliases : tuple of str
+    """
+
+    spec: dict = field(hash=False, compare=False)
+    name: str = ""
+    dataset: str = ""
+    class_names: tuple[str, ...] = ()
+    line_freq: float | None = None
+    description: str = ""
+    pretraining_aliases: tuple[str, ...] = ()
+    native_sfreq: float | None = None
+
+    @classmethod
+    def from_spec(cls, spec: dict, where: str = "task") -> "DeclaredTask":
+        s = parse_task_spec(spec, where)
+        classes = tuple(s["classes"]) if s["classes"] else tuple(sorted(_declared_classes(s)))
+        if not classes and s["source"] != "moabb":
+            raise ConfigError(f"{where}: the classes cannot be inferred from the labels; fix: list them in `classes:`")
+        if classes:
+            named = dict.fromkeys(_declared_classes(s))
+            b = s["windows"]["balance"] or {}
+            named.update(dict.fromkeys((b.get("ratios") or {}) | dict.fromkeys(b.get("subsample") or [])))
+            named.update(dict.fromkeys((s["windows"].get("span") or {}).get("around") or []))
+            unknown = [c for c in named if c not in classes]
+            if unknown:
+                raise ConfigError(f"{where}: classes {unknown} are used in labels / windows.balance but not listed in "
+                                  f"classes {list(classes)}; fix: add them to `classes:` or correct the spelling")
+        if s["regions"]:
+            from eegfm_bench.perturb.regions import register_task_regions
+
+            register_task_regions(s["name"], s["regions"])
+        return cls(s, s["name"], s["dataset"] or s["name"], classes, s["line_freq"], s["description"],
+                   tuple(s["pretraining_aliases"]))
+
+    @property
+    def key(self) -> str:
+        """Hash of the resolved spec (part of the window cache key)."""
+        return spec_hash(self.spec)
+
+    def source(self, data_root=None):
+        root = Path(self.spec["root"]) if self.spec["root"] else Path(".")
+        if not root.is_absolute():
+            root = resolve_data_root(data_root) / root
+        src = SOURCES.get(self.spec["source"])(self.spec, root)
+        if self.spec["source"] == "moabb" and not self.spec["labels"]["events"]:
+            object.__setattr__(self, "spec", {**self.spec, "labels": {**self.spec["labels"],
+                                                                     "events": src.default_events()}})
+            src.spec = self.spec
+            if not self.class_names:
+                object.__setattr__(self, "class_names", tuple(sorted(set(self.spec["labels"]["events"].values()))))
+        return src
+
+    def recordings(self, root=None, subjects=None, download=None) -> list[Recording]:
+        """The recordings of the task (``root``: the data root)."""
+        return self.source(root).recordings(subjects)
+
+
+def _declared_classes(s: dict) -> set[str]:
+    lab = s["labels"]
+    out = set()
+    if lab["events"]:
+        out |= set(lab["events"].values())
+    if lab["map"]:
+        out |= {v for v in lab["map"].values() if v is not None}
+    if lab["background"]:
+        out.add(lab["background"])
+    if s.get("eegmmidb") and s["eegmmidb"].get("run_labels"):
+        out |= set(s["eegmmidb"]["run_labels"].values())
+    return out
+
+
+# ============================================================================================ one recording
+def _native_rates(raw, qc: RecordingQC) -> dict[str, float]:
+    """Native sampling rate of each channel (EDF/BDF: samples per record / record length; other formats: one)."""
+    extras = getattr(raw, "_raw_extras", None)
+    rates = {}
+    if extras and isinstance(extras[0], dict) and "n_samps" in extras[0] and "record_length" in extras[0]:
+        ex = extras[0]
+        rec_len = float(np.atleast_1d(ex["record_length"])[0])
+        sel = ex.get("sel", np.arange(len(ex["n_samps"])))
+        n_samps = np.asarray(ex["n_samps"])[sel] if len(ex["n_samps"]) > len(raw.ch_names) else ex["n_samps"]
+        for name, n in zip(raw.ch_names, n_samps):
+            rates[name] = float(n) / rec_len if rec_len else float(raw.info["sfreq"])
+    else:
+        rates = {c: float(raw.info["sfreq"]) for c in raw.ch_names}
+    qc.native_sfreq = {}
+    for c, r in rates.items():
+        qc.native_sfreq.setdefault(f"{r:g}", []).append(c)
+    return rates
+
+
+def _is_non_eeg(name: str, ch_type: str) -> bool:
+    return ch_type in NON_EEG_TYPES or bool(NON_EEG_NAME.search(name))
+
+
+def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC):
+    """Read one recording and apply the channel policy and checks (steps 1-3 of the module docstring).
+
+    Returns
+    -------
+    mne.io.Raw or None
+        EEG channels only, 10-05 names where known, positions set, preloaded, volts; ``None`` when the recording is
+        dropped (``qc.status``/``qc.reason`` say why).
+
+    Raises
+    ------
+    IngestError
+        A refusing policy (``mixed_rates: refuse``, ``non_eeg: error``, ``unknown: error``, ``flat: error``), or any
+        finding under ``strict: true``.
+    RecordingReadError
+        The reader failed (the message names the file and the fix).
+    """
+    import mne
+
+    from eegfm_bench.data.montage import ChannelNameError, canonical_name, standard_1005
+
+    ch = task.spec["channels"]
+    with capture_warnings(qc):
+        raw = source.read(rec)
+    qc.format = type(raw).__name__
+    qc.channels_as_read = list(raw.ch_names)
+    qc.sfreq_read = float(raw.info["sfreq"])
+    qc.read_duration_s = round(raw.n_times / raw.info["sfreq"], 3)
+    hdr = edf_header(source.header_path(rec)) if source.header_path(rec) else None
+    if hdr and hdr["declared_s"] is not None:
+        qc.header_duration_s = round(hdr["declared_s"], 3)
+        if qc.read_duration_s + 1e-6 < hdr["declared_s"] - max(1.0 / raw.info["sfreq"], 1e-3):
+            qc.find(f"truncated: the header declares {hdr['declared_s']:g} s ({hdr['n_records']} records) but the file "
+                    f"holds {qc.read_duration_s:g} s; only the data present were used")
+    rates = _native_rates(raw, qc)
+    types = dict(zip(raw.ch_names, raw.get_channel_types()))
+    # -- mixed sampling rates ---------------------------------------------------------------------------------
+    eeg_like = [c for c in raw.ch_names if not _is_non_eeg(c, types[c]) and c not in ch["exclude"]]
+    if len({round(rates[c], 6) for c in eeg_like}) > 1 or len({round(r, 6) for r in rates.values()}) > 1:
+        by = {}
+        for c in raw.ch_names:
+            by.setdefault(rates[c], []).append(c)
+        desc = "; ".join(f"{len(v)} channel(s) at {k:g} Hz ({', '.join(v[:4])}{'…' if len(v) > 4 else ''})"
+                         for k, v in sorted(by.items(), reverse=True))
+        eeg_rate = max({rates[c] for c in eeg_like} or {raw.info["sfreq"]},
+                       key=lambda r: sum(rates[c] == r for c in eeg_like))
+        if ch["mixed_rates"] == "refuse":
+            raise IngestError(f"{rec.recording} ({rec.path}): channels are sampled at different rates: {desc}; MNE would "
+                              "resample the slower ones to the fastest. fix: channels.mixed_rates: eeg_only (read only "
+                              f"the channels at the EEG rate, {eeg_rate:g} Hz), or exclude the others")
+        keep = [c for c in raw.ch_names if rates[c] == eeg_rate]
+        gone = [c for c in raw.ch_names if c not in keep]
+        if rec.path is None or rec.path.suffix.lower() not in (".edf", ".bdf"):
+            raise IngestError(f"{rec.recording}: mixed_rates: eeg_only needs an EDF/BDF file; fix: exclude {gone}")
+        with capture_warnings(qc):
+            raw = mne.io.read_raw_edf(rec.path, include=keep, preload=True, verbose="warning")
+            if task.spec["source"] == "eegmmidb":
+                mne.datasets.eegbci.standardize(raw)
+        for c in gone:
+            qc.dropped[c] = f"sampled at {rates[c]:g} Hz, not the EEG rate {eeg_rate:g} Hz (mixed_rates: eeg_only)"
+        qc.act(f"read only the {len(keep)} channels at {eeg_rate:g} Hz; dropped {gone}")
+        qc.find(f"mixed sampling rates in one file: {desc}")
+        qc.sfreq_read = float(raw.info["sfreq"])
+        types = dict(zip(raw.ch_names, raw.get_channel_types()))
+    # -- channel policy ---------------------------------------------------------------------------------------
+    if ch["rename"]:
+        ren = {a: b for a, b in ch["rename"].items() if a in raw.ch_names}
+        if ren:
+            raw.rename_channels(ren)
+            qc.renamed.update(ren)
+            types = {ren.get(c, c): t for c, t in types.items()}
+    drop: dict[str, str] = {}
+    for c in raw.ch_names:
+        if c in ch["exclude"]:
+            drop[c] = "excluded by channels.exclude"
+        elif _is_non_eeg(c, types.get(c, "eeg")):
+            if ch["non_eeg"] == "error":
+                raise IngestError(f"{rec.recording}: channel {c!r} ({types.get(c)}) is not EEG; fix: channels.non_eeg: "
+                                  f"drop, or channels.exclude: [{c!r}]")
+            drop[c] = f"not EEG ({types.get(c) if types.get(c) != 'eeg' else 'by name'})"
+    names = [c for c in raw.ch_names if c not in drop]
+    canon: dict[str, str] = {}
+    for c in names:
+        new = c
+        if ch["aliases"]:
+            try:
+                new = canonical_name(c)
+            except ChannelNameError:
+                new = None
+        elif c not in standard_1005().ch_names:
+            new = None
+        if new is None:
+            if ch["unknown"] == "error":
+                raise IngestError(f"{rec.recording}: channel {c!r} has no standard 10-05 name; fix: channels.rename it, "
+                                  "channels.exclude it, or channels.unknown: drop | keep")
+            if ch["unknown"] == "drop":
+                drop[c] = "no standard 10-05 name/position (channels.unknown: drop)"
+                continue
+            new = c
+        canon[c] = new
+    if ch["include"] is not None:
+        wanted = list(ch["include"])
+        got = {v.lower(): k for k, v in canon.items()} | {k.lower(): k for k in canon}
+        missing = [w for w in wanted if w.lower() not in got]
+        if missing:
+            raise IngestError(f"{rec.recording}: channels.include lists {missing}, which the recording lacks (it has "
+                              f"{sorted(canon.values())}); fix: remove them from include, or exclude this recording")
+        order = [got[w.lower()] for w in wanted]
+        for c in list(canon):
+            if c not in order:
+                drop[c] = "not in channels.include"
+                canon.pop(c)
+        canon = {c: canon[c] for c in order}
+    dups = sorted({v for v in canon.values() if list(canon.values()).count(v) > 1})
+    if dups:
+        raise IngestError(f"{rec.recording}: channels {dups} appear twice after renaming; fix: exclude one of them "
+                          "(channels.exclude) or rename them apart")
+    for c, why in drop.items():
+        qc.dropped[c] = why
+    if not canon:
+        qc.find(f"no EEG channel left after the channel policy (read: {list(raw.ch_names)})")
+        qc.drop("no EEG channel left after the channel policy")
+        return None
+    if drop:
+        raw.drop_channels([c for c in drop if c in raw.ch_names])
+    raw.reorder_channels(list(canon))
+    ren = {c: n for c, n in canon.items() if c != n}
+    if ren:
+        raw.rename_channels(ren)
+        qc.renamed.update(ren)
+    raw.set_channel_types({c: "eeg" for c in raw.ch_names}, on_unit_change="ignore")
+    with capture_warnings(qc):
+        raw.set_montage(standard_1005(), on_missing="ignore" if ch["unknown"] == "keep" else "raise")
+    qc.channels_kept = list(raw.ch_names)
+    non_eeg_dropped = [c for c, why in qc.dropped.items() if why.startswith("not EEG")]
+    if non_eeg_dropped:
+        qc.act(f"dropped non-EEG channels {non_eeg_dropped}")
+    unknown = [c for c, why in qc.dropped.items() if why.startswith("no standard 10-05")]
+    if unknown:
+        qc.find(f"channels without a 10-05 name dropped: {unknown}")
+    # -- signal checks ----------------------------------------------------------------------------------------
+    data = raw.get_data()
+    channel_signal_checks(data, list(raw.ch_names), qc)
+    if qc.nonfinite:
+        qc.find(f"non-finite samples in {qc.nonfinite} (windows holding them are rejected)")
+    if qc.saturated:
+        qc.find(f"saturated channels (share of samples at the rail): {qc.saturated}")
+    if qc.flat:
+        policy = ch["flat"]
+        qc.find(f"flat channels (peak-to-peak < 0.1 µV): {qc.flat}")
+        if policy == "error":
+            raise IngestError(f"{rec.recording}: flat channels {qc.flat}; fix: channels.flat: interpolate | drop_recording "
+                              "| keep, or exclude them")
+        if policy == "drop_recording":
+            qc.drop(f"flat channels {qc.flat} (channels.flat: drop_recording)")
+            return None
+        if policy == "interpolate":
+            pos = raw.get_montage().get_positions()["ch_pos"] if raw.get_montage() else {}
+            if not all(c in pos for c in qc.flat) or len(qc.flat) >= len(raw.ch_names) - 2:
+                qc.drop(f"flat channels {qc.flat} cannot be interpolated (no positions or too few good channels)")
+                return None
+            raw.info["bads"] = list(qc.flat)
+            with capture_warnings(qc):
+                raw.interpolate_bads(reset_bads=True, mode="accurate", verbose="warning")
+            qc.interpolated = list(qc.flat)
+            qc.act(f"interpolated flat channels {qc.flat} (spherical spline) before the common average")
+    if task.spec["strict"] and (qc.findings or qc.warnings):
+        raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings + [f"reader: {w}" for w in qc.warnings])
+                          + ". fix: repair or exclude the recording, or set strict: false to accept these findings "
+                            "(each is written to the ingest report)")
+    return raw
+
+
+def recording_label(task: DeclaredTask, rec: Recording, qc: RecordingQC) -> str | None:
+    """The class name of a recording-labelled recording (``labels.map`` applied), or None.
+
+    A value that ``labels.map`` maps to null is not part of the task: the recording is marked dropped in ``qc``
+    (reported) and None is returned.
+
+    Raises
+    ------
+    IngestError
+        The label maps to no declared class (names it and the fix).
+    """
+    if rec.label is None:
+        return None
+    m = task.spec["labels"]["map"] or {}
+    key = str(rec.label)
+    if key in m and m[key] is None:
+        qc.label = None
+        qc.drop(f"label {key!r} is not part of this task (labels.map: {key}: null)")
+        return None
+    lab = m.get(key, key)
+    if lab not in task.class_names:
+        raise IngestError(f"{rec.recording}: label {rec.label!r} maps to {lab!r}, not one of the classes "
+                          f"{list(task.class_names)}; fix: add it to labels.map (a class, or null to exclude it) or to "
+                          "classes")
+    qc.label = lab
+    return lab
+
+
+def event_class(events_map: dict[str, str], description: str) -> str | None:
+    """The class of an annotation: ``labels.events`` by exact description first, then by shell-style pattern."""
+    d = str(description)
+    if d in events_map:
+        return events_map[d]
+    for pat, c in events_map.items():
+        if any(ch in pat for ch in "*?[") and fnmatch.fnmatchcase(d, pat):
+            return c
+    return None
+
+
+def _bad_intervals(raw, prefixes) -> list[tuple[float, float]]:
+    out = []
+    for a in raw.annotations:
+        if any(str(a["description"]).upper().startswith(p.upper()) for p in prefixes):
+            out.append((float(a["onset"]) - raw.first_time, float(a["onset"]) - raw.first_time + float(a["duration"])))
+    return out
+
+
+def _empty(raw, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.empty((0, len(raw.ch_names), n)), np.empty(0, dtype=np.int64)
+
+
+def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: RecordingQC,
+                label: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Windows of a preprocessed recording (step 5 of the module docstring).
+
+    Every rejected window is counted in ``qc.windows_rejected`` under its reason; a recording that yields no
+    window is marked dropped with the reason.
+
+    Returns
+    -------
+    X : ndarray, shape (n_windows, n_chans, n_times), volts
+    y : ndarray of int64, shape (n_windows,)
+        Indices into ``task.class_names``.
+
+    Raises
+    ------
+    IngestError
+        ``tmax`` inconsistent with the window, or a refusing policy (``past_end: error``, ``overlap: error``).
+    """
+    import mne
+
+    w, lab = task.spec["windows"], task.spec["labels"]
+    sfreq = float(raw.info["sfreq"])
+    n = int(round(window_s * sfreq))
+    data = raw.get_data()
+    T = data.shape[1]
+    cls_idx = {c: i for i, c in enumerate(task.class_names)}
+    rej = w["reject_annotations"] or []
+    bad = _bad_intervals(raw, rej) if rej else []
+    events_map = lab["events"] or {}
+    descs = [str(d) for d in raw.annotations.description]
+    mapped = {d: event_class(events_map, d) for d in set(descs)}
+    for d in sorted(set(descs)):
+        if mapped[d] is None and not any(d.upper().startswith(p.upper()) for p in rej):
+            qc.events_unmapped[d] = descs.count(d)
+    starts: list[int] = []
+    ys: list[int] = []
+
+    def overlaps_bad(s: int) -> bool:
+        a, b = s / sfreq, (s + n) / sfreq
+        return any(lo < b and hi > a for lo, hi in bad)
+
+    if w["mode"] == "events":
+        if w["tmax"] is not None and abs((w["tmax"] - w["tmin"]) - window_s) > 1e-6:
+            raise IngestError(f"task {task.name!r}: windows.tmax - tmin = {w['tmax'] - w['tmin']:g} s but the window is "
+                              f"{window_s:g} s; fix: set tmax: {w['tmin'] + window_s:g}, or remove tmax")
+        present = {d: i + 1 for i, d in enumerate(sorted(d for d, c in mapped.items() if c is not None))}
+        if not present:
+            qc.find(f"no event of {sorted(events_map)} in the recording (annotations: {sorted(set(descs)) or 'none'})")
+            qc.drop("no labelled event")
+            return _empty(raw, n)
+        with capture_warnings(qc):
+            ev, ids = mne.events_from_annotations(raw, event_id=present, verbose="warning")
+        inv = {v: mapped[k] for k, v in ids.items()}
+        ev = ev[np.argsort(ev[:, 0], kind="stable")]
+        last_end = -1
+        for e in ev:
+            c = inv[e[2]]
+            qc.events[c] = qc.events.get(c, 0) + 1
+            s = int(e[0] - raw.first_samp + round(w["tmin"] * sfreq))
+            if s < 0 or s + n > T:
+                if w["past_end"] == "error":
+                    raise IngestError(f"{rec.recording}: the window of the {c} event at {e[0] / sfreq:.2f} s runs past "
+                                      "the data; fix: windows.past_end: drop")
+                qc.reject("runs past the end of the data")
+                continue
+            if s < last_end:
+                qc.overlapping_events += 1
+                if w["overlap"] == "error":
+                    raise IngestError(f"{rec.recording}: the {c} event at {e[0] / sfreq:.2f} s overlaps the previous "
+                                      "event's window; fix: windows.overlap: keep | drop")
+                if w["overlap"] == "drop":
+                    qc.reject("overlaps the previous event's window")
+                    continue
+            if overlaps_bad(s):
+                qc.reject("overlaps a BAD annotation")
+                continue
+            starts.append(s)
+            ys.append(cls_idx[c])
+            last_end = s + n
+        if qc.overlapping_events and w["overlap"] == "keep":
+            qc.act(f"kept {qc.overlapping_events} windows that overlap the previous event's window (windows.overlap: keep)")
+    else:
+        stride = int(round((w["stride_s"] or window_s) * sfreq))
+        cand = list(range(0, T - n + 1, stride))
+        tail = T - (cand[-1] + n if cand else 0)
+        if label is not None:
+            for s in cand:
+                if overlaps_bad(s):
+                    qc.reject("overlaps a BAD annotation")
+                    continue
+                starts.append(s)
+                ys.append(cls_idx[label])
+        elif events_map:
+            ann = [(float(a["onset"]) - raw.first_time, float(a["duration"]), mapped[str(a["description"])])
+                   for a in raw.annotations if mapped.get(str(a["description"])) is not None]
+            for _, _, c in ann:
+                qc.events[c] = qc.events.get(c, 0) + 1
+            background = lab["background"]
+            if not ann and not (background and lab["without_events"] == "background"):
+                qc.find(f"no event of {sorted(events_map)} in the recording (annotations: {sorted(set(descs)) or 'none'})")
+                qc.drop(f"no event of {sorted(events_map)} to label the windows")
+                return _empty(raw, n)
+            need = lab["min_overlap"] * window_s
+            lo_hi = None
+            if w.get("span") and w["span"]["around"]:
+                around = [(on, on + dur) for on, dur, c in ann if c in w["span"]["around"]]
+                if around:
+                    m = float(w["span"]["margin_s"])
+                    lo_hi = (min(a for a, _ in around) - m, max(b for _, b in around) + m)
+                    qc.act(f"kept only {lo_hi[0]:.0f}-{lo_hi[1]:.0f} s: the events of {w['span']['around']} ± {m:g} s "
+                           "(windows.span)")
+                else:
+                    qc.find(f"no event of {w['span']['around']} to place windows.span; the whole recording is used")
+            for s in cand:
+                a, b = s / sfreq, (s + n) / sfreq
+                if lo_hi is not None and (a < lo_hi[0] or b > lo_hi[1]):
+                    qc.reject(f"outside the span around {w['span']['around']} (windows.span)")
+                    continue
+                cover: dict[str, float] = {}
+                for on, dur, c in ann:
+                    ov = min(b, on + max(dur, 0.0)) - max(a, on)
+                    if ov > 0 or (dur == 0 and a <= on < b):
+                        cover[c] = cover.get(c, 0.0) + max(ov, 0.0)
+                if not cover and background:
+                    c = background
+                else:
+                    best = max(cover.items(), key=lambda kv: kv[1]) if cover else None
+                    if best is None or best[1] + 1e-9 < need:
+                        qc.reject(f"no labelled event covers {lab['min_overlap']:.0%} of the window"
+                                  if best is None or not background else
+                                  f"overlaps a labelled event by less than {lab['min_overlap']:.0%} (ambiguous)")
+                        continue
+                    c = best[0]
+                if overlaps_bad(s):
+                    qc.reject("overlaps a BAD annotation")
+                    continue
+                starts.append(s)
+                ys.append(cls_idx[c])
+        else:
+            raise IngestError(f"{rec.recording}: no recording label and no labels.events; fix: declare labels.events, "
+                              "labels.target or a path label")
+        if tail > 0 and cand:
+            qc.act(f"the last {tail / sfreq:.2f} s (shorter than a window) are not used")
+    if not starts:
+        if qc.status == "kept":
+            qc.drop("no window: " + (", ".join(f"{v} {k}" for k, v in qc.windows_rejected.items())
+                                     or f"the recording ({T / sfreq:.2f} s) is shorter than one window"))
+        return _empty(raw, n)
+    X = np.stack([data[:, s:s + n] for s in starts])
+    return X, np.asarray(ys, dtype=np.int64)
+
+
+def balance_windows(task: DeclaredTask, y: np.ndarray, groups: np.ndarray, qcs: dict[str, RecordingQC],
+                    recordings: np.ndarray) -> np.ndarray:
+    """Indices of the windows kept by ``windows.balance`` (every row when it is unset).
+
+    Per group (subject or recording), with ratios ``r_c`` and counts ``n_c``: ``u = min(n_c / r_c)`` over the classes
+    that are not subsampled (over every class when ``subsample`` is unset), and each subsampled class keeps
+    ``min(n_c, floor(u · r_c))`` windows drawn without replacement; then ``max_windows`` caps the group by a random
+    draw. Windows of classes outside ``ratios`` are dropped. Every dropped window is counted under its reason in
+    its recording's report.
+
+    Parameters
+    ----------
+    y : ndarray of int64, shape (n_windows,)
+    groups : ndarray of str, shape (n_windows,)
+        The unit within which the ratio holds (``balance.per``).
+    qcs : dict of str to RecordingQC
+    recordings : ndarray of str, shape (n_windows,)
+
+    Returns
+    -------
+    ndarray of int64
+        Sorted indices of the kept windows.
+    """
+    b = task.spec["windows"]["balance"]
+    if not b or (not b["ratios"] and not b["max_windows"]):
+        return np.arange(len(y))
+    ratios = {task.class_names.index(c): float(r) for c, r in (b["ratios"] or {}).items()}
+    sub = set(range(len(task.class_names))) if b["subsample"] is None else {task.class_names.index(c) for c in b["subsample"]}
+    rng = np.random.default_rng(b["seed"])
+    ratio_txt = (":".join(f"{float(r):g}" for r in (b["ratios"] or {}).values()) + " "
+                 + ":".join(b["ratios"] or {}))
+    keep: list[int] = []
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        if not ratios:
+            gk = idx
+        else:
+            counts = {c: int(np.sum(y[idx] == c)) for c in ratios}
+            fixed = [c for c in ratios if c not in sub and ratios[c] > 0] or [c for c in ratios if ratios[c] > 0]
+            unit = min(counts[c] / ratios[c] for c in fixed)
+            gk_list: list[int] = []
+            for c, r in ratios.items():
+                ci = idx[y[idx] == c]
+                if c in sub:
+                    k = min(len(ci), int(np.floor(unit * r + 1e-9)))
+                    chosen = np.sort(rng.choice(ci, size=k, replace=False)) if len(ci) else ci
+                else:
+                    chosen = ci
+                gk_list.extend(chosen.tolist())
+                for j in np.setdiff1d(ci, chosen):
+                    qcs[str(recordings[j])].reject(f"subsampled to {ratio_txt} per {b['per']} (windows.balance)")
+            for j in idx[~np.isin(y[idx], list(ratios))]:
+                qcs[str(recordings[j])].reject("class not in windows.balance.ratios")
+            gk = np.sort(np.asarray(gk_list, dtype=np.int64))
+        if b["max_windows"] and len(gk) > b["max_windows"]:
+            chosen = np.sort(rng.choice(gk, size=int(b["max_windows"]), replace=False))
+            for j in np.setdiff1d(gk, chosen):
+                qcs[str(recordings[j])].reject(f"over the cap of {b['max_windows']} windows per {b['per']} "
+                                               "(windows.balance.max_windows)")
+            gk = chosen
+        keep.extend(np.asarray(gk).tolist())
+    return np.sort(np.asarray(keep, dtype=np.int64))

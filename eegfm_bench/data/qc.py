@@ -1,0 +1,410 @@
+"""Ingestion checks and their report: nothing is dropped, truncated, resampled or changed without a line.
+
+For every recording :class:`RecordingQC` records the path(s), the sha256 of the file's contents, the native
+sampling rate of every channel, the duration the header declares vs the duration read, the channels kept,
+renamed, dropped (with the reason) and interpolated, flat / saturated / non-finite channels, the events found per
+class and those not mapped to a class, overlapping events, the windows kept and rejected (with the reason), the
+warnings the readers emitted (MNE hides many under ``verbose="error"``: they are captured here instead), and whether
+the recording was kept. :class:`IngestReport` adds the per-subject outcome and writes ``ingest_report.json`` /
+``ingest_report.md``; :meth:`IngestReport.summary` is the short summary a command prints.
+
+``strict`` (a task setting) turns every finding into an :class:`IngestError` naming the recording and the fix.
+
+File hashes (:func:`file_sha256`) are computed once per file version and remembered in ``<cache>/sha256.json``
+under (real path, size, mtime, ctime, inode): an edit that keeps the size and even restores the mtime still changes
+the ctime, so a changed file is always re-hashed and its windows rebuilt.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+
+class IngestError(ValueError):
+    """A recording failed an ingestion check under ``strict: true`` (or a check that always refuses)."""
+
+
+# ============================================================================================ file hashes
+_SHA_LOCK = threading.Lock()
+
+
+def companion_files(path: str | os.PathLike) -> list[Path]:
+    """The files one recording is made of: BrainVision ``.vhdr`` + its ``DataFile`` / ``MarkerFile``, EEGLAB
+    ``.set`` + a same-stem ``.fdt``, else the file itself."""
+    p = Path(path)
+    out = [p]
+    if p.suffix.lower() == ".vhdr" and p.is_file():
+        text = p.read_text(errors="replace")
+        for key in ("DataFile", "MarkerFile"):
+            m = re.search(rf"^{key}=(.+)$", text, re.M)
+            if m and (p.parent / m.group(1).strip()).is_file():
+                out.append(p.parent / m.group(1).strip())
+    elif p.suffix.lower() == ".set":
+        fdt = p.with_suffix(".fdt")
+        if fdt.is_file():
+            out.append(fdt)
+    return out
+
+
+def file_sha256(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
+    """sha256 (hex) of a recording's bytes (every companion file, in order), remembered per file version.
+
+    The memo ``<cache_dir>/sha256.json`` is keyed by (real path, size, mtime_ns, ctime_ns, inode) of every file;
+    any change re-hashes. Without ``cache_dir`` nothing is remembered.
+    """
+    files = companion_files(path)
+    stamps = []
+    for f in files:
+        st = f.stat()
+        stamps.append(f"{os.path.realpath(f)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}")
+    key = "||".join(stamps)
+    memo_path = Path(cache_dir) / "sha256.json" if cache_dir else None
+    memo: dict = {}
+    if memo_path is not None and memo_path.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            memo = json.loads(memo_path.read_text())
+    if key in memo:
+        return memo[key]
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    digest = h.hexdigest()
+    if memo_path is not None:
+        with _SHA_LOCK:
+            memo_path.parent.mkdir(parents=True, exist_ok=True)
+            fresh = {}
+            if memo_path.is_file():
+                with contextlib.suppress(ValueError, OSError):
+                    fresh = json.loads(memo_path.read_text())
+            fresh[key] = digest
+            tmp = memo_path.with_name(f"{memo_path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(fresh))
+            os.replace(tmp, memo_path)
+    return digest
+
+
+# ============================================================================================ headers
+def edf_header(path: str | os.PathLike) -> dict | None:
+    """The declared record count, record duration and per-signal samples of an EDF / BDF header.
+
+    Returns
+    -------
+    dict or None
+        ``n_records`` (declared; -1 = unknown), ``record_s``, ``n_signals``, ``labels``, ``samples_per_record``,
+        ``declared_s`` (n_records × record_s) and ``file_records`` (what the file size holds); ``None`` for other
+        formats or an unreadable header.
+    """
+    p = Path(path)
+    if p.suffix.lower() not in (".edf", ".bdf"):
+        return None
+    try:
+        with open(p, "rb") as f:
+            fixed = f.read(256)
+            n_sig = int(fixed[252:256].decode("ascii", "replace").strip())
+            sig = f.read(256 * n_sig)
+        n_records = int(fixed[236:244].decode("ascii", "replace").strip() or -1)
+        record_s = float(fixed[244:252].decode("ascii", "replace").strip())
+        header_bytes = int(fixed[184:192].decode("ascii", "replace").strip())
+    except (ValueError, OSError):
+        return None
+    labels = [sig[i * 16:(i + 1) * 16].decode("latin-1").strip() for i in range(n_sig)]
+    off = 216 * n_sig
+    spr = [int(sig[off + i * 8: off + (i + 1) * 8].decode("ascii", "replace").strip() or 0) for i in range(n_sig)]
+    bytes_per = 3 if p.suffix.lower() == ".bdf" else 2
+    rec_bytes = sum(spr) * bytes_per
+    file_records = (p.stat().st_size - header_bytes) / rec_bytes if rec_bytes else float("nan")
+    return {"n_records": n_records, "record_s": record_s, "n_signals": n_sig, "labels": labels,
+            "samples_per_record": spr, "declared_s": n_records * record_s if n_records > 0 else None,
+            "file_records": file_records}
+
+
+# ============================================================================================ the records
+@dataclass
+class RecordingQC:
+    """What ingestion found and did for one recording (one entry of the ingest report)."""
+
+    recording: str
+    subject: str
+    session: str = ""
+    run: str = ""
+    path: str = ""
+    files: list[str] = field(default_factory=list)
+    sha256: str = ""
+    format: str = ""
+    native_sfreq: dict[str, list[str]] = field(default_factory=dict)  # rate (Hz, as str) -> channels
+    sfreq_read: float | None = None
+    header_duration_s: float | None = None
+    read_duration_s: float | None = None
+    channels_as_read: list[str] = field(default_factory=list)
+    channels_kept: list[str] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)
+    dropped: dict[str, str] = field(default_factory=dict)  # channel -> reason
+    interpolated: list[str] = field(default_factory=list)
+    flat: list[str] = field(default_factory=list)
+    saturated: dict[str, float] = field(default_factory=dict)  # channel -> fraction of samples at the rail
+    nonfinite: list[str] = field(default_factory=list)
+    events: dict[str, int] = field(default_factory=dict)  # class -> events found
+    events_unmapped: dict[str, int] = field(default_factory=dict)  # annotation description -> count
+    overlapping_events: int = 0
+    label: str | None = None
+    windows_kept: int = 0
+    windows_rejected: dict[str, int] = field(default_factory=dict)  # reason -> count
+    windows_per_class: dict[str, int] = field(default_factory=dict)
+    preprocessing: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # what deserves attention (strict: each is an error)
+    actions: list[str] = field(default_factory=list)  # what ingestion changed
+    status: str = "kept"
+    reason: str = ""
+
+    def find(self, msg: str) -> None:
+        """Record a finding (a problem with the data), once."""
+        if msg not in self.findings:
+            self.findings.append(msg)
+
+    def act(self, msg: str) -> None:
+        """Record something ingestion changed (dropped, renamed, interpolated, ...)."""
+        if msg not in self.actions:
+            self.actions.append(msg)
+
+    def reject(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` rejected windows under ``reason``."""
+        if n:
+            self.windows_rejected[reason] = self.windows_rejected.get(reason, 0) + int(n)
+
+    def drop(self, reason: str) -> None:
+        """The whole recording contributes nothing (the reason goes in the report)."""
+        self.status, self.reason = "dropped", reason
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@contextlib.contextmanager
+def capture_warnings(qc: RecordingQC) -> Iterator[None]:
+    """Record every Python warning and every MNE log message at warning level or above into ``qc.warnings``
+    (MNE's ``verbose="error"`` would hide them: truncation, mixed rates, annotations outside the data, ...)."""
+    import mne
+
+    records: list[str] = []
+
+    class _H(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    handler = _H(level=logging.WARNING)
+    logger = logging.getLogger("mne")
+    logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught, mne.utils.use_log_level("warning"):
+            warnings.simplefilter("always")
+            yield
+    finally:
+        logger.removeHandler(handler)
+    for w in caught:
+        if issubclass(w.category, (DeprecationWarning, FutureWarning)):
+            continue
+        records.append(str(w.message))
+    for msg in dict.fromkeys(" ".join(m.split()) for m in records):
+        if msg not in qc.warnings:
+            qc.warnings.append(msg)
+
+
+def channel_signal_checks(data: np.ndarray, names: list[str], qc: RecordingQC, *, flat_v: float = 1e-7,
+                          rail_fraction: float = 0.01) -> None:
+    """Flat, saturated and non-finite channels of ``data`` ``(n_chans, n_times)`` in volts (into ``qc``).
+
+    Parameters
+    ----------
+    flat_v : float
+        A channel whose peak-to-peak amplitude is below this (V; 1e-7 V = 0.1 µV) is flat.
+    rail_fraction : float
+        A channel with more than this fraction of its samples at its own maximum or minimum value is saturated
+        (clipped at the amplifier's or the file's range).
+    """
+    finite = np.isfinite(data)
+    for i, name in enumerate(names):
+        row = data[i]
+        if not finite[i].all():
+            qc.nonfinite.append(name)
+            continue
+        ptp = float(row.max() - row.min()) if row.size else 0.0
+        if ptp < flat_v:
+            qc.flat.append(name)
+            continue
+        top = float(np.mean(row >= row.max() - 1e-12 * max(1.0, abs(row.max()))))
+        bot = float(np.mean(row <= row.min() + 1e-12 * max(1.0, abs(row.min()))))
+        frac = max(top, bot)
+        if frac > rail_fraction:
+            qc.saturated[name] = round(frac, 4)
+
+
+# ============================================================================================ the report
+@dataclass
+class IngestReport:
+    """Every recording's :class:`RecordingQC` plus the outcome per subject.
+
+    Attributes
+    ----------
+    task : str
+    recordings : list of RecordingQC
+    settings : dict
+        The task's resolved spec (source, labels, windows, channels) the report was made under.
+    """
+
+    task: str
+    recordings: list[RecordingQC] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+    source_warnings: list[str] = field(default_factory=list)
+
+    def subjects(self) -> dict[str, dict]:
+        """Per subject: ``status`` (kept / dropped), ``reason``, recordings kept / dropped, windows per class."""
+        out: dict[str, dict] = {}
+        for r in self.recordings:
+            s = out.setdefault(r.subject, {"recordings_kept": 0, "recordings_dropped": 0, "windows": 0,
+                                           "windows_per_class": {}, "reasons": []})
+            if r.status == "kept":
+                s["recordings_kept"] += 1
+                s["windows"] += r.windows_kept
+                for c, n in r.windows_per_class.items():
+                    s["windows_per_class"][c] = s["windows_per_class"].get(c, 0) + n
+            else:
+                s["recordings_dropped"] += 1
+                s["reasons"].append(f"{r.recording}: {r.reason}")
+        for s in out.values():
+            kept = s["windows"] > 0
+            s["status"] = "kept" if kept else "dropped"
+            s["reason"] = "" if kept else ("; ".join(s["reasons"]) or "no window")
+        return out
+
+    def totals(self) -> dict:
+        subj = self.subjects()
+        rejected: dict[str, int] = {}
+        for r in self.recordings:
+            for k, v in r.windows_rejected.items():
+                rejected[k] = rejected.get(k, 0) + v
+        return {"recordings": len(self.recordings),
+                "recordings_kept": sum(r.status == "kept" for r in self.recordings),
+                "subjects": len(subj), "subjects_kept": sum(s["status"] == "kept" for s in subj.values()),
+                "windows_kept": sum(r.windows_kept for r in self.recordings), "windows_rejected": rejected,
+                "findings": sum(len(r.findings) for r in self.recordings),
+                "warnings": sum(len(r.warnings) for r in self.recordings)}
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "settings": self.settings, "totals": self.totals(), "subjects": self.subjects(),
+                "source_warnings": self.source_warnings, "recordings": [r.to_dict() for r in self.recordings]}
+
+    def summary(self) -> list[str]:
+        """A few lines for the console: totals, then every dropped subject / recording and every finding."""
+        t = self.totals()
+        rej = ", ".join(f"{v} {k}" for k, v in sorted(t["windows_rejected"].items())) or "none"
+        lines = [f"ingest {self.task}: {t['recordings_kept']}/{t['recordings']} recordings and {t['subjects_kept']}/"
+                 f"{t['subjects']} subjects kept, {t['windows_kept']} windows (rejected: {rej}); {t['findings']} "
+                 f"finding(s), {t['warnings']} reader warning(s)"]
+        for w in self.source_warnings:
+            lines.append(f"  dataset: {w}")
+        for s, v in self.subjects().items():
+            if v["status"] != "kept":
+                lines.append(f"  subject {s} dropped: {v['reason']}")
+        for r in self.recordings:
+            for f in r.findings:
+                lines.append(f"  {r.recording}: {f}")
+            if r.status != "kept" and not any(r.reason in ln for ln in lines):
+                lines.append(f"  {r.recording} dropped: {r.reason}")
+        return lines
+
+    def to_markdown(self) -> str:
+        """The report as markdown: totals, the settings, one row per subject and per recording, reader warnings."""
+        import yaml
+
+        t = self.totals()
+        rej = ", ".join(f"{k}: {v}" for k, v in t["windows_rejected"].items()) or "none"
+        settings = {k: v for k, v in self.settings.items() if v not in (None, [], {}, "")}
+        L = [f"# Ingestion report: {self.task}", "",
+             f"{t['recordings_kept']} of {t['recordings']} recordings and {t['subjects_kept']} of {t['subjects']} "
+             f"subjects kept; {t['windows_kept']} windows kept; rejected windows: {rej}; {t['findings']} finding(s); "
+             f"{t['warnings']} reader warning(s).", ""]
+        if self.source_warnings:
+            L += ["Dataset warnings (while listing the recordings):", ""] + [f"- {w}" for w in self.source_warnings] + [""]
+        L += ["<details><summary>Task settings</summary>", "", "```yaml",
+              yaml.safe_dump(settings, sort_keys=False, allow_unicode=True).rstrip(), "```", "", "</details>", "",
+              "## Subjects", "", "| subject | status | recordings kept / dropped | windows | per class | reason |",
+              "|---|---|---|---|---|---|"]
+        for s, v in self.subjects().items():
+            L.append(f"| {s} | {v['status']} | {v['recordings_kept']} / {v['recordings_dropped']} | {v['windows']} | "
+                     f"{', '.join(f'{c}: {n}' for c, n in v['windows_per_class'].items())} | {v['reason']} |")
+        L += ["", "## Recordings", "",
+              "| recording | status | sha256 | native rate (Hz) | duration header / read (s) | channels kept | "
+              "renamed | dropped | flat / saturated / non-finite | events per class | unmapped events | windows kept | "
+              "windows rejected | findings | actions |", "|" + "---|" * 15]
+        for r in self.recordings:
+            rates = "; ".join(f"{k}: {len(v)} ch" for k, v in r.native_sfreq.items())
+            dur = f"{_f(r.header_duration_s)} / {_f(r.read_duration_s)}"
+            bad = " / ".join([", ".join(r.flat) or "–", ", ".join(f"{c} ({v:.0%})" for c, v in r.saturated.items()) or "–",
+                              ", ".join(r.nonfinite) or "–"])
+            L.append(f"| {r.recording} | {r.status}{' (' + r.reason + ')' if r.reason else ''} | `{r.sha256[:12]}` | "
+                     f"{rates} | {dur} | {len(r.channels_kept)} | {_short(r.renamed)} | "
+                     f"{', '.join(f'{c} ({why})' for c, why in r.dropped.items()) or '–'} | {bad} | "
+                     f"{', '.join(f'{c}: {n}' for c, n in r.events.items()) or '–'} | "
+                     f"{', '.join(f'{c}: {n}' for c, n in r.events_unmapped.items()) or '–'} | {r.windows_kept} | "
+                     f"{', '.join(f'{k}: {v}' for k, v in r.windows_rejected.items()) or '–'} | "
+                     f"{'; '.join(r.findings) or '–'} | {'; '.join(r.actions) or '–'} |")
+        warned = [r for r in self.recordings if r.warnings]
+        if warned:
+            L += ["", "## Reader warnings", ""]
+            for r in warned:
+                L += [f"- **{r.recording}**: " + " | ".join(r.warnings)]
+        pp = [r for r in self.recordings if r.preprocessing]
+        if pp:
+            L += ["", "## Preprocessing per recording", "", "| recording | native Hz | → Hz | band (Hz) | notch | reference | "
+                  "scale → unit | window (s) |", "|---|---|---|---|---|---|---|---|"]
+            for r in pp:
+                p = r.preprocessing
+                L.append(f"| {r.recording} | {p.get('native_sfreq')} | {p.get('sfreq')} | {p.get('l_freq')}–"
+                         f"{p.get('h_freq')} | {p.get('notch')} | {p.get('reference')} | {p.get('scale')} → "
+                         f"{p.get('unit')} | {p.get('window_s')} |")
+        return "\n".join(L) + "\n"
+
+    def write(self, folder: str | os.PathLike) -> tuple[Path, Path]:
+        """``ingest_report.json`` and ``ingest_report.md`` in ``folder`` (atomic)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        out = []
+        for name, text in (("ingest_report.json", json.dumps(self.to_dict(), indent=1, default=str)),
+                           ("ingest_report.md", self.to_markdown())):
+            p = folder / name
+            tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, p)
+            out.append(p)
+        return out[0], out[1]
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "IngestReport":
+        rep = cls(d["task"], settings=d.get("settings", {}), source_warnings=d.get("source_warnings", []))
+        rep.recordings = [RecordingQC(**r) for r in d.get("recordings", [])]
+        return rep
+
+
+def _short(renamed: dict[str, str], n: int = 4) -> str:
+    if not renamed:
+        return "–"
+    items = [f"{a}→{b}" for a, b in renamed.items()]
+    return ", ".join(items) if len(items) <= n else f"{len(items)}: " + ", ".join(items[:n]) + ", … (all in the .json)"
+
+
+def _f(v: Any) -> str:
+    return "–" if v is None else f"{float(v):.1f}"

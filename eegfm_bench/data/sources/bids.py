@@ -1,0 +1,164 @@
+"""``source: bids``: a BIDS dataset through mne-bids (``find_matching_paths`` + ``read_raw_bids``).
+
+Recordings are the EEG files matching the BIDS entities (``task``, ``subjects``, ``sessions``, ``runs``,
+``acquisitions``); ``read_raw_bids`` applies the sidecars (channel types from ``channels.tsv``, events from
+``events.tsv`` as annotations). Labels come from ``labels.events`` (annotation description → class) or from
+``labels.target``, a column of ``participants.tsv`` (one class per subject, e.g. a diagnosis) or of the subject's
+``sessions.tsv`` (one per session).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+from eegfm_bench.config import ConfigError
+from eegfm_bench.data.sources import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
+
+
+@dataclass
+class BIDSOptions:
+    """Options of ``source: bids`` (BIDS entities; null: every value present).
+
+    Args:
+        task: the BIDS task label(s).
+        subjects: subject labels (without ``sub-``).
+        sessions: session labels.
+        runs: run labels.
+        acquisitions: acquisition labels.
+        datatype: the BIDS datatype folder.
+        extensions: data file extensions to read (default: every EEG format mne-bids reads).
+        events_column: the ``events.tsv`` column whose values become the annotation descriptions (default: what
+            mne-bids reads, ``trial_type``); e.g. ``eventType`` for SzCORE-format seizure datasets (CHB-MIT, Siena).
+    """
+
+    task: Optional[Union[str, list[str]]] = None
+    subjects: Optional[list[str]] = None
+    sessions: Optional[list[str]] = None
+    runs: Optional[list[str]] = None
+    acquisitions: Optional[list[str]] = None
+    datatype: str = "eeg"
+    extensions: Optional[list[str]] = None
+    events_column: Optional[str] = None
+
+
+_EEG_EXT = [".edf", ".bdf", ".vhdr", ".set", ".fif", ".eeg"]
+
+
+class BIDSSource(Source):
+    """A BIDS dataset (see the module docstring)."""
+
+    name = "bids"
+    options = BIDSOptions
+
+    def _paths(self):
+        from mne_bids import find_matching_paths
+
+        o = self.opts
+        subs = o["subjects"]
+        exts = o["extensions"] or [e for e in _EEG_EXT if e != ".eeg"]
+        paths = find_matching_paths(self.root, subjects=subs, sessions=o["sessions"], tasks=o["task"],
+                                    acquisitions=o["acquisitions"], runs=o["runs"], datatypes=o["datatype"],
+                                    suffixes=o["datatype"], extensions=exts)
+        return sorted(paths, key=lambda p: str(p.fpath))
+
+    def recordings(self, subjects=None) -> list[Recording]:
+        """The matching recordings, with recording-level labels from ``participants.tsv`` / ``sessions.tsv``.
+
+        Raises
+        ------
+        DataNotFoundError
+            The root is not a BIDS dataset or no file matches the entities (names them).
+        ConfigError
+            ``labels.target`` is not a column, or a subject has no value for it.
+        """
+        if not (self.root / "dataset_description.json").is_file():
+            raise DataNotFoundError(f"task {self.spec['name']!r}: {self.root} is not a BIDS dataset (no "
+                                    "dataset_description.json); fix: point `root` at the BIDS root")
+        paths = self._paths()
+        if not paths:
+            raise DataNotFoundError(f"task {self.spec['name']!r}: no {self.opts['datatype']} file in {self.root} matches "
+                                    f"{ {k: v for k, v in self.opts.items() if v} }; fix: check the entities")
+        target = (self.spec.get("labels") or {}).get("target")
+        labels = self._target_labels(target) if target else {}
+        recs = []
+        for p in paths:
+            label = None
+            if target:
+                key = (p.subject, p.session or "")
+                label = labels.get(key, labels.get((p.subject, "")))
+                if label is None:
+                    raise ConfigError(f"task {self.spec['name']!r}: sub-{p.subject} has no {target!r} value in "
+                                      "participants.tsv / sessions.tsv; fix: fill it in or select the subjects")
+            rec_id = p.fpath.name.rsplit("_", 1)[0]
+
+            recs.append(Recording(p.subject, rec_id, p.fpath, label, p.session or "", p.run or "", str(p.fpath)))
+        if subjects is not None:
+            subjects = [str(s).removeprefix("sub-") for s in subjects]
+        return select_subjects(recs, subjects, f"task {self.spec['name']!r} (BIDS {self.root})")
+
+    def _target_labels(self, column: str) -> dict:
+        import pandas as pd
+
+        out = {}
+        part = self.root / "participants.tsv"
+        cols = []
+        if part.is_file():
+            df = pd.read_csv(part, sep="\t", dtype=str)
+            cols += list(df.columns)
+            if column in df.columns:
+                for sid, v in zip(df["participant_id"], df[column]):
+                    if v == v and v not in ("n/a", ""):
+                        out[(str(sid).removeprefix("sub-"), "")] = str(v)
+        for ses in self.root.glob("sub-*/sub-*_sessions.tsv"):
+            df = pd.read_csv(ses, sep="\t", dtype=str)
+            cols += list(df.columns)
+            if column in df.columns:
+                sub = ses.name.split("_")[0].removeprefix("sub-")
+                for s, v in zip(df["session_id"], df[column]):
+                    if v == v and v not in ("n/a", ""):
+                        out[(sub, str(s).removeprefix("ses-"))] = str(v)
+        if not out:
+            raise ConfigError(f"labels.target {column!r} is not a column of participants.tsv / sessions.tsv in "
+                              f"{self.root} (columns: {sorted(set(cols))}); fix: name one of them")
+        return out
+
+    def companions(self, rec: Recording) -> list[Path]:
+        """The sidecars that change what is read: ``events.tsv``, ``channels.tsv``, and ``participants.tsv`` /
+        ``sessions.tsv`` when labels come from them."""
+        stem = str(rec.handle).rsplit("_", 1)[0]
+        out = [Path(stem + s) for s in ("_events.tsv", "_channels.tsv") if Path(stem + s).is_file()]
+        if (self.spec.get("labels") or {}).get("target"):
+            out += [p for p in [self.root / "participants.tsv", *self.root.glob(f"sub-{rec.subject}/*_sessions.tsv")]
+                    if p.is_file()]
+        return out
+
+    def read(self, rec: Recording):
+        from mne_bids import get_bids_path_from_fname, read_raw_bids
+
+        try:
+            raw = read_raw_bids(get_bids_path_from_fname(Path(rec.handle)), verbose="warning")
+            raw.load_data()
+        except Exception as err:  # noqa: BLE001
+            raise RecordingReadError(f"could not read {rec.handle} with mne-bids: {type(err).__name__}: {err}\nfix: "
+                                     "check the file and its sidecars (mne_bids.BIDSPath(...).fpath; "
+                                     "bids-validator)") from err
+        if self.opts.get("events_column"):
+            raw.set_annotations(self._events_from_column(rec, raw))
+        return raw
+
+    def _events_from_column(self, rec: Recording, raw):
+        import mne
+        import pandas as pd
+
+        col = self.opts["events_column"]
+        tsv = Path(str(rec.handle).rsplit("_", 1)[0] + "_events.tsv")
+        if not tsv.is_file():
+            raise RecordingReadError(f"{rec.recording}: bids.events_column is set but {tsv} does not exist")
+        df = pd.read_csv(tsv, sep="\t", dtype={col: str})
+        if col not in df.columns:
+            raise RecordingReadError(f"{tsv} has no column {col!r} (columns: {list(df.columns)}); fix: "
+                                     "bids.events_column")
+        dur = pd.to_numeric(df.get("duration", 0.0), errors="coerce").fillna(0.0)
+        return mne.Annotations(pd.to_numeric(df["onset"]).to_numpy(), dur.to_numpy(), df[col].astype(str).tolist(),
+                               orig_time=raw.annotations.orig_time)

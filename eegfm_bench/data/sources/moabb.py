@@ -1,0 +1,119 @@
+"""``source: moabb``: a MOABB dataset's continuous recordings and event ids (paradigm-independent).
+
+``moabb.datasets.<dataset>(**kwargs).get_data(subjects)`` gives every subject's sessions and runs as ``mne.io.Raw``;
+events come from the raw's annotations or, when it has none, from its stim channel through the dataset's
+``event_id``. The windows and labels are then the task's own (``labels.events`` defaults to every event name of the
+dataset, kept as the class name), so a MOABB dataset goes through the same channel policy, checks and
+preprocessing as every other source. MOABB downloads missing data into ``MNE_DATA``; with ``EEGFM_OFFLINE=1``
+network access is refused. ``moabb.datasets.fake.FakeDataset`` (``dataset: FakeDataset``) needs no download.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from eegfm_bench.config import ConfigError, close_matches
+from eegfm_bench.data.sources import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
+from eegfm_bench.data.sources.braindecode import no_network
+
+
+@dataclass
+class MOABBOptions:
+    """Options of ``source: moabb``.
+
+    Args:
+        dataset: the MOABB dataset class (``moabb.datasets.<dataset>``; ``FakeDataset`` for tests).
+        kwargs: its constructor arguments.
+        events: the dataset's event names to keep (default: labels.events' keys, else all).
+    """
+
+    dataset: str = ""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    events: Optional[list[str]] = None
+
+
+class MOABBSource(Source):
+    """A MOABB dataset (see the module docstring)."""
+
+    name = "moabb"
+    options = MOABBOptions
+
+    @classmethod
+    def check_options(cls, opts, where):
+        out = super().check_options(opts, where)
+        try:
+            import moabb.datasets as md
+        except ImportError as err:  # pragma: no cover - moabb is a dependency
+            raise ConfigError(f"{where}: moabb is not installed ({err}); fix: pip install moabb") from None
+        names = sorted({n for n in dir(md) if not n.startswith("_")} | {"FakeDataset"})
+        if out["dataset"] not in names:
+            raise ConfigError(f"{where}.dataset {out['dataset']!r} is not a MOABB dataset."
+                              f"{close_matches(out['dataset'], names)}")
+        return out
+
+    def __init__(self, spec, root):
+        super().__init__(spec, root)
+        self._ds, self._raws = None, {}
+
+    def dataset(self):
+        if self._ds is None:
+            import moabb.datasets as md
+            from moabb.datasets import fake
+
+            cls = fake.FakeDataset if self.opts["dataset"] == "FakeDataset" else getattr(md, self.opts["dataset"])
+            self._ds = cls(**self.opts["kwargs"])
+        return self._ds
+
+    def _subject(self, s):
+        if s not in self._raws:
+            with no_network(not download_allowed(), f"moabb.datasets.{self.opts['dataset']}"):
+                try:
+                    self._raws[s] = self.dataset().get_data([s])[s]
+                except Exception as err:  # noqa: BLE001
+                    raise DataNotFoundError(f"task {self.spec['name']!r}: MOABB {self.opts['dataset']} subject {s}: "
+                                            f"{type(err).__name__}: {err}\nfix: download it first (MOABB stores it "
+                                            "under MNE_DATA), or allow downloading (unset EEGFM_OFFLINE)") from err
+        return self._raws[s]
+
+    def recordings(self, subjects=None) -> list[Recording]:
+        ds = self.dataset()
+        subs = list(ds.subject_list) if subjects is None else [type(ds.subject_list[0])(s) for s in subjects]
+        unknown = sorted(set(map(str, subs)) - set(map(str, ds.subject_list)))
+        if unknown:
+            raise DataNotFoundError(f"task {self.spec['name']!r}: subjects {unknown} are not in MOABB "
+                                    f"{self.opts['dataset']} ({ds.subject_list})")
+        recs = []
+        for s in subs:
+            for ses, runs in self._subject(s).items():
+                for run in runs:
+                    recs.append(Recording(str(s), f"{s}-{ses}-{run}", None, None, str(ses), str(run), f"{s}|{ses}|{run}"))
+        return recs
+
+    def read(self, rec: Recording):
+        import mne
+
+        s, ses, run = rec.handle.split("|")
+        ds = self.dataset()
+        sid = type(ds.subject_list[0])(s)
+        try:
+            raw = self._subject(sid)[ses][run].copy()
+        except KeyError as err:
+            raise RecordingReadError(f"MOABB {self.opts['dataset']}: no session/run {ses}/{run} for subject {s}") from err
+        names = set(raw.annotations.description)
+        if not names & set(ds.event_id):
+            stim = [c for c, t in zip(raw.ch_names, raw.get_channel_types()) if t == "stim"]
+            if stim:
+                ev = mne.find_events(raw, stim_channel=stim, shortest_event=0, verbose="warning")
+                inv = {v: k for k, v in ds.event_id.items()}
+                ev = ev[[e[2] in inv for e in ev]]
+                raw.set_annotations(raw.annotations + mne.Annotations(
+                    ev[:, 0] / raw.info["sfreq"] - raw.first_time, 0.0, [inv[e[2]] for e in ev]))
+        return raw
+
+    def default_events(self) -> dict[str, str]:
+        ds = self.dataset()
+        keep = self.opts["events"] or list(ds.event_id)
+        return {k: k for k in keep}
+
+    def fingerprint(self, rec: Recording) -> str:
+        return f"moabb:{self.opts['dataset']}:{self.opts['kwargs']}:{rec.handle}"
