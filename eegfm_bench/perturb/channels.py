@@ -4,11 +4,17 @@ Each channel is dropped independently with probability ``p`` (Bernoulli, so ``p`
 probability, not a fixed fraction). One mask is drawn per (dataset, p) and shared across trials, folds and
 models: it is a deterministic function of ``(seed, dataset, p)`` and the channel names, never of the batch.
 
-How the mask is drawn: every channel gets one uniform number ``u`` in [0, 1) from a numpy Generator seeded
-with ``(seed, sha256(dataset | CHANNEL NAME))``, and is dropped when ``u < p``. Consequences, all intended:
-the mask does not depend on the order of the channels; datasets with the same name and montage (the
-EEGMMIDB tasks, dataset ``"eegmmidb"``) share a mask, as in App. D.2 Table 5; and the masks are nested
-(the channels dropped at p = 0.1 are also dropped at 0.3 and 0.5), as the sets in Table 5 are.
+How the mask is drawn (``rule``):
+
+* ``"paper"`` (the sweep's default): the authors' rule — one ``numpy.random.default_rng(seed).uniform`` draw of
+  ``n_chans`` numbers in the dataset's channel order, a channel dropped when ``u <= p``; seed 0 for every dataset
+  and p. It reproduces Table 5's PhysioNet 64-channel rows (Movement-PN, Motor-Imagery-PN, Eyes) exactly on
+  EEGMMIDB in MNE's channel order. The mask depends on the channel order.
+* ``"hashed"``: every channel gets one uniform number ``u`` in [0, 1) from a numpy Generator seeded with
+  ``(seed, sha256(dataset | CHANNEL NAME))`` and is dropped when ``u < p``: the mask does not depend on the order
+  of the channels, and datasets with the same name and montage (the EEGMMIDB tasks) share it.
+
+Both give nested masks (the channels dropped at p = 0.1 are also dropped at 0.3 and 0.5), as Table 5's are.
 
 Two handlings (App. D.2): ``"zero"`` sets the dropped channels to 0 and keeps the channel dimension;
 ``"removed"`` deletes them and returns the remaining channel names (only for models that accept a variable
@@ -148,7 +154,33 @@ def channel_uniforms(ch_names: Sequence[str], seed: int, dataset: str) -> np.nda
     return out
 
 
-def dropout_mask(ch_names: Sequence[str], p: float, seed: int, dataset: str) -> DropoutMask:
+def paper_uniforms(ch_names: Sequence[str], seed: int, dataset: str = "") -> np.ndarray:
+    """The uniforms of the paper's masks: one ``numpy.random.default_rng(seed).uniform(size=n_chans)`` draw, in the
+    dataset's channel order (paper 003 App. D.2; the authors' corruption runs, seed 0 for every dataset and p).
+
+    With seed 0 and EEGMMIDB's 64 channels in MNE's eegbci order this reproduces Table 5's PhysioNet rows exactly
+    (tested). Unlike :func:`channel_uniforms` the mask depends on the channel order, not on the dataset name: every
+    dataset with the same number of channels gets the same positions (the draw of a 19-channel montage is the first
+    19 values of the 64-channel draw).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_chans,)
+
+    Raises
+    ------
+    TypeError
+        If ``seed`` is not an int.
+    ValueError
+        If two channel names name the same electrode.
+    """
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    channel_index(ch_names)
+    return np.random.default_rng(int(seed)).uniform(size=len(ch_names))
+
+
+def dropout_mask(ch_names: Sequence[str], p: float, seed: int, dataset: str, rule: str = "hashed") -> DropoutMask:
     """The dataset-level random channel dropout mask for probability ``p`` (paper 003 App. D.2).
 
     Parameters
@@ -162,6 +194,9 @@ def dropout_mask(ch_names: Sequence[str], p: float, seed: int, dataset: str) -> 
         fold and model sees the same mask.
     dataset : str
         Dataset name (the tasks of one recording set share it and therefore share the mask).
+    rule : {"hashed", "paper"}
+        How the uniforms are drawn: ``"hashed"`` per channel name (:func:`channel_uniforms`), ``"paper"`` as the
+        paper's runs (:func:`paper_uniforms`).
 
     Returns
     -------
@@ -170,14 +205,21 @@ def dropout_mask(ch_names: Sequence[str], p: float, seed: int, dataset: str) -> 
     Raises
     ------
     ValueError
-        If ``p`` is not in (0, 1), a channel name is duplicated, or the mask drops every channel.
+        If ``p`` is not in (0, 1), a channel name is duplicated, the mask drops every channel, or ``rule`` is
+        unknown.
     """
     p = float(p)
     if not (math.isfinite(p) and 0.0 < p < 1.0):
         raise ValueError(f"dropout probability must be in (0, 1), got {p}")
     names = tuple(ch_names)
-    u = channel_uniforms(names, seed, dataset)
-    dropped = tuple(n for n, ui in zip(names, u) if ui < p)
+    if rule == "hashed":
+        u = channel_uniforms(names, seed, dataset)
+        dropped = tuple(n for n, ui in zip(names, u) if ui < p)
+    elif rule == "paper":
+        u = paper_uniforms(names, seed, dataset)
+        dropped = tuple(n for n, ui in zip(names, u) if ui <= p)  # the authors keep u > p
+    else:
+        raise ValueError(f"unknown dropout mask rule {rule!r}; valid: paper, hashed")
     if len(dropped) == len(names):
         raise ValueError(
             f"dropout p={p} with seed {seed} drops all {len(names)} channels of {dataset!r}; "

@@ -20,6 +20,17 @@ with the results (dropped channels, region channels and missing electrodes, filt
 Seeds: ``ctx.seed`` is the *perturbation* seed, fixed for a sweep; it alone selects the dropout masks, so
 every fold, seed and model sees the same mask. The noise comes from ``rng``; :func:`condition_rng` derives
 one Generator per condition from that seed.
+
+Order with respect to the reference (``ctx.order``; issue 12 item 1). The windows are stored after the model's
+preprocessing, common average reference (CAR) included. ``"before_reference"`` (default) perturbs the signal as it
+was before the reference step and then references it again over the channels present: :meth:`Condition.perturb`
+applies the corruption and recomputes the CAR over the channels that are not zero-padded, then sets the zero-padded
+ones to 0. Because the CAR is invariant to adding one value to every channel, this equals corrupting the
+unreferenced signal and referencing afterwards — exactly, for every corruption here (noise, removal, zero-padding,
+substitution) — so a removed channel can no longer be recovered from the survivors (after the old order their sum
+was minus the removed ones). The noise's SNR is set on the noise as added (at the electrodes), before the reference.
+``"after_reference"`` is the previous behaviour (corrupt the referenced windows, no re-reference), kept to compare.
+With ``ctx.reference = "none"`` (data not re-referenced) both orders are the same.
 """
 from __future__ import annotations
 
@@ -95,6 +106,58 @@ class PerturbContext:
     task: str
     filter: FilterSpec
     seed: int
+    reference: str = "none"
+    order: str = "before_reference"
+    region_power: str = "montage"
+    mask: str = "paper"
+
+    def __post_init__(self) -> None:
+        for name, valid in (("reference", REFERENCES), ("order", ORDERS), ("region_power", REGION_POWERS),
+                            ("mask", MASK_RULES)):
+            if getattr(self, name) not in valid:
+                raise ValueError(f"PerturbContext.{name}={getattr(self, name)!r}; valid: {', '.join(valid)}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings that change the perturbed windows (for the sweep's config hash and its rows)."""
+        return {"filter": self.filter.as_dict(), "reference": self.reference, "order": self.order,
+                "region_power": self.region_power, "mask": self.mask}
+
+
+REFERENCES = ("average", "none")
+"""The data's reference: common average (re-applied after a corruption) or none."""
+ORDERS = ("before_reference", "after_reference")
+"""Corruption order with respect to the reference (module docstring); the first is the default."""
+REGION_POWERS = ("montage", "region")
+"""Region noise SNR basis (App. D.5): the whole montage's signal power (default, as the authors' code) or the
+region's."""
+MASK_RULES = ("paper", "hashed")
+"""Random dropout mask rule (App. D.2, :mod:`eegfm_bench.perturb.channels`): the paper's (default) or per-channel
+hashes (order-independent)."""
+
+
+def rereference(x: Any, ch_names: Sequence[str], zeroed: Sequence[str] = ()) -> Any:
+    """Common average reference over the channels present, zero-padded channels set to 0 afterwards.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor, shape (batch, n_chans, n_times)
+        Windows, µV.
+    ch_names : sequence of str
+        Channel names of ``x``.
+    zeroed : sequence of str
+        Zero-padded channels: left out of the average and set to 0.
+
+    Returns
+    -------
+    same type, dtype and device as ``x``
+    """
+    arr, restore = to_numpy(x, ch_names)
+    zero = {str(c).upper() for c in zeroed}
+    present = np.array([str(c).upper() not in zero for c in ch_names])
+    out = arr.astype(np.float64, copy=True)
+    out[:, present] -= out[:, present].mean(axis=1, keepdims=True)
+    out[:, ~present] = 0.0
+    return restore(out.astype(arr.dtype, copy=False))
 
 
 def _fmt(v: float) -> str:
@@ -146,6 +209,24 @@ class Condition(abc.ABC):
         """What to record with this condition's results (JSON-serialisable)."""
         return {"condition": self.name}
 
+    def zeroed_channels(self, ch_names: Sequence[str], ctx: PerturbContext) -> list[str]:
+        """Channels this condition zero-pads (left out of the re-reference and kept at 0)."""
+        return []
+
+    def perturb(self, x: Any, ch_names: Sequence[str], rng: np.random.Generator | int,
+                ctx: PerturbContext) -> tuple[Any, list[str]]:
+        """:meth:`apply`, then — with a common-average-referenced dataset and ``ctx.order = "before_reference"`` —
+        the reference recomputed over the channels present (module docstring). What the sweep and attribution call.
+
+        Returns
+        -------
+        x_out, ch_names_out : as :meth:`apply`
+        """
+        out, names = self.apply(x, ch_names, rng, ctx)
+        if ctx.reference == "average" and ctx.order == "before_reference":
+            out = rereference(out, names, self.zeroed_channels(ch_names, ctx))
+        return out, names
+
     @classmethod
     @abc.abstractmethod
     def parse(cls, head: str, value: str | None, text: str) -> "Condition":
@@ -167,6 +248,9 @@ class Clean(Condition):
     def apply(self, x, ch_names, rng, ctx):
         to_numpy(x, ch_names)  # shape and name checks only
         return x, list(ch_names)
+
+    def perturb(self, x, ch_names, rng, ctx):
+        return self.apply(x, ch_names, rng, ctx)  # the windows as they are (already referenced)
 
     @classmethod
     def parse(cls, head, value, text):
@@ -203,7 +287,8 @@ class AdditiveNoise(Condition):
         return add_noise(x, self.snr_db, self.kind, ctx.filter, rng), list(ch_names)
 
     def details(self, ch_names, ctx):
-        return {"condition": self.name, "noise": self.kind, "snr_db": self.snr_db, "filter": ctx.filter.as_dict()}
+        return {"condition": self.name, "noise": self.kind, "snr_db": self.snr_db, "filter": ctx.filter.as_dict(),
+                "order": ctx.order}
 
     @classmethod
     def parse(cls, head, value, text):
@@ -249,12 +334,17 @@ class ChannelDropout(Condition):
         return f"dropout_p={_fmt(self.p)}_{self.handling}"
 
     def apply(self, x, ch_names, rng, ctx):
-        mask = dropout_mask(ch_names, self.p, ctx.seed, ctx.dataset)
+        mask = dropout_mask(ch_names, self.p, ctx.seed, ctx.dataset, rule=ctx.mask)
         return drop_channels(x, ch_names, mask.dropped, self.handling)
 
+    def zeroed_channels(self, ch_names, ctx):
+        if self.handling != "zero":
+            return []
+        return list(dropout_mask(ch_names, self.p, ctx.seed, ctx.dataset, rule=ctx.mask).dropped)
+
     def details(self, ch_names, ctx):
-        return {"condition": self.name, "handling": self.handling,
-                **dropout_mask(ch_names, self.p, ctx.seed, ctx.dataset).as_dict()}
+        return {"condition": self.name, "handling": self.handling, "order": ctx.order,
+                **dropout_mask(ch_names, self.p, ctx.seed, ctx.dataset, rule=ctx.mask).as_dict()}
 
     @classmethod
     def parse(cls, head, value, text):
@@ -295,8 +385,13 @@ class RegionDropout(Condition):
     def apply(self, x, ch_names, rng, ctx):
         return region_dropout(x, ch_names, ctx.task, self.role, self.handling)[:2]
 
+    def zeroed_channels(self, ch_names, ctx):
+        if self.handling != "zero":
+            return []
+        return list(resolve_region(ctx.task, self.role, ch_names, warn=False).channels)
+
     def details(self, ch_names, ctx):
-        return {"condition": self.name, "handling": self.handling,
+        return {"condition": self.name, "handling": self.handling, "order": ctx.order,
                 **resolve_region(ctx.task, self.role, ch_names, warn=False).as_dict()}
 
     @classmethod
@@ -310,7 +405,8 @@ class RegionDropout(Condition):
 @CONDITION_KINDS.register("region_noise")
 @dataclass(frozen=True)
 class RegionNoise(Condition):
-    """Filtered white noise on the region's channels at an SNR over those channels (App. D.5).
+    """Filtered white noise on the region's channels (App. D.5), at an SNR against the whole montage's signal power
+    (``ctx.region_power = "montage"``, default, as the authors' code) or the region's (``"region"``).
 
     Parameters
     ----------
@@ -332,10 +428,12 @@ class RegionNoise(Condition):
         return f"region_noise={self.role}_snr={_fmt(self.snr_db)}dB"
 
     def apply(self, x, ch_names, rng, ctx):
-        return region_noise(x, ch_names, ctx.task, self.role, self.snr_db, ctx.filter, rng)[:2]
+        return region_noise(x, ch_names, ctx.task, self.role, self.snr_db, ctx.filter, rng,
+                            power=ctx.region_power)[:2]
 
     def details(self, ch_names, ctx):
         return {"condition": self.name, "noise": "white", "snr_db": self.snr_db, "filter": ctx.filter.as_dict(),
+                "power": ctx.region_power, "order": ctx.order,
                 **resolve_region(ctx.task, self.role, ch_names, warn=False).as_dict()}
 
     @classmethod

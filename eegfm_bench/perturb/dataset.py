@@ -156,7 +156,7 @@ class PerturbedWindows(Dataset):
         return len(self.rows)
 
     def _apply(self, X: np.ndarray, uids: np.ndarray):
-        return self.condition.apply(X, list(self.ws.ch_names), WindowRNG(self.ctx.seed, self.condition, uids), self.ctx)
+        return self.condition.perturb(X, list(self.ws.ch_names), WindowRNG(self.ctx.seed, self.condition, uids), self.ctx)
 
     def __getitems__(self, positions: Sequence[int]) -> list[dict]:
         pos = np.asarray(positions, dtype=np.int64)

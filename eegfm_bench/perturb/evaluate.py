@@ -67,11 +67,10 @@ def filter_from_preprocessing(applied: dict) -> tuple[FilterSpec, list[str]]:
     Returns
     -------
     filt : FilterSpec
-        Band-pass ``l_freq``–``h_freq`` and the mains notch, designed at the windows' rate ``sfreq``.
+        Band-pass ``l_freq``–``h_freq`` and the mains notch, designed at the data's native rate ``native_sfreq``
+        and followed by the resampling to ``sfreq`` when the two differ (the data's own path; noise.py).
     notes : list of str
-        What differs from the data's pipeline, for the record: the data were notched at their native rate,
-        so a notch at or above the windows' Nyquist frequency (``sfreq / 2``) is omitted for the noise — the
-        resampling already removed everything there.
+        How the noise's filter path was set, for the record.
 
     Raises
     ------
@@ -84,16 +83,25 @@ def filter_from_preprocessing(applied: dict) -> tuple[FilterSpec, list[str]]:
         raise KeyError(f"the window set's preprocessing record lacks {missing}; the noise filters cannot match the "
                        "data. fix: delete the window cache folder (EEGFM_CACHE) so that it is rebuilt")
     sfreq = float(applied["sfreq"])
+    native = applied.get("native_sfreq")
+    native = float(native) if isinstance(native, (int, float)) and abs(float(native) - sfreq) > 1e-9 else None
     notch = applied["notch"]
     notes = []
-    if notch is not None and float(notch) >= sfreq / 2:
+    if native is None and notch is not None and float(notch) >= sfreq / 2:
         notes.append(f"notch {notch} Hz omitted for the noise: at or above the windows' Nyquist frequency "
-                     f"({sfreq / 2:g} Hz); the data's notch was applied at the native rate before resampling")
+                     f"({sfreq / 2:g} Hz)")
         notch = None
-    return FilterSpec(sfreq, applied["l_freq"], applied["h_freq"], notch), notes
+    if native is not None:
+        notes.append(f"noise filtered as the data: band-pass and notch designed at the native {native:g} Hz, then "
+                     f"the resampling to {sfreq:g} Hz (nothing above {min(native, sfreq) / 2:g} Hz)")
+    elif isinstance(applied.get("native_sfreq"), list):
+        raise ValueError(f"the window set mixes native rates {applied['native_sfreq']}; the noise cannot follow one "
+                         "filter path. fix: sweep recordings of one native rate (a task per rate)")
+    return FilterSpec(sfreq, applied["l_freq"], applied["h_freq"], notch, native_sfreq=native), notes
 
 
-def perturb_context(meta: dict, task: str, seed: int) -> tuple[PerturbContext, list[str]]:
+def perturb_context(meta: dict, task: str, seed: int, *, order: str = "before_reference",
+                    region_power: str = "montage", mask: str = "paper") -> tuple[PerturbContext, list[str]]:
     """:class:`PerturbContext` of a window set (dataset name, task, matching filters, perturbation seed).
 
     Parameters
@@ -104,6 +112,8 @@ def perturb_context(meta: dict, task: str, seed: int) -> tuple[PerturbContext, l
         Task name (selects the regions of Table 6).
     seed : int
         Perturbation seed.
+    order, region_power, mask : str
+        See :class:`~eegfm_bench.perturb.conditions.PerturbContext`; the data's reference is read from ``meta``.
 
     Returns
     -------
@@ -112,7 +122,10 @@ def perturb_context(meta: dict, task: str, seed: int) -> tuple[PerturbContext, l
         See :func:`filter_from_preprocessing`.
     """
     filt, notes = filter_from_preprocessing(meta["preprocessing"])
-    return PerturbContext(dataset=meta["dataset"], task=task, filter=filt, seed=int(seed)), notes
+    ref = meta["preprocessing"].get("reference", "none")
+    ref = "average" if ref == "average" else "none"
+    return PerturbContext(dataset=meta["dataset"], task=task, filter=filt, seed=int(seed), reference=ref, order=order,
+                          region_power=region_power, mask=mask), notes
 
 
 def not_applicable_reason(condition: Condition, model: Any) -> str | None:
@@ -315,7 +328,8 @@ def resolve_conditions(names: Sequence[str] | None, task: str) -> list[Condition
     return [Clean(), *conds]
 
 
-def dropout_masks_record(ch_names: Sequence[str], dataset: str, seed: int, conditions: Sequence[Condition]) -> list[dict]:
+def dropout_masks_record(ch_names: Sequence[str], dataset: str, seed: int, conditions: Sequence[Condition],
+                         rule: str = "paper") -> list[dict]:
     """The random dropout masks of a sweep by channel name (paper 003 App. D.2, Table 5).
 
     Returns
@@ -325,7 +339,7 @@ def dropout_masks_record(ch_names: Sequence[str], dataset: str, seed: int, condi
         ``n_dropped``, ``dropped`` (montage order).
     """
     ps = sorted({c.p for c in conditions if isinstance(c, ChannelDropout)})
-    return [dropout_mask(ch_names, p, seed, dataset).as_dict() for p in ps]
+    return [{**dropout_mask(ch_names, p, seed, dataset, rule=rule).as_dict(), "rule": rule} for p in ps]
 
 # ------------------------------------------------------------------------------------------------------------------
 # The LightningModule of a sweep

@@ -32,6 +32,15 @@ unit-modulus phase ``H(k) / |H(k)|`` (the linear phase of a symmetric FIR, with 
 does not change its distribution. Both paths therefore produce zero-mean Gaussian vectors with the same
 covariance; only the random numbers differ. The tests check the magnitude response against Welch PSDs.
 
+Resampled data (issue 12 item 5). The data were notched and band-passed at their *native* rate and then resampled
+(MNE's FFT resampling: an ideal low-pass at the lower of the two Nyquist frequencies). With ``native_sfreq`` set and
+different from ``sfreq``, the noise takes the same path: its magnitude response at the windows' rFFT bins is the
+native-rate FIR's ``|H(f)|`` (evaluated at those frequencies) times 1 below ``min(native, sfreq) / 2`` and 0 above,
+so no noise power lies where the data have none (designing the filters at the windows' rate instead put 1.1 % of
+the noise power above the data's band for LaBraM on EEGMMIDB: 160 Hz native, 200 Hz windows). The ``"spectral"``
+and ``"covariance"`` methods use that response; ``"convolve"`` (the reference path for data filtered at the
+windows' rate) refuses resampled data.
+
 Reproducibility across batch sizes: noise is drawn trial after trial from the Generator, so applying a
 function to a batch of ``a + b`` trials gives the same result as applying it to the first ``a`` and then
 the next ``b`` trials with the same Generator. The same seed gives the same noise (per ``method``).
@@ -72,27 +81,43 @@ class FilterSpec:
         Low-pass edge, Hz (``None``: no low-pass).
     notch_freq : float, sequence of float or None
         Notch frequencies, Hz (``None``: no notch), as passed to ``mne.filter.notch_filter``.
+    native_sfreq : float or None
+        The rate the data were filtered at before being resampled to ``sfreq`` (``None``: the same as ``sfreq``);
+        the filters are designed at this rate and the noise follows the data's resampling (module docstring).
 
     Raises
     ------
     ValueError
-        If ``sfreq`` is not a positive finite number, an edge is not in ``(0, sfreq / 2)``,
-        ``l_freq >= h_freq``, or a notch frequency is not in ``(0, sfreq / 2)``.
+        If ``sfreq`` is not a positive finite number, an edge is not in ``(0, rate / 2)`` of the design rate,
+        ``l_freq >= h_freq``, or a notch frequency is not in ``(0, rate / 2)``.
     """
 
     sfreq: float
     l_freq: float | None
     h_freq: float | None
     notch_freq: float | tuple[float, ...] | None = None
+    native_sfreq: float | None = None
+
+    @property
+    def design_sfreq(self) -> float:
+        """The rate the filters are designed at (the data's native rate when it differs)."""
+        return float(self.native_sfreq) if self.native_sfreq else float(self.sfreq)
+
+    @property
+    def resampled(self) -> bool:
+        """Whether the data were filtered at another rate than the windows'."""
+        return bool(self.native_sfreq) and abs(float(self.native_sfreq) - float(self.sfreq)) > 1e-9
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.sfreq) and self.sfreq > 0):
             raise ValueError(f"sfreq must be a positive number of Hz, got {self.sfreq}")
-        nyq = self.sfreq / 2.0
+        if self.native_sfreq is not None and not (math.isfinite(self.native_sfreq) and self.native_sfreq > 0):
+            raise ValueError(f"native_sfreq must be a positive number of Hz, got {self.native_sfreq}")
+        nyq = self.design_sfreq / 2.0
         for name in ("l_freq", "h_freq"):
             f = getattr(self, name)
             if f is not None and not (math.isfinite(f) and 0 < f < nyq):
-                raise ValueError(f"{name}={f} Hz is outside (0, {nyq}) Hz for sfreq={self.sfreq} Hz")
+                raise ValueError(f"{name}={f} Hz is outside (0, {nyq}) Hz for sfreq={self.design_sfreq} Hz")
         if self.l_freq is not None and self.h_freq is not None and self.l_freq >= self.h_freq:
             raise ValueError(f"l_freq={self.l_freq} Hz must be below h_freq={self.h_freq} Hz")
         if self.notch_freq is not None:
@@ -104,8 +129,11 @@ class FilterSpec:
 
     def as_dict(self) -> dict[str, Any]:
         """The filter settings as a JSON-serialisable dict (for result rows)."""
-        return {"sfreq": self.sfreq, "l_freq": self.l_freq, "h_freq": self.h_freq,
-                "notch_freq": list(self.notch_freq) if self.notch_freq is not None else None}
+        out = {"sfreq": self.sfreq, "l_freq": self.l_freq, "h_freq": self.h_freq,
+               "notch_freq": list(self.notch_freq) if self.notch_freq is not None else None}
+        if self.resampled:
+            out["native_sfreq"] = self.native_sfreq
+        return out
 
     def kernel(self) -> np.ndarray:
         """The combined zero-phase FIR kernel: MNE's band-pass convolved with MNE's notch band-stop.
@@ -146,6 +174,10 @@ class FilterSpec:
         -------
         numpy.ndarray of float64, shape (n_rows, n_samples - 2 * pad_samples())
         """
+        if self.resampled:
+            raise ValueError("FilterSpec.apply filters at the windows' rate; these data were filtered at "
+                             f"{self.native_sfreq} Hz and resampled to {self.sfreq} Hz (use filtered_noise with "
+                             "method 'spectral' or 'covariance')")
         h = self.kernel()
         rows = np.asarray(rows, dtype=np.float64)
         if rows.shape[-1] <= len(h) - 1:
@@ -170,13 +202,14 @@ class FilterSpec:
 @lru_cache(maxsize=32)
 def _fir_kernels(filt: FilterSpec) -> tuple[np.ndarray, ...]:
     kernels = []
+    fs = filt.design_sfreq
     if filt.l_freq is not None or filt.h_freq is not None:
-        kernels.append(mne.filter.create_filter(None, filt.sfreq, filt.l_freq, filt.h_freq, verbose=False))
+        kernels.append(mne.filter.create_filter(None, fs, filt.l_freq, filt.h_freq, verbose=False))
     if filt.notch_freq is not None:
         # the band-stop mne.filter.notch_filter designs: notch_widths=f/200, trans_bandwidth=1 Hz
         freqs = np.asarray(filt.notch_freq)
         widths, tb_2 = freqs / 200.0, 0.5
-        kernels.append(mne.filter.create_filter(None, filt.sfreq, freqs + widths / 2 + tb_2,
+        kernels.append(mne.filter.create_filter(None, fs, freqs + widths / 2 + tb_2,
                                                 freqs - widths / 2 - tb_2, l_trans_bandwidth=tb_2,
                                                 h_trans_bandwidth=tb_2, verbose=False))
     for h in kernels:
@@ -331,8 +364,19 @@ def _amplitude(filt: FilterSpec, kind: str, n_times: int) -> tuple[int, np.ndarr
     read-only.
     """
     h = filt.kernel()
-    n_fft = scipy.fft.next_fast_len(n_times + len(h) - 1, real=True)
-    amp = np.abs(scipy.fft.rfft(h, n=n_fft))
+    if not filt.resampled:
+        n_fft = scipy.fft.next_fast_len(n_times + len(h) - 1, real=True)
+        amp = np.abs(scipy.fft.rfft(h, n=n_fft))
+    else:  # the native-rate FIR's response at the windows' bins, then the resampling's ideal low-pass
+        taps = int(math.ceil(len(h) * filt.sfreq / filt.design_sfreq))
+        n_fft = scipy.fft.next_fast_len(n_times + taps - 1, real=True)
+        freqs = scipy.fft.rfftfreq(n_fft, d=1.0 / filt.sfreq)
+        n = np.arange(len(h))
+        amp = np.empty(freqs.size)
+        for start in range(0, freqs.size, 256):  # |sum_n h[n] exp(-2 pi i f n / fs_native)|, in blocks
+            f = freqs[start:start + 256, None]
+            amp[start:start + 256] = np.abs(np.exp(-2j * np.pi * f * n[None, :] / filt.design_sfreq) @ h)
+        amp[freqs >= min(filt.design_sfreq, filt.sfreq) / 2.0] = 0.0
     if kind == "pink":
         freqs = scipy.fft.rfftfreq(n_fft, d=1.0 / filt.sfreq)
         amp[0] = 0.0
@@ -461,6 +505,10 @@ def filtered_noise(kind: str, shape: tuple[int, int, int], filt: FilterSpec,
     gen = as_rng(rng)
     shape = tuple(int(v) for v in shape)
     method = _resolve_method(method, filt, shape[-1])
+    if method == "convolve" and filt.resampled:
+        raise ValueError(f"method 'convolve' filters at the windows' rate, but these data were filtered at "
+                         f"{filt.native_sfreq} Hz and resampled to {filt.sfreq} Hz; fix: method 'spectral' or "
+                         "'covariance' (or 'auto')")
     if method == "covariance":
         return _covariance_noise(kind, shape, filt, gen)
     if method == "spectral":
@@ -469,7 +517,8 @@ def filtered_noise(kind: str, shape: tuple[int, int, int], filt: FilterSpec,
 
 
 def add_noise(x: Any, snr_db: float, kind: str, filt: FilterSpec, rng: np.random.Generator | int,
-              picks: Sequence[int] | None = None, method: str = "auto") -> Any:
+              picks: Sequence[int] | None = None, method: str = "auto", power_picks: Sequence[int] | None = None,
+              power_over_picks: bool = True) -> Any:
     """Add filtered white or pink noise at a target SNR (paper 003 App. D.1; with ``picks``, App. D.5).
 
     For every trial, the noise (see :func:`filtered_noise`) is scaled by one factor so that
@@ -490,10 +539,14 @@ def add_noise(x: Any, snr_db: float, kind: str, filt: FilterSpec, rng: np.random
     rng : numpy.random.Generator or int
         Generator or explicit seed for the noise.
     picks : sequence of int or None
-        Channels that receive noise and over which ``P_s`` and ``P_n`` are computed (default: all).
+        Channels that receive noise, over which ``P_n`` is computed (default: all).
     method : {"auto", "covariance", "spectral", "convolve"}
         How the filtered noise is generated (:func:`filtered_noise`); the scaling is exact either way
         (``P_n`` is measured on the generated noise, in float64).
+    power_picks : sequence of int or None
+        With ``power_over_picks=False``: the channels of ``P_s`` (None: every channel, the whole montage).
+    power_over_picks : bool
+        ``P_s`` over ``picks`` (default, App. D.1 / the region-power basis of D.5) or over ``power_picks``.
 
     Returns
     -------
@@ -514,7 +567,10 @@ def add_noise(x: Any, snr_db: float, kind: str, filt: FilterSpec, rng: np.random
     idx = _check_picks(picks, arr.shape[1])
     every = picks is None or (idx.size == arr.shape[1] and np.array_equal(idx, np.arange(arr.shape[1])))
     sel = arr if every else arr[:, idx]
-    p_s = _trial_power(sel)
+    if power_over_picks:
+        p_s = _trial_power(sel)
+    else:
+        p_s = _trial_power(arr if power_picks is None else arr[:, _check_picks(power_picks, arr.shape[1])])
     bad = np.flatnonzero(~np.isfinite(p_s) | (p_s <= 0))
     if bad.size:
         raise ValueError(

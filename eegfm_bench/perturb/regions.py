@@ -295,11 +295,14 @@ def region_dropout(x: Any, ch_names: Sequence[str], task: str, role: str,
 
 
 def region_noise(x: Any, ch_names: Sequence[str], task: str, role: str, snr_db: float, filt: FilterSpec,
-                 rng: np.random.Generator | int) -> tuple[Any, list[str], RegionSelection]:
+                 rng: np.random.Generator | int, power: str = "montage") -> tuple[Any, list[str], RegionSelection]:
     """Inject filtered white noise into a region's channels only (paper 003 App. D.5).
 
-    For every trial, the noise is scaled so that ``10 log10(P_s / P_n) = snr_db`` with both powers computed
-    as in App. D.1 over the region's channels only; all other channels are returned unchanged.
+    For every trial, the noise is scaled so that ``10 log10(P_s / P_n) = snr_db``, ``P_n`` the App. D.1 power of the
+    noise over the region's channels and ``P_s`` the App. D.1 signal power over the whole montage
+    (``power="montage"``, the default: the paper leaves the basis open; the authors' code uses the montage, so a
+    region's noise level does not depend on how strong the task signal is in that region) or over the region's
+    channels only (``power="region"``). All other channels are returned unchanged.
 
     Parameters
     ----------
@@ -312,11 +315,13 @@ def region_noise(x: Any, ch_names: Sequence[str], task: str, role: str, snr_db: 
     role : {"primary", "control"}
         Region set.
     snr_db : float
-        Target SNR over the region, dB (paper: 5 and -3).
+        Target SNR, dB (paper: 5 and -3).
     filt : FilterSpec
         The dataset's preprocessing filters, applied to the noise.
     rng : numpy.random.Generator or int
         Generator or explicit seed.
+    power : {"montage", "region"}
+        Channels of the signal power ``P_s``.
 
     Returns
     -------
@@ -328,12 +333,17 @@ def region_noise(x: Any, ch_names: Sequence[str], task: str, role: str, snr_db: 
     Raises
     ------
     ValueError
-        Non-finite ``snr_db``, no region electrode in the montage, or a trial with zero region power.
+        Non-finite ``snr_db``, no region electrode in the montage, an unknown ``power``, or a trial with zero
+        signal power.
     UnknownNameError
         Unknown task or role.
     """
+    if power not in ("montage", "region"):
+        raise ValueError(f"region noise power basis {power!r}; valid: montage, region")
     sel = resolve_region(task, role, ch_names)
-    return add_noise(x, snr_db, "white", filt, rng, picks=sel.indices), list(ch_names), sel
+    power_picks = None if power == "montage" else sel.indices
+    return (add_noise(x, snr_db, "white", filt, rng, picks=sel.indices, power_picks=power_picks,
+                      power_over_picks=power == "region"), list(ch_names), sel)
 
 
 def region_substitution(x: Any, ch_names: Sequence[str], task: str, role: str, filt: FilterSpec,

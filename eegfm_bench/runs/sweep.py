@@ -31,6 +31,9 @@ The config (``configs/experiment/sweep_quickstart.yaml``)::
     num_workers: 0                 # DataLoader processes perturbing the next batches
     save_predictions: true         # predictions/<model>-<regime>-<head>-<hash8>-fold<k>/<condition>.csv
     alpha: 0.05                    # family-wise level of the marks (Holm across models)
+    corruption_order: before_reference   # corrupt, then re-reference over the channels present (or after_reference)
+    region_snr: montage            # region noise SNR against the montage's signal power (or region)
+    mask: paper                    # random dropout masks drawn as the paper's runs (or hashed)
     trainer: {accelerator: auto, devices: 1, precision: null, loggers: [csv]}
 
 References
@@ -47,7 +50,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence
 
 import numpy as np
 import yaml
@@ -74,6 +77,14 @@ class SweepConfig:
         num_workers: DataLoader worker processes (perturbation runs in them).
         save_predictions: write per-window probabilities per condition.
         alpha: family-wise level of the marks (Holm across models).
+        corruption_order: ``before_reference`` (default): the corruption is applied to the signal before the
+            model's reference step and the common average is recomputed over the channels present (zero-padded
+            channels zeroed after it); ``after_reference``: the referenced windows are corrupted (the old order,
+            under which a removed channel is recoverable from the survivors).
+        region_snr: region noise SNR against the whole montage's signal power (``montage``, default, as the
+            authors' code) or the region's (``region``); App. D.5 leaves it open.
+        mask: random dropout masks: ``paper`` (drawn as the paper's runs, reproducing Table 5's PhysioNet rows) or
+            ``hashed`` (one hash per channel name: independent of the channel order).
     """
 
     cv_out_dir: Optional[str] = None
@@ -88,6 +99,9 @@ class SweepConfig:
     num_workers: int = 0
     save_predictions: bool = True
     alpha: float = 0.05
+    corruption_order: Literal["before_reference", "after_reference"] = "before_reference"
+    region_snr: Literal["montage", "region"] = "montage"
+    mask: Literal["paper", "hashed"] = "paper"
 
 
 def sweep_parser():
@@ -248,7 +262,8 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     notes, masks = [], {}
     for g in by_prep.values():
         ws = run.windows(g["models"][0])
-        ctx, fnotes = perturb_context(ws.meta, run.task, cfg["seed"])
+        ctx, fnotes = perturb_context(ws.meta, run.task, cfg["seed"], order=cfg["corruption_order"],
+                                      region_power=cfg["region_snr"], mask=cfg["mask"])
         notes += [n for n in fnotes if n not in notes]
         details = {c.name: _details(c, ws.ch_names, ctx) for c in conditions}  # resolves regions and masks (raises)
         for role in REGION_ROLES:
@@ -257,7 +272,7 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
         g.update(ws=ws, ctx=ctx, details=details)
         masks[ws.meta["dataset"]] = {"ch_names": list(ws.ch_names),
                                      "masks": dropout_masks_record(ws.ch_names, ws.meta["dataset"], cfg["seed"],
-                                                                   conditions)}
+                                                                   conditions, rule=cfg["mask"])}
         for ck in cells:
             if ck.model in g["models"]:
                 te = run.fold_indices(ws, ck.fold)[2]
@@ -283,7 +298,7 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
 
     def chash_of(ck, ctx) -> str:
         return config_hash({"cv_config_hash": ck.config_hash, "perturb_seed": cfg["seed"],
-                            "filter": ctx.filter.as_dict(), "precision": str(precision_of(ck))})
+                            "perturbation": ctx.as_dict(), "precision": str(precision_of(ck))})
 
     def fail(ck, condition: str, error: str, tb: str) -> None:
         failures.append({"model": ck.model, "init": ck.init, "regime": ck.regime, "head": ck.head, "fold": ck.fold,

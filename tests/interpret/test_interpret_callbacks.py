@@ -75,7 +75,7 @@ def test_attribution_callback_maps_checks_and_perturbation(fitted):
     # the perturbation reached the maps: zero-padded channels carry exactly no relevance (x = 0 there), clean ones do
     from eegfm_bench.perturb.channels import dropout_mask
 
-    dropped = [CHS.index(c) for c in dropout_mask(CHS, 0.5, 0, "synthetic").dropped]
+    dropped = [CHS.index(c) for c in dropout_mask(CHS, 0.5, 0, "synthetic", rule="paper").dropped]
     assert dropped
     for method in ("gxi", "attnlrp"):
         pert = np.load(root / "dropout_p-0.5_zero" / method / "fold0.npz")

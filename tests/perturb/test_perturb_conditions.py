@@ -95,7 +95,8 @@ def test_every_default_condition_applies():
 def test_dropout_condition_uses_the_dataset_mask_and_records_it():
     cond = parse_condition("dropout_p=0.3_removed")
     y, names = cond.apply(torch.zeros(1, 64, 10), EEGMMIDB, 0, CTX)
-    mask = dropout_mask(EEGMMIDB, 0.3, seed=0, dataset="eegmmidb")
+    mask = dropout_mask(EEGMMIDB, 0.3, seed=0, dataset="eegmmidb", rule=CTX.mask)  # the paper's rule by default
+    assert CTX.mask == "paper"
     assert names == list(mask.kept) and isinstance(y, torch.Tensor) and y.shape[1] == 64 - mask.n_dropped
     rec = cond.details(EEGMMIDB, CTX)
     assert rec["dropped"] == list(mask.dropped) and rec["condition"] == "dropout_p=0.3_removed"

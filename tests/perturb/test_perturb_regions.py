@@ -7,7 +7,7 @@ import pytest
 from mne.datasets import eegbci
 
 from eegfm_bench.perturb.channels import channel_key
-from eegfm_bench.perturb.noise import FilterSpec, snr_db
+from eegfm_bench.perturb.noise import FilterSpec, snr_db, signal_power
 from eegfm_bench.perturb.regions import (
     MissingElectrodesWarning,
     load_regions,
@@ -125,11 +125,19 @@ def test_region_dropout_zero_and_removed(eegmmidb):
 def test_region_noise_hits_only_the_region_at_its_snr(eegmmidb, snr):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((3, 64, 640)).astype(np.float64)
-    x[:, 40:] *= 5.0  # a region's power differs from the montage's: SNR must be over the region
-    y, names, sel = region_noise(x, eegmmidb, "eegmmidb_mi", "primary", snr, FILT, 0)
+    sel0 = region_noise(x, eegmmidb, "eegmmidb_mi", "primary", snr, FILT, 0)[2]
+    x[:, list(sel0.indices)] *= 3.0  # the region is stronger than the montage: the two SNR bases differ by ~6 dB
+    y, names, sel = region_noise(x, eegmmidb, "eegmmidb_mi", "primary", snr, FILT, 0, power="region")
     rest = [i for i in range(64) if i not in sel.indices]
     np.testing.assert_array_equal(y[:, rest], x[:, rest])
-    np.testing.assert_allclose(snr_db(x, y - x, picks=sel.indices), snr, atol=0.1)
+    np.testing.assert_allclose(snr_db(x, y - x, picks=sel.indices), snr, atol=1e-6)
+    # the default basis (the authors' code): the montage's signal power against the region's noise power
+    ym, _, _ = region_noise(x, eegmmidb, "eegmmidb_mi", "primary", snr, FILT, 0)
+    np.testing.assert_array_equal(ym[:, rest], x[:, rest])
+    p_s = signal_power(x)
+    p_n = signal_power(ym - x, picks=sel.indices)
+    np.testing.assert_allclose(10 * np.log10(p_s / p_n), snr, atol=1e-6)
+    assert abs(float(np.mean(snr_db(x, ym - x, picks=sel.indices))) - snr) > 0.3
     assert np.all(np.abs(snr_db(x, y - x) - snr) > 1.0)  # over all channels it is not the target
 
 

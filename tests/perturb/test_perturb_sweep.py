@@ -120,12 +120,12 @@ def test_sweep_writes_every_condition_and_resumes(mi_cv, tmp_path, capsys):
     masks = json.loads((out / "dropout_masks.json").read_text())["eegmmidb"]
     assert masks["ch_names"] == EEGMMIDB
     for m in masks["masks"]:
-        expect = dropout_mask(EEGMMIDB, m["p"], 0, "eegmmidb")
+        expect = dropout_mask(EEGMMIDB, m["p"], 0, "eegmmidb", rule="paper")
         assert m["dropped"] == list(expect.dropped) and m["n_dropped"] == expect.n_dropped
         det = json.loads(df[df.condition == f"dropout_p={m['p']:g}_zero"].details.iloc[0])
         assert det["dropped"] == list(expect.dropped) and det["n_chans"] == 64
     det = json.loads(df[df.condition == "white_snr=-5dB"].details.iloc[0])
-    assert det["filter"] == {"sfreq": 128.0, "l_freq": 1.0, "h_freq": 40.0, "notch_freq": [60.0]}
+    assert det["filter"] == {"sfreq": 128.0, "l_freq": 1.0, "h_freq": 40.0, "notch_freq": [60.0], "native_sfreq": 160.0}
     det = json.loads(df[df.condition == "region=primary_zero"].details.iloc[0])
     assert "C3" in det["channels"] and "TTP7h" in det["missing"]
     # report: deltas in pp, markdown, curves
@@ -327,7 +327,7 @@ def test_removed_channels_run_on_a_variable_channel_model():
     res = evaluate_conditions(models, ws, np.arange(6), conds, ctx, batch_size=4, trainer=tr)
     got = {(r.model, r.condition): r for r in res}
     assert len(res) == 10
-    n_drop = dropout_mask(EEGMMIDB, 0.5, 3, "eegmmidb").n_dropped
+    n_drop = dropout_mask(EEGMMIDB, 0.5, 3, "eegmmidb", rule=ctx.mask).n_dropped
     assert got["mean", "dropout_p=0.5_removed"].status == "ok"
     assert got["mean", "dropout_p=0.5_removed"].details["n_chans"] == 64 - n_drop
     assert got["mean", "region=primary_removed"].details["n_chans"] == 64 - 17  # 17 primary electrodes present
@@ -389,7 +389,10 @@ def test_head_only_models_with_one_frozen_backbone_share_its_forward(monkeypatch
 def test_filters_follow_the_applied_preprocessing():
     filt, notes = filter_from_preprocessing({"sfreq": 128.0, "l_freq": 1.0, "h_freq": 40.0, "notch": 60.0,
                                              "native_sfreq": 160.0})
-    assert filt == FilterSpec(128.0, 1.0, 40.0, (60.0,)) and notes == []
+    assert filt == FilterSpec(128.0, 1.0, 40.0, (60.0,), native_sfreq=160.0) and "native 160 Hz" in notes[0]
+    filt, notes = filter_from_preprocessing({"sfreq": 160.0, "l_freq": 1.0, "h_freq": 40.0, "notch": 60.0,
+                                             "native_sfreq": 160.0})
+    assert filt == FilterSpec(160.0, 1.0, 40.0, (60.0,)) and notes == []
     filt, notes = filter_from_preprocessing({"sfreq": 100.0, "l_freq": 0.5, "h_freq": 45.0, "notch": 50.0})
     assert filt.notch_freq is None and "Nyquist" in notes[0]
     with pytest.raises(KeyError, match="notch"):
