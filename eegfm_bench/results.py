@@ -67,8 +67,9 @@ def classification_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]
     Returns
     -------
     dict
-        ``balanced_accuracy`` (mean recall over the classes present in ``y``), ``auroc`` (binary: of class 1;
-        multiclass: one-vs-rest macro) and ``cohen_kappa``; AUROC and kappa are NaN (with a warning) when ``y``
+        ``balanced_accuracy`` (mean recall over the classes present in ``y``), ``accuracy`` (plain, the share of
+        windows right: beside balanced accuracy, which the class weights do not inflate), ``auroc`` (binary: of class
+        1; multiclass: one-vs-rest macro) and ``cohen_kappa``; AUROC and kappa are NaN (with a warning) when ``y``
         holds a single class.
     """
     y = np.asarray(y)
@@ -77,6 +78,7 @@ def classification_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         out["balanced_accuracy"] = float(balanced_accuracy_score(y, pred))
+    out["accuracy"] = float(np.mean(pred == y)) if len(y) else float("nan")
     if np.unique(y).size < 2:
         warnings.warn("test set holds one class: AUROC and Cohen's kappa are undefined (NaN)", stacklevel=2)
         out["auroc"] = float("nan")

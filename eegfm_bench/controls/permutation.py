@@ -17,6 +17,14 @@ Permutation schemes (chosen to keep the label structure the task has):
   subject structure. Never chosen by ``scheme="auto"``.
 
 ``scheme="auto"`` picks ``within_subject`` or ``subject_label`` from the labels and raises when neither fits.
+
+Draws the statistic cannot be computed on (issue 12 item 11). A ``subject_label`` permutation over few subjects
+can leave a training fold without a class (no probe can be fitted) or, for ``statistic="mean_fold"``, a test fold
+with one class (AUROC undefined): ≈ 50 % of draws at ds004504 AD-vs-FTD sizes. Such a draw is redrawn (a
+*restricted* permutation test: the null is the permutation distribution conditional on every fold being
+evaluable, a set that contains the observed labelling, so the p-value stays valid), and the number of redraws is
+counted in the result and the report. ``statistic="pooled"`` (the pooled out-of-fold value) needs only the training
+folds to hold every class.
 """
 from __future__ import annotations
 
@@ -170,6 +178,7 @@ class PermutationResult:
     statistic: str
     n_permutations: int
     seed: int
+    n_redrawn: int = 0
 
     @property
     def null_mean(self) -> float:
@@ -210,6 +219,21 @@ def _statistic(y_idx, proba, folds, units, level, metric, statistic, n_classes, 
         raise ValueError(f"{metric} is undefined in {int(np.isnan(v).sum())} folds at the {level} level (test fold "
                          "lacks a class, e.g. LOSO with per-subject labels); fix: statistic='pooled'")
     return float(v.mean())
+
+
+def evaluable(y_idx: np.ndarray, folds, n_classes: int, statistic: str, units: np.ndarray | None = None) -> bool:
+    """Whether a labelling can be scored: every training fold holds every class and, for ``mean_fold``, every test
+    fold at least two (at the unit level when ``units`` is given)."""
+    for tr, te in folds:
+        if np.unique(y_idx[tr]).size < n_classes:
+            return False
+        if statistic == "mean_fold" and np.unique(y_idx[te]).size < 2:  # (a unit's label is its windows')
+            return False
+    return True
+
+
+MAX_REDRAWS = 1000
+"""Draws tried per permutation before giving up (a scheme whose evaluable draws are that rare is refused)."""
 
 
 def permutation_test(X: np.ndarray, y: Sequence, folds, *, groups: Sequence | None, scheme: str = "auto",
@@ -294,12 +318,18 @@ def permutation_test(X: np.ndarray, y: Sequence, folds, *, groups: Sequence | No
     observed = _statistic(y_idx, proba, folds, units, level, metric, statistic, nc, ks)
     rng = np.random.default_rng(seed)
     null = np.empty(n_permutations)
+    redrawn = 0
     for i in tqdm(range(n_permutations), desc=f"label permutation ({scheme})", disable=not progress):
-        yp = permute_labels(y_idx, groups, scheme, rng)
-        try:
-            proba, ks = fit_predict_folds(X, yp, folds, spec, nc, pre)
-        except ValueError as e:
-            raise ValueError(f"permutation {i}: {e}") from e
+        for _ in range(MAX_REDRAWS):
+            yp = permute_labels(y_idx, groups, scheme, rng)
+            if evaluable(yp, folds, nc, statistic, units):
+                break
+            redrawn += 1
+        else:
+            raise ValueError(f"permutation {i}: {MAX_REDRAWS} draws in a row left a fold that cannot be scored (a "
+                             f"training fold without a class{' or a one-class test fold' if statistic == 'mean_fold' else ''}"
+                             "); fix: fewer folds, statistic='pooled', or another scheme")
+        proba, ks = fit_predict_folds(X, yp, folds, spec, nc, pre)
         null[i] = _statistic(yp, proba, folds, units, level, metric, statistic, nc, ks)
     return PermutationResult(observed, null, permutation_p_value(observed, null), scheme, metric, level, statistic,
-                             n_permutations, seed)
+                             n_permutations, seed, redrawn)

@@ -13,9 +13,9 @@ Methods (every map has the input's shape ``(batch, n_chans, n_times)``):
 Sample selection and normalisation (App. I.1), per fold:
 
 1. predict the fold's test windows (clean, or under a perturbation condition: App. I.2);
-2. keep the **correctly classified** windows whose confidence (max softmax probability) **exceeds the 75th
-   percentile** of the confidence of all test windows of that fold and condition (the top quartile); none
-   left → :class:`NoWindowsSelectedError` and no map;
+2. keep the **correctly classified** windows whose confidence (max softmax probability) is **at or above the 75th
+   percentile of the confidence of the correct windows** of that fold and condition (``numpy.quantile``, linear
+   interpolation, as the authors' code); none left → :class:`NoWindowsSelectedError` and no map;
 3. explain the predicted (= true) class logit;
 4. divide each window's map by the **99th percentile of |R|** over its channels × times and clip to
    ``[−1, 1]``;
@@ -207,7 +207,8 @@ def attribute(model: nn.Module, x: torch.Tensor, target, method: str, backbone: 
 
 # ============================================================================================ selection, normalisation
 def select_windows(probs: np.ndarray, y: np.ndarray, percentile: float = 75.0) -> np.ndarray:
-    """Correctly classified windows whose confidence exceeds the ``percentile`` of all windows' confidence.
+    """Correctly classified windows whose confidence is at or above the ``percentile`` of the correct windows'
+    confidence (paper 003 App. I.1; the authors' code: ``quantile(conf[correct], 0.75)``, kept when ``>=``).
 
     Parameters
     ----------
@@ -215,31 +216,27 @@ def select_windows(probs: np.ndarray, y: np.ndarray, percentile: float = 75.0) -
         Softmax probabilities on the test windows of one fold (and condition).
     y : ndarray of int, shape (n_windows,)
     percentile : float
-        75 in App. I.1 (the top confidence quartile).
+        75 in App. I.1 (the top confidence quartile of the correct windows).
 
     Returns
     -------
     ndarray of int
-        Positions into ``probs``, sorted by decreasing confidence. When the percentile equals the largest
-        confidence (ties at the top, e.g. a saturated softmax of 1.0), the windows *at* the cut are kept.
+        Positions into ``probs``, sorted by decreasing confidence.
 
     Raises
     ------
     NoWindowsSelectedError
-        If no correctly classified window is above the cut (says how many were correct and the cut).
+        If no window is correctly classified (says how many windows there were).
     """
     probs, y = np.asarray(probs), np.asarray(y)
     conf = probs.max(1)
-    cut = float(np.percentile(conf, percentile))
     correct = probs.argmax(1) == y
-    keep = np.flatnonzero(correct & (conf > cut))
-    if keep.size == 0 and cut == conf.max():  # the top quartile is tied at the maximum (saturated softmax)
-        keep = np.flatnonzero(correct & (conf >= cut))
-    if keep.size == 0:
+    if not correct.any():
         raise NoWindowsSelectedError(
-            f"no correctly classified window has confidence above the {percentile:g}th percentile ({cut:.4f}) of the "
-            f"{len(y)} test windows ({int(correct.sum())} correct, max confidence {conf.max():.4f}); no map is "
-            "written for this fold/condition (App. I.1 keeps only confident correct trials)")
+            f"none of the {len(y)} test windows is correctly classified; no map is written for this fold/condition "
+            "(App. I.1 keeps only confident correct trials)")
+    cut = float(np.percentile(conf[correct], percentile))
+    keep = np.flatnonzero(correct & (conf >= cut))
     return keep[np.argsort(-conf[keep], kind="stable")]
 
 

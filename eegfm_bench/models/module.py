@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from torchmetrics import MetricCollection
+from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, MulticlassCohenKappa
 
 from eegfm_bench.models.adaptation import check_regime, count_parameters, freeze
@@ -22,8 +22,26 @@ from eegfm_bench.models.backbones import BACKBONES
 
 def _metrics(n_classes: int, prefix: str) -> MetricCollection:
     return MetricCollection({"bacc": MulticlassAccuracy(n_classes, average="macro"),
+                             "acc": MulticlassAccuracy(n_classes, average="micro"),
                              "auroc": MulticlassAUROC(n_classes, average="macro"),
                              "kappa": MulticlassCohenKappa(n_classes)}, prefix=prefix)
+
+
+class ClassCounts(Metric):
+    """Windows seen per class (summed across DDP ranks): tells whether AUROC / kappa are defined this epoch."""
+
+    full_state_update = False
+
+    def __init__(self, n_classes: int):
+        super().__init__()
+        self.n_classes = int(n_classes)
+        self.add_state("counts", default=torch.zeros(self.n_classes, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, y: torch.Tensor) -> None:
+        self.counts += torch.bincount(y.long(), minlength=self.n_classes)[: self.n_classes]
+
+    def compute(self) -> torch.Tensor:
+        return self.counts
 
 
 class FMClassifier(L.LightningModule):
@@ -102,6 +120,7 @@ class FMClassifier(L.LightningModule):
         self.register_buffer("class_weights", torch.tensor(class_weights, dtype=torch.float32)
                              if class_weights else torch.ones(n_classes), persistent=False)
         self.val_metrics = _metrics(n_classes, "val/")
+        self.val_classes = ClassCounts(n_classes)
         self.train_bacc = MulticlassAccuracy(n_classes, average="macro")
         self._test_rows: list[dict] = []
         self.test_predictions: pd.DataFrame | None = None
@@ -142,12 +161,16 @@ class FMClassifier(L.LightningModule):
         logits = self._logits(batch)
         loss = F.cross_entropy(logits, batch["y"], weight=self.class_weights)
         self.val_metrics.update(logits.softmax(-1), batch["y"])
+        self.val_classes.update(batch["y"])
         self.log("val/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=len(batch["y"]))
 
     def on_validation_epoch_end(self):
         vals = self.val_metrics.compute()
+        if int((self.val_classes.compute() > 0).sum()) < 2:  # one class: AUROC and kappa are undefined, not 0
+            vals = {k: (torch.tensor(float("nan")) if k.endswith(("auroc", "kappa")) else v) for k, v in vals.items()}
         self.log_dict(vals, prog_bar=True)
         self.val_metrics.reset()
+        self.val_classes.reset()
 
     def on_test_epoch_start(self):
         self._test_rows = []
@@ -188,7 +211,8 @@ class FMClassifier(L.LightningModule):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             m = classification_metrics(merged["y"], probs)
-        self.log_dict({"test/bacc": m["balanced_accuracy"], "test/auroc": m["auroc"], "test/kappa": m["cohen_kappa"]},
+        self.log_dict({"test/bacc": m["balanced_accuracy"], "test/acc": m["accuracy"], "test/auroc": m["auroc"],
+                       "test/kappa": m["cohen_kappa"]},
                       sync_dist=True)
 
     def configure_optimizers(self):

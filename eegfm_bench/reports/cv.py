@@ -7,16 +7,33 @@ import numpy as np
 import pandas as pd
 
 
-def summary_table(df: pd.DataFrame, metrics=("balanced_accuracy", "auroc", "cohen_kappa"), condition: str = "clean",
+SUMMARY_METRICS = ("balanced_accuracy", "accuracy", "auroc", "cohen_kappa")
+"""The summary's columns: balanced accuracy (the papers' headline), plain accuracy, AUROC, Cohen's kappa."""
+
+
+def summary_table(df: pd.DataFrame, metrics=SUMMARY_METRICS, condition: str = "clean",
                   by=("model", "init", "regime", "head")) -> pd.DataFrame:
-    """Mean ± std over folds per ``by`` group and metric (one column per metric, "0.612 ± 0.034")."""
+    """Mean ± std over folds per ``by`` group and metric (one column per metric, "0.612 ± 0.034").
+
+    A fold whose metric is undefined (NaN: AUROC or kappa of a one-class test fold) does not enter that metric's
+    mean; a cell computed from fewer folds than the row has says so (``0.701 ± 0.020 (4 folds)``); ``folds`` is the
+    number of folds of the row. No finite value at all gives ``n/a``.
+    """
     d = df[(df["condition"] == condition) & (df["metric"].isin(metrics))].copy()
     d["value"] = d["value"].astype(float)
     g = d.groupby(list(by) + ["metric"])["value"]
-    agg = g.agg(["mean", "std", "count"]).reset_index()
-    agg["cell"] = [f"{m:.3f} ± {s:.3f}" if np.isfinite(s) else f"{m:.3f}" for m, s in zip(agg["mean"], agg["std"])]
+    agg = g.agg(["mean", "std", "count", "size"]).reset_index()
+    folds = agg.groupby(list(by))["size"].max().reset_index().rename(columns={"size": "folds"})
+    agg = agg.merge(folds, on=list(by))
+
+    def cell(m, s, n, total):
+        if n == 0:
+            return "n/a"
+        txt = f"{m:.3f} ± {s:.3f}" if np.isfinite(s) else f"{m:.3f}"
+        return txt if n == total else f"{txt} ({n} fold{'s' if n != 1 else ''})"
+
+    agg["cell"] = [cell(m, s, n, t) for m, s, n, t in zip(agg["mean"], agg["std"], agg["count"], agg["folds"])]
     wide = agg.pivot_table(index=list(by), columns="metric", values="cell", aggfunc="first").reset_index()
-    folds = agg.groupby(list(by))["count"].max().reset_index().rename(columns={"count": "folds"})
     wide = wide.merge(folds, on=list(by))
     return wide[list(by) + [m for m in metrics if m in wide.columns] + ["folds"]]
 

@@ -62,7 +62,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 import pandas as pd
@@ -71,9 +71,9 @@ import yaml
 from eegfm_bench.config import ConfigError, check_trainer_section, command_parser, merge_config, parse_config
 
 DEFAULT_FEATURE_PREPROCESSING = {
-    "sfreq": 200.0, "l_freq": 0.5, "h_freq": 45.0, "scale": 1e6, "unit": "µV", "window_s": 4.0,
+    "sfreq": 200.0, "l_freq": 0.5, "h_freq": 70.0, "scale": 1e6, "unit": "µV", "window_s": 4.0,
     "reference": "average",
-    "source": "paper 001 §3.3-3.4: 200 Hz, band-pass over the feature bands (0.5-45 Hz), notch, CAR; µV",
+    "source": "paper 001 §3.3: 200 Hz, 0.5-70 Hz band-pass, mains notch, CAR; 4 s windows; µV (features over 0.5-45 Hz, §3.4)",
 }
 
 
@@ -156,12 +156,15 @@ class ControlsPermutation:
         scheme: ``auto`` or a permutation scheme.
         seed: seed.
         families: ``strongest``, ``all`` or ``none`` (handcrafted families permuted).
+        statistic: ``mean_fold`` (the mean of per-fold values, the paper's) or ``pooled`` (the pooled out-of-fold
+            value). Draws a fold cannot be scored on are redrawn and counted (``controls.permutation``).
     """
 
     n: int = 100
     scheme: str = "auto"
     seed: int = 0
     families: str = "strongest"
+    statistic: Literal["mean_fold", "pooled"] = "mean_fold"
 
 
 @dataclass
@@ -939,7 +942,7 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
     t0 = time.time()
     res = permutation_test(get_X(), ctx.y_idx, ctx.folds, groups=ctx.subjects, scheme=ctx.scheme,
                            n_permutations=int(p["n"]), metric=metric, level="window", spec=ctx.spec,
-                           seed=int(p["seed"]), progress=ctx.progress)
+                           seed=int(p["seed"]), progress=ctx.progress, statistic=p.get("statistic", "mean_fold"))
     d = res.to_dict()
     d["seconds"] = time.time() - t0
     d["representation"] = rep.name
@@ -947,10 +950,11 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
     rows = [{**key, "fold": "all", "metric": f"{metric}_window_{m}", "value": float(v)}
             for m, v in (("observed", res.observed), ("null_mean", res.null_mean), ("null_sd", res.null_sd),
                          ("null_max", float(np.max(res.null))), ("p_value", res.p_value),
-                         ("n_permutations", res.n_permutations))]
+                         ("n_permutations", res.n_permutations), ("n_redrawn", res.n_redrawn))]
     ctx.store.append(rows, chash)
     ctx.note(f"permutation {rep.name}: observed {res.observed:.4f}, null {res.null_mean:.4f} ± {res.null_sd:.4f}, "
-             f"p = {res.p_value:.4f} ({res.n_permutations} perms, {d['seconds']:.0f} s)")
+             f"p = {res.p_value:.4f} ({res.n_permutations} perms, {res.n_redrawn} unscorable draws redrawn, "
+             f"{d['seconds']:.0f} s)")
     return d
 
 

@@ -98,3 +98,19 @@ def test_reusing_label_free_steps_equals_refitting_the_whole_pipeline():
     slow = M.permutation_test(X, y, folds, reuse_unsupervised=False, **kw)
     assert fast.observed == pytest.approx(slow.observed, abs=1e-10)
     np.testing.assert_allclose(fast.null, slow.null, atol=1e-10)
+
+
+def test_draws_that_leave_a_fold_unscorable_are_redrawn_and_counted():
+    """12 subjects with one label each, 4 folds of 3: a subject-label permutation often gives a one-class test fold
+    (AUROC undefined): such draws are redrawn (a restricted permutation test), never a crash."""
+    X, y, g = data(n_subj=12, n_win=6, shift=2.0)
+    folds = grouped_folds(g, y, 4)
+    res = M.permutation_test(X, y, folds, groups=g, n_permutations=40, seed=1, progress=False)
+    assert res.scheme == "subject_label" and res.statistic == "mean_fold"
+    assert res.n_redrawn > 0 and np.isfinite(res.null).all() and res.null.size == 40
+    assert res.observed > 0.8 and res.p_value <= 0.1 and res.null_mean < 0.65
+    assert res.to_dict()["n_redrawn"] == res.n_redrawn
+    pooled = M.permutation_test(X, y, folds, groups=g, n_permutations=40, seed=1, progress=False, statistic="pooled")
+    assert pooled.n_redrawn < res.n_redrawn  # pooled needs only the training folds to hold both classes
+    for tr, te in folds:  # every draw kept can be scored: both classes in each training fold
+        assert M.evaluable(y, folds, 2, "mean_fold")

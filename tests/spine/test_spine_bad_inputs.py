@@ -39,7 +39,44 @@ def test_metrics_known_values():
     probs = np.array([[.9, .1], [.4, .6], [.2, .8], [.3, .7], [.6, .4], [.1, .9]])
     m = classification_metrics(y, probs)
     assert m["balanced_accuracy"] == pytest.approx((1 / 2 + 3 / 4) / 2)
+    assert m["accuracy"] == pytest.approx(4 / 6)  # plain accuracy beside the balanced one
     assert m["auroc"] == pytest.approx(7 / 8)  # 7 of 8 (pos, neg) pairs ranked correctly
+
+
+def test_one_class_validation_logs_auroc_nan_not_zero():
+    import torch
+
+    from eegfm_bench.models.module import FMClassifier
+
+    m = FMClassifier(backbone="eegnet", head="flatten", regime="full", ch_names=["C3", "Cz", "C4"], n_times=256,
+                     n_classes=2, backbone_kwargs={"F1": 4, "D": 1, "kernel_length": 16})
+    logged = {}
+    m.log_dict = lambda d, **k: logged.update({a: float(b) for a, b in d.items()})
+    m.log = lambda *a, **k: None
+    x = torch.randn(6, 3, 256)
+    m.validation_step({"x": x, "y": torch.zeros(6, dtype=torch.long)}, 0)
+    with pytest.warns(UserWarning):
+        m.on_validation_epoch_end()
+    assert np.isnan(logged["val/auroc"]) and np.isnan(logged["val/kappa"]) and logged["val/acc"] >= 0.0
+    m.validation_step({"x": x, "y": torch.tensor([0, 1, 0, 1, 0, 1])}, 0)
+    m.on_validation_epoch_end()
+    assert np.isfinite(logged["val/auroc"])  # both classes again: defined (the counts were reset)
+
+
+def test_summary_counts_the_folds_behind_each_metric():
+    import pandas as pd
+
+    from eegfm_bench.reports.cv import summary_table
+
+    rows = []
+    for fold, auroc in enumerate([0.8, 0.7, float("nan")]):
+        for metric, v in (("balanced_accuracy", 0.6 + 0.1 * fold), ("accuracy", 0.7), ("auroc", auroc)):
+            rows.append({"model": "m", "init": "random", "regime": "full", "head": "mean", "condition": "clean",
+                         "metric": metric, "value": v, "fold": fold})
+    t = summary_table(pd.DataFrame(rows))
+    r = t.iloc[0]
+    assert r["folds"] == 3 and r["balanced_accuracy"] == "0.700 ± 0.100" and r["accuracy"] == "0.700 ± 0.000"
+    assert r["auroc"] == "0.750 ± 0.071 (2 folds)"  # the one-class fold's NaN is not averaged in, and it says so
 
 
 @requires_data
