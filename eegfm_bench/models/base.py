@@ -125,6 +125,7 @@ class BackboneAdapter(nn.Module):
     preprocessing: ClassVar[Preprocessing]
     lora_targets: ClassVar[list[str]] = []
     derived_from: ClassVar[str | None] = None  # set by variants (e.g. depth truncation) of another backbone
+    input_montage: ClassVar[str] = "monopolar"  # what its channel tokens see; checkpoints must match (checkpoints.py)
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs):
         super().__init__()
@@ -154,13 +155,38 @@ class BackboneAdapter(nn.Module):
         x : Tensor, shape (batch, n_chans, n_times)
             Preprocessed windows in the unit of ``preprocessing``.
         ch_names : list of str, optional
-            Channel names of ``x`` (default: the build montage). Variable-channel models accept a subset.
+            Channel names of ``x`` (default: the build montage). Variable-channel models accept a subset. Channels
+            given in another order are put in the build montage's order first (:meth:`canonical_order`), so the
+            tokens — and a flatten head's weights tied to token positions — do not depend on the input's order.
 
         Returns
         -------
         Tensor, shape (batch, n_tokens, d_model)
         """
         raise NotImplementedError
+
+    def canonical_order(self, x: torch.Tensor, ch_names: list[str] | None) -> tuple[torch.Tensor, list[str] | None]:
+        """``x`` with its channels in the build montage's order (a subset keeps that relative order; names the
+        montage lacks stay last, in their order, for the adapter's own contract check to name them)."""
+        if ch_names is None or list(ch_names) == list(self.ch_names):
+            return x, ch_names
+        pos = {c.lower(): i for i, c in enumerate(self.ch_names)}
+        order = sorted(range(len(ch_names)), key=lambda i: (pos.get(str(ch_names[i]).lower(), len(pos) + i), i))
+        if order == list(range(len(ch_names))):
+            return x, ch_names
+        return x[:, order], [ch_names[i] for i in order]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "tokens" in cls.__dict__ and not getattr(cls.__dict__["tokens"], "_canonical", False):
+            impl = cls.__dict__["tokens"]
+
+            def tokens(self, x, ch_names=None, *args, _impl=impl, **kw):
+                x, ch_names = self.canonical_order(x, ch_names)
+                return _impl(self, x, ch_names, *args, **kw)
+
+            tokens.__doc__, tokens.__name__, tokens._canonical = impl.__doc__, "tokens", True
+            cls.tokens = tokens
 
     @property
     def blocks(self) -> list[nn.Module]:

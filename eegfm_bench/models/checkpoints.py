@@ -110,8 +110,11 @@ class CheckpointEntry:
     source, license, notes : str
         Provenance, stored for the README and reports.
     compatible : tuple of str
-        Other backbones whose models take these weights unchanged (e.g. BIOT's bipolar checkpoints load into
-        ``biot_bipolar`` and into a ``biot`` built on 16/18 channels).
+        Other backbones whose models take these weights unchanged *and see the same kind of input* (a bipolar
+        checkpoint never loads into a monopolar adapter, whatever this list says: :func:`load_checkpoint`).
+    montage : {"monopolar", "bipolar"}
+        The kind of channels the weights were trained on (BIOT's checkpoints: ``bipolar``, the double-banana
+        derivations); must equal the adapter's ``input_montage``.
     """
 
     id: str
@@ -122,12 +125,15 @@ class CheckpointEntry:
     license: str = ""
     notes: str = ""
     compatible: tuple[str, ...] = ()
+    montage: str = "monopolar"
 
     def __post_init__(self):
         if self.sha256 is not None and not _SHA_RE.match(self.sha256):
             raise ValueError(f"checkpoint {self.id!r}: sha256 must be 64 lower-case hex characters, "
                              f"got {self.sha256!r}")
         object.__setattr__(self, "compatible", tuple(self.compatible or ()))
+        if self.montage not in MONTAGES:
+            raise ValueError(f"checkpoint {self.id!r}: montage must be one of {MONTAGES}, got {self.montage!r}")
 
     @property
     def backbones(self) -> tuple[str, ...]:
@@ -141,7 +147,13 @@ class CheckpointEntry:
             d.pop("compatible")
         else:
             d["compatible"] = list(d["compatible"])
+        if d["montage"] == "monopolar":
+            d.pop("montage")
         return d
+
+
+MONTAGES = ("monopolar", "bipolar")
+"""Kinds of input channels a checkpoint / adapter is built for."""
 
 
 def read_manifest(path: str | Path | None = None) -> dict[str, CheckpointEntry]:
@@ -236,6 +248,7 @@ class ResolvedCheckpoint:
     origin: str
     config: dict | None = None
     compatible: tuple[str, ...] = ()
+    montage: str = "monopolar"
 
     @property
     def init_tag(self) -> str:
@@ -364,7 +377,8 @@ def resolve(pretrained: str, manifest: str | Path | None = None, cache_dir: str 
                     raise _not_found(entry, local, f"download failed ({exc.__class__.__name__}: {exc})") from exc
                 origin = "hub"
         sha = _verify(entry, path, manifest_path)
-        return ResolvedCheckpoint(pretrained, entry.backbone, path, sha, origin, compatible=entry.compatible)
+        return ResolvedCheckpoint(pretrained, entry.backbone, path, sha, origin, compatible=entry.compatible,
+                                  montage=entry.montage)
 
     tried = [Path(pretrained).expanduser()]
     if not tried[0].is_absolute():
@@ -388,7 +402,8 @@ def resolve(pretrained: str, manifest: str | Path | None = None, cache_dir: str 
     config = None
     if (folder / CONFIG_NAME).is_file():
         config = json.loads((folder / CONFIG_NAME).read_text())
-    return ResolvedCheckpoint(entry.id, entry.backbone, path, sha, "local", config, compatible=entry.compatible)
+    return ResolvedCheckpoint(entry.id, entry.backbone, path, sha, "local", config, compatible=entry.compatible,
+                              montage=entry.montage)
 
 
 # ------------------------------------------------------------------------------------------- loading
@@ -509,6 +524,12 @@ def load_checkpoint(adapter: BackboneAdapter, pretrained: str, manifest: str | P
     if adapter.name not in (ck.backbone, *ck.compatible):
         raise CheckpointError(f"checkpoint {ck.id!r} holds {ck.backbone!r} weights; the backbone is "
                               f"{adapter.name!r}; fix: choose a {adapter.name} checkpoint")
+    wants = getattr(adapter, "input_montage", "monopolar")
+    if ck.montage != wants:
+        raise CheckpointError(
+            f"checkpoint {ck.id!r} was trained on {ck.montage} channels but {adapter.name} feeds {wants} channels: its "
+            f"channel tokens would mean other signals (tensor shapes can match by accident). fix: use the "
+            f"{ck.backbone} backbone, which builds the {ck.montage} input these weights expect")
     refusal = getattr(adapter, "checkpoint_refusal", None)
     why = refusal(ck.config) if callable(refusal) else None
     if why:
@@ -536,8 +557,32 @@ def load_checkpoint(adapter: BackboneAdapter, pretrained: str, manifest: str | P
         raise StateDictMismatchError(msg + (f"\nhint: {hint}" if hint else "")
                                      + "\nfix: build the backbone with the checkpoint's architecture arguments",
                                      shapes, missing, unexpected)
+    fresh = {k: v.detach().clone() for k, v in adapter.model.state_dict().items() if torch.is_floating_point(v)}
     adapter.model.load_state_dict(state, strict=True)
+    refuse_untrained(adapter, fresh, ck.id)
     return LoadReport(ck, dropped, adapted)
+
+
+def refuse_untrained(adapter: BackboneAdapter, fresh_state: dict[str, torch.Tensor], checkpoint_id: str) -> None:
+    """Refuse "pretrained" weights that equal the adapter's own random initialisation.
+
+    ``fresh_state`` is the model's state just before loading: the random init of the current seed (``FMClassifier``
+    builds the backbone under ``torch.manual_seed(init_seed)``). A checkpoint whose every floating-point tensor equals
+    it is a saved random init (e.g. ``save_pretrained`` called before training), and its results would be labelled
+    ``pretrained:`` while being ``init=random``.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the checkpoint and the fix.
+    """
+    loaded = adapter.model.state_dict()
+    compared = [k for k, v in fresh_state.items() if k in loaded and loaded[k].shape == v.shape and v.numel() > 1]
+    if compared and all(torch.equal(loaded[k].detach().cpu(), fresh_state[k].cpu()) for k in compared):
+        raise CheckpointError(
+            f"checkpoint {checkpoint_id!r}: all {len(compared)} weight tensors equal a fresh random initialisation of "
+            f"{adapter.name} with this seed: these are untrained weights, and results would be labelled pretrained. "
+            "fix: save the weights after pretraining, or run without `pretrained` (init=random)")
 
 
 # ------------------------------------------------------------------------------------------- random init
@@ -688,7 +733,8 @@ def save_pretrained(adapter: BackboneAdapter, folder: str | Path, checkpoint_id:
     entry = CheckpointEntry(
         id=checkpoint_id or folder.resolve().name, backbone=adapter.name, weights=WEIGHTS_NAME,
         sha256=sha256_file(weights),
-        source=f"save_pretrained {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}", notes=notes)
+        source=f"save_pretrained {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}", notes=notes,
+        montage=getattr(adapter, "input_montage", "monopolar"))
     write_manifest({entry.id: entry}, folder / MANIFEST_NAME)
     if manifest is not None:
         add_manifest_entry(entry, manifest)

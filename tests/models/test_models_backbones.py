@@ -99,15 +99,14 @@ def test_labram_include_cls_prepends_one_token():
 
 
 @pytest.mark.parametrize("name", ["labram", "biot"])
-def test_variable_channel_models_are_equivariant_to_channel_order_and_take_subsets(name):
+def test_variable_channel_models_are_invariant_to_channel_order_and_take_subsets(name):
     a = build(name)
     x = window(name)
     per = a.n_tokens() // len(CH)
     perm = [3, 0, 6, 1, 5, 2, 4]
     tok = a.tokens(x, CH)
     tok_perm = a.tokens(x[:, perm], [CH[i] for i in perm])
-    expected = torch.cat([tok[:, i * per:(i + 1) * per] for i in perm], dim=1)
-    torch.testing.assert_close(tok_perm, expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(tok_perm, tok, rtol=0, atol=0)  # inputs are put in the build montage's order
     sub = [CH[i] for i in (2, 3, 4)]
     tok_sub = a.tokens(x[:, [2, 3, 4]], sub)
     assert tok_sub.shape == (B, a.n_tokens(3), a.d_model) and a.n_tokens(3) == 3 * per

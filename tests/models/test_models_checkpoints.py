@@ -207,7 +207,45 @@ def test_shipped_manifest_lists_the_hub_checkpoints(monkeypatch):
     assert entries["braindecode/labram-pretrained"].backbone == "labram"
     assert entries["braindecode/cbramod-pretrained"].backbone == "cbramod"
     biot = [e for k, e in entries.items() if k.startswith("braindecode/biot-")]
-    assert len(biot) == 3 and all(e.backbone == "biot_bipolar" and e.compatible == ("biot",) for e in biot)
+    # bipolar weights are for biot_bipolar only (issue 12 item 14): never listed as compatible with monopolar biot
+    assert len(biot) == 3 and all(e.backbone == "biot_bipolar" and e.montage == "bipolar" and not e.compatible
+                                  for e in biot)
+
+
+BIOT = dict(embed_dim=32, num_heads=2, num_layers=1)
+BIPOLAR_CH = ["Fp1", "F7", "T7", "P7", "O1", "Fp2", "F8", "T8", "P8", "O2", "F3", "C3", "P3", "F4", "C4", "P4"]
+
+
+def test_bipolar_checkpoint_never_loads_into_the_monopolar_adapter(tmp_path):
+    bip = BACKBONES.get("biot_bipolar")(BIPOLAR_CH, 400, **BIOT)
+    with torch.no_grad():
+        for p in bip.model.parameters():
+            p.add_(0.01)  # "trained"
+    save_pretrained(bip, tmp_path / "bip")
+    man = json.loads((tmp_path / "bip" / "manifest.json").read_text())
+    entry = next(iter(man["checkpoints"].values()))
+    assert entry["montage"] == "bipolar"
+    entry["compatible"] = ["biot"]  # even a manifest that claims compatibility
+    (tmp_path / "bip" / "manifest.json").write_text(json.dumps(man))
+    mono = BACKBONES.get("biot")(BIPOLAR_CH[:16], 400, **BIOT)  # 16 monopolar channels: tensor shapes match
+    with pytest.raises(CheckpointError, match="trained on bipolar channels but biot feeds monopolar"):
+        load_checkpoint(mono, str(tmp_path / "bip"))
+    load_checkpoint(BACKBONES.get("biot_bipolar")(BIPOLAR_CH, 400, **BIOT), str(tmp_path / "bip"))  # its own: fine
+
+
+def test_a_saved_random_init_is_refused_as_pretrained(tmp_path):
+    from eegfm_bench.models.module import FMClassifier
+
+    kw = dict(backbone="labram", head="mean", regime="head_only", ch_names=CH, n_times=400, n_classes=2,
+              backbone_kwargs=LABRAM)
+    untrained = FMClassifier(init_seed=3, **kw)
+    save_pretrained(untrained.backbone, tmp_path / "untrained")
+    with pytest.raises(CheckpointError, match="equal a fresh random initialisation"):
+        FMClassifier(init_seed=3, pretrained=str(tmp_path / "untrained"), **kw)
+    with torch.no_grad():
+        next(untrained.backbone.model.parameters()).add_(1.0)  # one tensor trained: real weights
+    save_pretrained(untrained.backbone, tmp_path / "trained", overwrite=True)
+    assert FMClassifier(init_seed=3, pretrained=str(tmp_path / "trained"), **kw).init.startswith("pretrained:")
 
 
 def test_read_state_dict_bin_and_nested(tmp_path):

@@ -404,7 +404,8 @@ def _write_hub(tmp_path, cid: str, backbone: str, state: dict, weights: str = "m
     path = tmp_path / "checkpoints" / cid / weights
     path.parent.mkdir(parents=True)
     save_file({k: v.contiguous() for k, v in state.items()}, str(path))
-    ckpt.add_manifest_entry(ckpt.CheckpointEntry(cid, backbone, weights=weights, sha256=ckpt.sha256_file(path)),
+    ckpt.add_manifest_entry(ckpt.CheckpointEntry(cid, backbone, weights=weights, sha256=ckpt.sha256_file(path),
+                                                 montage=BACKBONES.get(backbone).input_montage),
                             tmp_path / "checkpoints" / "manifest.json")
     return path
 
@@ -481,3 +482,16 @@ def test_check_random_init(tmp_path):
     assert all(torch.equal(p, q) for p, q in zip(fm(1).model.parameters(), fm(1).model.parameters()))
     with pytest.raises(ValueError, match="shares no parameter"):
         ckpt.check_random_init(fm(1), {"foo": torch.zeros(1)})
+
+
+@pytest.mark.parametrize("name", sorted(n for n in TINY if n != "biot_bipolar"))
+def test_tokens_do_not_depend_on_the_input_channel_order(name):
+    """The same channels in another order give the same tokens (issue 12 item 15): inputs are put in the build
+    montage's order first, so a flatten head's position-tied weights see the same channel at the same place."""
+    a = build(name)
+    x = window(name)
+    perm = list(np.random.default_rng(0).permutation(len(CH19)))
+    with torch.no_grad():
+        ref = a.tokens(x, CH19)
+        got = a.tokens(x[:, perm], [CH19[i] for i in perm])
+    torch.testing.assert_close(got, ref, rtol=0, atol=0)

@@ -270,6 +270,7 @@ class BIOTBipolarAdapter(BIOTAdapter):
     """
 
     name = "biot_bipolar"
+    input_montage: ClassVar[str] = "bipolar"
     checkpoint_hint: ClassVar[str] = ("BIOT checkpoints hold 16 (prest-16chs) or 18 (shhs-prest-18chs, "
                                       "six-datasets-18chs) channel tokens: set n_channel_tokens accordingly")
 
