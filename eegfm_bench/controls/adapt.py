@@ -2,15 +2,19 @@
 
 Adaptation (LoRA, or full fine-tuning) is run twice per fold and seed with *one* change: the source labels. The
 correct-label run trains on the true labels; the scrambled-label run trains on labels permuted among the
-windows of the training and validation subjects (the whole source side; early stopping then also sees only
-permuted labels), with the permutation scheme of the label-permutation control (``within_subject`` when every
-subject holds both classes, ``subject_label`` when the label is per subject). The test fold keeps its true labels
-in both runs. Schedule (epochs, patience, optimiser, warm-up), seeds (``seed_everything(seed + fold)``,
-``init_seed``), data order, head and adaptation settings are identical, and each cell is the cell
-:func:`eegfm_bench.cv.run_cv` trains (same DataModule, FMClassifier, early stopping on validation balanced
-accuracy, best checkpoint tested), so the paper's caveat that its comparisons were not one-change experiments
-(§4.2.4) does not apply here. The contrast stays descriptive and unpaired across seeds
-(:func:`eegfm_bench.controls.gates.scrambled_label_contrast`); it is not an equivalence test.
+windows of the training and validation subjects (the whole source side), with the permutation scheme of the
+label-permutation control (``within_subject`` when every subject holds both classes, ``subject_label`` when the
+label is per subject). Both runs use one fixed schedule: the same number of epochs with no early stopping (early
+stopping on scrambled validation labels would give the two arms different schedules), the same seeds
+(``seed_everything(seed + fold)``, ``init_seed``), data order, head and adaptation settings.
+
+Then, as §4.2.4, the adapted encoder is *frozen* and the frozen probe (the controls' probe: scaler, optional PCA,
+classifier) is refitted on the **true** training labels of the same fold and scored on the test fold. This is what
+makes the control able to fail: an adaptation that learned nothing label-specific leaves the two encoders equally
+good for the probe, so scrambled ≈ correct. (Scoring the scrambled arm's own head on the true test labels — the
+earlier implementation — sits at chance by construction, so "correct > scrambled" always held.) The adapted
+heads' own test predictions are kept too, as a descriptive extra. The contrast stays descriptive and unpaired
+across seeds (:func:`eegfm_bench.controls.gates.scrambled_label_contrast`); it is not an equivalence test.
 """
 from __future__ import annotations
 
@@ -68,7 +72,7 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
                trainer_cfg: dict, optim: dict, batch_size: int, out_dir: str | Path, tag: str,
                backbone_kwargs: dict | None = None, head_kwargs: dict | None = None, lora: dict | None = None,
                pretrained: str | None = None, y_train: np.ndarray | None = None, progress: bool = False,
-               ) -> tuple[pd.DataFrame, dict]:
+               fixed_epochs: bool = False, return_model: bool = False):
     """Train and test one cv cell (run_cv's recipe), optionally on replaced training labels.
 
     Parameters
@@ -99,6 +103,11 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
         Labels to train on; only the rows of the fold's training and validation subjects are read from it
         (the test rows keep ``ws.y``). None trains on the true labels.
     progress : bool
+    fixed_epochs : bool
+        Train exactly ``trainer_cfg["max_epochs"]`` epochs with no early stopping and test the last weights (Control
+        4's matched schedule) instead of early stopping on validation balanced accuracy and testing the best.
+    return_model : bool
+        Also return the trained :class:`~eegfm_bench.models.module.FMClassifier` (its final weights).
 
     Returns
     -------
@@ -107,6 +116,8 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
         ``recording``, ``window_index``.
     info : dict
         ``epochs``, ``fit_seconds``, ``init``, parameter counts and the checkpoint path.
+    model : FMClassifier
+        Only with ``return_model``.
 
     Raises
     ------
@@ -139,26 +150,64 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
                        class_weights=dm.class_weights, backbone_kwargs=backbone_kwargs, head_kwargs=head_kwargs,
                        lora=lora, **optim)
     cell = Path(out_dir) / "adaptation" / tag / f"fold{fold}"
-    ckpt = ModelCheckpoint(dirpath=cell, filename="best", monitor="val/bacc", mode="max", save_top_k=1,
-                           enable_version_counter=False)
     tr = {**trainer_cfg, "enable_progress_bar": bool(progress and trainer_cfg.get("enable_progress_bar", False)),
           "loggers": ["csv"]}
+    if fixed_epochs:
+        ckpt = ModelCheckpoint(dirpath=cell, filename="last", save_top_k=0, save_last=False,
+                               enable_version_counter=False)
+        callbacks = []
+    else:
+        ckpt = ModelCheckpoint(dirpath=cell, filename="best", monitor="val/bacc", mode="max", save_top_k=1,
+                               enable_version_counter=False)
+        callbacks = [EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt]
     trainer = build_trainer(tr, out_dir=Path(out_dir) / "adaptation", name=tag, version=f"fold{fold}",
-                            enable_checkpointing=True,
-                            callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt])
+                            enable_checkpointing=not fixed_epochs, callbacks=callbacks)
     t0 = time.time()
     trainer.fit(net, dm)
     # test on the TRUE labels: the datamodule of the true window set serves the same test rows
     dm_test = EEGDataModule(task=task, backbone=model, fold=fold, batch_size=batch_size, num_workers=0, ws=ws,
                             split=split)
-    trainer.test(net, dm_test, ckpt_path=ckpt.best_model_path or None, verbose=False)
+    best = None if fixed_epochs else (ckpt.best_model_path or None)
+    trainer.test(net, dm_test, ckpt_path=best, verbose=False)
     pred = net.test_predictions.copy()
     pred["subject"] = ws.subject[pred["index"]]
     pred["recording"] = ws.recording[pred["index"]]
     pred["window_index"] = ws.window_index[pred["index"]]
     info = {"epochs": float(trainer.current_epoch), "fit_seconds": float(time.time() - t0), "init": net.init,
-            "checkpoint": ckpt.best_model_path, **net.parameter_counts}
-    return pred, info
+            "checkpoint": "" if fixed_epochs else ckpt.best_model_path, **net.parameter_counts}
+    return (pred, info, net) if return_model else (pred, info)
 
 
-__all__ = ["LABELINGS", "scrambled_source_labels", "train_fold"]
+def adapted_embedding(net, ws, ref_keys: np.ndarray, *, pooling: str = "mean", trainer: dict | None = None,
+                      batch_size: int = 32, cache_dir=None) -> np.ndarray:
+    """Pooled frozen embedding of every window from an adapted encoder, aligned with the feature windows.
+
+    Parameters
+    ----------
+    net : FMClassifier
+        The adapted model (its backbone, LoRA merged into the forward as trained).
+    ws : WindowSet
+        The windows it was adapted on (the backbone's preprocessing).
+    ref_keys : ndarray of str
+        Row identities of the feature windows (:func:`~eegfm_bench.controls.embeddings.row_keys`).
+    pooling : {"mean", "flatten"}
+
+    Returns
+    -------
+    ndarray, shape (n_windows, d)
+    """
+    from eegfm_bench.controls.embeddings import align_rows, pool_tokens, row_keys
+    from eegfm_bench.models.features import extract_features
+
+    net.eval()
+    idx = align_rows(ref_keys, row_keys(ws.recording, ws.window_index), "adapted-encoder windows")
+    tokens = extract_features(net.backbone, ws, parts=("tokens",), trainer=trainer, batch_size=batch_size,
+                              cache_dir=cache_dir, progress=False).array("tokens")
+    X = pool_tokens(tokens, pooling)[idx]
+    if not np.all(np.isfinite(X)):
+        raise ValueError("the adapted encoder produced NaN/inf embeddings; fix: lower the learning rate or check the "
+                         "input unit")
+    return X
+
+
+__all__ = ["LABELINGS", "scrambled_source_labels", "train_fold", "adapted_embedding"]

@@ -121,7 +121,11 @@ class ClaimEvidence:
     adaptation : bool
         The claim concerns an adapted (LoRA/full) model: gate (iv) then also needs ``scrambled_label_score``.
     scrambled_label_score : float, optional
-        Score after adaptation on permuted source labels.
+        Score after adaptation on permuted source labels (§4.2.4: the frozen probe refitted on the true labels).
+    scrambled_correct_score : float, optional
+        The same measurement after adaptation on the true labels (same schedule, same probe). When given, gate (iv)
+        compares it — not ``model_score``, which may be another measurement (e.g. a cv head's own predictions) —
+        with ``scrambled_label_score``.
     alpha : float
         Level for the permutation p-value.
     metric : str
@@ -139,6 +143,7 @@ class ClaimEvidence:
     permutation_p: float | None = None
     adaptation: bool = False
     scrambled_label_score: float | None = None
+    scrambled_correct_score: float | None = None
     alpha: float = 0.05
     metric: str = "auroc"
 
@@ -229,8 +234,12 @@ def _gate_iv(ev: ClaimEvidence) -> GateResult:
         fails.append(f"permutation p = {ev.permutation_p:.4g} not below {ev.alpha}")
     if ev.adaptation:
         vals["scrambled_label_score"] = float(ev.scrambled_label_score)
-        if not ev.model_score > ev.scrambled_label_score:
-            fails.append(f"not above scrambled-label adaptation ({ev.scrambled_label_score:.4f})")
+        ref = ev.model_score if ev.scrambled_correct_score is None else float(ev.scrambled_correct_score)
+        if ev.scrambled_correct_score is not None:
+            vals["scrambled_correct_score"] = ref
+        if not ref > ev.scrambled_label_score:
+            fails.append(f"correct-label adaptation ({ref:.4f}) not above scrambled-label adaptation "
+                         f"({ev.scrambled_label_score:.4f})")
     if fails:
         return GateResult(g, name, "fail", "; ".join(fails), vals)
     extra = ", above scrambled-label adaptation" if ev.adaptation else ""

@@ -120,9 +120,16 @@ def controls_markdown(ctx, hand, frozen, cv_reps, perms, paired, scrambled, iden
         L += ["(not configured)", ""]
     for s in scrambled:
         c = s["contrast"]
-        L += [f"- {s['model']} {s['regime']} / {s['head']} (schedule from {s['schedule_from']}; seeds {s['seeds']}): "
-              f"correct labels {c['correct_mean']:.4f}, scrambled labels {c['scrambled_mean']:.4f}, "
-              f"Δ = {c['delta_pp']:+.1f} pp (descriptive, unpaired; not an equivalence test)"]
+        L += [f"- {s['model']} {s['regime']} / {s['head']} (schedule from {s['schedule_from']}; {s.get('schedule', '')}; "
+              f"seeds {s['seeds']}): scored by the {s.get('scored_by', 'adapted head')}: correct labels "
+              f"{c['correct_mean']:.4f}, scrambled labels {c['scrambled_mean']:.4f}, Δ = {c['delta_pp']:+.1f} pp "
+              "(descriptive, unpaired; not an equivalence test)"]
+        h = s.get("runs_head") or {}
+        if h.get("correct") and h.get("scrambled"):
+            hc = sum(v["score"] for v in h["correct"].values()) / len(h["correct"])
+            hs = sum(v["score"] for v in h["scrambled"].values()) / len(h["scrambled"])
+            L += [f"  - for reference, the adapted heads' own test scores: correct {hc:.4f}, scrambled {hs:.4f} (the "
+                  "scrambled head sits near chance by construction, which is why it is not the control's score)"]
     L.append("")
     # identity
     L += ["## (f) Dataset-identity probe (§4.4)", ""]

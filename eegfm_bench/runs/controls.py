@@ -193,7 +193,10 @@ class ControlsScrambled:
         seeds: training seeds (null: [0], or the cv run's with ``correct: cv``).
         scheme: permutation scheme (``auto``).
         perm_seed: seed of the label permutation.
-        correct: ``auto``, ``cv`` (reuse the cv run's predictions) or ``rerun``.
+        correct: ``auto`` (= ``rerun``) trains both arms here on one fixed schedule (``trainer.max_epochs`` epochs, no
+            early stopping, the last weights); ``cv`` reuses the cv run's checkpoint as the correct-label arm and
+            trains the scrambled arm with the cv's early-stopping recipe (an unmatched schedule, reported as such).
+        pooling: how the adapted encoder's tokens are pooled for the refitted frozen probe (``mean``, ``flatten``).
         trainer: trainer overrides.
         optim: optimiser overrides.
         backbone_kwargs: architecture overrides.
@@ -209,6 +212,7 @@ class ControlsScrambled:
     scheme: str = "auto"
     perm_seed: int = 0
     correct: str = "auto"
+    pooling: str = "mean"
     trainer: Optional[dict[str, Any]] = None
     optim: Optional[dict[str, Any]] = None
     backbone_kwargs: Optional[dict[str, Any]] = None
@@ -983,7 +987,7 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
     overrides = [k for k in ("trainer", "optim", "backbone_kwargs", "head_kwargs", "lora", "pretrained") if k in entry]
     correct = entry["correct"]
     if correct == "auto":
-        correct = "cv" if run is not None and not overrides else "rerun"
+        correct = "rerun"  # one fixed schedule for both arms (§4.2.4); `cv` reuse is unmatched (early stopping)
     if correct == "cv":
         if run is None:
             raise ConfigError(f"scrambled entry {entry['model']}/{entry['regime']}/{entry['head']}: correct: cv but the "
@@ -1011,24 +1015,32 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
     ws_m = _model_ws(ctx, model)
     align_rows(ctx.keys, row_keys(ws_m.recording, ws_m.window_index), f"{model} windows")  # same windows
     groups_m = ws_m.subject if ctx.split.spec.group_by == "subject" else ws_m.recording
+    fixed = correct != "cv"
+    pooling = entry.get("pooling") or "mean"
     out = {"model": model, "regime": regime, "head": head, "schedule_from": schedule_from, "trainer": trainer_cfg,
-           "optim": optim, "seeds": seeds, "init_seeds": init_seed_of, "correct_from": correct, "runs": {}}
+           "optim": optim, "seeds": seeds, "init_seeds": init_seed_of, "correct_from": correct,
+           "schedule": (f"fixed: {trainer_cfg.get('max_epochs')} epochs, no early stopping, last weights, both arms"
+                        if fixed else "cv recipe: early stopping on each arm's own validation labels (unmatched)"),
+           "scored_by": f"frozen {ctx.spec.kind} probe refitted on the true training labels of each fold, on the "
+                        f"adapted encoder's {pooling}-pooled tokens (§4.2.4)", "runs": {}, "runs_head": {}}
     cells = [(s, k_pos, k, lab) for s in seeds for k_pos, k in enumerate(ctx.fold_ids)
              for lab in ("correct", "scrambled")]
     bar = tqdm(cells, desc=f"scrambled-label {model}/{regime}", disable=not ctx.progress, unit="fit")
     init_name = "pretrained:" + str(pretrained) if pretrained else "random"
     for s, k_pos, k, lab in bar:
-        unit = {"step": "adaptation", "entry": {kk: vv for kk, vv in entry.items() if kk != "seeds_given"},
+        unit = {"step": "adaptation", "protocol": "probe-refit-v2",
+                "entry": {kk: vv for kk, vv in entry.items() if kk != "seeds_given"},
                 "trainer": trainer_cfg, "optim": optim, "backbone_kwargs": bk, "head_kwargs": hk, "lora": lora,
                 "pretrained": pretrained, "labels": lab, "data": ctx.cfg["data"], "batch": batch,
-                "correct_from": correct, "init_seed": init_seed_of[s]}
+                "correct_from": correct, "init_seed": init_seed_of[s], "probe": ctx.cfg["probe"], "pooling": pooling}
         chash = _hash(unit)
         key = dict(task=ctx.task.name, model=model, init=f"{init_name}#seed{init_seed_of[s]}", regime=regime,
                    head=head, fold=k, seed=s, condition=f"{lab}_labels")
         tag = f"{model}-{regime}-{head}-{lab}-seed{s}"
         path = ctx.out / "adaptation" / "predictions" / f"{tag}-fold{k}.csv"
+        probe_path = ctx.out / "adaptation" / "probe_predictions" / f"{tag}-fold{k}.csv"
         if ctx.store.done(chash, f"the {lab}-label adaptation of {model}/{regime} fold {k} seed {s}", **key) \
-                and path.is_file():
+                and path.is_file() and probe_path.is_file():
             continue
         y_train, used_scheme = None, None
         if lab == "correct" and correct == "cv":
@@ -1047,6 +1059,9 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
                           & (cv_rows.fold.astype(str) == str(k)) & (cv_rows.config_hash.astype(str) == cks[k].config_hash)]
             info = {m: float(sel[sel.metric == m].value.iloc[0]) if (sel.metric == m).any() else float("nan")
                     for m in ("epochs", "fit_seconds")}
+            from eegfm_bench.runs.output import load_fold_model
+
+            net = load_fold_model(cks[k].path)
         else:
             if lab == "scrambled":
                 tr_m, va_m, _ = ctx.split.indices(groups_m, k)
@@ -1054,13 +1069,28 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
                                                                entry["scheme"],
                                                                seed=int(entry["perm_seed"]) + 1000 * int(s) + int(k))
             bar.set_postfix_str(f"seed {s} fold {k} {lab}")
-            pred, info = train_fold(task=ctx.cfg["task"], model=model, regime=regime, head=head, fold=k,
-                                    split=ctx.split, ws=ws_m, seed=int(s), init_seed=init_seed_of[s],
-                                    trainer_cfg=trainer_cfg, optim=optim, batch_size=batch, out_dir=ctx.out, tag=tag,
-                                    backbone_kwargs=bk, head_kwargs=hk, lora=lora, pretrained=pretrained,
-                                    y_train=y_train, progress=False)
+            pred, info, net = train_fold(task=ctx.cfg["task"], model=model, regime=regime, head=head, fold=k,
+                                         split=ctx.split, ws=ws_m, seed=int(s), init_seed=init_seed_of[s],
+                                         trainer_cfg=trainer_cfg, optim=optim, batch_size=batch, out_dir=ctx.out,
+                                         tag=tag, backbone_kwargs=bk, head_kwargs=hk, lora=lora,
+                                         pretrained=pretrained, y_train=y_train, progress=False,
+                                         fixed_epochs=fixed, return_model=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         pred.to_csv(path, index=False)
+        # §4.2.4: freeze the adapted encoder, refit the probe on the TRUE training labels of this fold, score the test
+        from eegfm_bench.controls.adapt import adapted_embedding
+        from eegfm_bench.controls.probes import fit_predict_folds
+
+        X = adapted_embedding(net, ws_m, ctx.keys, pooling=pooling, trainer=ctx.cfg["trainer"], batch_size=batch,
+                              cache_dir=ctx.cfg["data"]["cache_dir"])
+        tr_f, te_f = ctx.folds[k_pos]
+        p_probe = fit_predict_folds(X, ctx.y_idx, [(tr_f, te_f)], ctx.spec, ctx.classes.size)[0][te_f]
+        del net, X
+        pp = pd.DataFrame({"key": ctx.keys[te_f], "y": ctx.y_idx[te_f]})
+        for j in range(ctx.classes.size):
+            pp[f"p{j}"] = p_probe[:, j]
+        probe_path.parent.mkdir(parents=True, exist_ok=True)
+        pp.to_csv(probe_path, index=False)
         proba = pred[[f"p{j}" for j in range(ctx.classes.size)]].to_numpy()
         from eegfm_bench.controls.probes import classification_metrics
 
@@ -1069,8 +1099,11 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
         if len(pred) != te.size:
             raise RuntimeError(f"{tag} fold {k}: {len(pred)} test predictions for {te.size} test windows of the "
                                "feature fold; fix: the model's windows must match the feature windows")
-        rows = [{**key, "metric": f"{mm}_window", "value": float(v), "n_windows": int(len(pred)),
+        rows = [{**key, "metric": f"head_{mm}_window", "value": float(v), "n_windows": int(len(pred)),
                  "n_subjects": int(pred["subject"].nunique())} for mm, v in m.items()]
+        mp = classification_metrics(ctx.y_idx[te_f], p_probe, ctx.classes.size)
+        rows += [{**key, "metric": f"{mm}_window", "value": float(v), "n_windows": int(te_f.size)}
+                 for mm, v in mp.items()]
         rows += [{**key, "metric": mm, "value": float(info[mm])} for mm in ("epochs", "fit_seconds")]
         if used_scheme:
             rows.append({**key, "metric": f"scheme_{used_scheme}", "value": 1.0})
@@ -1078,18 +1111,25 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
     # collect (from files, so reruns see the same numbers)
     metric = ctx.cfg["metric"]
     for lab in ("correct", "scrambled"):
-        per_seed = {}
+        per_seed, per_seed_head = {}, {}
         for s in seeds:
             proba = np.full((len(ctx.keys), ctx.classes.size), np.nan)
+            proba_head = np.full((len(ctx.keys), ctx.classes.size), np.nan)
             for k_pos, k in enumerate(ctx.fold_ids):
-                df = pd.read_csv(ctx.out / "adaptation" / "predictions" / f"{model}-{regime}-{head}-{lab}-seed{s}-fold{k}.csv")
+                tag = f"{model}-{regime}-{head}-{lab}-seed{s}"
                 te = ctx.folds[k_pos][1]
+                dfp = pd.read_csv(ctx.out / "adaptation" / "probe_predictions" / f"{tag}-fold{k}.csv")
+                o = align_rows(ctx.keys[te], dfp["key"].astype(str).to_numpy(), "probe predictions")
+                proba[te] = dfp[[f"p{j}" for j in range(ctx.classes.size)]].to_numpy()[o]
+                df = pd.read_csv(ctx.out / "adaptation" / "predictions" / f"{tag}-fold{k}.csv")
                 o = align_rows(ctx.keys[te], row_keys(df["recording"], df["window_index"]), "adaptation predictions")
-                proba[te] = df[[f"p{j}" for j in range(ctx.classes.size)]].to_numpy()[o]
-            res = _probe_result(ctx, proba)
+                proba_head[te] = df[[f"p{j}" for j in range(ctx.classes.size)]].to_numpy()[o]
+            res, res_h = _probe_result(ctx, proba), _probe_result(ctx, proba_head)
             per_seed[int(s)] = {"score": res.mean_fold(metric), "folds": res.fold_values(metric).tolist(),
                                 "proba": proba}
+            per_seed_head[int(s)] = {"score": res_h.mean_fold(metric), "folds": res_h.fold_values(metric).tolist()}
         out["runs"][lab] = per_seed
+        out["runs_head"][lab] = per_seed_head
     return out
 
 
@@ -1202,7 +1242,8 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
     related[ctx.task.dataset] = tuple(ctx.task.pretraining_aliases)
     reports, context = [], []
 
-    def claim(rep: Rep, *, random_scores, perm_p, perm_src, adaptation=False, scrambled_score=None, extra=None):
+    def claim(rep: Rep, *, random_scores, perm_p, perm_src, adaptation=False, scrambled_score=None,
+              scrambled_correct=None, extra=None):
         corpora, prov_note = _provenance(rep.model, rep.init, ctx.task)
         pr = paired.get(rep.name)
         ci = None if pr is None else (pr["levels"]["window"]["bootstrap"]["low"],
@@ -1210,7 +1251,8 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
         ev = ClaimEvidence(model=rep.name, task=ctx.task.name, evaluation_dataset=ctx.task.dataset,
                            model_score=_score(rep, metric), comparator_scores=comp_scores, paired_ci=ci,
                            pretraining_corpora=corpora, random_init_scores=random_scores, permutation_p=perm_p,
-                           adaptation=adaptation, scrambled_label_score=scrambled_score, alpha=alpha, metric=metric)
+                           adaptation=adaptation, scrambled_label_score=scrambled_score,
+                           scrambled_correct_score=scrambled_correct, alpha=alpha, metric=metric)
         r = evaluate_gates(ev, related=related)
         reports.append(r)
         context.append({"claim": rep.name, "source": rep.source, "init": rep.init, "provenance": prov_note,
@@ -1249,6 +1291,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
               perm_src=None if pp is None else f"frozen {ctx.spec.kind} probe of {frozen_rep.name} (same backbone)",
               adaptation=adaptation,
               scrambled_score=None if scr is None else float(np.mean([v["score"] for v in scr["runs"]["scrambled"].values()])),
+              scrambled_correct=None if scr is None else float(np.mean([v["score"] for v in scr["runs"]["correct"].values()])),
               extra={"random_init": "cv claims carry no matched random-init contrast here" if not rep.init.startswith(
                   "pretrained") else "add a random-init cv run of the same model for this contrast"})
     for key, scr in scr_by.items():
@@ -1261,6 +1304,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
               perm_src=None if pp is None else f"frozen {ctx.spec.kind} probe of {frozen_rep.name} (same backbone)",
               adaptation=True,
               scrambled_score=float(np.mean([v["score"] for v in scr["runs"]["scrambled"].values()])),
+              scrambled_correct=float(np.mean([v["score"] for v in scr["runs"]["correct"].values()])),
               extra={"random_init": "adaptation from random init: no pretrained checkpoint to contrast"})
     return reports, context
 

@@ -290,3 +290,31 @@ def test_scrambled_label_lora_cell_on_synthetic_windows(tmp_path):
         bad[te[0]] = 1 - bad[te[0]]
         train_fold(task="eegmat", model="labram", regime="lora", head="mean", fold=0, split=split, ws=ws, seed=0,
                    init_seed=0, trainer_cfg={}, optim={}, batch_size=4, out_dir=tmp_path, tag="x", y_train=bad)
+
+
+@requires_data
+def test_control4_can_fail_an_adaptation_that_ignores_labels(tmp_path):
+    """Control 4 as §4.2.4 (issue 12 item 9): both arms adapt on one fixed schedule, then the frozen probe is refitted
+    on the true training labels. An 'adaptation' that learns nothing (lr = 0) leaves both encoders the same: the
+    scrambled arm scores exactly as the correct one and gate (iv) fails. (Scoring the scrambled arm's own head, the
+    old way, put it at chance and let 'correct > scrambled' pass.)"""
+    from eegfm_bench.runs.controls import controls_main
+
+    entry = {"model": "eegnet", "regime": "full", "head": "flatten", "seeds": [0], "backbone_kwargs": TINY_EEGNET,
+             "trainer": {"max_epochs": 1, "patience": 1}, "optim": {"lr": 0.0, "warmup_epochs": 0}}
+    cfg = _tiny_config(tmp_path / "o", scrambled=[entry], identity=None, models=[],
+                       permutation={"n": 5, "families": "none"})
+    controls_main(cfg, progress=False)
+    rep = json.loads((tmp_path / "o" / "controls_report.json").read_text())
+    s = rep["scrambled"][0]
+    assert s["schedule"].startswith("fixed: 1 epochs, no early stopping") and "refitted on the true" in s["scored_by"]
+    c = s["contrast"]
+    assert c["delta"] == 0.0 and c["correct_mean"] == c["scrambled_mean"]
+    from eegfm_bench.controls.gates import ClaimEvidence, evaluate_gates
+
+    ev = ClaimEvidence(model="x", task="eegmat", evaluation_dataset="eegmat", model_score=0.9,
+                       comparator_scores={"simple": 0.5}, paired_ci=(0.1, 0.3), pretraining_corpora=[],
+                       random_init_scores=[0.5], permutation_p=0.01, adaptation=True,
+                       scrambled_label_score=c["scrambled_mean"], scrambled_correct_score=c["correct_mean"])
+    g4 = next(g for g in evaluate_gates(ev).to_dict()["gates"] if g["gate"] == "iv")
+    assert g4["status"] == "fail" and "not above scrambled-label adaptation" in g4["detail"]
