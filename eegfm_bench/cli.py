@@ -78,11 +78,28 @@ def _print_tasks() -> None:
                "fixed" + (f", stride {w['stride_s']:g} s" if w["stride_s"] else ""))
         if s.get("window_s"):
             win += f", {s['window_s']:g} s"
-        where = Path(s["root"] or ".")
-        where = where if where.is_absolute() else root / where
         print(f"| {name} | {s['source']} | {', '.join(t.class_names) or '(from the dataset)'} | {win} | "
-              f"{'–' if t.line_freq is None else f'{t.line_freq:g}'} | {'yes' if where.exists() else 'no'} | "
-              f"{t.description} |")
+              f"{'–' if t.line_freq is None else f'{t.line_freq:g}'} | {_local_copy(t, root)} | {t.description} |")
+
+
+def _local_copy(t, root: Path) -> str:
+    """Whether a task's data look present locally, without reading them (yes / no / what is missing)."""
+    s = t.spec
+    if s["source"] == "moabb":
+        return "MOABB's own folder (MNE_DATA); not checked"
+    where = Path(s["root"] or ".")
+    where = where if where.is_absolute() else root / where
+    if not where.exists():
+        return "no"
+    if s["source"] == "eegmmidb":
+        from eegfm_bench.data.sources.eegmmidb import eegmmidb_dir, eegmmidb_file
+
+        base = eegmmidb_dir(where)
+        runs = [int(r) for r in s["eegmmidb"]["runs"]]
+        subs = sorted(int(p.name[1:]) for p in (base / "MNE-eegbci-data/files/eegmmidb/1.0.0").glob("S[0-9][0-9][0-9]"))
+        full = [x for x in subs if all(eegmmidb_file(base, x, r).is_file() for r in runs)]
+        return f"yes ({len(full)} subjects with runs {runs})" if full else f"no subject has runs {runs}"
+    return "yes"
 
 
 def _quiet_third_party_warnings() -> None:
@@ -171,6 +188,15 @@ def _main(argv: list[str]) -> int:
             sp.add_argument("--force", action="store_true", help="retrain cells whose rows exist for the current config")
     sub.add_parser("models", help="list backbones")
     sub.add_parser("tasks", help="list tasks (the presets)")
+    rob = sub.add_parser("robustness", help="paper 003 Tables 10-17 + Figure 2 over the sweeps of several tasks",
+                         description="Combine the sweeps of several tasks into one table per perturbation type and "
+                                     "level (per-benchmark Δ, an equally weighted Average, Wilcoxon/Holm marks) and the "
+                                     "degradation curves (reports/robustness.py).")
+    rob.add_argument("sweeps", nargs="+", help="sweep out_dirs, one per task")
+    rob.add_argument("--out", required=True, help="where robustness.md / .csv / .png go")
+    rob.add_argument("--reference", default="eegnet", help="model of the ∗/∇ marks ('none' for no marks)")
+    rob.add_argument("--alpha", type=float, default=0.05)
+    rob.add_argument("--conditions", nargs="*", help="only these condition strings (default: every condition)")
     ing = sub.add_parser("ingest", help="read a task through the ingestion checks and write its ingest report",
                          description="Cache a task's windows under each model's preprocessing and write "
                                      "ingest_report.md / .json (what was kept, dropped, renamed, rejected, and why).")
@@ -193,6 +219,14 @@ def _main(argv: list[str]) -> int:
         return 0
     if a.cmd == "ingest":
         return _ingest(p, a, extra)
+    if a.cmd == "robustness":
+        from eegfm_bench.reports.robustness import write_robustness_report
+
+        path = write_robustness_report(a.sweeps, a.out, reference=None if a.reference == "none" else a.reference,
+                                       alpha=a.alpha, conditions=a.conditions or None)
+        print(path.read_text())
+        print(f"written: {path}")
+        return 0
     if extra and any(not x.startswith("--") for x in extra[:1]):
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     if a.keys:

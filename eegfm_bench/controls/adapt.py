@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from eegfm_bench.controls.permutation import check_scheme, infer_scheme, permute_labels
 

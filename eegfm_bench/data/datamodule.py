@@ -110,6 +110,14 @@ class EEGDataModule(L.LightningDataModule):
         for name, ix in (("train", self.train_idx), ("val", self.val_idx), ("test", self.test_idx)):
             if ix.size == 0:
                 raise ValueError(f"fold {fold}: the {name} set is empty; fix: check subjects / split settings")
+        have = np.bincount(self.ws.y[self.train_idx], minlength=len(self.ws.class_names))
+        absent = [self.ws.class_names[c] for c in np.flatnonzero(have == 0)]
+        if absent:
+            raise ValueError(
+                f"fold {fold}: no training window of class(es) {absent} (training windows per class: "
+                f"{dict(zip(self.ws.class_names, have.tolist()))}); the model cannot learn a class it never sees and "
+                "its loss would be undefined. fix: more subjects or fewer folds (split.k), or check the labels (the "
+                "ingest report lists the windows per class and the annotations mapped to none)")
         if np.unique(self.ws.y[self.test_idx]).size < len(self.ws.class_names):
             warnings.warn(f"fold {fold}: the test set holds only classes {np.unique(self.ws.y[self.test_idx]).tolist()} "
                           "of " f"{list(range(len(self.ws.class_names)))}; metrics that need both classes (AUROC, "
@@ -132,9 +140,7 @@ class EEGDataModule(L.LightningDataModule):
     def class_weights(self) -> list[float]:
         """Inverse-frequency weights ``n / (n_classes · n_c)`` from the training windows of this fold."""
         counts = np.bincount(self.ws.y[self.train_idx], minlength=self.n_classes).astype(float)
-        counts[counts == 0] = np.nan
-        w = counts.sum() / (self.n_classes * counts)
-        return np.nan_to_num(w, nan=0.0).tolist()
+        return (counts.sum() / (self.n_classes * counts)).tolist()  # every class is present (checked in __init__)
 
     def use_tokens(self, tokens: np.ndarray | None) -> None:
         """Serve cached tokens ``(n_windows, n_tokens, d_model)`` aligned with the WindowSet instead of ``x``."""

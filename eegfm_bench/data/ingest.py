@@ -37,6 +37,9 @@ from eegfm_bench.data.qc import IngestError, RecordingQC, capture_warnings, chan
 from eegfm_bench.data.sources import SOURCES, Recording, resolve_data_root
 from eegfm_bench.data.spec import parse_task_spec, spec_hash
 
+BIOSEMI_ABC = re.compile(r"^[A-H]([1-9]|[1-2][0-9]|3[0-2])$")
+"""BioSemi ABC-layout channel names (A1-A32 ... H1-H32), which collide with some 10-05 names."""
+
 NON_EEG_TYPES = {"eog", "ecg", "emg", "stim", "misc", "resp", "bio", "syst", "gsr", "temperature", "chpi", "exci",
                  "ias", "dipole", "gof", "ref_meg", "mag", "grad", "seeg", "dbs", "ecog", "fnirs_cw_amplitude"}
 NON_EEG_NAME = re.compile(r"(^|[^A-Za-z])(ECG|EKG|EOG|HEOG|VEOG|EMG|RESP|PHOTIC|STI|STATUS|TRIGGER|EVENT|SPO2|SAO2|"
@@ -147,6 +150,24 @@ def _native_rates(raw, qc: RecordingQC) -> dict[str, float]:
     return rates
 
 
+def _same_channel(entry: str, name: str, ch: dict) -> bool:
+    """Whether a ``channels.exclude`` entry names channel ``name``: as read, or by its 10-05 name (any case)."""
+    from eegfm_bench.data.montage import ChannelNameError, canonical_name
+
+    if entry.lower() == name.lower():
+        return True
+    if not ch["aliases"]:
+        return False
+    try:
+        return canonical_name(name).lower() == entry.lower()
+    except ChannelNameError:
+        return False
+
+
+def _excluded(names, ch: dict) -> set[str]:
+    return {c for c in names if any(_same_channel(e, c, ch) for e in ch["exclude"])}
+
+
 def _is_non_eeg(name: str, ch_type: str) -> bool:
     return ch_type in NON_EEG_TYPES or bool(NON_EEG_NAME.search(name))
 
@@ -175,6 +196,13 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
     ch = task.spec["channels"]
     with capture_warnings(qc):
         raw = source.read(rec)
+    if len(raw.ch_names) == 0:
+        from eegfm_bench.data.sources import RecordingReadError
+
+        raise RecordingReadError(
+            f"{rec.path} holds no signal channel (an annotation-only EDF+ file, such as a Sleep-EDF hypnogram, with "
+            f"{len(raw.annotations)} annotations). fix: narrow the glob to the recordings and name this file in "
+            "files.annotations of the recording it belongs to")
     qc.format = type(raw).__name__
     qc.channels_as_read = list(raw.ch_names)
     qc.sfreq_read = float(raw.info["sfreq"])
@@ -188,7 +216,8 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
     rates = _native_rates(raw, qc)
     types = dict(zip(raw.ch_names, raw.get_channel_types()))
     # -- mixed sampling rates ---------------------------------------------------------------------------------
-    eeg_like = [c for c in raw.ch_names if not _is_non_eeg(c, types[c]) and c not in ch["exclude"]]
+    excluded = _excluded(raw.ch_names, ch)
+    eeg_like = [c for c in raw.ch_names if not _is_non_eeg(c, types[c]) and c not in excluded]
     if len({round(rates[c], 6) for c in eeg_like}) > 1 or len({round(r, 6) for r in rates.values()}) > 1:
         by = {}
         for c in raw.ch_names:
@@ -223,8 +252,13 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
             qc.renamed.update(ren)
             types = {ren.get(c, c): t for c, t in types.items()}
     drop: dict[str, str] = {}
+    excluded = _excluded(raw.ch_names, ch)
+    unmatched = [e for e in ch["exclude"] if not any(_same_channel(e, c, ch) for c in raw.ch_names)]
+    if unmatched:
+        qc.find(f"channels.exclude lists {unmatched}, which no channel of this recording matches (as read or by its "
+                "10-05 name)")
     for c in raw.ch_names:
-        if c in ch["exclude"]:
+        if c in excluded:
             drop[c] = "excluded by channels.exclude"
         elif _is_non_eeg(c, types.get(c, "eeg")):
             if ch["non_eeg"] == "error":
@@ -232,6 +266,15 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
                                   f"drop, or channels.exclude: [{c!r}]")
             drop[c] = f"not EEG ({types.get(c) if types.get(c) != 'eeg' else 'by name'})"
     names = [c for c in raw.ch_names if c not in drop]
+    abc = [c for c in names if BIOSEMI_ABC.match(c)]
+    collide = [c for c in abc if c.lower() in {n.lower() for n in standard_1005().ch_names}]
+    if ch["aliases"] and len(abc) >= 16 and collide:
+        raise IngestError(
+            f"{rec.recording}: {len(abc)} channels are named like BioSemi's ABC layout ({', '.join(abc[:6])}, …): "
+            f"looking them up as 10-05 names would put {', '.join(collide[:6])} at the wrong places. fix: channels.rename "
+            "them to "
+            "their 10-05 names (your cap's ABC-to-10-20 table), or channels.aliases: false with channels.unknown: keep "
+            "(no positions)")
     canon: dict[str, str] = {}
     for c in names:
         new = c
@@ -295,33 +338,86 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
     data = raw.get_data()
     channel_signal_checks(data, list(raw.ch_names), qc)
     if qc.nonfinite:
-        qc.find(f"non-finite samples in {qc.nonfinite} (windows holding them are rejected)")
+        _mark_nonfinite(raw, data, qc)
     if qc.saturated:
         qc.find(f"saturated channels (share of samples at the rail): {qc.saturated}")
+    good = [i for i, c in enumerate(raw.ch_names) if c not in qc.flat and c not in qc.nonfinite]
+    if good:
+        rms_uv = float(np.median(np.sqrt(np.nanmean(data[good] ** 2, axis=1)))) * 1e6
+        qc.rms_uv = round(rms_uv, 2)
+        if not (PLAUSIBLE_RMS_UV[0] <= rms_uv <= PLAUSIBLE_RMS_UV[1]):
+            qc.find(f"implausible amplitude: median channel RMS {rms_uv:.3g} µV (scalp EEG is typically "
+                    f"{PLAUSIBLE_RMS_UV[0]:g}-{PLAUSIBLE_RMS_UV[1]:g} µV): check the file's units and contents")
+    marked = [b for b in raw.info["bads"] if b in raw.ch_names and b not in qc.flat]
+    if marked:
+        qc.marked_bad = list(marked)
+        qc.find(f"channels marked bad in the file (info['bads'] / channels.tsv): {marked}")
+    to_fix = list(qc.flat) + marked
     if qc.flat:
-        policy = ch["flat"]
         qc.find(f"flat channels (peak-to-peak < 0.1 µV): {qc.flat}")
+    if to_fix:
+        policy = ch["flat"]
+        what = f"flat / marked-bad channels {to_fix}"
         if policy == "error":
-            raise IngestError(f"{rec.recording}: flat channels {qc.flat}; fix: channels.flat: interpolate | drop_recording "
-                              "| keep, or exclude them")
+            raise IngestError(f"{rec.recording}: {what}; fix: channels.flat: interpolate | drop_recording | keep, or "
+                              "exclude them")
         if policy == "drop_recording":
-            qc.drop(f"flat channels {qc.flat} (channels.flat: drop_recording)")
+            qc.drop(f"{what} (channels.flat: drop_recording)")
             return None
         if policy == "interpolate":
             pos = raw.get_montage().get_positions()["ch_pos"] if raw.get_montage() else {}
-            if not all(c in pos for c in qc.flat) or len(qc.flat) >= len(raw.ch_names) - 2:
-                qc.drop(f"flat channels {qc.flat} cannot be interpolated (no positions or too few good channels)")
+            if not all(c in pos for c in to_fix) or len(to_fix) >= len(raw.ch_names) - 2:
+                qc.drop(f"{what} cannot be interpolated (no positions or too few good channels)")
                 return None
-            raw.info["bads"] = list(qc.flat)
+            raw.info["bads"] = list(to_fix)
             with capture_warnings(qc):
                 raw.interpolate_bads(reset_bads=True, mode="accurate", verbose="warning")
-            qc.interpolated = list(qc.flat)
-            qc.act(f"interpolated flat channels {qc.flat} (spherical spline) before the common average")
-    if task.spec["strict"] and (qc.findings or qc.warnings):
-        raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings + [f"reader: {w}" for w in qc.warnings])
-                          + ". fix: repair or exclude the recording, or set strict: false to accept these findings "
-                            "(each is written to the ingest report)")
+            qc.interpolated = list(to_fix)
+            qc.act(f"interpolated {what} (spherical spline) before the common average")
+        elif policy == "keep":
+            raw.info["bads"] = []  # kept means kept: in the reference and in the model's input
+            qc.act(f"kept {what} as they are (channels.flat: keep), in the common average too")
+    if task.spec["strict"]:
+        serious = [w for w in qc.warnings if not any(b in w for b in BENIGN_WARNINGS)]
+        if qc.findings or serious:
+            raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings + [f"reader: {w}" for w in serious])
+                              + ". fix: repair or exclude the recording, or set strict: false to accept these "
+                                "findings (each is written to the ingest report)")
     return raw
+
+
+PLAUSIBLE_RMS_UV = (0.5, 500.0)
+"""Median channel RMS (µV) outside this range is reported as implausible (wrong units, garbage bytes)."""
+
+BENIGN_WARNINGS = ("Unable to map the following column(s) to to MNE", "Unable to map the following column(s)",
+                   "Channel locations not available")
+"""Reader warnings that do not concern the data (mne-bids on extra participants.tsv columns, missing digitisation):
+recorded in the report, never a ``strict`` error."""
+
+NONFINITE_MARGIN_S = 1.0
+"""Seconds of BAD annotation added on each side of a non-finite stretch (the filters spread it)."""
+
+
+def _mark_nonfinite(raw, data: np.ndarray, qc: RecordingQC) -> None:
+    """Set non-finite samples to 0 on every channel and annotate each stretch (± ``NONFINITE_MARGIN_S``) as
+    ``BAD_nonfinite``, so that only the windows overlapping them are rejected (NaN would spread through the filters
+    into every window)."""
+    import mne
+
+    bad_t = ~np.isfinite(data).all(axis=0)
+    idx = np.flatnonzero(bad_t)
+    starts = idx[np.r_[True, np.diff(idx) > 1]]
+    ends = idx[np.r_[np.diff(idx) > 1, True]] + 1
+    sf = float(raw.info["sfreq"])
+    raw._data[:, bad_t] = 0.0
+    onsets = [max(0.0, a / sf - NONFINITE_MARGIN_S) for a in starts]
+    durs = [min(raw.times[-1], b / sf + NONFINITE_MARGIN_S) - o for o, b in zip(onsets, ends)]
+    shift = raw.first_time if raw.annotations.orig_time is not None else 0.0
+    raw.set_annotations(raw.annotations + mne.Annotations(np.array(onsets) + shift, durs,
+                                                          ["BAD_nonfinite"] * len(onsets),
+                                                          orig_time=raw.annotations.orig_time))
+    qc.find(f"non-finite samples in {qc.nonfinite}: {int(bad_t.sum())} samples in {len(starts)} stretch(es), set to 0 "
+            f"and annotated BAD_nonfinite (± {NONFINITE_MARGIN_S:g} s); the windows overlapping them are rejected")
 
 
 def recording_label(task: DeclaredTask, rec: Recording, qc: RecordingQC) -> str | None:
@@ -363,11 +459,13 @@ def event_class(events_map: dict[str, str], description: str) -> str | None:
     return None
 
 
-def _bad_intervals(raw, prefixes) -> list[tuple[float, float]]:
+def _bad_intervals(raw, prefixes) -> list[tuple[float, float, str]]:
     out = []
+    shift = raw.first_time if raw.annotations.orig_time is not None else 0.0
     for a in raw.annotations:
         if any(str(a["description"]).upper().startswith(p.upper()) for p in prefixes):
-            out.append((float(a["onset"]) - raw.first_time, float(a["onset"]) - raw.first_time + float(a["duration"])))
+            on = float(a["onset"]) - shift
+            out.append((on, on + float(a["duration"]), str(a["description"])))
     return out
 
 
@@ -412,9 +510,9 @@ def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: Re
     starts: list[int] = []
     ys: list[int] = []
 
-    def overlaps_bad(s: int) -> bool:
+    def overlaps_bad(s: int) -> str | None:
         a, b = s / sfreq, (s + n) / sfreq
-        return any(lo < b and hi > a for lo, hi in bad)
+        return next((f"overlaps a {d} annotation" for lo, hi, d in bad if lo < b and hi > a), None)
 
     if w["mode"] == "events":
         if w["tmax"] is not None and abs((w["tmax"] - w["tmin"]) - window_s) > 1e-6:
@@ -439,6 +537,7 @@ def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: Re
                     raise IngestError(f"{rec.recording}: the window of the {c} event at {e[0] / sfreq:.2f} s runs past "
                                       "the data; fix: windows.past_end: drop")
                 qc.reject("runs past the end of the data")
+                qc.find("windows run past the end of the data (rejected; windows.past_end: drop)")
                 continue
             if s < last_end:
                 qc.overlapping_events += 1
@@ -448,27 +547,31 @@ def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: Re
                 if w["overlap"] == "drop":
                     qc.reject("overlaps the previous event's window")
                     continue
-            if overlaps_bad(s):
-                qc.reject("overlaps a BAD annotation")
+            why = overlaps_bad(s)
+            if why:
+                qc.reject(why)
                 continue
             starts.append(s)
             ys.append(cls_idx[c])
             last_end = s + n
         if qc.overlapping_events and w["overlap"] == "keep":
             qc.act(f"kept {qc.overlapping_events} windows that overlap the previous event's window (windows.overlap: keep)")
+            qc.find(f"{qc.overlapping_events} events overlap the previous event's window (kept; windows.overlap: keep)")
     else:
         stride = int(round((w["stride_s"] or window_s) * sfreq))
         cand = list(range(0, T - n + 1, stride))
         tail = T - (cand[-1] + n if cand else 0)
         if label is not None:
             for s in cand:
-                if overlaps_bad(s):
-                    qc.reject("overlaps a BAD annotation")
+                why = overlaps_bad(s)
+                if why:
+                    qc.reject(why)
                     continue
                 starts.append(s)
                 ys.append(cls_idx[label])
         elif events_map:
-            ann = [(float(a["onset"]) - raw.first_time, float(a["duration"]), mapped[str(a["description"])])
+            shift = raw.first_time if raw.annotations.orig_time is not None else 0.0
+            ann = [(float(a["onset"]) - shift, float(a["duration"]), mapped[str(a["description"])])
                    for a in raw.annotations if mapped.get(str(a["description"])) is not None]
             for _, _, c in ann:
                 qc.events[c] = qc.events.get(c, 0) + 1
@@ -508,8 +611,9 @@ def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: Re
                                   f"overlaps a labelled event by less than {lab['min_overlap']:.0%} (ambiguous)")
                         continue
                     c = best[0]
-                if overlaps_bad(s):
-                    qc.reject("overlaps a BAD annotation")
+                why = overlaps_bad(s)
+                if why:
+                    qc.reject(why)
                     continue
                 starts.append(s)
                 ys.append(cls_idx[c])

@@ -154,6 +154,8 @@ class RecordingQC:
     dropped: dict[str, str] = field(default_factory=dict)  # channel -> reason
     interpolated: list[str] = field(default_factory=list)
     flat: list[str] = field(default_factory=list)
+    marked_bad: list[str] = field(default_factory=list)  # bad in the file (info['bads'], channels.tsv status)
+    rms_uv: float | None = None  # median channel RMS of the kept channels, µV
     saturated: dict[str, float] = field(default_factory=dict)  # channel -> fraction of samples at the rail
     nonfinite: list[str] = field(default_factory=list)
     events: dict[str, int] = field(default_factory=dict)  # class -> events found
@@ -269,6 +271,7 @@ class IngestReport:
     recordings: list[RecordingQC] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     source_warnings: list[str] = field(default_factory=list)
+    skipped_subjects: dict[str, str] = field(default_factory=dict)  # found by the source but not usable: why
 
     def subjects(self) -> dict[str, dict]:
         """Per subject: ``status`` (kept / dropped), ``reason``, recordings kept / dropped, windows per class."""
@@ -288,6 +291,9 @@ class IngestReport:
             kept = s["windows"] > 0
             s["status"] = "kept" if kept else "dropped"
             s["reason"] = "" if kept else ("; ".join(s["reasons"]) or "no window")
+        for subj, why in self.skipped_subjects.items():
+            out.setdefault(subj, {"recordings_kept": 0, "recordings_dropped": 0, "windows": 0, "windows_per_class": {},
+                                  "reasons": [why], "status": "dropped", "reason": why})
         return out
 
     def totals(self) -> dict:
@@ -305,7 +311,8 @@ class IngestReport:
 
     def to_dict(self) -> dict:
         return {"task": self.task, "settings": self.settings, "totals": self.totals(), "subjects": self.subjects(),
-                "source_warnings": self.source_warnings, "recordings": [r.to_dict() for r in self.recordings]}
+                "source_warnings": self.source_warnings, "skipped_subjects": self.skipped_subjects,
+                "recordings": [r.to_dict() for r in self.recordings]}
 
     def summary(self) -> list[str]:
         """A few lines for the console: totals, then every dropped subject / recording and every finding."""
@@ -339,7 +346,10 @@ class IngestReport:
              f"{t['warnings']} reader warning(s).", ""]
         if self.source_warnings:
             L += ["Dataset warnings (while listing the recordings):", ""] + [f"- {w}" for w in self.source_warnings] + [""]
-        L += ["<details><summary>Task settings</summary>", "", "```yaml",
+        L += ["sha256: of the file's bytes (`sha256sum` gives the same) for one-file recordings; for a recording made of "
+              "several files (BrainVision .vhdr/.eeg/.vmrk, EEGLAB .set/.fdt, BIDS sidecars, annotation files) the "
+              "sha256 of their digests in order — the files are listed in the .json.", "",
+              "<details><summary>Task settings</summary>", "", "```yaml",
               yaml.safe_dump(settings, sort_keys=False, allow_unicode=True).rstrip(), "```", "", "</details>", "",
               "## Subjects", "", "| subject | status | recordings kept / dropped | windows | per class | reason |",
               "|---|---|---|---|---|---|"]
@@ -347,15 +357,16 @@ class IngestReport:
             L.append(f"| {s} | {v['status']} | {v['recordings_kept']} / {v['recordings_dropped']} | {v['windows']} | "
                      f"{', '.join(f'{c}: {n}' for c, n in v['windows_per_class'].items())} | {v['reason']} |")
         L += ["", "## Recordings", "",
-              "| recording | status | sha256 | native rate (Hz) | duration header / read (s) | channels kept | "
+              "| recording | status | label | sha256 | native rate (Hz) | duration header / read (s) | channels kept | "
               "renamed | dropped | flat / saturated / non-finite | events per class | unmapped events | windows kept | "
-              "windows rejected | findings | actions |", "|" + "---|" * 15]
+              "windows rejected | findings | actions |", "|" + "---|" * 16]
         for r in self.recordings:
             rates = "; ".join(f"{k}: {len(v)} ch" for k, v in r.native_sfreq.items())
             dur = f"{_f(r.header_duration_s)} / {_f(r.read_duration_s)}"
             bad = " / ".join([", ".join(r.flat) or "–", ", ".join(f"{c} ({v:.0%})" for c, v in r.saturated.items()) or "–",
                               ", ".join(r.nonfinite) or "–"])
-            L.append(f"| {r.recording} | {r.status}{' (' + r.reason + ')' if r.reason else ''} | `{r.sha256[:12]}` | "
+            L.append(f"| {r.recording} | {r.status}{' (' + r.reason + ')' if r.reason else ''} | {r.label or '–'} | "
+                     f"`{r.sha256[:12]}` | "
                      f"{rates} | {dur} | {len(r.channels_kept)} | {_short(r.renamed)} | "
                      f"{', '.join(f'{c} ({why})' for c, why in r.dropped.items()) or '–'} | {bad} | "
                      f"{', '.join(f'{c}: {n}' for c, n in r.events.items()) or '–'} | "
@@ -394,7 +405,8 @@ class IngestReport:
 
     @classmethod
     def from_dict(cls, d: dict) -> "IngestReport":
-        rep = cls(d["task"], settings=d.get("settings", {}), source_warnings=d.get("source_warnings", []))
+        rep = cls(d["task"], settings=d.get("settings", {}), source_warnings=d.get("source_warnings", []),
+                  skipped_subjects=d.get("skipped_subjects", {}))
         rep.recordings = [RecordingQC(**r) for r in d.get("recordings", [])]
         return rep
 

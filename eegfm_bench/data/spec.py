@@ -203,8 +203,8 @@ class TaskSpec:
             subject), ``annotations`` (a companion annotation file per recording), ``reader_kwargs``
             (:mod:`eegfm_bench.data.sources.files`).
         bids: source ``bids``: BIDS entities (``task``, ``subjects``, ``sessions``, ``runs``, ``acquisitions``),
-            ``datatype`` (eeg), ``extension``.
-        braindecode: source ``braindecode``: ``class`` (a braindecode dataset class) and ``kwargs``.
+            ``datatype`` (eeg), ``extensions``, ``events_column``.
+        braindecode: source ``braindecode``: ``cls`` (a braindecode dataset class), ``kwargs`` and ``target``.
         moabb: source ``moabb``: ``dataset`` (a MOABB dataset class), ``kwargs``, ``paradigm`` (optional),
             ``events`` (the dataset's event names to keep; default: labels.events).
         eegmmidb: source ``eegmmidb``: ``runs`` and optional ``run_labels`` (run -> class).
@@ -263,6 +263,9 @@ def parse_task_spec(spec: Union[dict, str], where: str = "task") -> dict:
         if other != out["source"] and out.get(other):
             raise ConfigError(f"{where}: `{other}` options are set but source is {out['source']!r}; fix: remove "
                               f"`{other}` or set `source: {other}`")
+    if out["source"] == "moabb" and out.get("root"):
+        raise ConfigError(f"{where}.root: MOABB keeps its files in its own folder (MNE_DATA), so `root` would be "
+                          "ignored; fix: remove root and set MNE_DATA (or the dataset's path in moabb.kwargs)")
     if out["windows"]["mode"] == "events" and not (out["labels"]["events"] or out["source"] == "moabb"):
         raise ConfigError(f"{where}.windows.mode: events needs labels.events (annotation description -> class); "
                           "fix: add labels.events, or use windows.mode: fixed with recording-level labels")

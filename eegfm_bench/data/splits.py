@@ -8,6 +8,7 @@ aborts with :class:`SplitMismatchError` (a silently different split would make r
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -138,11 +139,38 @@ def make_split(y: np.ndarray, groups: np.ndarray, spec: SplitSpec, task: str = "
         if train_groups.size <= spec.n_val_groups:
             raise SplitConfigError(f"fold {i} has {train_groups.size} training {spec.group_by}s, too few to hold out "
                                    f"{spec.n_val_groups} for validation; fix: lower split.n_val_groups or split.k")
-        val = sorted(rng.choice(train_groups, size=spec.n_val_groups, replace=False).tolist())
+        val = _draw_validation(train_groups, groups, y, spec.n_val_groups, rng, i)
         f = Fold(i, sorted(set(train_groups.tolist()) - set(val)), val, sorted(np.unique(groups[te]).tolist()))
         f.check_disjoint()
         folds.append(f)
     return Split(spec, task, uniq.tolist(), int(len(y)), folds)
+
+
+def _draw_validation(train_groups: np.ndarray, groups: np.ndarray, y: np.ndarray, n: int, rng, fold: int) -> list:
+    """Validation groups drawn from a fold's training groups.
+
+    When every group holds one class (a per-subject label such as a diagnosis) the draw is stratified — groups are
+    taken class by class in turn — so the validation set holds every class it can: a one-class validation set makes
+    early stopping on balanced accuracy meaningless. Otherwise (each group holds several classes) a plain draw.
+    A validation set that still holds one class is warned about.
+    """
+    per = {g: np.unique(y[groups == g]) for g in train_groups}
+    if all(v.size == 1 for v in per.values()):
+        by_class: dict = {}
+        for g in rng.permutation(train_groups):
+            by_class.setdefault(int(per[g][0]), []).append(g)
+        order = [c for c in sorted(by_class)]
+        val: list = []
+        while len(val) < n:
+            for c in order:
+                if by_class[c] and len(val) < n:
+                    val.append(by_class[c].pop(0))
+        if len({int(per[g][0]) for g in val}) < 2 and len(order) >= 2:
+            warnings.warn(f"fold {fold}: the {n} validation group(s) hold one class (one label per group); early "
+                          "stopping on validation balanced accuracy is then uninformative. fix: split.n_val_groups >= "
+                          f"{len(order)}", stacklevel=3)
+        return sorted(val)
+    return sorted(rng.choice(train_groups, size=n, replace=False).tolist())
 
 
 def save_or_verify(split: Split, path: str | Path, write: bool = True) -> Split:

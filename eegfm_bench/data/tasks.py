@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,9 @@ def preset_spec(name: str) -> dict:
     import yaml
 
     path = PRESET_DIR / f"{name}.yaml"
+    if name.endswith((".yaml", ".yml")):
+        raise ConfigError(f"task file {name} not found (looked in the working directory {Path.cwd()} and next to the "
+                          "config that names it); fix: give the path of the task YAML")
     if not path.is_file():
         raise UnknownNameError(f"unknown task {name!r}.{close_matches(name, preset_names())} Registered tasks (presets): "
                                f"{', '.join(preset_names())}.\nfix: use one of them, a YAML file with a task mapping, "
@@ -106,6 +110,15 @@ def get_task(task: Any, where: str = "task") -> DeclaredTask:
         return task
     spec = resolve_task_spec(task, where)
     return _declared(json.dumps(spec, sort_keys=True, default=str), where)
+
+
+def resolve_task_path(task: Any, base: str | os.PathLike | None) -> Any:
+    """A task given as a relative YAML path, found next to the config that names it when not in the working dir."""
+    if isinstance(task, str) and task.endswith((".yaml", ".yml")) and base is not None:
+        p = Path(task).expanduser()
+        if not p.is_absolute() and not p.is_file() and (Path(base) / p).is_file():
+            return str(Path(base) / p)
+    return task
 
 
 def task_name(task: Any) -> str:

@@ -26,7 +26,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.data.ingest import DeclaredTask, balance_windows, cut_windows, ingest_recording, recording_label
+from eegfm_bench.data.ingest import (BENIGN_WARNINGS, DeclaredTask, balance_windows, cut_windows, ingest_recording,
+                                     recording_label)
 from eegfm_bench.data.preprocessing import Preprocessing, apply_preprocessing
 from eegfm_bench.data.qc import IngestError, IngestReport, RecordingQC, capture_warnings, companion_files, file_sha256
 from eegfm_bench.data.sources import DataNotFoundError, RecordingReadError
@@ -186,7 +187,7 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
     folder = cdir / f"{task.name}-{key}"
     built = False
     if not (folder / "COMPLETE").is_file():
-        _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings)
+        _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings, dict(src.skipped))
         built = True
     ws = _open_cache(folder)
     if progress and not built:
@@ -216,9 +217,10 @@ def _dataset_preprocessing(per_rec: dict[str, dict]) -> dict:
 
 
 def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder: Path, key: str,
-                 progress: bool, source_warnings: list[str] = ()) -> None:
-    report = IngestReport(task.name, settings=task.spec, source_warnings=list(source_warnings))
-    if task.spec["strict"] and source_warnings:
+                 progress: bool, source_warnings: list[str] = (), skipped: dict | None = None) -> None:
+    report = IngestReport(task.name, settings=task.spec, source_warnings=list(source_warnings),
+                          skipped_subjects=dict(skipped or {}))
+    if task.spec["strict"] and [w for w in source_warnings if not any(b in w for b in BENIGN_WARNINGS)]:
         raise IngestError(f"task {task.name!r}: the source warned while listing the recordings: {list(source_warnings)}; "
                           "fix: complete the dataset, or set strict: false (the warnings go in the ingest report)")
     parts: list[tuple[Any, list[str], np.ndarray, np.ndarray]] = []
@@ -241,10 +243,13 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
             with capture_warnings(qc):
                 raw, applied = apply_preprocessing(raw, prep, task.line_freq)
             qc.preprocessing = applied
-            if strict and qc.warnings:
+            if strict and [w for w in qc.warnings if not any(b in w for b in BENIGN_WARNINGS)]:
                 raise IngestError(f"{rec.recording}: preprocessing warnings {qc.warnings}; fix: repair the recording or "
                                   "set strict: false")
             X, y = cut_windows(task, raw, rec, prep.window_s, qc, label)
+            if strict and qc.findings:
+                raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "
+                                  "the recording, or set strict: false (each finding goes in the ingest report)")
             if not len(y):
                 continue
             X = (X * prep.scale).astype(np.float32)
@@ -266,6 +271,21 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
             raise IngestError(f"task {task.name!r}: no recording yielded a window (" + "; ".join(
                 f"{q.recording}: {q.reason}" for q in report.recordings[:5]) + "); see the ingest report")
         parts = _check_montage(task, parts, qcs)
+        if strict and any(q.findings for q in report.recordings):
+            q = next(q for q in report.recordings if q.findings)
+            raise IngestError(f"{q.recording}: " + "; ".join(q.findings) + ". fix: one channel set for every recording "
+                              "(channels.include), or strict: false")
+        found = np.bincount(np.concatenate([p[3] for p in parts]), minlength=len(task.class_names))
+        empty = [task.class_names[c] for c in np.flatnonzero(found == 0)]
+        if empty:
+            unmapped: dict[str, int] = {}
+            for q in report.recordings:
+                for d, n in q.events_unmapped.items():
+                    unmapped[d] = unmapped.get(d, 0) + n
+            raise IngestError(f"task {task.name!r}: class(es) {empty} got no window (windows per class: "
+                              f"{dict(zip(task.class_names, found.tolist()))}); annotations mapped to no class: "
+                              f"{unmapped or 'none'}. fix: map the right annotation / value to it (labels.events, "
+                              "labels.map) or remove it from `classes`")
         # ---- balance, then the per-recording counts
         y_all = np.concatenate([p[3] for p in parts])
         rec_all = np.concatenate([[p[0].recording] * len(p[3]) for p in parts])
@@ -320,9 +340,8 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(tmp, folder)
-    if progress:
-        for line in report.summary():
-            tqdm.write(line)
+    for line in report.summary():  # printed whenever the windows are built (--no-progress included)
+        tqdm.write(line)
 
 
 def _write_failed_report(report: IngestReport, folder: Path) -> Path:
@@ -340,8 +359,13 @@ def _check_montage(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC])
         return parts
     if task.spec["channels"]["montage"] == "same":
         p = differ[0]
+        extra, lack = [c for c in p[1] if c not in ref], [c for c in ref if c not in p[1]]
+        what = (f"lacks {lack}" if lack else "") + (" and " if lack and extra else "") + (f"has {extra} too" if extra
+                                                                                         else "")
+        what = what or f"orders its {len(ref)} channels differently"
         raise IngestError(
-            f"{p[0].recording} has channels {p[1]} but {parts[0][0].recording} has {ref}; fix: channels.montage: "
+            f"{p[0].recording} {what} compared with {parts[0][0].recording} ({len(differ)} recording(s) differ); "
+            "fix: channels.montage: "
             "intersect (keep the channels every recording has), channels.include: [...] (one list for all), or exclude "
             "the differing recordings")
     common = [c for c in ref if all(c in p[1] for p in parts)]
@@ -355,6 +379,7 @@ def _check_montage(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC])
             for c in gone:
                 qc.dropped[c] = "not in every recording (channels.montage: intersect)"
             qc.act(f"dropped {gone}: not in every recording (channels.montage: intersect)")
+            qc.find(f"channels {gone} dropped: not in every recording (channels.montage: intersect)")
             qc.channels_kept = list(common)
         idx = [names.index(c) for c in common]
         out.append((rec, list(common), X[:, idx], y))

@@ -181,6 +181,10 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
     from eegfm_bench.runs.trainer import check_trainer
 
     cfg = parse_config(cv_parser(), source, args)
+    if isinstance(source, (str, Path)):
+        from eegfm_bench.data.tasks import resolve_task_path
+
+        cfg["task"] = resolve_task_path(cfg["task"], Path(source).parent)
     get_task(cfg["task"])  # a declared task is validated here, before any data is read
     if not cfg["runs"]:
         raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
@@ -335,8 +339,13 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         if split is None:
             split = save_or_verify(make_split(ws.y, groups, spec, tname), out / "splits.json", write=zero)
         elif sorted(np.unique(groups).tolist()) != split.groups:
-            raise RuntimeError(f"{run['model']}'s preprocessing yields subjects {np.unique(groups).tolist()} but the "
-                               f"split holds {split.groups}")
+            have = set(np.unique(groups).tolist())
+            raise ConfigError(
+                f"{run['model']}'s preprocessing ({ws.sfreq:g} Hz, {ws.n_times / ws.sfreq:g} s windows) yields other "
+                f"{spec.group_by}s than the first model's: missing {sorted(set(split.groups) - have)[:8]}, extra "
+                f"{sorted(have - set(split.groups))[:8]} (recordings shorter than its window give it no window). Every "
+                "model of one cv run must be compared on the same folds. fix: give the task one `window_s` for all "
+                "models, drop the short recordings (data.subjects), or run this model in its own cv config")
         folds = sp["folds"] if sp["folds"] is not None else range(len(split.folds))
         for head in run["heads"]:
             chash = cell_hash(cfg, run, head, ws.meta.get("cache_key"))

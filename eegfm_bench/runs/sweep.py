@@ -375,6 +375,7 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     bar.close()
     if zero:
         _write_json(out / "failures.json", failures)
+        _write_json(out / "cells.json", sorted(sweep_hashes))  # this config's hashes: what reports may read
     ws0 = next(iter(by_prep.values()))["ws"]
     table = None
     if zero:

@@ -176,6 +176,11 @@ def test_files_source_reads_every_format_sample(data_root, tmp_path, rel, reader
             "files": {"glob": rel, "subject": "s1", "reader": reader, "pattern": r"\.(?P<label>\w+)$"},
             "labels": {"map": {rel.rsplit(".", 1)[1]: "sample"}}, "windows": {"mode": "fixed"},
             "channels": {"unknown": "keep", "flat": "keep"}, "reference": "none", "window_s": win}
+    if rel.endswith("edf/test.edf"):  # BioSemi ABC names (A1...H32): 10-05 look-ups would misplace A1, C3, ...
+        with pytest.raises(IngestError, match="BioSemi's ABC layout"):
+            load_windows(task, Preprocessing(sfreq=100.0, l_freq=None, h_freq=None, window_s=win),
+                         cache_dir=tmp_path / "c0", progress=False)
+        task["channels"]["aliases"] = False
     prep = Preprocessing(sfreq=100.0, l_freq=None, h_freq=None, window_s=win)
     if rel.endswith("test_1ch.gdf"):  # its only channel is an ECG: nothing to read, said so
         with pytest.raises(IngestError, match="no recording yielded a window.*no EEG channel left"):
@@ -245,3 +250,60 @@ def test_unknown_task_key_and_preset_are_refused_with_close_matches():
         get_task("tuabb")
     with pytest.raises(ConfigError, match=r"classes \['ictl'\] are used"):
         get_task({"preset": "chbmit", "labels": {"events": {"sz*": "ictl"}}})
+
+
+def test_bids_entities_given_as_numbers(bids_mi, tmp_path):
+    task = {"name": "mi_bids", "source": "bids", "root": str(bids_mi), "bids": {"task": "mi", "runs": [4],
+                                                                                "subjects": [1, 2]},
+            "classes": ["left", "right"], "labels": {"events": {"T1": "left", "T2": "right"}},
+            "windows": {"mode": "events"}, "line_freq": 60}
+    ws = load_windows(task, PREP, cache_dir=tmp_path / "c", progress=False)
+    assert sorted(set(ws.recording)) == ["sub-001_task-mi_run-04", "sub-002_task-mi_run-04"] and len(ws) == 30
+
+
+def test_eegmmidb_subjects_without_the_runs_are_in_the_report(data_root, tmp_path):
+    ws = load_windows("eegmmidb_eyes", PREP, data_root=data_root, cache_dir=tmp_path / "c", progress=False)
+    rep = _report(ws)
+    skipped = rep["skipped_subjects"]
+    on_disk = sorted(p.name for p in (data_root / "eegmmidb/MNE-eegbci-data/files/eegmmidb/1.0.0").glob("S*"))
+    assert set(skipped) | set(ws.subject) == set(on_disk) and not set(skipped) & set(ws.subject)
+    assert all("not on disk" in why for why in skipped.values())
+    assert all(rep["subjects"][s]["status"] == "dropped" for s in skipped)
+
+
+def test_an_annotation_only_edf_matched_by_the_glob_says_what_it_is(data_root, tmp_path):
+    task = {"name": "hyp", "source": "files", "root": str(data_root / "formats" / "mne-testing-data" / "EDF"),
+            "files": {"glob": "SC4001EC-Hypnogram.edf", "subject": "SC4001"}, "classes": ["W"],
+            "labels": {"events": {"Sleep stage W": "W"}}, "windows": {"mode": "fixed"}}
+    from eegfm_bench.data.sources import RecordingReadError
+
+    with pytest.raises(RecordingReadError, match="annotation-only EDF"):
+        load_windows(task, PREP, cache_dir=tmp_path / "c", progress=False)
+
+
+def test_one_stem_in_two_formats_gives_two_recordings(data_root, tmp_path):
+    raw = mne.io.read_raw_edf(data_root / "eegmat" / "Subject00_1.edf", preload=True, verbose="error").crop(0, 16)
+    (tmp_path / "d").mkdir()
+    mne.export.export_raw(tmp_path / "d" / "S0_rest.edf", raw, fmt="edf", verbose="error")
+    raw.save(tmp_path / "d" / "S0_rest.fif", verbose="error")
+    task = {"name": "two", "source": "files", "root": str(tmp_path / "d"), "classes": ["rest"],
+            "files": {"glob": ["*.edf", "*.fif"], "pattern": r"^(?P<subject>S\d+)_(?P<label>rest)\."},
+            "windows": {"mode": "fixed"}, "channels": {"exclude": ["EEG A2-A1", "ECG ECG"]}}
+    ws = load_windows(task, PREP, cache_dir=tmp_path / "c", progress=False)
+    assert sorted(set(ws.recording)) == ["S0_rest.edf", "S0_rest.fif"]
+
+
+def test_validation_groups_are_stratified_when_labels_are_per_subject():
+    import warnings
+
+    from eegfm_bench.data.splits import SplitSpec, make_split
+
+    groups = np.repeat([f"s{i}" for i in range(12)], 5)
+    y = np.repeat(np.arange(12) % 2, 5)  # one class per subject
+    split = make_split(y, groups, SplitSpec("kfold", 3, 0, 2), "t")
+    label = {f"s{i}": i % 2 for i in range(12)}
+    assert all(sorted(label[g] for g in f.val) == [0, 1] for f in split.folds)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        make_split(y, groups, SplitSpec("kfold", 3, 0, 1), "t")
+    assert any("validation group(s) hold one class" in str(x.message) for x in w)

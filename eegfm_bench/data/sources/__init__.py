@@ -92,6 +92,7 @@ class Source:
     def __init__(self, spec: dict, root: Path):
         self.spec, self.root = spec, Path(root)
         self.opts = spec.get(spec["source"]) or {}
+        self.skipped: dict[str, str] = {}  # subjects present but not usable (subject -> why), for the report
 
     @classmethod
     def check_options(cls, opts: dict, where: str) -> dict:

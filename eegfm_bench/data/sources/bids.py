@@ -51,12 +51,34 @@ class BIDSSource(Source):
     name = "bids"
     options = BIDSOptions
 
+    @classmethod
+    def check_options(cls, opts, where):
+        out = super().check_options(opts, where)
+        for k in ("subjects", "sessions", "runs", "acquisitions"):  # BIDS labels are strings
+            if out.get(k) is not None:
+                vals = out[k] if isinstance(out[k], list) else [out[k]]
+                out[k] = [str(v) for v in vals]
+        if isinstance(out.get("task"), (int, float)):
+            out["task"] = str(out["task"])
+        return out
+
     def _paths(self):
         from mne_bids import find_matching_paths
 
         o = self.opts
         subs = o["subjects"]
+        if subs:  # `subjects: [1, 2]` names sub-001 / sub-002 when those are the labels
+            from mne_bids import get_entity_vals
+
+            present = set(get_entity_vals(self.root, "subject"))
+            by_value = {int(p): p for p in present if p.isdigit()}
+            subs = [v if v in present or not v.isdigit() else by_value.get(int(v), v) for v in subs]
         exts = o["extensions"] or [e for e in _EEG_EXT if e != ".eeg"]
+        if o["runs"]:  # `runs: [4, 8]` names run-04 / run-08: numbers match the labels present by value
+            present = {p.run for p in find_matching_paths(self.root, datatypes=o["datatype"], suffixes=o["datatype"])
+                       if p.run}
+            by_value = {int(p): p for p in present if p.isdigit()}
+            o = {**o, "runs": [r if r in present or not r.isdigit() else by_value.get(int(r), r) for r in o["runs"]]}
         paths = find_matching_paths(self.root, subjects=subs, sessions=o["sessions"], tasks=o["task"],
                                     acquisitions=o["acquisitions"], runs=o["runs"], datatypes=o["datatype"],
                                     suffixes=o["datatype"], extensions=exts)

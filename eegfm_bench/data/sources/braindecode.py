@@ -42,16 +42,17 @@ def no_network(enabled: bool, what: str):
     if not enabled:
         yield
         return
-    real = socket.socket.connect
+    real, real_dns = socket.socket.connect, socket.getaddrinfo
 
-    def refuse(self, *a, **k):
+    def refuse(*a, **k):
         raise OSError(f"network access refused while building {what} (EEGFM_OFFLINE=1)")
 
     socket.socket.connect = refuse
+    socket.getaddrinfo = refuse  # name lookups first: no retries against an unreachable host
     try:
         yield
     finally:
-        socket.socket.connect = real
+        socket.socket.connect, socket.getaddrinfo = real, real_dns
 
 
 class BraindecodeSource(Source):

@@ -64,6 +64,9 @@ class EEGMMIDBSource(Source):
             base = path / "MNE-eegbci-data" / "files" / "eegmmidb" / "1.0.0"
             found = sorted(int(p.name[1:]) for p in base.glob("S[0-9][0-9][0-9]") if p.is_dir()) if base.is_dir() else []
             subjects = [s for s in found if all(eegmmidb_file(path, s, r).is_file() for r in runs)]
+            self.skipped = {f"S{s:03d}": f"runs {[r for r in runs if not eegmmidb_file(path, s, r).is_file()]} not on "
+                                         f"disk under {path} (the subject folder exists)"
+                            for s in found if s not in subjects}
             if not subjects:
                 if not download_allowed():
                     raise DataNotFoundError(self._missing_msg(path, []))

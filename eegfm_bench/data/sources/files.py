@@ -100,8 +100,10 @@ class FilesSource(Source):
         globs = [self.opts["glob"]] if isinstance(self.opts["glob"], str) else list(self.opts["glob"])
         found: dict[Path, None] = {}
         for g in globs:
+            named = g.lower().rsplit(".", 1)[-1] if "." in g.rsplit("/", 1)[-1] else ""
             for p in sorted(self.root.glob(g)):
-                if p.is_file() and p.suffix.lower() not in _COMPANION:
+                # companion files (.eeg of BrainVision, .fdt of EEGLAB, sidecars) unless the glob names the suffix
+                if p.is_file() and (p.suffix.lower() not in _COMPANION or p.suffix.lower() == f".{named}"):
                     found[p] = None
         return list(found)
 
@@ -158,9 +160,18 @@ class FilesSource(Source):
             recs.append(Recording(info["subject"], rec_id, f, info.get("label"), info.get("session", ""),
                                   info.get("run", ""), json.dumps(info, sort_keys=True)))
         ids = [r.recording for r in recs]
+        clash = {i for i in ids if ids.count(i) > 1}
+        if clash:  # distinct files with one id (rec.edf + rec.fif, "a b" + "a_b"): the id keeps the extension
+            recs = [r if r.recording not in clash else
+                    Recording(r.subject, re.sub(r"[^\w.-]+", "_", Path(r.path).relative_to(self.root).as_posix()
+                                                if Path(r.path).is_relative_to(self.root) else str(r.path)),
+                              r.path, r.label, r.session, r.run, r.handle) for r in recs]
+            ids = [r.recording for r in recs]
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:
-            raise ConfigError(f"task {self.spec['name']!r}: files {dup[:3]} are listed twice; fix: one entry per file")
+            paths = [str(r.path) for r in recs if r.recording in dup][:4]
+            raise ConfigError(f"task {self.spec['name']!r}: {paths} are listed more than once (the same file twice in "
+                              "files.glob or files.table); fix: one entry per file")
         return select_subjects(recs, subjects, f"task {self.spec['name']!r} under {self.root}")
 
     def _row_path(self, r: dict) -> Path:
@@ -229,6 +240,11 @@ class FilesSource(Source):
         try:
             raw = reader(rec.path, preload=True, verbose="warning", **self.opts["reader_kwargs"])
         except Exception as err:  # noqa: BLE001  (MNE raises bare Exception / ValueError / RuntimeError)
+            if "yielded no channels" in str(err) or "no channels" in str(err).lower():
+                raise RecordingReadError(
+                    f"{rec.path} holds no signal channel (an annotation-only EDF+ file, such as a Sleep-EDF "
+                    "hypnogram?). fix: narrow files.glob to the recordings and name this file in files.annotations "
+                    "of the recording it belongs to") from err
             raise RecordingReadError(
                 f"could not read {rec.path}: {type(err).__name__}: {err}\nfix: check the file is a continuous recording "
                 "MNE reads (epoched EEGLAB files need mne.read_epochs_eeglab; annotation-only EDF+ files need "

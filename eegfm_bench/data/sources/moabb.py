@@ -10,6 +10,7 @@ network access is refused. ``moabb.datasets.fake.FakeDataset`` (``dataset: FakeD
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 from eegfm_bench.config import ConfigError, close_matches
@@ -70,9 +71,13 @@ class MOABBSource(Source):
                 try:
                     self._raws[s] = self.dataset().get_data([s])[s]
                 except Exception as err:  # noqa: BLE001
+                    import mne
+
+                    where = mne.get_config("MNE_DATA") or str(Path.home() / "mne_data")
                     raise DataNotFoundError(f"task {self.spec['name']!r}: MOABB {self.opts['dataset']} subject {s}: "
-                                            f"{type(err).__name__}: {err}\nfix: download it first (MOABB stores it "
-                                            "under MNE_DATA), or allow downloading (unset EEGFM_OFFLINE)") from err
+                                            f"{type(err).__name__}: {err}\nMOABB looks for its files under {where} "
+                                            "(MNE_DATA; a task `root` does not apply to MOABB). fix: download it once "
+                                            "with network access, or unset EEGFM_OFFLINE") from err
         return self._raws[s]
 
     def recordings(self, subjects=None) -> list[Recording]:
