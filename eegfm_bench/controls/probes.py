@@ -7,10 +7,16 @@ indices of one fold only, on handcrafted features or on cached embeddings ``X`` 
 * ``logreg`` — L2 logistic regression, balanced class weights, lbfgs, ``max_iter=1000``, ``C`` configurable
   (paper: 1.0 for CHB-MIT and Sleep-EDF, 0.1 for TUAB, ds004504 and CAUEEG);
 * ``lda`` — shrinkage LDA (``solver="lsqr"``, ``shrinkage="auto"``);
-* ``svm_rbf`` — RBF SVM (``C=10``, ``gamma="scale"``, balanced) with Platt-scaled probabilities. scikit-learn
-  1.9 deprecates ``SVC(probability=True)``; its documented replacement
-  ``CalibratedClassifierCV(SVC(...), ensemble=False, method="sigmoid")`` fits the SVM on the whole training
-  fold and a sigmoid on internal 5-fold decision values, the same construction as libsvm's.
+* ``svm_rbf`` — RBF SVM (``C=10``, ``gamma="scale"``, balanced) with probabilities. ``svm_probability:
+  libsvm`` (default) is the paper's ``SVC(probability=True)``: libsvm's Platt scaling on internal 5-fold decision
+  values and, for more than two classes, pairwise coupling of the one-vs-one probabilities (Wu, Lin & Weng 2004).
+  scikit-learn 1.9 deprecates it (removal in 1.11; then this falls back to ``calibrated`` with a warning).
+  ``svm_probability: calibrated`` is the documented replacement,
+  ``CalibratedClassifierCV(SVC(...), ensemble=False, method="sigmoid")``: one-vs-rest sigmoids, normalised —
+  the same construction for two classes (the sigmoid's CV draws differ), different for three or more: on the
+  3-class synthetic problem of ``tests/controls/test_controls_probes.py`` (300 windows, 8 features) the one-vs-rest
+  AUROC differs by 2e-5 while single probabilities differ by up to 0.25 (mean 0.05), so probability-based outputs
+  (calibration, unit-level mean probabilities) are where the choice shows.
 
 Folds are a list of ``(train_idx, test_idx)`` integer arrays made by the splits module (subject-grouped);
 :func:`check_folds` rejects leaking or overlapping folds before anything is fitted. Estimates are reported at
@@ -31,6 +37,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
 
 from eegfm_bench.registry import Registry
 
@@ -53,12 +60,30 @@ def _lda(C: float | None = None, seed: int = 42):
 
 
 @PROBES.register("svm_rbf")
-def _svm_rbf(C: float | None = None, seed: int = 42):
+def _svm_rbf(C: float | None = None, seed: int = 42, probability: str = "libsvm"):
     from sklearn.calibration import CalibratedClassifierCV
-    from sklearn.svm import SVC
 
-    svc = SVC(C=10.0 if C is None else C, kernel="rbf", gamma="scale", class_weight="balanced", random_state=seed)
-    return CalibratedClassifierCV(svc, method="sigmoid", ensemble=False, cv=5)
+    kw = dict(C=10.0 if C is None else C, kernel="rbf", gamma="scale", class_weight="balanced", random_state=seed)
+    if probability == "libsvm":
+        import inspect
+
+        if "probability" in inspect.signature(SVC).parameters:
+            return _QuietSVC(probability=True, **kw)
+        warnings.warn("this scikit-learn has no SVC(probability=True): the svm_rbf probe falls back to "
+                      "CalibratedClassifierCV (one-vs-rest sigmoids; see controls.probes)", stacklevel=2)
+    elif probability != "calibrated":
+        raise ValueError(f"svm_probability {probability!r}; fix: 'libsvm' or 'calibrated'")
+    return CalibratedClassifierCV(SVC(**kw), method="sigmoid", ensemble=False, cv=5)
+
+
+class _QuietSVC(SVC):
+    """``SVC(probability=True)`` without scikit-learn 1.9's deprecation warning on every fit (noted in the docs)."""
+
+    def fit(self, X, y, sample_weight=None):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*probability.*", category=FutureWarning)
+            warnings.filterwarnings("ignore", message=".*probability.*", category=DeprecationWarning)
+            return super().fit(X, y, sample_weight=sample_weight)
 
 
 @dataclass(frozen=True)
@@ -81,6 +106,9 @@ class ProbeSpec:
         reported; if False a too-large ``pca`` raises.
     seed : int
         Seed for PCA's solver and the classifier.
+    svm_probability : {"libsvm", "calibrated"}
+        ``svm_rbf`` probabilities: the paper's ``SVC(probability=True)`` or ``CalibratedClassifierCV`` (see
+        :data:`PROBES`).
     """
 
     kind: str = "logreg"
@@ -89,6 +117,7 @@ class ProbeSpec:
     pca_position: str = "after_scaler"
     cap_pca: bool = False
     seed: int = 42
+    svm_probability: str = "libsvm"
 
     def build(self, n_train: int | None = None, n_features: int | None = None) -> tuple[Pipeline, int | None]:
         """Return an unfitted pipeline for a training fold of ``n_train`` rows and the PCA ``k`` it uses.
@@ -103,7 +132,8 @@ class ProbeSpec:
         UnknownNameError
             If ``kind`` is not a registered probe.
         """
-        clf = PROBES.get(self.kind)(C=self.C, seed=self.seed)
+        clf = (PROBES.get(self.kind)(C=self.C, seed=self.seed, probability=self.svm_probability)
+               if self.kind == "svm_rbf" else PROBES.get(self.kind)(C=self.C, seed=self.seed))
         steps: list = [("scaler", StandardScaler())]
         k = None
         if self.pca is not None:
@@ -128,7 +158,7 @@ class ProbeSpec:
 
 
 def make_probe(kind: str = "logreg", *, C: float | None = None, pca: int | None = None,
-               pca_position: str = "after_scaler", seed: int = 42) -> Pipeline:
+               pca_position: str = "after_scaler", seed: int = 42, svm_probability: str = "libsvm") -> Pipeline:
     """Unfitted probe pipeline ``StandardScaler → [PCA(pca)] → classifier`` (paper 001 §3.5).
 
     Parameters
@@ -140,12 +170,14 @@ def make_probe(kind: str = "logreg", *, C: float | None = None, pca: int | None 
         PCA components (not capped: the caller's data must have at least that many rows and features).
     pca_position : {"after_scaler", "before_scaler"}
     seed : int
+    svm_probability : {"libsvm", "calibrated"}
+        ``svm_rbf`` only; see :data:`PROBES`.
 
     Returns
     -------
     sklearn.pipeline.Pipeline
     """
-    spec = ProbeSpec(kind=kind, C=C, pca=pca, pca_position=pca_position, seed=seed)
+    spec = ProbeSpec(kind=kind, C=C, pca=pca, pca_position=pca_position, seed=seed, svm_probability=svm_probability)
     return spec.build()[0]
 
 

@@ -144,7 +144,14 @@ def controls_markdown(ctx, hand, frozen, cv_reps, perms, paired, scrambled, iden
               f"| {i['names'][0]} vs {i['names'][1]} | {i['n_units'][0]} vs {i['n_units'][1]} | "
               f"{len(i['shared_channels'])} | {i['family']} ({i['n_features']}) | {i['auroc_full']:.4f} | "
               f"{i['auroc_pca']:.4f} | {i['null_mean']:.4f}, {max(i['null_aurocs']):.4f} | "
-              f"{i['balanced_mean']:.4f}, {min(i['balanced_aurocs']):.4f} |", "", i["note"], ""]
+              f"{i['balanced_mean']:.4f}, {min(i['balanced_aurocs']):.4f} |"]
+        for e in i.get("encoders", []):
+            L.append(f"| {i['names'][0]} vs {i['names'][1]} | {e['n_units'][0]} vs {e['n_units'][1]} | "
+                     f"{len(i['shared_channels'])} | {e['model']} {e['init']}, {e['pooling']}-pooled ({e['n_features']}) "
+                     f"| {e['auroc_full']:.4f} | {e['auroc_pca']:.4f} | {e['null_mean']:.4f}, {max(e['null_aurocs']):.4f} "
+                     f"| {e['balanced_mean']:.4f}, {min(e['balanced_aurocs']):.4f} |")
+        L += ["", i["note"] + (" Encoder rows (Table 7): each encoder built on the shared channels, frozen, under its "
+                               "own preprocessing." if i.get("encoders") else ""), ""]
     # gates
     L += ["## (h) Four-gate attribution report (§3.6, §5.5)", "", gates_markdown(gate_reports), ""]
     for c in gate_context:

@@ -218,6 +218,8 @@ def write_robustness_report(sweep_dirs: Sequence[str | os.PathLike], out_dir: st
          f"significantly above / below {ref or '(no reference)'}'s (two-sided Wilcoxon signed-rank over the "
          f"(benchmark, fold) pairs both have, Holm-corrected across the table's models, α = {alpha}). One table per "
          "perturbation type and level: types are never averaged together.", ""]
+    inits = df.groupby("label")["init"].agg(lambda v: ", ".join(sorted(set(map(str, v)))))
+    L += ["Initialisation: " + "; ".join(f"{lab}: init={i}" for lab, i in inits.items()), ""]
     rows, tests = [], []
     for cond in conds:
         table, t = condition_table(deltas, cond, benchmarks, reference=ref, alpha=alpha)

@@ -41,7 +41,8 @@ Config schema (``configs/experiment/controls_eegmat.yaml`` is a complete example
     split:    {scheme: kfold|loso, k, seed, n_val_groups, group_by: subject, folds}   # ignored with cv_out_dir
     features: {families: [simple, enhanced], preprocessing: {...} or a backbone name, welch_seconds: 2.0,
                study_summaries: true}
-    probe:    {kind: logreg|lda|svm_rbf, C: null, pca: null}
+    probe:    {kind: logreg|lda|svm_rbf, C: null, pca: null, svm_probability: libsvm|calibrated,
+               overrides: {frozen: {pca: 50}}}   # per representation: handcrafted | frozen | adapted
     metric: auroc                 # the gates' metric (balanced_accuracy is reported too)
     aggregate: auto               # auto | subject | recording | none (unit-level estimates, §3.5)
     models:   - {model: labram, pretrained: null, init_seeds: [0], pooling: mean, backbone_kwargs: {}}
@@ -121,11 +122,19 @@ class ControlsProbe:
         kind: ``logreg``, ``lda`` or ``svm_rbf``.
         C: regularisation (null: the probe's default).
         pca: in-fold PCA components (null: none).
+        svm_probability: ``libsvm`` (the paper's ``SVC(probability=True)``) or ``calibrated``
+            (``CalibratedClassifierCV``); only for ``kind: svm_rbf``.
+        overrides: per-representation changes, keyed ``handcrafted``, ``frozen`` (the encoders' frozen
+            embeddings) or ``adapted`` (Control 4's probe refitted on an adapted encoder), e.g.
+            ``{frozen: {pca: 50}}`` for the paper's pipelines, where PCA precedes the probe only for encoder
+            embeddings (paper 001 §3.5). Keys: ``kind``, ``C``, ``pca``, ``svm_probability``.
     """
 
     kind: str = "logreg"
     C: Optional[float] = None
     pca: Optional[int] = None
+    svm_probability: str = "libsvm"
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -611,6 +620,16 @@ class _Ctx:
     ws_cache: dict = field(default_factory=dict)
     log: list = field(default_factory=list)
 
+    def spec_for(self, source: str):
+        """The probe for one kind of representation: ``probe`` with ``probe.overrides[kind]`` applied."""
+        kind = {"frozen": "frozen", "handcrafted": "handcrafted"}.get(source, "adapted")
+        ov = (self.cfg["probe"].get("overrides") or {}).get(kind)
+        if not ov:
+            return self.spec
+        import dataclasses
+
+        return dataclasses.replace(self.spec, **ov, **({"cap_pca": True} if ov.get("pca") is not None else {}))
+
     def note(self, msg: str) -> None:
         self.log.append(msg)
         if self.progress:
@@ -694,8 +713,9 @@ def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head
     else:
         t0 = time.time()
         X = get_X()
-        res = evaluate_probe(X, ctx.y_idx, ctx.folds, spec=ctx.spec, groups=ctx.subjects,
+        res = evaluate_probe(X, ctx.y_idx, ctx.folds, spec=ctx.spec_for(source), groups=ctx.subjects,
                              aggregate_by=ctx.agg_units, aggregate_name=ctx.agg_level or "subject")
+        res_fit = res
         proba = np.full((len(ctx.keys), ctx.classes.size), np.nan)
         tested = np.concatenate([te for _, te in ctx.folds])
         proba[tested] = res.proba[tested]
@@ -703,6 +723,9 @@ def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head
         _save_predictions(ctx, path, proba)
         rows = _fold_rows(ctx, res, **key)
         rows.append({**key, "fold": "all", "metric": "n_dims", "value": float(X.shape[1])})
+        ks = [k for k in res_fit.fold_metrics.get("pca_k", pd.Series(dtype=float)).dropna().unique()]
+        if ks:  # in-fold PCA components the probe used (the smallest over folds when capped)
+            rows.append({**key, "fold": "all", "metric": "pca_k", "value": float(min(ks))})
         rows.append({**key, "fold": "all", "metric": "probe_seconds", "value": float(time.time() - t0)})
         ctx.store.append(rows, chash)
         ctx.note(f"{name}: {ctx.cfg['metric']} (window, mean-fold) = {res.mean_fold(ctx.cfg['metric']):.4f} "
@@ -774,7 +797,8 @@ def _handcrafted(ctx: _Ctx) -> dict:
         unit = {"step": "handcrafted", "family": fam, "features": ctx.cfg["features"], "probe": ctx.cfg["probe"],
                 "folds": ctx.fold_ids, "aggregate": ctx.agg_level, "data": ctx.cfg["data"]}
         rep, get_X = _probe_rep(ctx, name=f"handcrafted_{fam}", model=f"handcrafted_{fam}", init="none",
-                                regime="frozen_probe", head=f"probe_{ctx.spec.kind}", source="handcrafted",
+                                regime="frozen_probe", head=f"probe_{ctx.spec_for('handcrafted').kind}",
+                                source="handcrafted",
                                 unit_cfg=unit, compute_X=lambda fam=fam: _features(ctx, fam, ctx.ws, ctx.ws.ch_names,
                                                                                    ctx.task.name))
         reps[fam], getters[fam] = rep, get_X
@@ -805,7 +829,7 @@ def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
 
             init_row = label if pretrained is None else f"pretrained:{pretrained}"
             rep, get_X = _probe_rep(ctx, name=f"{m['model']}-{_safe(init_row)}-{m['pooling']}", model=m["model"],
-                                    init=init_row, regime="frozen_probe", head=f"{m['pooling']}+probe_{ctx.spec.kind}",
+                                    init=init_row, regime="frozen_probe", head=f"{m['pooling']}+probe_{ctx.spec_for('frozen').kind}",
                                     source="frozen", unit_cfg=unit, compute_X=compute)
             reps[m["model"]][label] = rep
             getters[m["model"]][label] = get_X
@@ -945,7 +969,7 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
         return json.loads(path.read_text())
     t0 = time.time()
     res = permutation_test(get_X(), ctx.y_idx, ctx.folds, groups=ctx.subjects, scheme=ctx.scheme,
-                           n_permutations=int(p["n"]), metric=metric, level="window", spec=ctx.spec,
+                           n_permutations=int(p["n"]), metric=metric, level="window", spec=ctx.spec_for(rep.source),
                            seed=int(p["seed"]), progress=ctx.progress, statistic=p.get("statistic", "mean_fold"))
     d = res.to_dict()
     d["seconds"] = time.time() - t0
@@ -1021,7 +1045,7 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
            "optim": optim, "seeds": seeds, "init_seeds": init_seed_of, "correct_from": correct,
            "schedule": (f"fixed: {trainer_cfg.get('max_epochs')} epochs, no early stopping, last weights, both arms"
                         if fixed else "cv recipe: early stopping on each arm's own validation labels (unmatched)"),
-           "scored_by": f"frozen {ctx.spec.kind} probe refitted on the true training labels of each fold, on the "
+           "scored_by": f"frozen {ctx.spec_for('adapted').kind} probe refitted on the true training labels of each fold, on the "
                         f"adapted encoder's {pooling}-pooled tokens (§4.2.4)", "runs": {}, "runs_head": {}}
     cells = [(s, k_pos, k, lab) for s in seeds for k_pos, k in enumerate(ctx.fold_ids)
              for lab in ("correct", "scrambled")]
@@ -1084,7 +1108,7 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
         X = adapted_embedding(net, ws_m, ctx.keys, pooling=pooling, trainer=ctx.cfg["trainer"], batch_size=batch,
                               cache_dir=ctx.cfg["data"]["cache_dir"])
         tr_f, te_f = ctx.folds[k_pos]
-        p_probe = fit_predict_folds(X, ctx.y_idx, [(tr_f, te_f)], ctx.spec, ctx.classes.size)[0][te_f]
+        p_probe = fit_predict_folds(X, ctx.y_idx, [(tr_f, te_f)], ctx.spec_for("adapted"), ctx.classes.size)[0][te_f]
         del net, X
         pp = pd.DataFrame({"key": ctx.keys[te_f], "y": ctx.y_idx[te_f]})
         for j in range(ctx.classes.size):
@@ -1145,8 +1169,11 @@ def _identity(ctx: _Ctx) -> dict:
     key = dict(task=f"identity:{names[0]}-vs-{names[1]}", model=f"handcrafted_{idc['family']}", init="none",
                regime="frozen_probe", head="probe_logreg", seed=int(idc["seed"]), condition="dataset_identity")
     path = ctx.out / "identity" / f"{names[0]}-vs-{names[1]}-{idc['family']}.json"
-    if ctx.store.done(chash, "the dataset-identity probe", **key) and path.is_file():
-        return json.loads(path.read_text())
+    if ctx.store.done(chash, "the dataset-identity probe", **key) and path.is_file() and \
+            "encoders" in json.loads(path.read_text()):
+        d = json.loads(path.read_text())
+        d["encoders"] = [_identity_encoder(ctx, m, d["shared_channels"], names) for m in ctx.cfg["models"]]
+        return d
     subj = idc["subjects"] or {}
     wss = [_load_ws(ctx.cfg, t, ctx.cfg["features"]["preprocessing"], ctx.progress, subjects=subj.get(get_task(t).name),
                     max_windows=idc["max_windows_per_subject"]) for t in (ta, tb)]
@@ -1178,6 +1205,68 @@ def _identity(ctx: _Ctx) -> dict:
     ctx.store.append(rows, chash)
     ctx.note(f"identity {names[0]} vs {names[1]}: AUROC full {res.auroc_full:.4f}, PCA-{res.pca_k} "
              f"{res.auroc_pca:.4f}, null {d['null_mean']:.4f}, balanced {d['balanced_mean']:.4f}")
+    d["encoders"] = [_identity_encoder(ctx, m, shared, names) for m in ctx.cfg["models"]]
+    _write_json(path, d)
+    return d
+
+
+def _identity_encoder(ctx: _Ctx, m: dict, shared: list[str], names: tuple[str, str]) -> dict:
+    """The dataset-identity probe on one encoder's frozen embeddings (paper 001 Table 7), resumable.
+
+    Both datasets' windows are taken under the encoder's own preprocessing and restricted to the shared channels (in
+    one order), one encoder is built on those channels (the configured checkpoint, else the first random-init seed),
+    its frozen tokens are pooled as configured, and the same probe as the handcrafted row is run on the unit means:
+    full space, in-fold PCA, permuted null, balanced subsampling."""
+    from eegfm_bench.controls.embeddings import build_encoder, pool_tokens
+    from eegfm_bench.controls.identity import dataset_identity_probe
+    from eegfm_bench.data.tasks import get_task
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.features import extract_features
+
+    idc = ctx.cfg["identity"]
+    pretrained, seed = m.get("pretrained"), int(m["init_seeds"][0])
+    init = f"pretrained:{pretrained}" if pretrained else f"random#seed{seed}"
+    chash = _hash({"step": "identity_encoder", "identity": idc, "model": m, "shared": shared})
+    key = dict(task=f"identity:{names[0]}-vs-{names[1]}", model=m["model"], init=init, regime="frozen_probe",
+               head=f"{m['pooling']}+probe_logreg", seed=seed, condition="dataset_identity")
+    path = ctx.out / "identity" / f"{names[0]}-vs-{names[1]}-{_safe(m['model'])}-{_safe(init)}.json"
+    if ctx.store.done(chash, f"the dataset-identity probe of {m['model']}", **key) and path.is_file():
+        return json.loads(path.read_text())
+    t0 = time.time()
+    prep = BACKBONES.get(m["model"]).preprocessing.to_dict()
+    subj = idc["subjects"] or {}
+    feats, units = [], []
+    adapter = None
+    for t in idc["tasks"]:
+        ws = _load_ws(ctx.cfg, t, prep, ctx.progress, subjects=subj.get(get_task(t).name),
+                      max_windows=idc["max_windows_per_subject"])
+        low = {c.lower(): i for i, c in enumerate(ws.ch_names)}
+        idx = [low[c.lower()] for c in shared]
+        sub_ws = type(ws)(np.asarray(ws.X[:, idx]), ws.y, ws.subject, ws.recording, ws.window_index, ws.provenance,
+                          list(shared), ws.sfreq, list(ws.class_names), dict(ws.meta))
+        if adapter is None:
+            adapter, _ = build_encoder(m["model"], list(shared), sub_ws.n_times, 2, init_seed=seed,
+                                       pretrained=pretrained, backbone_kwargs=m.get("backbone_kwargs"))
+        tokens = extract_features(adapter, sub_ws, parts=("tokens",), trainer=ctx.cfg["trainer"],
+                                  batch_size=int(ctx.cfg["data"]["batch_size"]), cache_dir=ctx.cfg["data"]["cache_dir"],
+                                  progress=ctx.progress).array("tokens")
+        feats.append(pool_tokens(tokens, m["pooling"]))
+        units.append(ws.recording)
+    res = dataset_identity_probe(feats[0], units[0], feats[1], units[1], names=names, n_folds=int(idc["n_folds"]),
+                                 pca_k=int(idc["pca_k"]), C=float(idc["C"]), n_permutations=int(idc["n_permutations"]),
+                                 n_balanced=int(idc["n_balanced"]), seed=int(idc["seed"]), progress=ctx.progress)
+    d = res.to_dict()
+    d.update(model=m["model"], init=init, pooling=m["pooling"], n_dims=int(feats[0].shape[1]),
+             seconds=time.time() - t0, note=f"{m['model']} ({init}) built on the {len(shared)} shared channels, "
+             f"frozen, {m['pooling']}-pooled tokens under its own preprocessing, one unit per recording")
+    _write_json(path, d)
+    rows = [{**key, "fold": "all", "metric": mm, "value": float(v)}
+            for mm, v in (("auroc_full", res.auroc_full), ("auroc_pca", res.auroc_pca), ("pca_k", res.pca_k),
+                          ("null_mean", d["null_mean"]), ("balanced_mean", d["balanced_mean"]),
+                          ("n_features", res.n_features))]
+    ctx.store.append(rows, chash)
+    ctx.note(f"identity {names[0]} vs {names[1]} on {m['model']} ({init}): AUROC full {res.auroc_full:.4f}, "
+             f"PCA-{res.pca_k} {res.auroc_pca:.4f}, null {d['null_mean']:.4f}")
     return d
 
 
@@ -1271,7 +1360,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
             rs = None
         pp = perms.get(rep.name)
         claim(rep, random_scores=rs, perm_p=None if pp is None else pp["p_value"],
-              perm_src=None if pp is None else f"frozen {ctx.spec.kind} probe of {rep.name}",
+              perm_src=None if pp is None else f"frozen {ctx.spec_for('frozen').kind} probe of {rep.name}",
               extra={"random_init": None if rs is not None else "no pretrained checkpoint configured: the claim is "
                      "the random-init representation itself, so 'pretrained > matched random init' has no evidence"})
     scr_by = {(s["model"], s["regime"], s["head"]): s for s in scrambled}
@@ -1288,7 +1377,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
         if scr is not None:
             used_scr.add(key)
         claim(rep, random_scores=None, perm_p=None if pp is None else pp["p_value"],
-              perm_src=None if pp is None else f"frozen {ctx.spec.kind} probe of {frozen_rep.name} (same backbone)",
+              perm_src=None if pp is None else f"frozen {ctx.spec_for('frozen').kind} probe of {frozen_rep.name} (same backbone)",
               adaptation=adaptation,
               scrambled_score=None if scr is None else float(np.mean([v["score"] for v in scr["runs"]["scrambled"].values()])),
               scrambled_correct=None if scr is None else float(np.mean([v["score"] for v in scr["runs"]["correct"].values()])),
@@ -1301,7 +1390,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
         frozen_rep = first_random.get(rep.model)
         pp = perms.get(frozen_rep.name) if frozen_rep is not None else None
         claim(rep, random_scores=None, perm_p=None if pp is None else pp["p_value"],
-              perm_src=None if pp is None else f"frozen {ctx.spec.kind} probe of {frozen_rep.name} (same backbone)",
+              perm_src=None if pp is None else f"frozen {ctx.spec_for('frozen').kind} probe of {frozen_rep.name} (same backbone)",
               adaptation=True,
               scrambled_score=float(np.mean([v["score"] for v in scr["runs"]["scrambled"].values()])),
               scrambled_correct=float(np.mean([v["score"] for v in scr["runs"]["correct"].values()])),
@@ -1419,8 +1508,15 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
     agg_level = None if agg == "none" else agg
     agg_units = None if agg_level is None else (subjects if agg_level == "subject" else
                                                 np.asarray(ws.recording).astype(str))
+    bad = set(cfg["probe"].get("overrides") or {}) - {"handcrafted", "frozen", "adapted"}
+    bad_keys = {k for ov in (cfg["probe"].get("overrides") or {}).values() for k in (ov or {})} - {
+        "kind", "C", "pca", "svm_probability"}
+    if bad or bad_keys:
+        raise ConfigError(f"probe.overrides: unknown {sorted(bad) or sorted(bad_keys)}; fix: keys handcrafted, "
+                          "frozen, adapted, each a mapping of kind, C, pca, svm_probability")
     pspec = ProbeSpec(kind=cfg["probe"]["kind"], C=cfg["probe"]["C"], pca=cfg["probe"]["pca"],
-                      cap_pca=cfg["probe"]["pca"] is not None, seed=42)
+                      cap_pca=cfg["probe"]["pca"] is not None, seed=42,
+                      svm_probability=cfg["probe"].get("svm_probability", "libsvm"))
     store = _Store(out, cfg, spec.group_by)
     ctx = _Ctx(cfg, out, task, ws, row_keys(ws.recording, ws.window_index), y_idx, classes, subjects, split, fold_ids,
                folds, agg_level, agg_units, scheme, pspec, store, progress)

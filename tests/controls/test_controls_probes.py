@@ -1,10 +1,12 @@
 """Fold-local frozen probes (paper 001 §3.5)."""
 import numpy as np
 import pytest
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.svm import SVC
 
 from eegfm_bench.controls import probes as P
 
@@ -56,7 +58,43 @@ def test_pca_before_scaler_order_and_svm_probabilities():
     assert [n for n, _ in pipe.steps] == ["pca", "scaler", "clf"]
     pipe = P.make_probe("svm_rbf", pca=5)
     assert [n for n, _ in pipe.steps] == ["scaler", "pca", "clf"]
+    # default: the paper's SVC(probability=True) (libsvm Platt scaling + pairwise coupling)
+    clf = pipe.named_steps["clf"]
+    assert isinstance(clf, SVC) and clf.probability and clf.C == 10.0
+    pipe = P.make_probe("svm_rbf", svm_probability="calibrated")
+    assert isinstance(pipe.named_steps["clf"], CalibratedClassifierCV)
     assert pipe.named_steps["clf"].estimator.C == 10.0
+    with pytest.raises(ValueError, match="libsvm"):
+        P.make_probe("svm_rbf", svm_probability="platt")
+
+
+def test_svm_probability_libsvm_vs_calibrated_three_classes():
+    """3 classes: libsvm couples one-vs-one probabilities, CalibratedClassifierCV normalises one-vs-rest sigmoids;
+    ranking (AUROC) agrees, single probabilities do not (the size quoted in the probes module's docstring)."""
+    import warnings
+
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 100)
+
+    def draw():
+        X = rng.normal(size=(300, 8))
+        X[:, 0] += 0.8 * y
+        X[:, 1] += 1.0 * (y == 1)
+        return X
+
+    X, Xt = draw(), draw()
+    p = {}
+    for m in ("libsvm", "calibrated"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the deprecation warning of SVC(probability=True) is silenced
+            p[m] = P.make_probe("svm_rbf", svm_probability=m).fit(X, y).predict_proba(Xt)
+        assert np.allclose(p[m].sum(1), 1.0)
+    auc = {m: roc_auc_score(y, v, multi_class="ovr") for m, v in p.items()}
+    assert auc["libsvm"] == pytest.approx(0.70768, abs=1e-4) and abs(auc["libsvm"] - auc["calibrated"]) < 1e-3
+    d = np.abs(p["libsvm"] - p["calibrated"])
+    assert 0.2 < d.max() < 0.3 and 0.03 < d.mean() < 0.08
 
 
 def test_subject_and_window_levels_are_reported_separately():

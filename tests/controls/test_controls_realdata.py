@@ -119,6 +119,11 @@ def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys):
     ide = rep["identity"]
     assert ide["n_units"] == [9, 6] and len(ide["shared_channels"]) == 19 and ide["n_features"] == 173
     assert 0 <= ide["auroc_full"] <= 1
+    # Table 7: the same probe on each encoder's frozen embeddings (EEGNet built on the 19 shared channels)
+    enc = ide["encoders"]
+    assert [e["model"] for e in enc] == ["eegnet"] and enc[0]["n_units"] == [9, 6] and enc[0]["n_features"] == 4
+    assert 0 <= enc[0]["auroc_full"] <= 1 and len(enc[0]["null_aurocs"]) == 5
+    assert "eegnet random#seed0, mean-pooled (4)" in (out / "controls_report.md").read_text()
     # (h) gates: one claim for the frozen EEGNet and one for the adaptation run, four gates each
     gates = json.loads((out / "gates.json").read_text())
     assert {g["model"] for g in gates} == {"eegnet-random_seed0-mean", "eegnet-full-flatten (correct labels)"}
@@ -318,3 +323,27 @@ def test_control4_can_fail_an_adaptation_that_ignores_labels(tmp_path):
                        scrambled_label_score=c["scrambled_mean"], scrambled_correct_score=c["correct_mean"])
     g4 = next(g for g in evaluate_gates(ev).to_dict()["gates"] if g["gate"] == "iv")
     assert g4["status"] == "fail" and "not above scrambled-label adaptation" in g4["detail"]
+
+
+@requires_data
+def test_controls_probe_overrides_per_representation(tmp_path):
+    """probe.overrides: PCA only for the encoders' frozen embeddings, another classifier for handcrafted features
+    (paper 001 §3.5's pipelines); an unknown representation key is refused before anything runs."""
+    from eegfm_bench.cli import main
+    from eegfm_bench.config import ConfigError
+
+    out = tmp_path / "out"
+    cfg = _tiny_config(out, scrambled=[], identity=None, permutation={"n": 5, "families": "none"},
+                       probe={"kind": "logreg", "overrides": {"frozen": {"pca": 3}, "handcrafted": {"kind": "lda"}}})
+    cfg["models"][0]["backbone_kwargs"] = {**TINY_EEGNET, "F1": 4, "D": 2}  # 8 embedding dims, so PCA-3 reduces
+    assert main(["controls", "--config", _write(tmp_path, cfg), "--no-progress"]) == 0
+    df = pd.read_csv(out / "results.csv")
+    eeg = df[(df.model == "eegnet") & (df.regime == "frozen_probe")]
+    assert float(eeg[eeg.metric == "n_dims"].value.iloc[0]) == 8
+    assert float(eeg[eeg.metric == "pca_k"].value.iloc[0]) == 3
+    assert set(eeg["head"]) == {"mean+probe_logreg"}
+    hand = df[df.model == "handcrafted_simple"]
+    assert set(hand["head"]) == {"probe_lda"} and not (hand.metric == "pca_k").any()
+    bad = _tiny_config(tmp_path / "bad", probe={"overrides": {"encoders": {"pca": 50}}})
+    with pytest.raises(ConfigError, match="handcrafted, frozen, adapted"):
+        main(["controls", "--config", _write(tmp_path, bad, "bad.yaml"), "--no-progress"])

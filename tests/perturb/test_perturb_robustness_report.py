@@ -49,6 +49,7 @@ def test_tables_per_condition_average_weights_benchmarks_equally_and_marks(tmp_p
     assert t2.loc["labram", "mark"] == "∇" and list(t2.index) == ["eegnet", "labram"]  # types are never mixed
     md = write_robustness_report([a, b], tmp_path / "out")
     text = md.read_text()
+    assert "Initialisation: eegnet: init=random; labram: init=random" in text
     assert "## dropout_p=0.5_zero (paper 003 Table 12)" in text and "## white_snr=-5dB (paper 003 Table 10)" in text
     assert (tmp_path / "out" / "robustness_curves.png").stat().st_size > 1000
     tab = pd.read_csv(tmp_path / "out" / "robustness_tables.csv")
