@@ -203,7 +203,10 @@ def summary_markdown(cfg: dict, rows: dict, info: dict) -> str:
     lines = [f"# PhysioTRACE demonstration: {cfg['task']}, paired reference views {info['views']}", "",
              f"Held-out: {info['n_test_windows']} windows × {len(info['views'])} views from subjects "
              f"{', '.join(info['subjects']['test'])}; training subjects {', '.join(info['subjects']['train'])}; "
-             f"validation {', '.join(info['subjects']['val'])}. Recorded reference: {info['recorded_reference']}. "
+             f"validation {', '.join(info['subjects']['val'])}"
+             + (f"; encoder trained on other subjects {', '.join(info['subjects']['encoder'])} (split.n_encoder)"
+                if info["subjects"].get("encoder") else "; the encoder was trained on the training subjects")
+             + f". Recorded reference: {info['recorded_reference']}. "
              f"Intervals: {100 * cfg['audit'].get('level', 0.95):.0f}% subject-cluster bootstrap over "
              f"{len(info['subjects']['test'])} held-out subjects ({cfg['audit'].get('n_boot', 1000)} replicates). "
              f"This invocation: {info['wall_s']:.0f} s wall (resumed steps are not recomputed).", "",
@@ -221,7 +224,9 @@ def summary_markdown(cfg: dict, rows: dict, info: dict) -> str:
     row("encoder training + embedding (s)", lambda r: f"{r['train_s']:.0f}", "—")
     row("audit (s)", lambda r: "resumed" if r["audit_s"] is None else f"{r['audit_s']:.0f}", "—")
     row("encoder test AUROC (orig / avg / Cz)",
-        lambda r: " / ".join(f"{v:.3f}" for v in r["encoder_test_auroc"].values()), "—")
+        lambda r: " / ".join(f"{r['encoder_test_auroc'][v]:.3f}" for v in info["views"]), "—")
+    row("encoder AUROC on the heads' training subjects", lambda r: f"{r['encoder_test_auroc']['heads_train']:.3f}",
+        "—")
     row("provenance-probe accuracy (chance)", lambda r: f"{100 * r['probe_accuracy']:.1f}% ({100 * r['chance_accuracy']:.1f}%)",
         f"{100 * p['probe_accuracy']:.1f}% (33.3%)")
     row("LPI bits/view, subject CI", lambda r: f"{r['lpi_bits']:.3f} [{r['lpi_low']:.3f}, {r['lpi_high']:.3f}]",
@@ -277,7 +282,7 @@ def run(config: str | Path, threads: int = 2) -> dict:
     (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     pw = load_paired(cfg)
     sp = cfg["split"]
-    split, subjects = _subject_split(pw, sp)
+    split, enc_mask, subjects = _subject_split(pw, sp)
     (out / "split.json").write_text(json.dumps(subjects, indent=2))
     enc = cfg["encoder"]
     rows = {}
@@ -287,10 +292,13 @@ def run(config: str | Path, threads: int = 2) -> dict:
         npz = out / f"embeddings_seed{seed}_{key}.npz"
         if not npz.exists():
             ts = time.time()
-            model = train_encoder(pw, split, enc, seed, threads, cfg.get("trainer"))
+            model = train_encoder(pw, np.where(enc_mask, "train", "other"), enc, seed, threads, cfg.get("trainer"))
             emb, logit = embed(model, pw, trainer_cfg=cfg.get("trainer"))
-            te = split == "test"
+            te, tr = split == "test", split == "train"
             enc_auroc = {v: _auroc(pw.y[te], logit[te, k]) for k, v in enumerate(pw.views)}
+            # diagnostic: how separable the task is on the subjects the heads are fitted on (~1 when the encoder
+            # was trained on them: the induced view-label association then adds little for the exposed head)
+            enc_auroc["heads_train"] = _auroc(np.repeat(pw.y[tr], len(pw.views)), logit[tr].reshape(-1))
             tmp = npz.with_suffix(".tmp.npz")
             np.savez(tmp, emb=emb.astype(np.float32), y=pw.y, provenance=np.array(pw.views, dtype=str),
                      subject=pw.subject.astype(str), record=pw.recording.astype(str), split=split,
@@ -321,10 +329,27 @@ def run(config: str | Path, threads: int = 2) -> dict:
 
 
 def _subject_split(pw, sp: dict):
+    """The audit's split (train / val / test / unused per window), the encoder's training mask and the subjects.
+
+    With ``split.n_encoder`` the encoder is trained on that many of the training subjects and the heads on the
+    rest ("unused" for the audit): the heads then see embeddings of subjects the encoder never fitted. Without it
+    the encoder and the heads share the training subjects (the paper's single train split)."""
     from eegfm_bench.provenance.data import subject_split
 
-    return subject_split(pw.subject, int(sp["n_val"]), int(sp["n_test"]), seed=int(sp.get("seed", 0)),
-                         n_train=sp.get("n_train"))
+    split, subjects = subject_split(pw.subject, int(sp["n_val"]), int(sp["n_test"]), seed=int(sp.get("seed", 0)),
+                                    n_train=sp.get("n_train"))
+    n_enc = sp.get("n_encoder")
+    if not n_enc:
+        return split, split == "train", subjects
+    tr = np.asarray(subjects["train"])
+    if not 1 <= int(n_enc) < tr.size:
+        raise ValueError(f"split.n_encoder = {n_enc} of {tr.size} training subjects; fix: leave at least one "
+                         "training subject for the heads")
+    enc_subs = sorted(np.random.default_rng(int(sp.get("seed", 0)) + 1).permutation(tr)[:int(n_enc)].tolist())
+    enc_mask = np.isin(pw.subject.astype(str), enc_subs)
+    split = np.where(enc_mask, "unused", split)
+    subjects = {**subjects, "train": sorted(set(tr.tolist()) - set(enc_subs)), "encoder": enc_subs}
+    return split, enc_mask, subjects
 
 
 def main(argv: list[str] | None = None) -> int:

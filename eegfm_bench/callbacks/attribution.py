@@ -33,7 +33,7 @@ class Attribution(Callback):
     Parameters
     ----------
     out_dir : path
-    methods : sequence of {"gxi", "attnlrp"}
+    methods : sequence of {"gxi", "attnlrp", "gradcam"}
     conditions : sequence of str
         Condition strings (App. I.2), ``clean`` by default.
     experiment : str

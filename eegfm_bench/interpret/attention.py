@@ -12,6 +12,8 @@ Backbones (``ATTENTION_BACKBONES``):
 * ``cbramod`` — criss-cross attention: the *spatial* attention (``self_attn_s``: for each time patch,
   ``C × C`` attention between channels) gives per-channel attention; the temporal attention (patches within
   one channel) carries no between-channel weights and is not used.
+* ``reve`` — full self-attention over ``C·P`` channel-major tokens (no CLS; paper 003 I.4–I.6 use REVE and
+  LaBraM): key token ``k`` → channel ``k // P``; per-channel attention sums to exactly ``C``.
 
 ``eegnet`` has no attention modules; ``biot``'s linear attention (separate softmaxes over queries and keys)
 has no ``n_query × n_key`` softmax matrix. Both raise :class:`~eegfm_bench.interpret.lrp.UnsupportedMethodError`.
@@ -58,7 +60,31 @@ def _cbramod_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) ->
             for i, layer in enumerate(adapter.blocks)]
 
 
-ATTENTION_BACKBONES: dict[str, Callable] = {"labram": _labram_hooks, "cbramod": _cbramod_hooks}
+def _reve_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> list:
+    """REVE: full self-attention over ``C·P`` channel-major tokens (no CLS); the softmax is recomputed from the
+    ``to_qkv`` output that enters braindecode's ``ClassicalAttention`` (``softmax(q kᵀ / √d)``, the matrix its
+    SDPA call applies)."""
+    n_patches = adapter._patches()
+
+    def make(i, attend):
+        def pre(_m, args):
+            q, k, _ = args[0].chunk(3, dim=-1)  # (B, N, H·d) each
+            h = attend.heads
+            with torch.no_grad():
+                q = q.reshape(q.shape[0], q.shape[1], h, -1).transpose(1, 2)
+                k = k.reshape(k.shape[0], k.shape[1], h, -1).transpose(1, 2)
+                a = torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5, dim=-1)  # (B, H, N, N)
+            a = a.sum(dim=2).mean(1)  # sum over queries, mean over heads → (B, N)
+            a = a.reshape(a.shape[0], -1, n_patches).mean(-1)  # channel-major: mean over patches → (B, C)
+            store.setdefault(i, []).append(a.float().cpu().numpy())
+        return pre
+
+    return [layer[0].attend.register_forward_pre_hook(make(i, layer[0].attend))
+            for i, layer in enumerate(adapter.blocks)]
+
+
+ATTENTION_BACKBONES: dict[str, Callable] = {"labram": _labram_hooks, "cbramod": _cbramod_hooks,
+                                            "reve": _reve_hooks}
 """Backbones with softmax attention maps and their hook installers."""
 
 
@@ -84,14 +110,14 @@ class AttentionExtractor(L.LightningModule):
     Parameters
     ----------
     adapter : BackboneAdapter
-        ``labram`` or ``cbramod`` adapter.
+        ``labram``, ``cbramod`` or ``reve`` adapter.
     ch_names : sequence of str
         Channel names of the windows.
 
     The step returns ``{"index", "attention"}`` with ``attention`` of shape ``(batch, n_blocks, n_chans)``: the
     attention received by each channel's tokens, summed over queries, averaged over heads and the channel's time
     patches. Summed over channels it equals the number of query tokens per attention matrix divided by the patch
-    count (LaBraM: ``C``; CBraMod: ``C``), since each softmax row sums to 1 (up to the CLS share for LaBraM).
+    count (LaBraM: ``C``; CBraMod: ``C``; REVE: ``C``), since each softmax row sums to 1 (up to the CLS share for LaBraM).
 
     Raises
     ------

@@ -4,6 +4,8 @@ Methods (every map has the input's shape ``(batch, n_chans, n_times)``):
 
 * ``gxi`` — Gradient×Input ``x · ∂y_c/∂x`` through captum's :class:`captum.attr.InputXGradient`, for every
   backbone.
+* ``gradcam`` — GradCAM through pytorch-grad-cam on the last transformer block / EEGNet's last convolution with an
+  electrode axis (App. I.3, :mod:`eegfm_bench.interpret.gradcam`), non-negative.
 * ``attnlrp`` — AttnLRP through lxt's efficient rules with a per-backbone patch map
   (:mod:`eegfm_bench.interpret.lrp`: ``labram``, ``cbramod``; ``eegnet`` gets LRP-ε with the identity rule on
   ELU, the same rules without attention). A backbone without a map is an error naming the methods it
@@ -190,7 +192,7 @@ def attnlrp(model: nn.Module, x: torch.Tensor, target, backbone: str, *, epsilon
 
 
 def attribute(model: nn.Module, x: torch.Tensor, target, method: str, backbone: str, **lrp_kwargs) -> torch.Tensor:
-    """Relevance maps ``(batch, n_chans, n_times)`` by ``method`` (``gxi`` or ``attnlrp``).
+    """Relevance maps ``(batch, n_chans, n_times)`` by ``method`` (``gxi``, ``attnlrp`` or ``gradcam``).
 
     Raises
     ------
@@ -201,6 +203,10 @@ def attribute(model: nn.Module, x: torch.Tensor, target, method: str, backbone: 
         return gradient_x_input(model, x, target)
     if method == "attnlrp":
         return attnlrp(model, x, target, backbone, **lrp_kwargs)[0]
+    if method == "gradcam":
+        from eegfm_bench.interpret.gradcam import gradcam
+
+        return gradcam(model, x, target, backbone)
     raise UnsupportedMethodError(f"unknown attribution method {method!r}; valid: {ATTRIBUTION_METHODS}; "
                                  f"{backbone} supports {supported_methods(backbone)}")
 
@@ -469,7 +475,7 @@ class AttributionModule(L.LightningModule):
     Parameters
     ----------
     model : LogitModel
-    methods : sequence of {"gxi", "attnlrp"}
+    methods : sequence of {"gxi", "attnlrp", "gradcam"}
         Methods to compute (already resolved for the backbone, :func:`resolve_method`).
     targets : mapping window index -> class
         The class whose logit is explained (the predicted = true class of the App. I.1 selection).
@@ -595,6 +601,10 @@ def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
     """
     if method in supported_methods(backbone):
         return method
+    if method == "gradcam":
+        from eegfm_bench.interpret.gradcam import check_gradcam
+
+        check_gradcam(backbone)  # raises GradCAMUnsupportedError naming the fix
     if fallback:
         log.warning("%s has no %s patch map; computing %s instead (lrp_fallback: %s)", backbone, method, fallback,
                     fallback)
@@ -623,7 +633,7 @@ def attribute_windows(model: nn.Module, dataset, methods: Sequence[str], *, perc
     dataset : Dataset
         Batch dicts (``x``, ``y``, ``index``) with a ``rows`` attribute (the window index of each position), e.g.
         :class:`~eegfm_bench.perturb.dataset.PerturbedWindows` or :class:`ArrayWindows`.
-    methods : sequence of {"gxi", "attnlrp"}
+    methods : sequence of {"gxi", "attnlrp", "gradcam"}
     trainer : dict, optional
         A ``trainer:`` section (devices, strategy, precision); default one device, fp32.
 

@@ -10,7 +10,7 @@ Schema (see ``configs/experiment/interpret_quickstart.yaml``)::
                 standardize_mean}       # standardize_mean: z-score mean-pooled features (see probes.fit_probe)
     attention: {enabled, models, max_windows_per_fold, batch_size}
     attribution:
-      methods: [gxi, attnlrp]     # Gradient×Input (captum) and AttnLRP (lxt patch maps)
+      methods: [gxi, attnlrp]     # Gradient×Input (captum), AttnLRP (lxt patch maps), gradcam (pytorch-grad-cam)
       lrp_fallback: null          # null: a backbone without a patch map is an error; gxi: compute G×I instead
       attention_rule: attnlrp     # attnlrp (paper) or cp (CP-LRP)
       epsilon: 0.0                # ε of the ε-rule on Linear/Conv (0: the ε → 0 limit = plain gradient)
@@ -104,7 +104,7 @@ class AttributionConfig:
     """Gradient×Input and AttnLRP maps (paper 003 App. I.1-I.2).
 
     Args:
-        methods: ``gxi`` and / or ``attnlrp``.
+        methods: ``gxi``, ``attnlrp`` and / or ``gradcam``.
         lrp_fallback: null (a backbone without a patch map is an error) or ``gxi``.
         attention_rule: ``attnlrp`` (paper) or ``cp`` (CP-LRP).
         epsilon: ε of the ε-rule on Linear / Conv layers.

@@ -360,12 +360,16 @@ PATCH_MAPS: dict[str, Callable[[], PatchMap]] = {"labram": _labram_map, "cbramod
                                                  "eegnet": _eegnet_map}
 """Backbones with an LRP patch map (factories: braindecode is imported on use)."""
 
-ATTRIBUTION_METHODS = ("gxi", "attnlrp")
+ATTRIBUTION_METHODS = ("gxi", "attnlrp", "gradcam")
 
 
 def supported_methods(backbone: str) -> list[str]:
-    """Attribution methods available for ``backbone`` (``gxi`` always; ``attnlrp`` with a patch map)."""
-    return ["gxi"] + (["attnlrp"] if backbone in PATCH_MAPS else [])
+    """Attribution methods available for ``backbone`` (``gxi`` always; ``attnlrp`` with a patch map; ``gradcam``
+    with a GradCAM layer, :data:`eegfm_bench.interpret.gradcam.GRADCAM_LAYERS`)."""
+    from eegfm_bench.interpret.gradcam import GRADCAM_LAYERS
+
+    return (["gxi"] + (["attnlrp"] if backbone in PATCH_MAPS else [])
+            + (["gradcam"] if backbone in GRADCAM_LAYERS else []))
 
 
 def get_patch_map(backbone: str) -> PatchMap:

@@ -16,6 +16,7 @@ TINY_CBRAMOD = dict(n_layer=2, nhead=4, dim_feedforward=32,
                     channels_kernel_stride_padding_norm=((5, 49, 25, 24, (5, 5)), (5, 3, 1, 1, (5, 5)),
                                                          (5, 3, 1, 1, (5, 5))))
 TINY_LABRAM = dict(num_layers=2, num_heads=2, conv_out_channels=4)
+TINY_REVE = dict(embed_dim=32, depth=2, heads=2, head_dim=8)
 
 
 def _adapter(name, **kw):
@@ -60,9 +61,32 @@ def test_labram_attention_excludes_cls_and_matches_manual():
     assert np.all(a.sum(-1) < len(CHS)) and np.all(a > 0)
 
 
+def test_reve_attention_is_the_matrix_its_attention_applies():
+    """REVE (paper 003 I.4): the recomputed softmax, applied to v, reproduces the module's SDPA output, and the
+    per-channel attention (sum over queries, mean over heads and patches) sums to exactly C (no CLS)."""
+    ad = _adapter("reve", **TINY_REVE).eval()
+    x = torch.randn(2, len(CHS), 400)
+    a = channel_attention(ad, x)
+    n_p = ad._patches()
+    assert a.shape == (2, 2, len(CHS)) and n_p == 2
+    np.testing.assert_allclose(a.sum(-1), len(CHS), rtol=1e-5)
+    cap = {}
+    att = ad.blocks[1][0].attend
+    h = att.register_forward_hook(lambda m, args, out: cap.update(qkv=args[0], out=out))
+    with torch.no_grad():
+        ad.tokens(x)
+    h.remove()
+    q, k, v = (t.reshape(2, -1, att.heads, 8).transpose(1, 2) for t in cap["qkv"].chunk(3, dim=-1))
+    A = torch.softmax(q @ k.transpose(-1, -2) / 8 ** 0.5, dim=-1)
+    torch.testing.assert_close((A @ v).transpose(1, 2).reshape(2, -1, att.heads * 8), cap["out"], rtol=1e-4,
+                               atol=1e-5)
+    want = A.sum(2).mean(1).reshape(2, len(CHS), n_p).mean(-1).numpy()
+    np.testing.assert_allclose(a[1], want, rtol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["eegnet", "biot"])
 def test_backbone_without_softmax_attention_is_refused(name):
-    with pytest.raises(UnsupportedMethodError, match=r"attention maps exist for \['cbramod', 'labram'\].*supports"):
+    with pytest.raises(UnsupportedMethodError, match=r"attention maps exist for \['cbramod', 'labram', 'reve'\].*supports"):
         check_attention_support(name)
 
 

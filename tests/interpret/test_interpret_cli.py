@@ -35,7 +35,7 @@ def cv_run(tmp_path_factory):
         assert main(["cv", "--config", str(out / "cv.yaml"), "--no-progress"]) == 0
     icfg = {"cv_dir": str(out / "cv"), "out_dir": str(out / "interp"),
             "probe": {"poolings": ["mean", "flatten"], "max_epochs": 3, "cache_dir": str(out / "cache")},
-            "attribution": {"methods": ["gxi", "attnlrp"], "percentile": 0, "max_windows_per_fold": 2,
+            "attribution": {"methods": ["gxi", "attnlrp", "gradcam"], "percentile": 0, "max_windows_per_fold": 2,
                             "conservation_windows": 1, "randomisation_windows": 1, "batch_size": 2}}
     (out / "interp.yaml").write_text(yaml.safe_dump(icfg))
     return out
@@ -81,9 +81,10 @@ def test_attribute_cli_on_cv_checkpoints(cv_run):
     df = pd.read_csv(root / "results.csv")
     assert set(df["model"]) == {"eegnet", "labram"}
     for cell in ("eegnet-full-flatten", "labram-head_only-flatten"):
-        for method in ("gxi", "attnlrp"):
+        for method in ("gxi", "attnlrp", "gradcam"):
             z = np.load(root / cell / "clean" / method / "maps.npz")
             assert z["class_averaged"].shape == (64,) and np.all(z["class_averaged"] >= 0)
+            assert z["class_averaged"].max() > 0  # a map, not the zeros of a skipped method
     cp = df[df["metric"] == "attnlrp:conservation_ratio_cp"]["value"]
     assert np.allclose(cp, 1.0, atol=0.01)
     closure = df[df["metric"] == "attnlrp:conservation_closure"]["value"]

@@ -97,7 +97,8 @@ def test_unreviewed_module_is_refused():
 
 def test_no_patch_map():
     assert supported_methods("biot") == ["gxi"]
-    assert supported_methods("labram") == ["gxi", "attnlrp"]
+    assert supported_methods("labram") == ["gxi", "attnlrp", "gradcam"]
+    assert supported_methods("reve") == ["gxi", "gradcam"]
     with pytest.raises(UnsupportedMethodError, match=r"no AttnLRP patch map for backbone 'biot'.*\['cbramod', 'eegnet', 'labram'\]"):
         get_patch_map("biot")
 

@@ -39,7 +39,7 @@ def test_truncate_keeps_first_blocks_and_output_path():
 
 
 def test_registered_variant_depth_and_checkpoint_keys():
-    assert set(truncated_names()) == {"labram_truncated", "cbramod_truncated", "biot_truncated"}
+    assert set(truncated_names()) == {"labram_truncated", "cbramod_truncated", "biot_truncated", "reve_truncated"}
     full = _labram(**TINY)
     torch.manual_seed(0)
     with warnings.catch_warnings():
@@ -50,6 +50,34 @@ def test_registered_variant_depth_and_checkpoint_keys():
     assert not any(k.startswith("blocks.2.") for k in state) and "dropped blocks 2..2" in notes[0]
     tr.model.load_state_dict(state, strict=True)
     assert tr.tokens(torch.randn(1, len(CHS), 400)).shape == (1, len(CHS) * 2, tr.d_model)
+
+
+def test_reve_truncated_keeps_first_layers_and_drops_checkpoint_tensors():
+    """REVE (paper 003 I.6): ``depth`` is the truncation, the architecture's layer count is ``n_layers``; the
+    truncated tokens equal the full model's output after layer k (REVE has no final norm after its layers)."""
+    chs = ["C3", "Cz", "C4", "Pz"]
+    arch = dict(embed_dim=32, heads=2, head_dim=8)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full = BACKBONES.get("reve")(chs, 400, n_layers=3, **arch).eval()
+        torch.manual_seed(0)
+        tr = BACKBONES.get("reve_truncated")(chs, 400, depth=0, n_layers=3, **arch).eval()
+    assert len(full.blocks) == 3 and len(tr.blocks) == 1 and tr.full_depth == 3 and tr.arch_kwargs["depth"] == 0
+    assert tr.arch_kwargs["n_layers"] == 3
+    x = torch.randn(2, len(chs), 400)
+    cap = {}
+    h = full.blocks[0].register_forward_hook(lambda m, i, o: cap.setdefault("o", o))
+    with torch.no_grad():
+        full.tokens(x)
+    h.remove()
+    state, notes = tr.adapt_state_dict(full.model.state_dict())
+    assert "dropped blocks 1..2" in notes[0] and not any(k.startswith("transformer.layers.1.") for k in state)
+    tr.model.load_state_dict(state, strict=True)
+    with torch.no_grad():
+        torch.testing.assert_close(tr.tokens(x), cap["o"])
+    with pytest.raises(ValueError, match="n_layers or depth"):
+        BACKBONES.get("reve")(chs, 400, n_layers=3, depth=3, **arch)
 
 
 def test_fmclassifier_with_truncated_backbone():

@@ -140,14 +140,22 @@ class REVEAdapter(BackboneAdapter):
     checkpoint_drop: ClassVar[tuple[str, ...]] = ("final_layer.", "cls_query_token")
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, zscore_clip: float | None = 15.0,
-                 channels=None, **kwargs: Any):
+                 channels=None, n_layers: int | None = None, **kwargs: Any):
         _check_reserved(self.name, kwargs)
+        if n_layers is not None:  # alias of braindecode's `depth` (which names the truncation in reve_truncated)
+            if "depth" in kwargs and not getattr(self, "derived_from", None):
+                raise ValueError("reve: give the number of layers as n_layers or depth, not both")
+            kwargs_arch = {"depth": int(n_layers)}
+        else:
+            kwargs_arch = {}
         if kwargs.get("attention_pooling"):
             raise ValueError("reve: attention_pooling is REVE's own head; the pooling heads of eegfm_bench replace "
                              "it (use head: attention)")
         opts = {"zscore_clip": None if zscore_clip is None else float(zscore_clip)}
         if channels is not None:
             opts["channels"] = list(channels)
+        if n_layers is not None:
+            opts["n_layers"] = int(n_layers)
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
         from braindecode.models import REVE
 
@@ -158,7 +166,7 @@ class REVEAdapter(BackboneAdapter):
         os.environ["REVE_POSITIONS_PATH"] = str(folder)
         try:
             self.model = _quiet(REVE, n_chans=len(self.model_ch_names), n_times=self.n_times,
-                                n_outputs=self.n_outputs, **kwargs)
+                                n_outputs=self.n_outputs, **kwargs, **kwargs_arch)
         finally:
             if saved is None:
                 os.environ.pop("REVE_POSITIONS_PATH", None)

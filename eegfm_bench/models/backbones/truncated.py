@@ -7,8 +7,9 @@
 backbone's usual output path.
 
 The package registers the truncated variants as backbones ``<name>_truncated`` (``labram_truncated``,
-``cbramod_truncated``, ``biot_truncated``; :func:`make_truncated`) with one extra argument ``depth`` (index
-``k`` of the last kept block; ``None`` keeps all). They inherit the base adapter's preprocessing and channel
+``cbramod_truncated``, ``biot_truncated``, ``reve_truncated``; :func:`make_truncated`) with one extra argument
+``depth`` (index ``k`` of the last kept block; ``None`` keeps all). REVE's own architecture argument of that name
+(the number of layers) is given as ``n_layers`` to ``reve_truncated``. They inherit the base adapter's preprocessing and channel
 contract, keep its ``name`` (so checkpoints of the base backbone load), and drop the removed blocks' weights
 from a pretrained checkpoint before the strict load (reported by the loader like LaBraM's temporal-embedding
 cut). The depth sweep itself is :func:`eegfm_bench.runs.truncation.run_depth_sweep`.
@@ -80,7 +81,7 @@ def truncate_blocks(adapter: nn.Module, depth: int) -> nn.Module:
     return adapter
 
 
-TRUNCATABLE = ("labram", "cbramod", "biot")
+TRUNCATABLE = ("labram", "cbramod", "biot", "reve")
 
 
 def make_truncated(base: type[BackboneAdapter]) -> type[BackboneAdapter]:
