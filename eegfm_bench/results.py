@@ -2,16 +2,20 @@
 
 One metric value per row. The identifying columns (:data:`KEY_COLUMNS`, the config hash among them) make a row
 unique: rows of one cell computed under another config are kept beside the current ones under their own hash,
-and a rerun skips a cell only when rows with its current hash exist. Rows are written to ``results.csv`` and
-``results.parquet`` in the output folder, each through a temporary file and ``os.replace`` so that a crash never
-leaves a half-written table. Under DDP only rank 0 writes (``ResultStore(folder, write=False)`` elsewhere).
+and a rerun skips a cell only when rows with its current hash exist. Each append is one immutable part file
+(``parts/*.parquet``, temporary name then ``os.replace``), so concurrent writers never lose rows and a crash never
+leaves a half-written table; ``results.csv`` and ``results.parquet`` are merged from the parts
+(:class:`ResultStore`). Under DDP only rank 0 writes (``ResultStore(folder, write=False)`` elsewhere).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import socket
 import subprocess
+import time
+import uuid
 import warnings
 from pathlib import Path
 
@@ -93,7 +97,7 @@ def classification_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]
 
 
 def _atomic_write(df: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: concurrent mergers
     if path.suffix == ".parquet":
         df.to_parquet(tmp, index=False)
     else:
@@ -102,7 +106,21 @@ def _atomic_write(df: pd.DataFrame, path: Path) -> None:
 
 
 class ResultStore:
-    """Long-format result rows under ``folder`` (``results.csv`` + ``results.parquet``).
+    """Long-format result rows under ``folder``: one immutable part file per append, merged into ``results.csv`` +
+    ``results.parquet`` for people.
+
+    Every :meth:`append` writes its rows to a new part ``parts/<time_ns>-<host>-<pid>-<random>.parquet`` (a
+    temporary name, then ``os.replace``): no file another writer may be writing is ever rewritten, so any number of
+    processes — local workers or jobs on several nodes of a shared filesystem — can append to one folder at once
+    without losing a row, and a writer killed mid-append leaves only an ignored ``*.tmp``. :meth:`load` reads every
+    part (parts already read are cached: they never change) and keeps, for each :data:`KEY_COLUMNS` key, the row of
+    the newest part. :meth:`merge` writes ``results.csv`` / ``results.parquet`` from it (atomically; a snapshot of
+    the parts present at that moment). With ``merge=True`` (the default, single-process commands) every append
+    also merges, so the human tables are always current; workers of a launcher pass ``merge=False`` (an append then
+    costs one small file whatever the table's size) and the parent merges once at the end.
+
+    A folder written before parts existed (``results.csv`` only) is read as is; its first append turns the CSV into
+    the first part (``parts/0-legacy.parquet``).
 
     Parameters
     ----------
@@ -110,21 +128,51 @@ class ResultStore:
         Output folder (created if needed).
     write : bool
         ``False`` on DDP ranks other than 0: :meth:`append` then writes nothing (rank 0 writes the same rows).
+    merge : bool
+        Rewrite ``results.csv`` / ``.parquet`` after every append.
     """
 
-    def __init__(self, folder: str | os.PathLike, write: bool = True):
+    _part_cache: dict = {}
+
+    def __init__(self, folder: str | os.PathLike, write: bool = True, merge: bool = True):
         self.folder = Path(folder)
         self.write = bool(write)
+        self.merge_on_append = bool(merge)
         if self.write:
             self.folder.mkdir(parents=True, exist_ok=True)
         self.csv = self.folder / "results.csv"
         self.parquet = self.folder / "results.parquet"
+        self.parts_dir = self.folder / "parts"
+
+    # ------------------------------------------------------------------------------------------------ reading
+    def parts(self) -> list[Path]:
+        """Finished part files, oldest first (``*.tmp`` of an interrupted writer are ignored)."""
+        if not self.parts_dir.is_dir():
+            return []
+        return sorted((p for p in self.parts_dir.iterdir() if p.suffix == ".parquet"), key=_part_order)
+
+    def _read_part(self, p: Path) -> pd.DataFrame:
+        key = (str(p.resolve()), p.stat().st_size)
+        df = self._part_cache.get(key)
+        if df is None:
+            df = pd.read_parquet(p)
+            if len(self._part_cache) > 20000:
+                self._part_cache.clear()
+            self._part_cache[key] = df
+        return df
 
     def load(self) -> pd.DataFrame:
-        """All rows (empty frame with :data:`ROW_COLUMNS` if none)."""
-        if self.csv.is_file():
-            return pd.read_csv(self.csv, keep_default_na=True)
-        return pd.DataFrame(columns=ROW_COLUMNS)
+        """All current rows (empty frame with :data:`ROW_COLUMNS` if none), typed as ``pandas.read_csv`` of
+        ``results.csv`` would type them."""
+        parts = self.parts()
+        if not parts:
+            if self.csv.is_file():
+                return pd.read_csv(self.csv, keep_default_na=True)
+            return pd.DataFrame(columns=ROW_COLUMNS)
+        df = pd.concat([self._read_part(p) for p in parts], ignore_index=True)
+        df = df.drop_duplicates(subset=[c for c in KEY_COLUMNS if c in df.columns], keep="last")
+        df = _csv_types(df)
+        return df[ROW_COLUMNS + [c for c in df.columns if c not in ROW_COLUMNS]].reset_index(drop=True)
 
     def has(self, **key) -> bool:
         """True if at least one row matches every given identifying column."""
@@ -138,8 +186,10 @@ class ResultStore:
             m &= df[k].astype(str).to_numpy() == str(v)
         return bool(m.any())
 
-    def append(self, rows: list[dict]) -> None:
-        """Add rows, replacing older rows with the same :data:`KEY_COLUMNS`; writes CSV and Parquet atomically.
+    # ------------------------------------------------------------------------------------------------ writing
+    def append(self, rows: list[dict]) -> Path | None:
+        """Add rows as one new part file (newer rows win over older rows with the same :data:`KEY_COLUMNS`);
+        then merge the human tables unless ``merge=False``. Returns the part written.
 
         Raises
         ------
@@ -147,15 +197,53 @@ class ResultStore:
             If a row lacks a column of :data:`ROW_COLUMNS`.
         """
         if not rows or not self.write:
-            return
+            return None
         new = pd.DataFrame(rows)
         missing = [c for c in ROW_COLUMNS if c not in new.columns]
         if missing:
             raise ValueError(f"result rows lack columns {missing}")
-        old = self.load()
-        df = pd.concat([old, new], ignore_index=True) if not old.empty else new
-        df = df.drop_duplicates(subset=KEY_COLUMNS, keep="last")
-        cols = ROW_COLUMNS + [c for c in df.columns if c not in ROW_COLUMNS]
-        df = df[cols]
-        _atomic_write(df, self.csv)
-        _atomic_write(df.astype({c: str for c in df.columns if df[c].dtype == object}), self.parquet)
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        if self.csv.is_file() and not self.parts():  # a folder from before parts: its CSV becomes the first part
+            _atomic_write(_part_frame(pd.read_csv(self.csv, keep_default_na=True)),
+                          self.parts_dir / "0-legacy.parquet")
+        new = new[ROW_COLUMNS + [c for c in new.columns if c not in ROW_COLUMNS]]
+        name = f"{time.time_ns():020d}-{socket.gethostname().replace('-', '_')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        path = self.parts_dir / f"{name}.parquet"
+        _atomic_write(_part_frame(new), path)
+        if self.merge_on_append:
+            self.merge()
+        return path
+
+    def merge(self) -> pd.DataFrame:
+        """Write ``results.csv`` and ``results.parquet`` from every part present now (atomic replace); return
+        the table."""
+        df = self.load()
+        if self.write and self.parts():
+            _atomic_write(df, self.csv)
+            _atomic_write(df.astype({c: str for c in df.columns if df[c].dtype == object}), self.parquet)
+        return df
+
+
+def _part_order(p: Path):
+    head = p.name.split("-", 1)[0]
+    return (int(head) if head.isdigit() else 0, p.name)
+
+
+def _part_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Object and key columns as strings (missing values kept missing), so mixed columns (``fold``: 0, 1,
+    ``pooled``) survive Parquet and keys compare equal across parts."""
+    df = df.copy()
+    for c in df.columns:
+        if df[c].dtype == object or c in KEY_COLUMNS:  # keys as strings in every part, so 0 and "0" are one key
+            df[c] = df[c].map(lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
+    return df
+
+
+def _csv_types(df: pd.DataFrame) -> pd.DataFrame:
+    """Type the string columns of the parts as ``read_csv`` types ``results.csv`` (numeric where every value is)."""
+    for c in df.columns:
+        if df[c].dtype == object or pd.api.types.is_string_dtype(df[c]):
+            conv = pd.to_numeric(df[c], errors="coerce")
+            if conv.notna().sum() == df[c].notna().sum():
+                df[c] = conv
+    return df

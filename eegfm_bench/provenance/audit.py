@@ -427,8 +427,9 @@ def _notes(r: AuditReport) -> list[str]:
     cu = r.stress.get("control_utility")
     if cu is not None and not cu["above_chance"]:
         notes.append(f"the control head's AUROC (independent regime) is {cu['estimate']:.3f} [{cu['low']:.3f}, "
-                     f"{cu['high']:.3f}], not above chance (0.5): the audited heads show no task utility on held-out "
-                     f"subjects, so the verdict '{r.verdict}' says little about a useful model")
+                     f"{cu['high']:.3f}], not above chance (0.5): its subject-cluster interval includes chance, so "
+                     "the audited heads show no demonstrated task utility on held-out subjects and the verdict "
+                     f"'{r.verdict}' says little about a useful model")
     cis = {"G": r.stress["G"]}
     if r.verify is not None:
         cis.update({k: r.verify[k] for k in ("G_after", "reduction")})
