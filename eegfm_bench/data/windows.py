@@ -337,11 +337,26 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     report.write(tmp)
     (tmp / "COMPLETE").write_text("ok\n")
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
+    _publish(tmp, folder)
     for line in report.summary():  # printed whenever the windows are built (--no-progress included)
         tqdm.write(line)
+
+
+def _publish(tmp: Path, folder: Path) -> None:
+    """Rename a finished entry into place. Entries are content-keyed, so when another process (a second worker or
+    job building the same entry at once) has already published a complete one, that one is kept (its memmaps may be
+    open) and ours is discarded; an incomplete leftover is replaced."""
+    if (folder / "COMPLETE").is_file():
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    if folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        os.replace(tmp, folder)
+    except OSError:  # published by another process between the check and the rename
+        if not (folder / "COMPLETE").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _write_failed_report(report: IngestReport, folder: Path) -> Path:

@@ -13,7 +13,7 @@ files of one cache entry. So feature extraction inherits devices, DDP and precis
 name and architecture, the sha256 of its weights (:func:`state_hash`: the same weights give the same entry
 whichever checkpoint file they came from), the window set's cache key, the rows' identities
 (recording, window index), the channel names, the requested parts, the storage dtypes, the Trainer precision and
-:data:`CACHE_VERSION`. An entry is written to ``<entry>.partial`` and renamed when complete, so an interrupted run
+:data:`CACHE_VERSION`. An entry is written to ``<entry>.partial-<writer>`` and renamed when complete, so an interrupted run
 never leaves a half entry that looks finished.
 
 **Parts**: ``tokens`` — ``tokens(x, ch_names)`` ``(n, n_tokens, d_model)`` float32; ``blocks`` — for every block
@@ -186,7 +186,7 @@ class FeatureWriter(BasePredictionWriter):
     Parameters
     ----------
     folder : path
-        The entry's final folder; writing happens in ``<folder>.partial`` and rank 0 renames it at the end.
+        The entry's final folder; writing happens in ``<folder>.partial-<token>`` (one per writer) and rank 0 renames it at the end.
     rows : ndarray of int, shape (n,)
         Sorted WindowSet row indices the entry holds (row ``k`` of every array is window ``rows[k]``).
     meta : dict
@@ -210,9 +210,16 @@ class FeatureWriter(BasePredictionWriter):
         return pos
 
     def on_predict_start(self, trainer, pl_module) -> None:
+        # a partial folder of this writer's own (rank 0's token, broadcast): two jobs building the same entry at
+        # once never write into one folder
+        import socket
+        import uuid
+
+        token = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        if world_size() > 1:
+            token = trainer.strategy.broadcast(token, src=0)
+        self.partial = self.folder.with_name(f"{self.folder.name}.partial-{token}")
         if is_global_zero():
-            if self.partial.exists():
-                shutil.rmtree(self.partial)
             self.partial.mkdir(parents=True)
         barrier()
         self._arrays, self._chunks, self._t0 = {}, 0, time.time()
@@ -256,9 +263,9 @@ class FeatureWriter(BasePredictionWriter):
                     "world_size": world_size()}
             (self.partial / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
             (self.partial / "COMPLETE").write_text("ok\n")
-            if self.folder.exists():
-                shutil.rmtree(self.folder)
-            os.replace(self.partial, self.folder)
+            from eegfm_bench.data.windows import _publish
+
+            _publish(self.partial, self.folder)  # an entry another job completed meanwhile is kept
         barrier()
 
     def _assemble(self) -> None:

@@ -95,3 +95,24 @@ def test_append_cost_does_not_grow_with_the_table(tmp_path):
     store.append([_row(i, 0.0) for i in range(5000)])
     p = store.append([_row(-1, 1.0)])
     assert len(pd.read_parquet(p)) == 1 and not (tmp_path / "results.csv").exists()
+
+
+def test_window_cache_publish_keeps_an_entry_another_process_completed(tmp_path):
+    from eegfm_bench.data.windows import _publish
+
+    final = tmp_path / "entry"
+    a, b = tmp_path / "a.tmp", tmp_path / "b.tmp"
+    for d, tag in ((a, "a"), (b, "b")):
+        d.mkdir()
+        (d / "X.npy").write_text(tag)
+        (d / "COMPLETE").write_text("ok\n")
+    _publish(a, final)
+    _publish(b, final)  # a second builder of the same (content-keyed) entry: the published one stays
+    assert (final / "X.npy").read_text() == "a" and not a.exists() and not b.exists()
+    (final / "COMPLETE").unlink()  # an incomplete leftover is replaced
+    c = tmp_path / "c.tmp"
+    c.mkdir()
+    (c / "X.npy").write_text("c")
+    (c / "COMPLETE").write_text("ok\n")
+    _publish(c, final)
+    assert (final / "X.npy").read_text() == "c"
