@@ -186,6 +186,11 @@ def _main(argv: list[str]) -> int:
         sp.add_argument("--no-progress", action="store_true")
         if name == "cv":
             sp.add_argument("--force", action="store_true", help="retrain cells whose rows exist for the current config")
+            sp.add_argument("--launcher", choices=["none", "local", "slurm"],
+                            help="run the cells as jobs: local worker processes or SLURM (= --launcher.kind)")
+            sp.add_argument("--workers", type=int, help="concurrent local workers (= --launcher.workers)")
+    st = sub.add_parser("status", help="cells of a cv out_dir: done / running / failed / missing, and the resume command")
+    st.add_argument("out_dir")
     sub.add_parser("models", help="list backbones")
     sub.add_parser("tasks", help="list tasks (the presets)")
     rob = sub.add_parser("robustness", help="paper 003 Tables 10-17 + Figure 2 over the sweeps of several tasks",
@@ -211,6 +216,11 @@ def _main(argv: list[str]) -> int:
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
+    if a.cmd == "status":
+        from eegfm_bench.runs.launch import cv_status, status_markdown
+
+        print(status_markdown(*cv_status(a.out_dir)))
+        return 0
     if a.cmd == "models":
         _print_models()
         return 0
@@ -271,7 +281,9 @@ def _run(a, source, overrides) -> int:
         from eegfm_bench.reports.cv import to_markdown
         from eegfm_bench.runs.cv import run_cv
 
-        table = run_cv(source, args=overrides, progress=progress, force=a.force)
+        extra = (["--launcher.kind", a.launcher] if a.launcher else []) + \
+            (["--launcher.workers", str(a.workers)] if a.workers else [])
+        table = run_cv(source, args=list(overrides) + extra, progress=progress, force=a.force)
         if is_global_zero():
             print(to_markdown(table))
     elif a.cmd == "check":

@@ -44,6 +44,7 @@ import yaml
 
 from eegfm_bench.config import ConfigError, check_section, check_trainer_section, command_parser, parse_config
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.runs.launch import LauncherConfig
 
 
 @dataclass
@@ -146,6 +147,8 @@ class CVConfig:
         split: folds.
         optim: optimiser.
         runs: the models to cross-validate.
+        launcher: where the cells run (``none``: this process; ``local`` workers; ``slurm``), see
+            :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
     """
 
     experiment: str = "experiment"
@@ -156,6 +159,7 @@ class CVConfig:
     split: SplitConfig = field(default_factory=SplitConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     runs: list[RunConfig] = field(default_factory=list)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
 def cv_parser():
@@ -281,7 +285,26 @@ def windows_for(cfg: dict, model: str, cache: dict, progress: bool = False):
     return cache[key]
 
 
-def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False):
+def _running_marker(out: Path, cid: str) -> Path:
+    """``running/<cell>.json`` (host, pid, start): what ``eegfm-bench status`` reports as running; removed when the
+    cell ends (a killed process leaves it: status then checks the pid)."""
+    import os
+    import socket
+
+    d = out / "running"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / (cid.replace("/", "__") + ".json")
+    p.write_text(json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(), "start": time.time()}))
+    return p
+
+
+def cell_id(model: str, regime: str, head: str, fold: int, chash: str) -> str:
+    """``<model>/<regime>/<head>/fold<k>/<config hash>``: one cell, as jobs and ``eegfm-bench status`` name it."""
+    return f"{model}/{regime}/{head}/fold{fold}/{chash}"
+
+
+def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False,
+           worker_cells: Sequence[str] | None = None):
     """Run every cell of a cv config and return the summary table of the current config (mean ± std over folds).
 
     Writes (rank 0) ``config.yaml`` (resolved), ``splits.json`` (verified on reruns), ``results.csv`` /
@@ -295,6 +318,9 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     progress : bool
     force : bool
         Retrain every cell even if rows of its current config hash exist (they are replaced).
+    worker_cells : sequence of str, optional
+        Run only these cells (:func:`cell_id`) as a launcher's worker: rows go to the store as part files
+        (no merge), nothing shared is written, and the failures are returned instead of raised.
 
     Raises
     ------
@@ -320,10 +346,12 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     cfg = load_config(config, args)
     out = Path(cfg["out_dir"])
     zero = is_global_zero()
-    if zero:
+    worker = worker_cells is not None
+    lc = cfg.get("launcher") or {"kind": "none"}
+    if zero and not worker:
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
-    store = ResultStore(out, write=zero)
+    store = ResultStore(out, write=zero, merge=not worker)
     quiet_lightning()
     d, sp = cfg["data"], cfg["split"]
     tname = task_name(cfg["task"])
@@ -352,7 +380,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             current[(run["model"], run["regime"], head)] = chash
             for f in folds:
                 cells.append(Cell(run, head, int(f), chash))
-    if zero:
+    if zero and not worker:
         used: dict[str, tuple[list, Any]] = {}
         for run in cfg["runs"]:
             w = windows_for(cfg, run["model"], windows)
@@ -360,19 +388,31 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         report = write_ingest_reports(out, list(used.values()))
         if report is not None and progress:
             tqdm.write(f"ingest report: {report}")
-    if zero:  # the config hash of every cell of this config: what the sweep, probes and attribution read
+    if zero and not worker:  # the config hash of every cell of this config: what the sweep, probes and attribution read
         (out / "cells.json").write_text(json.dumps(
             [{"model": m, "regime": r, "head": h, "config_hash": c} for (m, r, h), c in current.items()], indent=1))
     # decided once, identically on every rank (the store is not written before the first cell ends)
     todo = [c for c in cells if force or not store.has(experiment=cfg["experiment"], model=c.run["model"],
                                                         regime=c.run["regime"], head=c.head, fold=c.fold,
                                                         condition="clean", config_hash=c.chash)]
+    if worker:
+        wanted = set(worker_cells)
+        todo = [c for c in todo if cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) in wanted]
     fold_unit = spec.group_by
-    if zero and len(todo) < len(cells):
+    if zero and not worker and len(todo) < len(cells):
         tqdm.write(f"cv {cfg['experiment']}: {len(cells) - len(todo)} of {len(cells)} cells already have rows for their "
                    f"current config hash (skipped; --force retrains them); {len(todo)} to train")
+    if not worker and lc["kind"] != "none" and todo:
+        from eegfm_bench.runs.launch import run_jobs
+
+        devices = cfg["trainer"].get("devices", 1)
+        failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}},
+                            [cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], out,
+                            devices=devices if isinstance(devices, int) else 1, progress=progress and zero)
+        todo = []
+        store.merge()
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"cv {cfg['experiment']}",
-               disable=not (progress and zero), unit="cell")
+               disable=not (progress and zero) or (lc["kind"] != "none" and not worker), unit="cell")
     for cell in todo:
         run, head, fold, chash = cell.run, cell.head, cell.fold, cell.chash
         model_name, regime = run["model"], run["regime"]
@@ -382,6 +422,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         ws = windows_for(cfg, model_name, windows)
         name = run_label(model_name, regime, head)
         cdir = cell_dir_name(model_name, regime, head, chash)
+        marker = _running_marker(out, cell_id(model_name, regime, head, fold, chash)) if zero else None
         try:
             L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
             dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold, batch_size=d["batch_size"],
@@ -399,14 +440,19 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
                                          cache_dir=d["cache_dir"], progress=progress)
                 dm.use_tokens(feats.array("tokens"))
             ckpt = ModelCheckpoint(dirpath=out / "checkpoints" / cdir / f"fold{fold}", filename="best",
-                                   monitor="val/bacc", mode="max", save_top_k=1, enable_version_counter=False)
+                                   monitor="val/bacc", mode="max", save_top_k=1, enable_version_counter=False,
+                                   save_last=True)
+            last = out / "checkpoints" / cdir / f"fold{fold}" / "last.ckpt"
+            resume = str(last) if last.is_file() and not force else None  # a requeued / interrupted cell
+            if resume and zero:
+                tqdm.write(f"cell {model_name}/{regime}/{head} fold {fold}: resuming from {last}")
             trainer = build_trainer(tr, out_dir=out, name=name, version=f"fold{fold}-{chash[:8]}",
                                     experiment=cfg["experiment"], enable_checkpointing=True,
                                     callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt])
             for lg in trainer.loggers:
                 lg.log_hyperparams({**model.parameter_counts, "init": init, "config_hash": chash, "fold": fold})
             t0 = time.time()
-            trainer.fit(model, dm)
+            trainer.fit(model, dm, ckpt_path=resume)
             trainer.test(model, dm, ckpt_path=ckpt.best_model_path or None, verbose=False)
             close_loggers(trainer)
             pred = model.test_predictions.copy()
@@ -433,15 +479,27 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             raise
         except Exception as err:  # one failing cell must not lose the others
             failures.append({"model": model_name, "regime": regime, "head": head, "fold": fold, "config_hash": chash,
+                             "cell": cell_id(model_name, regime, head, fold, chash),
                              "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()})
-            if zero:
+            if zero and not worker:
                 (out / "failures.json").write_text(json.dumps(failures, indent=1))
                 tqdm.write(f"cell {model_name}/{regime}/{head} fold {fold} failed: {type(err).__name__}: {err}")
+        finally:
+            if marker is not None:
+                marker.unlink(missing_ok=True)
         bar.update(1)
     bar.close()
+    if worker:
+        return failures
     table = current_summary(store, cfg["experiment"], current)
     if zero:
-        if not failures and (out / "failures.json").is_file():
+        if failures:
+            for f in failures:  # a dead job's failures name only the cell
+                if "model" not in f:
+                    m, r, h, k, c = f["cell"].split("/")
+                    f.update(model=m, regime=r, head=h, fold=int(k[4:]), config_hash=c)
+            (out / "failures.json").write_text(json.dumps(failures, indent=1))
+        elif (out / "failures.json").is_file():
             (out / "failures.json").write_text("[]\n")
         write_summary(out / "summary.md", table, experiment=cfg["experiment"], task=tname, scheme=spec.scheme,
                       fold_unit=fold_unit)

@@ -1,0 +1,104 @@
+"""Launchers (issue 13): cells as local worker jobs give the sequential rows; status; SLURM settings; resume."""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from eegfm_testutils import requires_data
+
+
+def _cfg(out: Path, **over) -> dict:
+    cfg = {"experiment": "lt", "task": "eegmmidb_eyes", "out_dir": str(out), "seed": 0,
+           "data": {"max_windows_per_subject": 3, "batch_size": 16},
+           "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1},
+           "trainer": {"max_epochs": 1, "patience": 1},
+           "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"],
+                     "backbone_kwargs": {"F1": 4, "D": 1, "kernel_length": 16}}]}
+    cfg.update(over)
+    return cfg
+
+
+def _write(path: Path, cfg: dict) -> str:
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _comparable(df: pd.DataFrame) -> pd.DataFrame:
+    df = df[~df["metric"].isin(["fit_seconds"])]
+    return df.sort_values(["model", "fold", "metric"])[["model", "fold", "metric", "value", "n_windows",
+                                                         "config_hash"]].reset_index(drop=True)
+
+
+@requires_data
+def test_local_workers_give_the_sequential_rows_and_status_resumes_what_is_missing(tmp_path, capsys):
+    from eegfm_bench.cli import main
+    from eegfm_bench.runs.launch import cv_status
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["cv", "--config", _write(tmp_path / "s.yaml", _cfg(tmp_path / "seq")), "--no-progress"]) == 0
+        assert main(["cv", "--config", _write(tmp_path / "l.yaml", _cfg(tmp_path / "loc")), "--launcher", "local",
+                     "--workers", "2", "--no-progress"]) == 0
+    seq, loc = (pd.read_csv(tmp_path / d / "results.csv") for d in ("seq", "loc"))
+    pd.testing.assert_frame_equal(_comparable(seq), _comparable(loc))
+    parts = sorted((tmp_path / "loc" / "parts").iterdir())
+    assert len(parts) == 3 and len({p.name.split("-")[2] for p in parts}) == 2  # 3 cells, written by 2 workers
+    assert (tmp_path / "loc" / "summary.md").is_file() and not list((tmp_path / "loc" / "running").iterdir())
+    # a worker killed mid-cell: its cell has no row (parts are atomic) and a stale marker of a dead process
+    killed = next(p for p in parts if (pd.read_parquet(p)["fold"] == "2").any())
+    killed.unlink()
+    (tmp_path / "loc" / "results.csv").unlink()
+    (tmp_path / "loc" / "running" / "x.json").write_text(json.dumps(
+        {"cell": "eegnet/full/flatten/fold2/" + seq.config_hash.iloc[0], "host": os.uname().nodename,
+         "pid": 2 ** 22 + 12345, "start": 0}))
+    rows, cmd = cv_status(tmp_path / "loc")
+    assert [r["state"] for r in rows] == ["done", "done", "missing"] and cmd.startswith("eegfm-bench cv --config")
+    assert main(["status", str(tmp_path / "loc")]) == 0
+    assert "3 cells: 2 done, 0 running, 0 failed, 1 missing" in capsys.readouterr().out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["cv", "--config", str(tmp_path / "loc" / "config.yaml"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "2 of 3 cells already have rows" in out  # config.yaml keeps the local launcher: a worker runs fold 2
+    logs = [p.read_text() for p in (tmp_path / "loc" / "jobs").glob("*_log.out")]
+    assert sum("resuming from" in t for t in logs) == 1  # fold 2's last.ckpt was kept: the worker resumed from it
+    again = pd.read_csv(tmp_path / "loc" / "results.csv")
+    assert not again.duplicated(["model", "fold", "metric", "config_hash"]).any()
+    pd.testing.assert_frame_equal(_comparable(seq), _comparable(again))  # the resumed cell: the same numbers
+    assert [r["state"] for r in cv_status(tmp_path / "loc")[0]] == ["done"] * 3
+
+
+def test_slurm_settings_become_sbatch_options():
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.runs.launch import chunks, sbatch_preview, slurm_parameters
+
+    lc = {"kind": "slurm", "workers": 2, "cells_per_job": 2, "folder": None, "timeout_min": 120,
+          "slurm": {"partition": "gpu", "account": "proj", "qos": "high", "gpus_per_node": 4, "cpus_per_task": 16,
+                    "mem_gb": 128, "array_parallelism": 32, "setup": ["module load cuda"],
+                    "additional": {"constraint": "h100"}}}
+    p = slurm_parameters(lc, devices=4)
+    assert p["slurm_partition"] == "gpu" and p["tasks_per_node"] == 4 and p["slurm_array_parallelism"] == 32
+    text = sbatch_preview(lc, "/scratch/jobs", devices=4, n_jobs=50)
+    for opt in ("--partition=gpu", "--account=proj", "--qos=high", "--gpus-per-node=4", "--ntasks-per-node=4",
+                "--cpus-per-task=16", "--mem=128GB", "--time=120", "--constraint=h100", "--array=0-49%32",
+                "--signal=USR2@90"):
+        assert f"#SBATCH {opt}" in text, opt
+    assert "module load cuda" in text
+    assert chunks([str(i) for i in range(5)], lc) == [["0", "1"], ["2", "3"], ["4"]]
+    assert chunks([str(i) for i in range(5)], {**lc, "kind": "local"}) == [["0", "2", "4"], ["1", "3"]]
+    with pytest.raises(ConfigError, match="partition"):
+        slurm_parameters({**lc, "slurm": {**lc["slurm"], "partition": None}})
+
+
+def test_a_requeued_job_resubmits_itself_with_the_same_cells():
+    from eegfm_bench.runs.launch import CellJob
+
+    job = CellJob()
+    d = job.checkpoint({"x": 1}, ["a/b/c/fold0/h"], 2)
+    assert d.function is job and d.args == ({"x": 1}, ["a/b/c/fold0/h"], 2)
