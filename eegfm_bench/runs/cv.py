@@ -475,6 +475,8 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
                 pred_path.parent.mkdir(exist_ok=True)
                 pred.to_csv(pred_path, index=False)
             store.append(rows)
+            if zero:  # the cell is finished: last.ckpt only serves an interrupted cell's resumption
+                last.unlink(missing_ok=True)
         except KeyboardInterrupt:
             raise
         except Exception as err:  # one failing cell must not lose the others

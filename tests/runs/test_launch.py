@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 from pathlib import Path
 
@@ -53,6 +54,9 @@ def test_local_workers_give_the_sequential_rows_and_status_resumes_what_is_missi
     # a worker killed mid-cell: its cell has no row (parts are atomic) and a stale marker of a dead process
     killed = next(p for p in parts if (pd.read_parquet(p)["fold"] == "2").any())
     killed.unlink()
+    fold2 = next((tmp_path / "loc" / "checkpoints").glob("*/fold2"))
+    assert not (fold2 / "last.ckpt").exists()  # a finished cell keeps best.ckpt only
+    shutil.copy(fold2 / "best.ckpt", fold2 / "last.ckpt")  # what the killed worker left: its last epoch
     (tmp_path / "loc" / "results.csv").unlink()
     (tmp_path / "loc" / "running" / "x.json").write_text(json.dumps(
         {"cell": "eegnet/full/flatten/fold2/" + seq.config_hash.iloc[0], "host": os.uname().nodename,
