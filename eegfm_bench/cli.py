@@ -189,6 +189,11 @@ def _main(argv: list[str]) -> int:
             sp.add_argument("--launcher", choices=["none", "local", "slurm"],
                             help="run the cells as jobs: local worker processes or SLURM (= --launcher.kind)")
             sp.add_argument("--workers", type=int, help="concurrent local workers (= --launcher.workers)")
+    pl = sub.add_parser("plan", help="a cv config's cells, jobs, cached backbone passes and device-hours, before it runs")
+    pl.add_argument("--config", action="append", required=True)
+    pl.add_argument("--bench", help="throughput table: scripts/bench_backbones.py --out FILE's .json")
+    pl.add_argument("--no-measure", action="store_true", help="do not measure missing models' throughput here")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
     st = sub.add_parser("status", help="cells of a cv out_dir: done / running / failed / missing, and the resume command")
     st.add_argument("out_dir")
     sub.add_parser("models", help="list backbones")
@@ -216,6 +221,16 @@ def _main(argv: list[str]) -> int:
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
+    if a.cmd == "plan":
+        import json as _json
+
+        from eegfm_bench.runs.plan import plan_cv, plan_markdown
+
+        src = a.config[0] if len(a.config) == 1 else a.config[0]
+        more = [x for c in a.config[1:] for x in ("--config", c)]
+        p = plan_cv(src, more + list(extra), bench=a.bench, measure=not a.no_measure)
+        print(_json.dumps(p, indent=1, default=str) if a.json else plan_markdown(p))
+        return 0
     if a.cmd == "status":
         from eegfm_bench.runs.launch import cv_status, status_markdown
 

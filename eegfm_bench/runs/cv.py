@@ -303,6 +303,53 @@ def cell_id(model: str, regime: str, head: str, fold: int, chash: str) -> str:
     return f"{model}/{regime}/{head}/fold{fold}/{chash}"
 
 
+def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_path: Path | None = None,
+                    write: bool = False):
+    """Every cell of a cv config: ``(cells, {(model, regime, head): config hash}, split)``.
+
+    Loads (or builds) each run's windows into ``windows`` and makes the split; with ``splits_path`` the split is
+    saved there or verified against the saved one (:func:`~eegfm_bench.data.splits.save_or_verify`).
+
+    Raises
+    ------
+    ConfigError
+        If two models' preprocessing yield different subjects (they must share the folds).
+    SplitMismatchError
+        If the saved split differs from the recomputed one.
+    """
+    from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
+    from eegfm_bench.data.tasks import task_name
+
+    sp = cfg["split"]
+    spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
+    tname = task_name(cfg["task"])
+    split = None
+    cells: list[Cell] = []
+    current: dict[tuple, str] = {}
+    for run in cfg["runs"]:
+        ws = windows_for(cfg, run["model"], windows, progress)
+        groups = ws.subject if spec.group_by == "subject" else ws.recording
+        if split is None:
+            split = make_split(ws.y, groups, spec, tname)
+            if splits_path is not None:
+                split = save_or_verify(split, splits_path, write=write)
+        elif sorted(np.unique(groups).tolist()) != split.groups:
+            have = set(np.unique(groups).tolist())
+            raise ConfigError(
+                f"{run['model']}'s preprocessing ({ws.sfreq:g} Hz, {ws.n_times / ws.sfreq:g} s windows) yields other "
+                f"{spec.group_by}s than the first model's: missing {sorted(set(split.groups) - have)[:8]}, extra "
+                f"{sorted(have - set(split.groups))[:8]} (recordings shorter than its window give it no window). Every "
+                "model of one cv run must be compared on the same folds. fix: give the task one `window_s` for all "
+                "models, drop the short recordings (data.subjects), or run this model in its own cv config")
+        folds = sp["folds"] if sp["folds"] is not None else range(len(split.folds))
+        for head in run["heads"]:
+            chash = cell_hash(cfg, run, head, ws.meta.get("cache_key"))
+            current[(run["model"], run["regime"], head)] = chash
+            for f in folds:
+                cells.append(Cell(run, head, int(f), chash))
+    return cells, current, split
+
+
 def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False,
            worker_cells: Sequence[str] | None = None):
     """Run every cell of a cv config and return the summary table of the current config (mean ± std over folds).
@@ -334,7 +381,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     from tqdm.auto import tqdm
 
     from eegfm_bench.data.datamodule import EEGDataModule
-    from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
+    from eegfm_bench.data.splits import SplitSpec
     from eegfm_bench.data.tasks import task_name
     from eegfm_bench.data.windows import write_ingest_reports
     from eegfm_bench.models.features import extract_features
@@ -357,29 +404,8 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     tname = task_name(cfg["task"])
     spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
     windows: dict = {}
-    split = None
     failures, code = [], code_version()
-    cells: list[Cell] = []
-    current: dict[tuple, str] = {}
-    for run in cfg["runs"]:
-        ws = windows_for(cfg, run["model"], windows, progress)
-        groups = ws.subject if spec.group_by == "subject" else ws.recording
-        if split is None:
-            split = save_or_verify(make_split(ws.y, groups, spec, tname), out / "splits.json", write=zero)
-        elif sorted(np.unique(groups).tolist()) != split.groups:
-            have = set(np.unique(groups).tolist())
-            raise ConfigError(
-                f"{run['model']}'s preprocessing ({ws.sfreq:g} Hz, {ws.n_times / ws.sfreq:g} s windows) yields other "
-                f"{spec.group_by}s than the first model's: missing {sorted(set(split.groups) - have)[:8]}, extra "
-                f"{sorted(have - set(split.groups))[:8]} (recordings shorter than its window give it no window). Every "
-                "model of one cv run must be compared on the same folds. fix: give the task one `window_s` for all "
-                "models, drop the short recordings (data.subjects), or run this model in its own cv config")
-        folds = sp["folds"] if sp["folds"] is not None else range(len(split.folds))
-        for head in run["heads"]:
-            chash = cell_hash(cfg, run, head, ws.meta.get("cache_key"))
-            current[(run["model"], run["regime"], head)] = chash
-            for f in folds:
-                cells.append(Cell(run, head, int(f), chash))
+    cells, current, split = enumerate_cells(cfg, windows, progress, splits_path=out / "splits.json", write=zero)
     if zero and not worker:
         used: dict[str, tuple[list, Any]] = {}
         for run in cfg["runs"]:

@@ -106,3 +106,38 @@ def test_a_requeued_job_resubmits_itself_with_the_same_cells():
     job = CellJob()
     d = job.checkpoint({"x": 1}, ["a/b/c/fold0/h"], 2)
     assert d.function is job and d.args == ({"x": 1}, ["a/b/c/fold0/h"], 2)
+
+
+@requires_data
+def test_plan_counts_cells_jobs_cached_passes_and_hours(tmp_path, capsys):
+    from eegfm_bench.cli import main
+    from eegfm_bench.runs.plan import plan_cv
+
+    cfg = _cfg(tmp_path / "p", trainer={"max_epochs": 2, "patience": 1},
+               launcher={"kind": "local", "workers": 2},
+               runs=[{"model": "eegnet", "regime": "full", "heads": ["flatten"],
+                      "backbone_kwargs": {"F1": 4, "D": 1, "kernel_length": 16}},
+                     {"model": "labram", "regime": "head_only", "heads": ["mean", "flatten"],
+                      "backbone_kwargs": {"num_layers": 2, "num_heads": 2, "conv_out_channels": 4}}])
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps([{"model": "eegnet", "device": "cuda", "fwd_per_s": 100.0, "fwd_bwd_per_s": 10.0},
+                                 {"model": "labram", "device": "cuda", "fwd_per_s": 50.0, "fwd_bwd_per_s": 5.0}]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = plan_cv(cfg, bench=str(bench), measure=False)
+    assert p["n_cells"] == 9 and p["n_done"] == 0 and p["n_jobs"] == 2  # 3 cells x 3 folds, 2 local workers
+    full = [r for r in p["todo"] if r["cell"].startswith("eegnet/")]
+    ho = [r for r in p["todo"] if r["cell"].startswith("labram/")]
+    for r in full:  # 2 epochs: forward+backward on train, forward on val each epoch, then the test
+        w = r["windows"]
+        assert r["backbone_passes"] == {"forward": 2 * w["val"] + w["test"], "forward_backward": 2 * w["train"]}
+    n_windows = sum(ho[0]["windows"].values())
+    assert [r["backbone_passes"]["forward"] for r in ho] == [n_windows] + [0] * 5  # one extraction for both heads
+    would = sum(2 * (r["windows"]["train"] + r["windows"]["val"]) + r["windows"]["test"] for r in ho)
+    assert p["backbone_passes_saved_by_cache"] == would - n_windows
+    secs = sum(r["backbone_passes"]["forward"] / 100 + r["backbone_passes"]["forward_backward"] / 10 for r in full) \
+        + n_windows / 50
+    assert p["estimate_device_hours"] == pytest.approx(secs / 3600)
+    path = _write(tmp_path / "p.yaml", cfg)
+    assert main(["plan", "--config", path, "--bench", str(bench), "--no-measure"]) == 0
+    assert "9 cells (0 already have rows" in capsys.readouterr().out

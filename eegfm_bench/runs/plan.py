@@ -1,0 +1,138 @@
+"""``eegfm-bench plan --config X``: what a cv config will run, before it runs (project issue 13, item 4).
+
+Prints, without training anything:
+
+* the **cells** (model × regime × head × fold) with their config hashes, and how many already have rows of that
+  hash (a rerun skips them);
+* the **jobs** the configured launcher makes of the cells still to run;
+* the **backbone passes saved** by the feature cache: a head-only run extracts its frozen backbone's tokens once
+  for every window, shared by all its heads and folds, instead of a backbone pass per window, epoch, head and fold;
+* an **estimate of device-hours**: window-passes × seconds per window. Seconds per window come from a throughput
+  table (``scripts/bench_backbones.py --out FILE``'s ``.json``: ``fwd_per_s`` / ``fwd_bwd_per_s`` per model and
+  device) when given, else from a short measurement here (``--measure``: 3 batches of the config's input through
+  each model, forward and forward + backward). An estimate assumes every cell runs ``max_epochs`` (early stopping
+  only shortens it) and counts the backbone, which dominates; validation and test passes are forward-only.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Sequence
+
+
+def _measure(model: str, ch_names: list[str], n_times: int, run: dict, batch: int = 8, n: int = 3) -> dict:
+    """windows/s forward (eval, no grad) and forward + backward (train) of one backbone on this machine's CPU."""
+    import torch
+
+    from eegfm_bench.models.backbones import BACKBONES
+
+    torch.manual_seed(0)
+    ad = BACKBONES.get(model)(ch_names, n_times, n_outputs=2, **(run.get("backbone_kwargs") or {}))
+    x = torch.randn(batch, len(ch_names), n_times)
+    ad.eval()
+    with torch.no_grad():
+        ad.tokens(x, ch_names)
+        t = time.perf_counter()
+        for _ in range(n):
+            ad.tokens(x, ch_names)
+        fwd = batch * n / (time.perf_counter() - t)
+    ad.train()
+    ad.tokens(x, ch_names).float().pow(2).mean().backward()
+    t = time.perf_counter()
+    for _ in range(n):
+        ad.tokens(x, ch_names).float().pow(2).mean().backward()
+        ad.zero_grad(set_to_none=True)
+    return {"fwd_per_s": fwd, "fwd_bwd_per_s": batch * n / (time.perf_counter() - t), "source": "measured (CPU)"}
+
+
+def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measure: bool = True) -> dict:
+    """The plan of a cv config as a dict (cells, jobs, passes, estimate); see the module docstring.
+
+    Raises
+    ------
+    ConfigError
+        From the config, as ``eegfm-bench cv`` would.
+    """
+    from eegfm_bench.results import ResultStore
+    from eegfm_bench.runs.cv import cell_id, enumerate_cells, load_config, run_trainer, windows_for
+    from eegfm_bench.runs.launch import chunks
+
+    cfg = load_config(config, args)
+    out = Path(cfg["out_dir"])
+    windows: dict = {}
+    cells, current, split = enumerate_cells(cfg, windows, progress=False)
+    store = ResultStore(out, write=False)
+    df = store.load()
+    done = set()
+    if not df.empty:
+        d = df[(df["condition"].astype(str) == "clean") & (df["metric"] == "balanced_accuracy")]
+        done = {(str(r.model), str(r.regime), str(r.head), str(r.fold), str(r.config_hash)) for r in d.itertuples()}
+    todo = [c for c in cells if (c.run["model"], c.run["regime"], c.head, str(c.fold), c.chash) not in done]
+    lc = cfg.get("launcher") or {"kind": "none"}
+    jobs = chunks([cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], lc) \
+        if lc["kind"] != "none" else ([[None] * len(todo)] if todo else [])
+    table = {}
+    if bench:
+        for r in json.loads(Path(bench).read_text()):
+            if "error" not in r:
+                table.setdefault(r["model"], {**r, "source": f"{bench} ({r['device']})"})
+    rows, passes_saved, seconds = [], 0, 0.0
+    extracted = set()
+    for c in todo:
+        run, fold = c.run, c.fold
+        ws = windows_for(cfg, run["model"], windows)
+        tr = run_trainer(cfg, run)
+        epochs = int(tr.get("max_epochs") or 1)
+        groups = ws.subject if cfg["split"]["group_by"] == "subject" else ws.recording
+        n_train, n_val, n_test = (len(i) for i in split.indices(groups, fold))
+        tput = table.get(run["model"])
+        if tput is None and measure:
+            tput = table[run["model"]] = _measure(run["model"], list(ws.ch_names), int(ws.n_times), run)
+        if run["regime"] == "head_only":
+            key = (run["model"], json.dumps(run.get("backbone_kwargs"), sort_keys=True), run.get("pretrained"))
+            would = epochs * (n_train + n_val) + n_test  # backbone passes without the cache (per head and fold)
+            once = 0 if key in extracted else len(ws)
+            extracted.add(key)
+            passes_saved += would - once
+            fwd, bwd = once, 0
+        else:
+            fwd, bwd = epochs * n_val + n_test, epochs * n_train
+        if tput is not None:
+            seconds += fwd / tput["fwd_per_s"] + bwd / tput["fwd_bwd_per_s"]
+        rows.append({"cell": cell_id(run["model"], run["regime"], c.head, fold, c.chash), "epochs": epochs,
+                     "windows": {"train": n_train, "val": n_val, "test": n_test},
+                     "backbone_passes": {"forward": fwd, "forward_backward": bwd}})
+    return {"config": cfg["experiment"], "out_dir": str(out), "n_cells": len(cells), "n_done": len(cells) - len(todo),
+            "todo": rows, "launcher": lc["kind"], "n_jobs": len(jobs),
+            "backbone_passes_saved_by_cache": int(passes_saved),
+            "throughput": {m: {k: v for k, v in t.items() if k in ("fwd_per_s", "fwd_bwd_per_s", "source")}
+                           for m, t in table.items()},
+            "estimate_device_hours": seconds / 3600.0 if table or not todo else None,
+            "heads": {f"{m}/{r}/{h}": c for (m, r, h), c in current.items()}}
+
+
+def plan_markdown(p: dict) -> str:
+    lines = [f"# plan: {p['config']} → {p['out_dir']}", "",
+             f"{p['n_cells']} cells ({p['n_done']} already have rows of their config hash, {len(p['todo'])} to run); "
+             f"launcher {p['launcher']}: {p['n_jobs']} job(s)", ""]
+    if p["todo"]:
+        lines += ["| cell | epochs | train / val / test windows | backbone forward | forward + backward |",
+                  "|---|---:|---|---:|---:|"]
+        for r in p["todo"]:
+            w, b = r["windows"], r["backbone_passes"]
+            lines.append(f"| {r['cell']} | {r['epochs']} | {w['train']} / {w['val']} / {w['test']} | {b['forward']:,} "
+                         f"| {b['forward_backward']:,} |")
+        lines.append("")
+    lines.append(f"backbone passes saved by the feature cache (head-only runs share one extraction): "
+                 f"{p['backbone_passes_saved_by_cache']:,}")
+    for m, t in p["throughput"].items():
+        lines.append(f"- {m}: {t['fwd_per_s']:.1f} windows/s forward, {t['fwd_bwd_per_s']:.1f} forward + backward "
+                     f"({t['source']})")
+    est = p["estimate_device_hours"]
+    lines.append("estimate: " + ("no throughput (pass --bench FILE or drop --no-measure)" if est is None else
+                                 f"{est:.3f} device-hours at max_epochs ({est * 60:.1f} min)"))
+    return "\n".join(lines)
+
+
+__all__ = ["plan_cv", "plan_markdown"]
