@@ -150,8 +150,12 @@ class EEGDataModule(L.LightningDataModule):
 
     def _loader(self, idx, shuffle: bool) -> DataLoader:
         g = torch.Generator().manual_seed(self.hparams.split_seed + self.fold)
+        trainer = getattr(self, "trainer", None)
+        on_cuda = trainer is not None and getattr(trainer.strategy.root_device, "type", "cpu") == "cuda"
+        nw = self.hparams.num_workers
         return DataLoader(WindowDataset(self.ws, idx, self.tokens), batch_size=self.hparams.batch_size,
-                          shuffle=shuffle, num_workers=self.hparams.num_workers, generator=g if shuffle else None)
+                          shuffle=shuffle, num_workers=nw, generator=g if shuffle else None,
+                          pin_memory=on_cuda, persistent_workers=nw > 0)  # pinned host memory on CUDA only
 
     def train_dataloader(self):
         return self._loader(self.train_idx, True)
