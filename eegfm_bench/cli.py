@@ -186,6 +186,7 @@ def _main(argv: list[str]) -> int:
         sp.add_argument("--no-progress", action="store_true")
         if name == "cv":
             sp.add_argument("--force", action="store_true", help="retrain cells whose rows exist for the current config")
+        if name in ("cv", "sweep"):
             sp.add_argument("--launcher", choices=["none", "local", "slurm"],
                             help="run the cells as jobs: local worker processes or SLURM (= --launcher.kind)")
             sp.add_argument("--workers", type=int, help="concurrent local workers (= --launcher.workers)")
@@ -288,6 +289,12 @@ def _ingest(p, a, extra) -> int:
     return 0
 
 
+def _launcher_args(a) -> list[str]:
+    """``--launcher X --workers N`` as the dotted overrides of the config's ``launcher:`` section."""
+    return ((["--launcher.kind", a.launcher] if getattr(a, "launcher", None) else [])
+            + (["--launcher.workers", str(a.workers)] if getattr(a, "workers", None) else []))
+
+
 def _run(a, source, overrides) -> int:
     from eegfm_bench.distributed import is_global_zero
 
@@ -296,9 +303,7 @@ def _run(a, source, overrides) -> int:
         from eegfm_bench.reports.cv import to_markdown
         from eegfm_bench.runs.cv import run_cv
 
-        extra = (["--launcher.kind", a.launcher] if a.launcher else []) + \
-            (["--launcher.workers", str(a.workers)] if a.workers else [])
-        table = run_cv(source, args=list(overrides) + extra, progress=progress, force=a.force)
+        table = run_cv(source, args=list(overrides) + _launcher_args(a), progress=progress, force=a.force)
         if is_global_zero():
             print(to_markdown(table))
     elif a.cmd == "check":
@@ -311,7 +316,7 @@ def _run(a, source, overrides) -> int:
         from eegfm_bench.reports.sweep import table_markdown
         from eegfm_bench.runs.sweep import sweep_main
 
-        table = sweep_main(source, args=overrides, progress=progress)
+        table = sweep_main(source, args=list(overrides) + _launcher_args(a), progress=progress)
         if is_global_zero():
             print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
             print(f"report: {table.attrs['report']}")

@@ -157,22 +157,26 @@ class CellJob(_Base):
     that have rows and resumes an unfinished one from its ``last.ckpt``.
     """
 
-    def __call__(self, cfg: dict, cell_ids: list[str], threads: int) -> list[dict]:
+    def __call__(self, cfg: dict, cell_ids: list[str], threads: int, kind: str = "cv") -> list[dict]:
         import torch
 
         torch.set_num_threads(max(1, int(threads)))
+        if kind == "sweep":
+            from eegfm_bench.runs.sweep import sweep_main
+
+            return sweep_main(cfg, progress=False, worker_units=list(cell_ids))
         from eegfm_bench.runs.cv import run_cv
 
         return run_cv(cfg, progress=False, worker_cells=list(cell_ids))
 
-    def checkpoint(self, cfg: dict, cell_ids: list[str], threads: int):
+    def checkpoint(self, cfg: dict, cell_ids: list[str], threads: int, kind: str = "cv"):
         import submitit
 
-        return submitit.helpers.DelayedSubmission(self, cfg, cell_ids, threads)
+        return submitit.helpers.DelayedSubmission(self, cfg, cell_ids, threads, kind)
 
 
 def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: int = 1,
-             progress: bool = True) -> list[dict]:
+             progress: bool = True, kind: str = "cv") -> list[dict]:
     """Submit the cells as jobs, wait for every job, and return the failures (one dict per failed cell).
 
     A job that dies (killed, out of memory) is recorded as a failure of each of its cells that has no rows; the
@@ -186,7 +190,7 @@ def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: in
     parts = chunks(cell_ids, lc)
     threads = max(1, (os.cpu_count() or 1) // max(1, len(parts))) if lc["kind"] == "local" else \
         int(lc["slurm"]["cpus_per_task"])
-    jobs = [ex.submit(CellJob(), cfg, p, threads) for p in parts]
+    jobs = [ex.submit(CellJob(), cfg, p, threads, kind) for p in parts]
     if progress:
         tqdm.write(f"launcher {lc['kind']}: {len(cell_ids)} cells in {len(jobs)} jobs "
                    f"({', '.join(str(j.job_id) for j in jobs)}); logs under {folder}")
@@ -196,7 +200,7 @@ def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: in
             failures += job.result()
         except Exception as err:  # the job itself died: its cells without rows are failures
             for cid in p:
-                failures.append({"cell": cid, "error": f"job {job.job_id} ended: {type(err).__name__}: "
+                failures.append({"cell": cid, "condition": "(job)", "error": f"job {job.job_id} ended: {type(err).__name__}: "
                                  f"{str(err).splitlines()[0][:300] if str(err) else ''} (log: {job.paths.stderr})",
                                  "traceback": str(err)})
     return failures

@@ -48,7 +48,7 @@ import os
 import traceback
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Sequence
 
@@ -56,6 +56,7 @@ import numpy as np
 import yaml
 
 from eegfm_bench.config import ConfigError, command_parser, parse_config
+from eegfm_bench.runs.launch import LauncherConfig
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.perturb.conditions import Condition, PerturbContext
 
@@ -85,6 +86,8 @@ class SweepConfig:
             authors' code) or the region's (``region``); App. D.5 leaves it open.
         mask: random dropout masks: ``paper`` (drawn as the paper's runs, reproducing Table 5's PhysioNet rows) or
             ``hashed`` (one hash per channel name: independent of the channel order).
+        launcher: where the (backbone group × fold) units run: ``none`` (this process), ``local`` workers or
+            ``slurm`` (:mod:`eegfm_bench.runs.launch`); not part of any config hash.
     """
 
     cv_out_dir: Optional[str] = None
@@ -102,6 +105,7 @@ class SweepConfig:
     corruption_order: Literal["before_reference", "after_reference"] = "before_reference"
     region_snr: Literal["montage", "region"] = "montage"
     mask: Literal["paper", "hashed"] = "paper"
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
 def sweep_parser():
@@ -201,7 +205,8 @@ def _save_predictions(folder: Path, condition: str, index: np.ndarray, probs: np
     os.replace(tmp, path)
 
 
-def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise_on_failure: bool = True):
+def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise_on_failure: bool = True,
+               worker_units: Sequence[str] | None = None):
     """Run the perturbation sweep on every current fold checkpoint of a cv run, then write the report.
 
     Parameters
@@ -214,6 +219,9 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     raise_on_failure : bool
         Raise :class:`RuntimeError` at the end if a condition or a checkpoint failed (after everything else ran
         and the report was written).
+    worker_units : sequence of str, optional
+        Run only these ``group<g>/fold<k>`` units as a launcher's worker (rows as part files, nothing shared
+        written); returns the failures.
 
     Returns
     -------
@@ -243,9 +251,11 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     run, cells, conditions = cfg["_run"], cfg["_cells"], cfg["_conditions"]
     out = Path(cfg["out_dir"])
     zero = is_global_zero()
+    worker = worker_units is not None
     if zero:
         out.mkdir(parents=True, exist_ok=True)
-    _check_resume(out, cfg)
+    if not worker:
+        _check_resume(out, cfg)
     quiet_lightning()
     group_by = run.group_by
     missing = run.missing_folds()
@@ -280,11 +290,21 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
                     raise ConfigError(f"fold {ck.fold} of {ck.model} now holds {len(te)} test windows, the cv tested "
                                       f"{ck.n_windows}; the data or window cache changed since the cv run. fix: rerun "
                                       "the cv, or restore the data")
-    if zero:
+    if zero and not worker:
         (out / "sweep.yaml").write_text(yaml.safe_dump(_public(cfg), sort_keys=False, allow_unicode=True))
         _write_json(out / "dropout_masks.json", masks)
 
-    store = ResultStore(out, write=zero)
+    store = ResultStore(out, write=zero, merge=not worker)
+    units = [f"group{gi}/fold{fold}" for gi, g in enumerate(by_prep.values())
+             for fold in sorted({c.fold for c in cells if c.model in g["models"]})]
+    launched_failures = None
+    lc = cfg.get("launcher") or {"kind": "none"}
+    if not worker and lc["kind"] != "none":
+        from eegfm_bench.runs.launch import run_jobs
+
+        launched_failures = run_jobs(lc, {**_public(cfg), "launcher": {**lc, "kind": "none"}}, units, out,
+                                     progress=progress and zero, kind="sweep")
+        store.merge()
     existing = store.load()
     done_cols = ["model", "init", "regime", "head", "fold", "condition", "config_hash"]
     done = (set(map(tuple, existing[done_cols].astype(str).to_numpy()))
@@ -312,11 +332,13 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     bar = tqdm(total=n_total, desc=f"sweep {run.experiment}", disable=not (progress and zero), unit="cond")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MissingElectrodesWarning)  # warned once above; recorded in `details`
-        for g in by_prep.values():
+        for gi, g in enumerate(by_prep.values()):
             ws, ctx, details = g["ws"], g["ctx"], g["details"]
             gcells = [c for c in cells if c.model in g["models"]]
             for fold in sorted({c.fold for c in gcells}):
                 fcells = [c for c in gcells if c.fold == fold]
+                if worker and f"group{gi}/fold{fold}" not in worker_units:
+                    continue
                 te = run.fold_indices(ws, fold)[2]
                 n_subjects = int(np.unique(ws.subject[te]).size)
                 todo, bases = {}, {}
@@ -331,6 +353,9 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
                                 "n_windows": int(len(te)), "n_subjects": n_subjects,
                                 "fold_unit": ck.fold_unit or group_by, "config_hash": h, "code_version": code,
                                 "checkpoint": str(ck.path), "perturb_seed": cfg["seed"]}
+                if launched_failures is not None:  # the workers ran this unit
+                    bar.update(sum(len(t) for t in todo.values()))
+                    continue
                 models = {}
                 for i, ck in enumerate(fcells):
                     if not todo[i]:
@@ -373,6 +398,10 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
                                               for i, c in enumerate(fcells)})
                 del models
     bar.close()
+    if worker:
+        return failures
+    if launched_failures:
+        failures += [{"model": f.get("cell", "?"), "fold": "", **f} for f in launched_failures]
     if zero:
         _write_json(out / "failures.json", failures)
         _write_json(out / "cells.json", sorted(sweep_hashes))  # this config's hashes: what reports may read

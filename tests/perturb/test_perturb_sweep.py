@@ -420,3 +420,20 @@ def test_degradation_table_ranks_and_marks():
     assert t["Average", "A"]["p_value"] == pytest.approx(1 / 64) and t["Average", "A"]["p_holm"] == pytest.approx(1 / 32)
     md = table_markdown(means, marks)
     assert md.splitlines()[2].startswith("| 1 | A | **-2.3**∗ |") and "<u>-10.3</u>" in md
+
+
+@requires_data
+@ignore_missing
+def test_sweep_with_two_local_workers_gives_the_sequential_rows(mi_cv, tmp_path):
+    """Launcher (issue 13): the (backbone group x fold) units as 2 local worker jobs, the same rows."""
+    conds = ["clean", "white_snr=-5dB", "dropout_p=0.5_zero"]
+    seq, loc = tmp_path / "seq", tmp_path / "loc"
+    for out, extra in ((seq, []), (loc, ["--launcher", "local", "--workers", "2"])):
+        path = tmp_path / f"{out.name}.yaml"
+        path.write_text(yaml.safe_dump(_sweep_cfg(mi_cv, out, conditions=conds, save_predictions=False)))
+        assert main(["sweep", "--config", str(path), "--no-progress", *extra]) == 0
+    cols = ["model", "fold", "condition", "metric", "value", "n_windows", "config_hash"]
+    a, b = (_rows(d).sort_values(cols[:4])[cols].reset_index(drop=True) for d in (seq, loc))
+    pd.testing.assert_frame_equal(a, b)
+    assert len(list((loc / "parts").glob("*.parquet"))) == len(list((seq / "parts").glob("*.parquet")))
+    assert (loc / "sweep.md").is_file() and json.loads((loc / "cells.json").read_text())

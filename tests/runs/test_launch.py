@@ -105,7 +105,7 @@ def test_a_requeued_job_resubmits_itself_with_the_same_cells():
 
     job = CellJob()
     d = job.checkpoint({"x": 1}, ["a/b/c/fold0/h"], 2)
-    assert d.function is job and d.args == ({"x": 1}, ["a/b/c/fold0/h"], 2)
+    assert d.function is job and d.args == ({"x": 1}, ["a/b/c/fold0/h"], 2, "cv")
 
 
 @requires_data
