@@ -235,7 +235,9 @@ def _main(argv: list[str]) -> int:
     if a.cmd == "status":
         from eegfm_bench.runs.launch import cv_status, status_markdown
 
-        print(status_markdown(*cv_status(a.out_dir)))
+        from eegfm_bench.results import ResultStore
+
+        print(status_markdown(*cv_status(a.out_dir), unmerged=ResultStore(a.out_dir, write=False).unmerged()))
         return 0
     if a.cmd == "models":
         _print_models()
@@ -290,9 +292,25 @@ def _ingest(p, a, extra) -> int:
 
 
 def _launcher_args(a) -> list[str]:
-    """``--launcher X --workers N`` as the dotted overrides of the config's ``launcher:`` section."""
-    return ((["--launcher.kind", a.launcher] if getattr(a, "launcher", None) else [])
-            + (["--launcher.workers", str(a.workers)] if getattr(a, "workers", None) else []))
+    """``--launcher X --workers N`` as the dotted overrides of the config's ``launcher:`` section (``--workers``
+    alone means ``--launcher local``).
+
+    Raises
+    ------
+    ConfigError
+        ``--workers`` below 1.
+    """
+    from eegfm_bench.config import ConfigError
+
+    launcher, workers = getattr(a, "launcher", None), getattr(a, "workers", None)
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers {workers}; fix: a number of worker processes >= 1")
+    if workers is not None and launcher is None:
+        print(f"--workers {workers} without --launcher: running the cells on {workers} local workers "
+              "(--launcher local)")
+        launcher = "local"
+    return ((["--launcher.kind", launcher] if launcher else [])
+            + (["--launcher.workers", str(workers)] if workers is not None else []))
 
 
 def _run(a, source, overrides) -> int:

@@ -214,6 +214,13 @@ class ResultStore:
             self.merge()
         return path
 
+    def unmerged(self) -> bool:
+        """True if a part is newer than ``results.csv`` (workers wrote rows the human tables do not show yet)."""
+        parts = self.parts()
+        if not parts:
+            return False
+        return not self.csv.is_file() or max(p.stat().st_mtime_ns for p in parts) > self.csv.stat().st_mtime_ns
+
     def merge(self) -> pd.DataFrame:
         """Write ``results.csv`` and ``results.parquet`` from every part present now (atomic replace); return
         the table."""

@@ -133,7 +133,7 @@ class ControlsProbe:
     kind: str = "logreg"
     C: Optional[float] = None
     pca: Optional[int] = None
-    svm_probability: str = "libsvm"
+    svm_probability: Literal["libsvm", "calibrated"] = "libsvm"
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -1514,6 +1514,19 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
     if bad or bad_keys:
         raise ConfigError(f"probe.overrides: unknown {sorted(bad) or sorted(bad_keys)}; fix: keys handcrafted, "
                           "frozen, adapted, each a mapping of kind, C, pca, svm_probability")
+    from eegfm_bench.controls.probes import PROBES
+
+    for where, pr in [("probe", cfg["probe"])] + [(f"probe.overrides.{k}", v or {})
+                                                  for k, v in (cfg["probe"].get("overrides") or {}).items()]:
+        if pr.get("kind") is not None and pr["kind"] not in PROBES.names():
+            raise ConfigError(f"{where}.kind {pr['kind']!r}; fix: one of {PROBES.names()}")
+        if pr.get("svm_probability") is not None and pr["svm_probability"] not in ("libsvm", "calibrated"):
+            raise ConfigError(f"{where}.svm_probability {pr['svm_probability']!r}; fix: libsvm (the paper's "
+                              "SVC(probability=True)) or calibrated (CalibratedClassifierCV)")
+        if pr.get("pca") is not None and (not isinstance(pr["pca"], int) or pr["pca"] < 1):
+            raise ConfigError(f"{where}.pca {pr['pca']!r}; fix: a number of PCA components >= 1, or null")
+        if pr.get("C") is not None and not float(pr["C"]) > 0:
+            raise ConfigError(f"{where}.C {pr['C']!r}; fix: a regularisation strength > 0, or null")
     pspec = ProbeSpec(kind=cfg["probe"]["kind"], C=cfg["probe"]["C"], pca=cfg["probe"]["pca"],
                       cap_pca=cfg["probe"]["pca"] is not None, seed=42,
                       svm_probability=cfg["probe"].get("svm_probability", "libsvm"))

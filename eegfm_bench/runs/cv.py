@@ -193,6 +193,9 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
     if not cfg["runs"]:
         raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
     check_trainer(cfg["trainer"], "trainer")
+    from eegfm_bench.runs.launch import check_launcher
+
+    check_launcher(cfg.get("launcher"))
     for i, run in enumerate(cfg["runs"]):
         BACKBONES.get(run["model"])
         check_regime(run["regime"])
@@ -519,6 +522,8 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     bar.close()
     if worker:
         return failures
+    if zero and store.unmerged():  # rows of workers (this run's, or of a run killed before its merge)
+        store.merge()
     table = current_summary(store, cfg["experiment"], current)
     if zero:
         if failures:

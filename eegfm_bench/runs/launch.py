@@ -24,6 +24,7 @@ Launchers (the ``launcher:`` section of a cv config, or ``--launcher`` / ``--wor
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
@@ -77,6 +78,28 @@ class LauncherConfig:
     folder: Optional[str] = None
     timeout_min: int = 240
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+
+
+def check_launcher(lc: dict | None, where: str = "launcher") -> None:
+    """Validate a ``launcher:`` section before any data is read.
+
+    Raises
+    ------
+    ConfigError
+        ``workers`` or ``cells_per_job`` below 1; ``slurm`` without a partition or on a machine without SLURM.
+    """
+    import shutil
+
+    if not lc:
+        return
+    for k in ("workers", "cells_per_job", "timeout_min"):
+        if int(lc.get(k, 1)) < 1:
+            raise ConfigError(f"{where}.{k} = {lc.get(k)}; fix: a whole number >= 1")
+    if lc.get("kind") == "slurm":
+        slurm_parameters(lc)  # the partition
+        if shutil.which("sbatch") is None:
+            raise ConfigError(f"{where}.kind: slurm, but this machine has no SLURM (sbatch is not on PATH); fix: "
+                              "launch from a SLURM login node, or use --launcher local --workers N here")
 
 
 def slurm_parameters(lc: dict, devices: int = 1) -> dict:
@@ -157,9 +180,12 @@ class CellJob(_Base):
     that have rows and resumes an unfinished one from its ``last.ckpt``.
     """
 
-    def __call__(self, cfg: dict, cell_ids: list[str], threads: int, kind: str = "cv") -> list[dict]:
+    def __call__(self, cfg: dict, cell_ids: list[str], threads: int, kind: str = "cv",
+                 parent: int | None = None) -> list[dict]:
         import torch
 
+        if parent is not None:  # a local worker stops when the command that launched it is gone
+            _watch_parent(parent)
         torch.set_num_threads(max(1, int(threads)))
         if kind == "sweep":
             from eegfm_bench.runs.sweep import sweep_main
@@ -169,10 +195,24 @@ class CellJob(_Base):
 
         return run_cv(cfg, progress=False, worker_cells=list(cell_ids))
 
-    def checkpoint(self, cfg: dict, cell_ids: list[str], threads: int, kind: str = "cv"):
+    def checkpoint(self, cfg: dict, cell_ids: list[str], threads: int, kind: str = "cv", parent: int | None = None):
         import submitit
 
-        return submitit.helpers.DelayedSubmission(self, cfg, cell_ids, threads, kind)
+        return submitit.helpers.DelayedSubmission(self, cfg, cell_ids, threads, kind, parent)
+
+
+def _watch_parent(pid: int, every_s: float = 2.0) -> None:
+    """End this process (a local worker) once process ``pid`` (the launching command) has exited: a killed command
+    must not leave workers training and writing behind it. Its finished cells' rows are already in parts."""
+    import threading
+
+    def loop():
+        while True:
+            time.sleep(every_s)
+            if not _pid_alive(pid) or os.getppid() == 1:
+                os._exit(3)
+
+    threading.Thread(target=loop, daemon=True, name="eegfm-parent-watch").start()
 
 
 def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: int = 1,
@@ -190,7 +230,8 @@ def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: in
     parts = chunks(cell_ids, lc)
     threads = max(1, (os.cpu_count() or 1) // max(1, len(parts))) if lc["kind"] == "local" else \
         int(lc["slurm"]["cpus_per_task"])
-    jobs = [ex.submit(CellJob(), cfg, p, threads, kind) for p in parts]
+    parent = os.getpid() if lc["kind"] == "local" else None
+    jobs = [ex.submit(CellJob(), cfg, p, threads, kind, parent) for p in parts]
     if progress:
         tqdm.write(f"launcher {lc['kind']}: {len(cell_ids)} cells in {len(jobs)} jobs "
                    f"({', '.join(str(j.job_id) for j in jobs)}); logs under {folder}")
@@ -258,8 +299,13 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
                 "missing"
             rows.append({"cell": cid, "state": state, "detail": running.get(cid) or failed.get(key, "")})
     todo = [r for r in rows if r["state"] in ("failed", "missing")]
-    cmd = (f"eegfm-bench cv --config {out / 'config.yaml'}" + (" --launcher local --workers 2" if len(todo) > 1
-                                                                else "")) if todo else ""
+    busy = [r for r in rows if r["state"] == "running"]
+    if busy:  # resuming now would train the running cells a second time
+        cmd = (f"wait: {len(busy)} cell(s) are running (or kill their processes) before resuming with "
+               f"eegfm-bench cv --config {out / 'config.yaml'}")
+    else:  # config.yaml keeps the run's launcher section: the resume runs the way the run did
+        cmd = f"eegfm-bench cv --config {out / 'config.yaml'}" if todo or ResultStore(out, write=False).unmerged() \
+            else ""
     return rows, cmd
 
 
@@ -273,13 +319,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def status_markdown(rows: list[dict], cmd: str) -> str:
+def status_markdown(rows: list[dict], cmd: str, unmerged: bool = False) -> str:
     from collections import Counter
 
     n = Counter(r["state"] for r in rows)
-    lines = [f"{len(rows)} cells: " + ", ".join(f"{n[s]} {s}" for s in ("done", "running", "failed", "missing")), "",
+    lines = [f"{len(rows)} cells: " + ", ".join(f"{n[s]} {s}" for s in ("done", "running", "failed", "missing"))
+             + ("; results.csv is older than the newest rows (a rerun merges them)" if unmerged else ""), "",
              "| cell | state | detail |", "|---|---|---|"]
     lines += [f"| {r['cell']} | {r['state']} | {r['detail'].splitlines()[0][:120] if r['detail'] else ''} |"
               for r in rows]
-    lines += ["", f"resume: {cmd}" if cmd else "nothing to resume"]
+    lines += ["", (cmd if cmd.startswith("wait") else f"resume: {cmd}") if cmd else "nothing to resume"]
     return "\n".join(lines)

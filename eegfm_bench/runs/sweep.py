@@ -152,6 +152,9 @@ def load_sweep_config(source, args: Sequence[str] = ()) -> dict:
     if not 0 < cfg["alpha"] < 1:
         raise ConfigError(f"alpha must be in (0, 1), got {cfg['alpha']!r}")
     check_trainer(cfg["trainer"], "trainer")
+    from eegfm_bench.runs.launch import check_launcher
+
+    check_launcher(cfg.get("launcher"))
     if cfg["cv_config"] is not None:
         cfg["cv_out_dir"] = load_cv_config(cfg["cv_config"])["out_dir"]
     run = CVRun(cfg["cv_out_dir"])
@@ -400,6 +403,8 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     bar.close()
     if worker:
         return failures
+    if zero and store.unmerged():
+        store.merge()
     if launched_failures:
         failures += [{"model": f.get("cell", "?"), "fold": "", **f} for f in launched_failures]
     if zero:

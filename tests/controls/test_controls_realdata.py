@@ -347,3 +347,10 @@ def test_controls_probe_overrides_per_representation(tmp_path):
     bad = _tiny_config(tmp_path / "bad", probe={"overrides": {"encoders": {"pca": 50}}})
     with pytest.raises(ConfigError, match="handcrafted, frozen, adapted"):
         main(["controls", "--config", _write(tmp_path, bad, "bad.yaml"), "--no-progress"])
+    for probe, msg in (({"overrides": {"frozen": {"pca": -3}}}, r"probe.overrides.frozen.pca -3; fix"),
+                       ({"overrides": {"frozen": {"svm_probability": "platt"}}}, "probe.overrides.frozen.svm_prob"),
+                       ({"overrides": {"handcrafted": {"kind": "svm"}}}, r"probe.overrides.handcrafted.kind 'svm'")):
+        bad = _tiny_config(tmp_path / "bad2", probe=probe)
+        with pytest.raises(ConfigError, match=msg):
+            main(["controls", "--config", _write(tmp_path, bad, "bad2.yaml"), "--no-progress"])
+        assert not (tmp_path / "bad2" / "results.csv").exists()  # refused before any probe ran

@@ -64,7 +64,9 @@ def test_local_workers_give_the_sequential_rows_and_status_resumes_what_is_missi
     rows, cmd = cv_status(tmp_path / "loc")
     assert [r["state"] for r in rows] == ["done", "done", "missing"] and cmd.startswith("eegfm-bench cv --config")
     assert main(["status", str(tmp_path / "loc")]) == 0
-    assert "3 cells: 2 done, 0 running, 0 failed, 1 missing" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "3 cells: 2 done, 0 running, 0 failed, 1 missing" in printed
+    assert "results.csv is older than the newest rows" in printed  # the parts were not merged (killed parent)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["cv", "--config", str(tmp_path / "loc" / "config.yaml"), "--no-progress"]) == 0
@@ -105,7 +107,7 @@ def test_a_requeued_job_resubmits_itself_with_the_same_cells():
 
     job = CellJob()
     d = job.checkpoint({"x": 1}, ["a/b/c/fold0/h"], 2)
-    assert d.function is job and d.args == ({"x": 1}, ["a/b/c/fold0/h"], 2, "cv")
+    assert d.function is job and d.args == ({"x": 1}, ["a/b/c/fold0/h"], 2, "cv", None)
 
 
 @requires_data
@@ -141,3 +143,20 @@ def test_plan_counts_cells_jobs_cached_passes_and_hours(tmp_path, capsys):
     path = _write(tmp_path / "p.yaml", cfg)
     assert main(["plan", "--config", path, "--bench", str(bench), "--no-measure"]) == 0
     assert "9 cells (0 already have rows" in capsys.readouterr().out
+
+
+def test_launcher_settings_are_checked_before_any_data(tmp_path, monkeypatch):
+    from eegfm_bench.config import ConfigError
+    import dataclasses
+
+    from eegfm_bench.runs.launch import SlurmConfig, check_launcher
+
+    with pytest.raises(ConfigError, match=r"launcher.workers = 0; fix"):
+        check_launcher({"kind": "local", "workers": 0, "cells_per_job": 1, "timeout_min": 10})
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    lc = {"kind": "slurm", "workers": 1, "cells_per_job": 1, "timeout_min": 10,
+          "slurm": dataclasses.asdict(SlurmConfig(partition="gpu"))}
+    with pytest.raises(ConfigError, match="no SLURM"):
+        check_launcher(lc)
+    with pytest.raises(ConfigError, match="partition"):
+        check_launcher({**lc, "slurm": {**lc["slurm"], "partition": None}})
