@@ -47,11 +47,18 @@ def main() -> None:
              "local, 1 worker": run(a.config, d / "w1", ["--launcher", "local", "--workers", "1"]),
              "local, 2 workers": run(a.config, d / "w2", ["--launcher", "local", "--workers", "2"])}
         ref = rows(d / "seq")
-        same = {k: rows(d / o).equals(ref) for k, o in (("local, 1 worker", "w1"), ("local, 2 workers", "w2"))}
-    print("| run | wall (s) | ratio to sequential | same rows |")
-    print("|---|---:|---:|---|")
+        diff = {}
+        for k, o in (("local, 1 worker", "w1"), ("local, 2 workers", "w2")):
+            r = rows(d / o)
+            m = ref.merge(r, on=["model", "head", "fold", "metric"], suffixes=("", "_w"))
+            dv = (m["value"] - m["value_w"]).abs()
+            diff[k] = (len(r) == len(ref), float(dv.max()),
+                       ", ".join(sorted(set(m.loc[dv > 1e-6, "metric"]))) or "none")
+    print("| run | wall (s) | ratio to sequential | same rows | max abs. difference | metrics differing > 1e-6 |")
+    print("|---|---:|---:|---|---:|---|")
     for k, v in t.items():
-        print(f"| {k} | {v:.1f} | {v / t['sequential']:.2f} | {same.get(k, True)} |")
+        same, mx, which = diff.get(k, (True, 0.0, "none"))
+        print(f"| {k} | {v:.1f} | {v / t['sequential']:.2f} | {same} | {mx:.2g} | {which} |")
     subprocess.run([sys.executable, str(REPO / "scripts" / "bench_store.py")], check=True)
 
 

@@ -46,15 +46,15 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True) 
     run = CVRun(cfg["cv_dir"], cfg["cv_config"])
     zero = is_global_zero()
     root = Path(cfg["out_dir"]) / "attribution"
-    store = ResultStore(root, write=zero)
     cks = run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])
     from eegfm_bench.interpret.topomap import check_positions
 
-    for ck in cks:  # check methods and montage before any computation (MOABB-style)
+    for ck in cks:  # check methods and montage before any computation (MOABB-style) or any folder is made
         for m in acfg["methods"]:
             resolve_method(m, ck.model, acfg["lrp_fallback"])
     for model in sorted({ck.model for ck in cks}):
         check_positions(run.windows(model).ch_names)
+    store = ResultStore(root, write=zero)
     chash = config_hash({"attribution": {k: acfg[k] for k in sorted(acfg)},
                          "trainer": hashable_trainer(cfg["trainer"], inference=True)})
     code = code_version()
