@@ -161,6 +161,9 @@ def _explain(err: Exception, parser, where: str) -> ConfigError:
     m = re.search(r"Group '([\w.]+)' does not accept option '([\w.]+)'", msg)
     if m:
         group, key = m.group(1), m.group(2)
+        while "." in key and f"{group}.{key.split('.', 1)[0]}." in sections:  # a nested section's key
+            head, key = key.split(".", 1)
+            group = f"{group}.{head}"
         valid = sections.get(f"{group}.", set())
         return ConfigError(f"{where}: unknown key {group}.{key}.{close_matches(key, valid)} Valid keys of "
                            f"`{group}`: {', '.join(sorted(valid))}. fix: correct or remove `{group}.{key}`")
