@@ -119,8 +119,10 @@ class PerturbContext:
 
     def as_dict(self) -> dict[str, Any]:
         """The settings that change the perturbed windows (for the sweep's config hash and its rows)."""
+        from eegfm_bench.perturb.noise import NOISE_VERSION
+
         return {"filter": self.filter.as_dict(), "reference": self.reference, "order": self.order,
-                "region_power": self.region_power, "mask": self.mask}
+                "region_power": self.region_power, "mask": self.mask, "noise_version": NOISE_VERSION}
 
 
 REFERENCES = ("average", "none")

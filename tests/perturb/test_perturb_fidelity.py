@@ -1,6 +1,8 @@
 """Fidelity of the perturbations to paper 003 App. D (issue 12 items 1, 2, 4, 5), on the staged EEGMMIDB windows."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.signal
@@ -125,3 +127,20 @@ def test_region_noise_basis_and_order_are_in_the_sweep_hash(mi):
     assert _ctx(mi, region_power="region").as_dict() != a
     with pytest.raises(ValueError, match="valid"):
         PerturbContext("d", "t", FilterSpec(160.0, None, None), 0, order="sideways")
+
+
+def test_covariance_noise_does_not_depend_on_the_blas_thread_count(tmp_path):
+    """The same seed gives the same noise with 1 and 2 BLAS threads (the symmetric square root is unique; the old
+    V·sqrt(Λ) factor changed with the eigenvector basis LAPACK returned: 145 µV apart on the eegmmidb sweep)."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, sys; from eegfm_bench.perturb.noise import FilterSpec, filtered_noise; "
+            "np.save(sys.argv[1], filtered_noise('white', (4, 3, 320), FilterSpec(160.0, 0.5, 45.0, 60.0), 7, "
+            "method='covariance'))")
+    out = {}
+    for n in ("1", "2"):
+        env = {**os.environ, "OMP_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / f"n{n}.npy")], check=True, env=env)
+        out[n] = np.load(tmp_path / f"n{n}.npy")
+    assert np.abs(out["1"] - out["2"]).max() < 1e-3 * np.abs(out["1"]).max()
