@@ -141,11 +141,9 @@ def channel_uniforms(ch_names: Sequence[str], seed: int, dataset: str) -> np.nda
     ValueError
         If ``dataset`` is empty or two channel names name the same electrode.
     """
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    _check_seed(seed, ch_names)
     if not dataset:
         raise ValueError("dataset name is empty; fix: pass the dataset's registry name, e.g. 'eegmmidb'")
-    channel_index(ch_names)  # refuses duplicate electrodes
     out = np.empty(len(ch_names))
     for i, name in enumerate(ch_names):
         digest = hashlib.sha256(f"{dataset}|{channel_key(name)}".encode()).digest()
@@ -174,10 +172,15 @@ def paper_uniforms(ch_names: Sequence[str], seed: int, dataset: str = "") -> np.
     ValueError
         If two channel names name the same electrode.
     """
+    _check_seed(seed, ch_names)
+    return np.random.default_rng(int(seed)).uniform(size=len(ch_names))
+
+
+def _check_seed(seed, ch_names: Sequence[str]) -> None:
+    """TypeError unless ``seed`` is an int; ValueError if two names are one electrode (:func:`channel_index`)."""
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     channel_index(ch_names)
-    return np.random.default_rng(int(seed)).uniform(size=len(ch_names))
 
 
 def dropout_mask(ch_names: Sequence[str], p: float, seed: int, dataset: str, rule: str = "hashed") -> DropoutMask:

@@ -301,6 +301,22 @@ def _running_marker(out: Path, cid: str) -> Path:
     return p
 
 
+def done_cells(store, experiment: str) -> set[tuple[str, str, str, str, str]]:
+    """``(model, regime, head, fold, config hash)`` of every cell of ``experiment`` with a clean test row in
+    ``store``, read once (the resumption check of ``cv``, ``status`` and ``plan``; values as strings)."""
+    df = store.load()
+    if df.empty:
+        return set()
+    d = df[(df["condition"].astype(str) == "clean") & (df["metric"] == "balanced_accuracy")
+           & (df["experiment"].astype(str) == str(experiment))]
+    return {(str(r.model), str(r.regime), str(r.head), str(r.fold), str(r.config_hash)) for r in d.itertuples()}
+
+
+def cell_key(c: "Cell") -> tuple[str, str, str, str, str]:
+    """The :func:`done_cells` key of a cell."""
+    return (c.run["model"], c.run["regime"], c.head, str(c.fold), c.chash)
+
+
 def cell_id(model: str, regime: str, head: str, fold: int, chash: str) -> str:
     """``<model>/<regime>/<head>/fold<k>/<config hash>``: one cell, as jobs and ``eegfm-bench status`` name it."""
     return f"{model}/{regime}/{head}/fold{fold}/{chash}"
@@ -421,9 +437,8 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         (out / "cells.json").write_text(json.dumps(
             [{"model": m, "regime": r, "head": h, "config_hash": c} for (m, r, h), c in current.items()], indent=1))
     # decided once, identically on every rank (the store is not written before the first cell ends)
-    todo = [c for c in cells if force or not store.has(experiment=cfg["experiment"], model=c.run["model"],
-                                                        regime=c.run["regime"], head=c.head, fold=c.fold,
-                                                        condition="clean", config_hash=c.chash)]
+    done = set() if force else done_cells(store, cfg["experiment"])  # one read of the store, not one per cell
+    todo = [c for c in cells if cell_key(c) not in done]
     if worker:
         wanted = set(worker_cells)
         todo = [c for c in todo if cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) in wanted]

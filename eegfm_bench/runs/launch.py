@@ -147,7 +147,14 @@ def sbatch_preview(lc: dict, folder: str | os.PathLike, devices: int = 1, n_jobs
 
 
 def make_executor(lc: dict, folder: str | os.PathLike, devices: int = 1):
-    """A submitit executor for a ``launcher:`` section (``local`` or ``slurm``)."""
+    """A submitit executor for a ``launcher:`` section: :class:`submitit.LocalExecutor` (``local``) or a SLURM
+    :class:`submitit.AutoExecutor` with :func:`slurm_parameters` (``slurm``); job pickles and logs in ``folder``.
+
+    Raises
+    ------
+    ConfigError
+        For ``kind: none`` or an unknown kind, or (``slurm``) no partition.
+    """
     import submitit
 
     if lc["kind"] == "local":
@@ -280,11 +287,9 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
     cfg = yaml.safe_load((out / "config.yaml").read_text())
     n_folds = len(json.loads((out / "splits.json").read_text())["folds"])
     folds = cfg["split"].get("folds") or list(range(n_folds))
-    df = ResultStore(out, write=False).load()
-    done = set()
-    if not df.empty:
-        d = df[(df["condition"].astype(str) == "clean") & (df["metric"] == "balanced_accuracy")]
-        done = {(str(r.model), str(r.regime), str(r.head), str(r.fold), str(r.config_hash)) for r in d.itertuples()}
+    from eegfm_bench.runs.cv import done_cells
+
+    done = done_cells(ResultStore(out, write=False), cfg["experiment"])
     failed = {}
     if (out / "failures.json").is_file():
         for f in json.loads((out / "failures.json").read_text()):
@@ -325,6 +330,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 def status_markdown(rows: list[dict], cmd: str, unmerged: bool = False) -> str:
+    """The ``eegfm-bench status`` text: counts per state, one table row per cell, the resume (or wait) line.
+
+    ``rows`` and ``cmd`` are :func:`cv_status`'s; ``unmerged``: :meth:`ResultStore.unmerged` of the folder.
+    """
     from collections import Counter
 
     n = Counter(r["state"] for r in rows)

@@ -55,20 +55,15 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
         From the config, as ``eegfm-bench cv`` would.
     """
     from eegfm_bench.results import ResultStore
-    from eegfm_bench.runs.cv import cell_id, enumerate_cells, load_config, run_trainer, windows_for
+    from eegfm_bench.runs.cv import cell_id, cell_key, done_cells, enumerate_cells, load_config, run_trainer, windows_for
     from eegfm_bench.runs.launch import chunks
 
     cfg = load_config(config, args)
     out = Path(cfg["out_dir"])
     windows: dict = {}
     cells, current, split = enumerate_cells(cfg, windows, progress=False)
-    store = ResultStore(out, write=False)
-    df = store.load()
-    done = set()
-    if not df.empty:
-        d = df[(df["condition"].astype(str) == "clean") & (df["metric"] == "balanced_accuracy")]
-        done = {(str(r.model), str(r.regime), str(r.head), str(r.fold), str(r.config_hash)) for r in d.itertuples()}
-    todo = [c for c in cells if (c.run["model"], c.run["regime"], c.head, str(c.fold), c.chash) not in done]
+    done = done_cells(ResultStore(out, write=False), cfg["experiment"])
+    todo = [c for c in cells if cell_key(c) not in done]
     lc = cfg.get("launcher") or {"kind": "none"}
     jobs = chunks([cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], lc) \
         if lc["kind"] != "none" else ([[None] * len(todo)] if todo else [])
@@ -113,6 +108,8 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
 
 
 def plan_markdown(p: dict) -> str:
+    """The ``eegfm-bench plan`` text of a :func:`plan_cv` dict: summary line, per-cell table (windows, backbone
+    passes), cached passes, throughput per model (windows/s) and the device-hour estimate."""
     lines = [f"# plan: {p['config']} → {p['out_dir']}", "",
              f"{p['n_cells']} cells ({p['n_done']} already have rows of their config hash, {len(p['todo'])} to run); "
              f"launcher {p['launcher']}: {p['n_jobs']} job(s)", ""]

@@ -142,12 +142,9 @@ class REVEAdapter(BackboneAdapter):
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, zscore_clip: float | None = 15.0,
                  channels=None, n_layers: int | None = None, **kwargs: Any):
         _check_reserved(self.name, kwargs)
-        if n_layers is not None:  # alias of braindecode's `depth` (which names the truncation in reve_truncated)
-            if "depth" in kwargs and not getattr(self, "derived_from", None):
-                raise ValueError("reve: give the number of layers as n_layers or depth, not both")
-            kwargs_arch = {"depth": int(n_layers)}
-        else:
-            kwargs_arch = {}
+        if n_layers is not None and "depth" in kwargs:  # n_layers: braindecode's `depth` (reve_truncated's cut)
+            raise ValueError("reve: give the number of layers as n_layers or depth, not both")
+        kwargs_arch = {} if n_layers is None else {"depth": int(n_layers)}
         if kwargs.get("attention_pooling"):
             raise ValueError("reve: attention_pooling is REVE's own head; the pooling heads of eegfm_bench replace "
                              "it (use head: attention)")
