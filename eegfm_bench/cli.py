@@ -186,7 +186,7 @@ def _main(argv: list[str]) -> int:
         sp.add_argument("--no-progress", action="store_true")
         if name == "cv":
             sp.add_argument("--force", action="store_true", help="retrain cells whose rows exist for the current config")
-        if name in ("cv", "sweep"):
+        if name in ("cv", "sweep", "probe", "attribute", "controls"):
             sp.add_argument("--launcher", choices=["none", "local", "slurm"],
                             help="run the cells as jobs: local worker processes or SLURM (= --launcher.kind)")
             sp.add_argument("--workers", type=int, help="concurrent local workers (= --launcher.workers)")
@@ -341,14 +341,14 @@ def _run(a, source, overrides) -> int:
     elif a.cmd == "probe":
         from eegfm_bench.runs.probe import run_probes
 
-        out = run_probes(source, args=overrides, progress=progress)
+        out = run_probes(source, args=list(overrides) + _launcher_args(a), progress=progress)
         if is_global_zero():
             for k, v in out.items():
                 print(f"{k}: {v}")
     elif a.cmd == "attribute":
         from eegfm_bench.runs.attribute import run_attribution
 
-        out = run_attribution(source, args=overrides, progress=progress)
+        out = run_attribution(source, args=list(overrides) + _launcher_args(a), progress=progress)
         if is_global_zero():
             print(out.pop("checks").read_text())
             out.pop("checks_table")
@@ -357,7 +357,7 @@ def _run(a, source, overrides) -> int:
     elif a.cmd == "controls":
         from eegfm_bench.runs.controls import controls_main
 
-        out = controls_main(source, args=overrides, progress=progress)
+        out = controls_main(source, args=list(overrides) + _launcher_args(a), progress=progress)
         if is_global_zero():
             print(Path(out["gates_md"]).read_text())
             for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from eegfm_bench.config import ConfigError, command_parser, parse_config
+from eegfm_bench.runs.launch import LauncherConfig
 
 
 class InterpretConfigError(ConfigError):
@@ -145,6 +146,8 @@ class InterpretConfig:
         probe: block-wise probes.
         attention: attention maps.
         attribution: attribution maps.
+        launcher: where the units run (``none``: this process; ``local`` workers; ``slurm``): one unit is one
+            (model, fold) for ``probe`` and one (cell, fold) for ``attribute``, see :mod:`eegfm_bench.runs.launch`.
     """
 
     experiment: Optional[str] = None
@@ -155,6 +158,7 @@ class InterpretConfig:
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     attention: AttentionConfig = field(default_factory=AttentionConfig)
     attribution: AttributionConfig = field(default_factory=AttributionConfig)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
 DEFAULTS: dict = {"attribution": {f: getattr(AttributionConfig(), f) for f in AttributionConfig.__dataclass_fields__}}
@@ -177,6 +181,7 @@ def load_interpret_config(source, args: Sequence[str] = ()) -> dict:
     from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
     from eegfm_bench.interpret.probes import POOLINGS
     from eegfm_bench.perturb.conditions import parse_condition
+    from eegfm_bench.runs.launch import check_launcher
     from eegfm_bench.runs.trainer import check_trainer
 
     try:
@@ -210,6 +215,7 @@ def load_interpret_config(source, args: Sequence[str] = ()) -> dict:
         parse_condition(c)
     try:
         check_trainer(cfg["trainer"], "trainer")
+        check_launcher(cfg.get("launcher"))
     except ConfigError as err:
         raise InterpretConfigError(str(err)) from None
     return cfg

@@ -267,7 +267,7 @@ def run_fold_probes(model, ws: WindowSet, train_idx, val_idx, test_idx, *, fold:
                     frozen_backbone: nn.Module | None, poolings: Sequence[str] = POOLINGS,
                     cache_dir: str | Path | None = None, batch_size: int = 16, probe_kwargs: dict | None = None,
                     checkpoint: str = "", seed: int = 0, trainer: dict | None = None, done: set | None = None,
-                    write: bool = True) -> list[dict]:
+                    write: bool = True, merge: bool = True) -> list[dict]:
     """Probe one fold: the trained backbone (unless head-only) and the frozen one; append rows to ``out_dir``.
 
     ``done`` (a set shared across calls) holds ``(model_name, fold, stage, weights hash)`` of the probes already
@@ -314,5 +314,5 @@ def run_fold_probes(model, ws: WindowSet, train_idx, val_idx, test_idx, *, fold:
         chash = config_hash({"probe": probe_kwargs, "poolings": list(poolings), "weights": w})
         rows += _rows({**base, "config_hash": chash}, fits, stage, source_head, checkpoint,
                       {"weights": w, "block_cache": str(outs.folder)})
-    ResultStore(out_dir, write=write).append(rows)
+    ResultStore(out_dir, write=write, merge=merge).append(rows)
     return rows

@@ -16,8 +16,19 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 
-def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True) -> dict:
+def attribution_unit(ck) -> str:
+    """The launcher unit of a fold checkpoint: ``<cell>/fold<k>`` (every condition and method of it)."""
+    return f"{ck.cell}/fold{ck.fold}"
+
+
+def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
+                    worker_units: Sequence[str] | None = None) -> dict:
     """``eegfm-bench attribute``: maps of every selected cv cell, fold, condition and method.
+
+    With ``launcher: {kind: local | slurm}`` every :func:`attribution_unit` is one job; the parent then
+    aggregates the per-fold maps it finds on disk into the topomaps and the checks table. ``worker_units`` runs
+    only those units as a launcher's worker (rows as part files, per-fold maps, no aggregation) and returns
+    ``{"failures": [], "skipped": [...]}``.
 
     Writes under ``<out_dir>/attribution/``: ``<cell>/<condition>/<method>/fold<k>.npz`` (normalised maps,
     channel maps, selection), ``maps.npz`` + ``topomap.png`` per cell/condition/method (class-averaged and
@@ -54,12 +65,32 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True) 
             resolve_method(m, ck.model, acfg["lrp_fallback"])
     for model in sorted({ck.model for ck in cks}):
         check_positions(run.windows(model).ch_names)
-    store = ResultStore(root, write=zero)
+    worker = worker_units is not None
+    lc = cfg.get("launcher") or {"kind": "none"}
+    store = ResultStore(root, write=zero, merge=not worker)
     chash = config_hash({"attribution": {k: acfg[k] for k in sorted(acfg)},
                          "trainer": hashable_trainer(cfg["trainer"], inference=True)})
     code = code_version()
     skipped = []
     current: set[str] = set()  # config hashes of this run's rows: the checks table shows only these
+    all_cks = cks
+    if worker:
+        cks = [ck for ck in cks if attribution_unit(ck) in set(worker_units)]
+    elif lc["kind"] != "none":
+        from eegfm_bench.results import FailedCellsError
+        from eegfm_bench.runs.launch import run_jobs
+
+        got: dict = {}
+        failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, [attribution_unit(ck) for ck in cks],
+                            root, progress=progress and zero, kind="attribute", collect=got)
+        if failures:
+            raise FailedCellsError(f"{len(failures)} attribution job(s) failed (first: {failures[0]['cell']}: "
+                                   f"{failures[0]['error'][:300]}); the finished units' rows and maps are kept under "
+                                   f"{root}; fix the cause and rerun")
+        skipped += got.get("skipped", [])
+        current |= {config_hash({"attribution": chash, "cv": ck.config_hash}) for ck in cks}
+        store.merge()
+        cks = []
     for ck in tqdm(cks, desc="attribution", disable=not (progress and zero), unit="fold"):
         ws = run.windows(ck.model)
         _, _, te = run.fold_indices(ws, ck.fold)
@@ -83,6 +114,9 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True) 
                 rows += _fold_rows(base, fm)
             store.append(rows)
             current.add(base["config_hash"])
+    if worker:
+        return {"failures": [], "skipped": skipped}
+    cks = all_cks
     if not zero:
         return {}
     if skipped:

@@ -70,6 +70,7 @@ import pandas as pd
 import yaml
 
 from eegfm_bench.config import ConfigError, check_trainer_section, command_parser, merge_config, parse_config
+from eegfm_bench.runs.launch import LauncherConfig, check_launcher
 
 DEFAULT_FEATURE_PREPROCESSING = {
     "sfreq": 200.0, "l_freq": 0.5, "h_freq": 70.0, "scale": 1e6, "unit": "µV", "window_s": 4.0,
@@ -314,6 +315,8 @@ class ControlsConfig:
         scrambled: Control 4 entries.
         identity: the dataset-identity probe (null: skip).
         gates: gate settings.
+        launcher: where the scrambled-label adaptations run (one job per arm × seed × fold; ``none``: this
+            process), see :mod:`eegfm_bench.runs.launch`; the other steps run in the launching process.
     """
 
     experiment: str = "controls"
@@ -334,6 +337,7 @@ class ControlsConfig:
     scrambled: list[ControlsScrambled] = field(default_factory=list)
     identity: Optional[ControlsIdentity] = None
     gates: ControlsGates = field(default_factory=ControlsGates)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
 def controls_parser():
@@ -384,12 +388,19 @@ def load_config(path_or_dict, args=()) -> dict:
 
     from eegfm_bench.runs.trainer import check_trainer
 
+    given: dict[int, bool] = {}  # a resolved config (a launcher's worker) carries each entry's seeds_given
+    if isinstance(path_or_dict, dict) and path_or_dict.get("scrambled"):
+        path_or_dict = {**path_or_dict, "scrambled": [dict(e) for e in path_or_dict["scrambled"]]}
+        for i, e in enumerate(path_or_dict["scrambled"]):
+            if "seeds_given" in e:
+                given[i] = bool(e.pop("seeds_given"))
     cfg = parse_config(controls_parser(), path_or_dict, args)
     missing = [k for k in ("task", "out_dir") if not cfg.get(k)]
     if missing:
         raise ConfigError(f"the controls config needs {' and '.join(f'`{k}`' for k in missing)} (a full run takes "
                           "hours on CPU, so nothing is assumed); fix: start from configs/experiment/controls_eegmat.yaml")
     check_trainer(cfg["trainer"], "trainer")
+    check_launcher(cfg.get("launcher"))
     get_task(cfg["task"])
     fam = cfg["features"]["families"]
     if not fam or any(f not in FAMILIES for f in fam) or len(set(fam)) != len(fam):
@@ -467,7 +478,7 @@ def load_config(path_or_dict, args=()) -> dict:
         s = {k: v for k, v in s.items() if not (k in SCRAMBLED_OPTIONAL and v is None)}  # unset: from the cv run
         if s.get("trainer"):
             s["trainer"] = check_trainer_section(s["trainer"], f"scrambled[{i}].trainer")
-        s = {**s, "seeds_given": s.get("seeds") is not None, "seeds": s.get("seeds") or [0]}
+        s = {**s, "seeds_given": given.get(i, s.get("seeds") is not None), "seeds": s.get("seeds") or [0]}
         if s["correct"] not in ("auto", "cv", "rerun"):
             raise ConfigError(f"scrambled[{i}].correct {s['correct']!r}; fix: auto, cv (reuse the cv run's "
                               "correct-label predictions) or rerun")
@@ -523,10 +534,10 @@ class Rep:
 class _Store:
     """ResultStore with a cached frame, the config-hash guard and row completion."""
 
-    def __init__(self, out: Path, cfg: dict, fold_unit: str):
+    def __init__(self, out: Path, cfg: dict, fold_unit: str, merge: bool = True):
         from eegfm_bench.results import ResultStore, code_version
 
-        self.store = ResultStore(out)
+        self.store = ResultStore(out, merge=merge)
         self.df = self.store.load()
         self.cfg = cfg
         self.code = code_version()
@@ -986,8 +997,14 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
     return d
 
 
-def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
-    """Correct- vs scrambled-label adaptation for one entry (Control 4), every fold and seed, resumable."""
+def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None, *, units: set | None = None,
+               list_units: bool = False) -> dict:
+    """Correct- vs scrambled-label adaptation for one entry (Control 4), every fold and seed, resumable.
+
+    ``list_units``: return ``{"units": [...]}``, the adaptation fits (``<model>-<regime>-<head>-<labels>-seed<s>
+    /fold<k>``) that have no stored rows yet, and train nothing (a launcher's job list). ``units``: train only
+    these fits (a launcher's worker) and return ``{"units": [...]}`` without collecting the entry's results.
+    """
     from tqdm.auto import tqdm
 
     from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
@@ -1006,7 +1023,9 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
             run = match[0]
             base_tr = merge_config(cv_cfg["trainer"], run.get("trainer") or {}, "trainer.")
             base_opt = merge_config(cv_cfg["optim"], run.get("optim") or {}, "optim.")
-            batch = int(cv_cfg["data"]["batch_size"])
+            from eegfm_bench.runs.cv import fixed_batch_size
+
+            batch = fixed_batch_size(cv_cfg["data"], fallback=batch)  # `auto` in the cv run: this config's
             schedule_from = f"cv run {ctx.cfg['cv_out_dir']} ({entry['model']}/{entry['regime']}/{entry['head']})"
     overrides = [k for k in ("trainer", "optim", "backbone_kwargs", "head_kwargs", "lora", "pretrained") if k in entry]
     correct = entry["correct"]
@@ -1049,7 +1068,8 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
                         f"adapted encoder's {pooling}-pooled tokens (§4.2.4)", "runs": {}, "runs_head": {}}
     cells = [(s, k_pos, k, lab) for s in seeds for k_pos, k in enumerate(ctx.fold_ids)
              for lab in ("correct", "scrambled")]
-    bar = tqdm(cells, desc=f"scrambled-label {model}/{regime}", disable=not ctx.progress, unit="fit")
+    bar = tqdm(cells, desc=f"scrambled-label {model}/{regime}", disable=not ctx.progress or list_units, unit="fit")
+    listed: list[str] = []
     init_name = "pretrained:" + str(pretrained) if pretrained else "random"
     for s, k_pos, k, lab in bar:
         unit = {"step": "adaptation", "protocol": "probe-refit-v2",
@@ -1065,6 +1085,11 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
         probe_path = ctx.out / "adaptation" / "probe_predictions" / f"{tag}-fold{k}.csv"
         if ctx.store.done(chash, f"the {lab}-label adaptation of {model}/{regime} fold {k} seed {s}", **key) \
                 and path.is_file() and probe_path.is_file():
+            continue
+        if list_units:
+            listed.append(f"{tag}/fold{k}")
+            continue
+        if units is not None and f"{tag}/fold{k}" not in units:
             continue
         y_train, used_scheme = None, None
         if lab == "correct" and correct == "cv":
@@ -1132,6 +1157,8 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
         if used_scheme:
             rows.append({**key, "metric": f"scheme_{used_scheme}", "value": 1.0})
         ctx.store.append(rows, chash)
+    if list_units or units is not None:
+        return {"units": listed}
     # collect (from files, so reruns see the same numbers)
     metric = ctx.cfg["metric"]
     for lab in ("correct", "scrambled"):
@@ -1403,7 +1430,7 @@ def _fmt(v, nd=4):
     return "—" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.{nd}f}"
 
 
-def controls_main(config, *, args=(), progress: bool = True) -> dict:
+def controls_main(config, *, args=(), progress: bool = True, worker_units=None) -> dict:
     """Run the negative-control suite of one config and write its report (paper 001 §3.6, §4, §5.5).
 
     Parameters
@@ -1412,6 +1439,10 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
         A controls YAML (see the module docstring) or the dict it holds.
     progress : bool
         Progress bars (feature chunks, token batches, permutations, adaptation fits).
+    worker_units : list of str, optional
+        A launcher's worker: train only these scrambled-label adaptation fits (rows as part files) and return
+        ``{"failures": []}``. With ``launcher: {kind: local | slurm}`` the launching process submits every fit
+        without rows as a job first, then runs the other steps itself and finds the fits done.
 
     Returns
     -------
@@ -1456,8 +1487,10 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
             cfg["data"][k] = cv_cfg["data"][k]
         cfg["split"] = {**cv_cfg["split"]}
     out = Path(cfg["out_dir"])
+    worker = worker_units is not None
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    if not worker:
+        (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     task = get_task(cfg["task"])
     d, sp = cfg["data"], cfg["split"]
     ws = _load_ws(cfg, cfg["task"], cfg["features"]["preprocessing"], progress, subjects=d["subjects"],
@@ -1530,7 +1563,7 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
     pspec = ProbeSpec(kind=cfg["probe"]["kind"], C=cfg["probe"]["C"], pca=cfg["probe"]["pca"],
                       cap_pca=cfg["probe"]["pca"] is not None, seed=42,
                       svm_probability=cfg["probe"].get("svm_probability", "libsvm"))
-    store = _Store(out, cfg, spec.group_by)
+    store = _Store(out, cfg, spec.group_by, merge=not worker)
     ctx = _Ctx(cfg, out, task, ws, row_keys(ws.recording, ws.window_index), y_idx, classes, subjects, split, fold_ids,
                folds, agg_level, agg_units, scheme, pspec, store, progress)
     ctx.note(f"{len(ws)} windows, {n_subj} subjects, folds {fold_ids} (test subjects per fold {n_test_subj}); "
@@ -1541,6 +1574,26 @@ def controls_main(config, *, args=(), progress: bool = True) -> dict:
     for m in cfg["models"] + [{"model": s["model"]} for s in cfg["scrambled"]]:
         ws_m = _model_ws(ctx, m["model"])
         align_rows(ctx.keys, row_keys(ws_m.recording, ws_m.window_index), f"{m['model']} windows")
+    if worker:
+        for entry in cfg["scrambled"]:
+            _scrambled(ctx, entry, cv_cfg, units=set(worker_units))
+        return {"failures": []}
+    lc = cfg.get("launcher") or {"kind": "none"}
+    if lc["kind"] != "none":
+        from eegfm_bench.results import FailedCellsError
+        from eegfm_bench.runs.launch import run_jobs
+
+        todo = [u for entry in cfg["scrambled"] for u in _scrambled(ctx, entry, cv_cfg, list_units=True)["units"]]
+        if todo:
+            failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, todo, out, progress=progress,
+                                kind="controls")
+            store.store.merge()
+            store.df = store.store.load()
+            if failures:
+                raise FailedCellsError(f"{len(failures)} scrambled-label adaptation job(s) failed (first: "
+                                       f"{failures[0]['cell']}: {failures[0]['error'][:300]}); the finished fits are "
+                                       f"kept under {out}; fix the cause and rerun")
+        ctx.note(f"launcher {lc['kind']}: {len(todo)} scrambled-label adaptation fits as jobs")
     if cfg["identity"] is not None:  # shared channels (the error names each dataset's channels)
         from eegfm_bench.controls.identity import shared_channels
 

@@ -56,7 +56,10 @@ class DataConfig:
         cache_dir: window / feature cache root (default ``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``).
         subjects: subset of subjects (default: every subject present).
         max_windows_per_subject: keep the first N windows per subject and class (tiny runs).
-        batch_size: windows per batch (per device under DDP).
+        batch_size: windows per batch (per device under DDP), or ``auto``: Lightning's batch-size finder
+            (:func:`find_batch_size`) once per run × head on its first fold, capped by that fold's training windows
+            and ``max_batch_size``; the size it chose is in every row of the cell (metric ``batch_size``).
+        max_batch_size: the cap of ``batch_size: auto``.
         num_workers: DataLoader worker processes.
     """
 
@@ -64,8 +67,58 @@ class DataConfig:
     cache_dir: Optional[str] = None
     subjects: Optional[list[Union[int, str]]] = None
     max_windows_per_subject: Optional[int] = None
-    batch_size: int = 64
+    batch_size: Union[int, Literal["auto"]] = 64
+    max_batch_size: int = 4096
     num_workers: int = 0
+
+
+def compiled(model, spec):
+    """``torch.compile(model, **spec)`` for ``compile: true | {kwargs}`` (Lightning fits and checkpoints the compiled
+    module's original), else ``model``."""
+    if not spec:
+        return model
+    import torch
+
+    return torch.compile(model, **({} if spec is True else dict(spec)))
+
+
+AUTO_MARGIN = 0.05
+"""Fraction the batch-size finder takes off the largest size that fitted (headroom for memory fragmentation)."""
+
+AUTO_INFERENCE_BATCH = 64
+"""Windows per forward of the inference passes (token cache, dry runs) when ``batch_size: auto`` (the batch size of
+a forward without gradients changes no number; only training batches are searched)."""
+
+
+def fixed_batch_size(data: dict, fallback: int = AUTO_INFERENCE_BATCH) -> int:
+    """``data.batch_size`` as a number: the configured one, or ``fallback`` when it is ``auto``."""
+    b = data.get("batch_size", fallback)
+    return int(fallback if b == "auto" else b)
+
+
+def find_batch_size(model, dm, tr: dict, cap: int) -> int:
+    """The largest training batch that fits on the device: Lightning's ``Tuner.scale_batch_size`` (binary search,
+    3 optimiser steps per trial, parameters restored afterwards) capped at ``cap`` windows, less Lightning's safety
+    margin (:data:`AUTO_MARGIN`, 5 %: a cap of 12 gives 11).
+
+    On a CPU nothing runs out of memory, so the search ends at the cap; use it on GPUs (e.g. with
+    ``configs/trainer/h100_bf16.yaml``). The search consumes random numbers; the caller reseeds before the fit.
+
+    Returns
+    -------
+    int
+        The batch size (per device), ``<= cap``.
+    """
+    from lightning.pytorch.tuner import Tuner
+
+    from eegfm_bench.runs.trainer import build_trainer
+
+    t = build_trainer({**tr, "enable_progress_bar": False}, loggers=False)
+    init = int(min(cap, int(dm.hparams.batch_size)))
+    dm.hparams.batch_size = init
+    found = Tuner(t).scale_batch_size(model, datamodule=dm, mode="binsearch", init_val=init, max_val=int(cap),
+                                      steps_per_trial=3, max_trials=25, margin=AUTO_MARGIN)
+    return int(min(cap, found or init))
 
 
 @dataclass
@@ -149,6 +202,9 @@ class CVConfig:
         runs: the models to cross-validate.
         launcher: where the cells run (``none``: this process; ``local`` workers; ``slurm``), see
             :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
+        compile: ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
+            arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
+            hash (a compiled graph computes the same function; kernels may round differently).
     """
 
     experiment: str = "experiment"
@@ -160,6 +216,7 @@ class CVConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     runs: list[RunConfig] = field(default_factory=list)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    compile: Optional[Union[bool, dict[str, Any]]] = None
 
 
 def cv_parser():
@@ -208,6 +265,20 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
         run["trainer"] = check_trainer_section(run.get("trainer"), f"runs[{i}].trainer") or None
         if run["trainer"]:
             check_trainer(run_trainer(cfg, run), f"runs[{i}].trainer")
+    d = cfg["data"]
+    if d["batch_size"] != "auto" and int(d["batch_size"]) < 1 or int(d["max_batch_size"]) < 1:
+        raise ConfigError(f"data.batch_size = {d['batch_size']}, data.max_batch_size = {d['max_batch_size']}; fix: "
+                          "whole numbers >= 1 (or batch_size: auto)")
+    if d["batch_size"] == "auto":
+        for i, run in enumerate(cfg["runs"]):
+            tr = run_trainer(cfg, run)
+            dev, strat, nodes = tr.get("devices", 1), str(tr.get("strategy") or "auto"), int(tr.get("num_nodes") or 1)
+            if (dev not in (1, "1", "auto") and not (isinstance(dev, list) and len(dev) == 1)) or nodes > 1 \
+                    or strat.startswith(("ddp", "fsdp", "deepspeed")):
+                raise ConfigError(f"data.batch_size: auto runs Lightning's batch-size finder, which does not support "
+                                  f"distributed training (runs[{i}] trains with devices={dev}, strategy={strat}, "
+                                  f"num_nodes={nodes}); fix: find it once with --trainer.devices 1 (the size is in "
+                                  "the rows, metric batch_size) and set data.batch_size to it")
     return cfg
 
 
@@ -457,6 +528,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         store.merge()
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"cv {cfg['experiment']}",
                disable=not (progress and zero) or (lc["kind"] != "none" and not worker), unit="cell")
+    auto_batch: dict[tuple, int] = {}  # batch_size: auto, found once per run x head
     for cell in todo:
         run, head, fold, chash = cell.run, cell.head, cell.fold, cell.chash
         model_name, regime = run["model"], run["regime"]
@@ -469,7 +541,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         marker = _running_marker(out, cell_id(model_name, regime, head, fold, chash)) if zero else None
         try:
             L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
-            dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold, batch_size=d["batch_size"],
+            dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold, batch_size=fixed_batch_size(d),
                                num_workers=d["num_workers"], ws=ws, split=split)
             model = FMClassifier(backbone=model_name, head=head, regime=regime, ch_names=dm.ch_names,
                                  n_times=dm.n_times, n_classes=dm.n_classes, pretrained=run.get("pretrained"),
@@ -480,9 +552,20 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             key = dict(experiment=cfg["experiment"], task=tname, model=model_name, init=init, regime=regime,
                        head=head, fold=fold, seed=cfg["seed"], condition="clean")
             if regime == "head_only":
-                feats = extract_features(model.backbone, ws, parts=("tokens",), trainer=tr, batch_size=d["batch_size"],
-                                         cache_dir=d["cache_dir"], progress=progress)
+                feats = extract_features(model.backbone, ws, parts=("tokens",), trainer=tr,
+                                         batch_size=fixed_batch_size(d), cache_dir=d["cache_dir"], progress=progress)
                 dm.use_tokens(feats.array("tokens"))
+            if d["batch_size"] == "auto":
+                if (model_name, regime, head) not in auto_batch:
+                    cap = min(int(d["max_batch_size"]), len(dm.train_idx))
+                    auto_batch[(model_name, regime, head)] = find_batch_size(model, dm, tr, cap)
+                    if zero:
+                        tqdm.write(f"batch_size auto: {model_name}/{regime}/{head}: "
+                                   f"{auto_batch[(model_name, regime, head)]} windows per device (Lightning's "
+                                   f"batch-size finder on fold {fold}, capped at {cap}: min(max_batch_size, "
+                                   "training windows))")
+                    L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
+                dm.hparams.batch_size = auto_batch[(model_name, regime, head)]
             ckpt = ModelCheckpoint(dirpath=out / "checkpoints" / cdir / f"fold{fold}", filename="best",
                                    monitor="val/bacc", mode="max", save_top_k=1, enable_version_counter=False,
                                    save_last=True)
@@ -496,8 +579,9 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             for lg in trainer.loggers:
                 lg.log_hyperparams({**model.parameter_counts, "init": init, "config_hash": chash, "fold": fold})
             t0 = time.time()
-            trainer.fit(model, dm, ckpt_path=resume)
-            trainer.test(model, dm, ckpt_path=ckpt.best_model_path or None, verbose=False)
+            fitted = compiled(model, cfg.get("compile"))
+            trainer.fit(fitted, dm, ckpt_path=resume)
+            trainer.test(fitted, dm, ckpt_path=ckpt.best_model_path or None, verbose=False)
             close_loggers(trainer)
             pred = model.test_predictions.copy()
             if len(pred) != len(dm.test_idx) or not np.array_equal(np.sort(pred["index"].to_numpy()), np.sort(dm.test_idx)):
@@ -510,6 +594,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             m["epochs"] = float(trainer.current_epoch)
             m["fit_seconds"] = float(time.time() - t0)
             m["head_params"] = float(model.parameter_counts["head_params"])
+            m["batch_size"] = float(dm.hparams.batch_size)
             m["trainable_fraction"] = model.parameter_counts["trainable_params"] / model.parameter_counts["total_params"]
             rows = [{**key, "metric": k, "value": v, "n_windows": int(len(pred)),
                      "n_subjects": int(pred["subject"].nunique()), "fold_unit": fold_unit, "config_hash": chash,
@@ -577,7 +662,7 @@ def check_config(config, args: Sequence[str] = ()) -> None:
     for run in cfg["runs"]:
         dm = EEGDataModule(task=cfg["task"], backbone=run["model"], scheme=sp["scheme"], k=sp["k"],
                            split_seed=sp["seed"], n_val_groups=sp["n_val_groups"], group_by=sp["group_by"],
-                           batch_size=min(4, d["batch_size"]), data_root=d["data_root"], cache_dir=d["cache_dir"],
+                           batch_size=min(4, fixed_batch_size(d)), data_root=d["data_root"], cache_dir=d["cache_dir"],
                            subjects=d["subjects"], max_windows_per_subject=d["max_windows_per_subject"])
         for head in run["heads"]:
             m = FMClassifier(backbone=run["model"], head=head, regime=run["regime"], ch_names=dm.ch_names,

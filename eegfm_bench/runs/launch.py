@@ -185,8 +185,20 @@ except ImportError:  # pragma: no cover - submitit is a dependency
     _Base = object
 
 
+WORKER_ENTRY = {
+    "cv": ("eegfm_bench.runs.cv", "run_cv", "worker_cells"),
+    "sweep": ("eegfm_bench.runs.sweep", "sweep_main", "worker_units"),
+    "probe": ("eegfm_bench.runs.probe", "run_probes", "worker_units"),
+    "attribute": ("eegfm_bench.runs.attribute", "run_attribution", "worker_units"),
+    "controls": ("eegfm_bench.runs.controls", "controls_main", "worker_units"),
+}
+"""Job kind -> (module, function, keyword): the function runs only the named units of a resolved config as a
+worker (rows as part files, no merge, no report) and returns its failures (one dict per failed unit)."""
+
+
 class CellJob(_Base):
-    """One job: run ``cell_ids`` of a cv config in this process (a worker: rows as part files, no merge).
+    """One job: run ``cell_ids`` (units of one command's config, :data:`WORKER_ENTRY`) in this process (a worker:
+    rows as part files, no merge).
 
     ``checkpoint`` (called by submitit on preemption / timeout) requeues the same job; the rerun skips the cells
     that have rows and resumes an unfinished one from its ``last.ckpt``.
@@ -199,13 +211,12 @@ class CellJob(_Base):
         if parent is not None:  # a local worker stops when the command that launched it is gone
             _watch_parent(parent)
         torch.set_num_threads(max(1, int(threads)))
-        if kind == "sweep":
-            from eegfm_bench.runs.sweep import sweep_main
+        if kind not in WORKER_ENTRY:
+            raise ValueError(f"unknown job kind {kind!r}; valid: {sorted(WORKER_ENTRY)}")
+        import importlib
 
-            return sweep_main(cfg, progress=False, worker_units=list(cell_ids))
-        from eegfm_bench.runs.cv import run_cv
-
-        return run_cv(cfg, progress=False, worker_cells=list(cell_ids))
+        module, func, kwarg = WORKER_ENTRY[kind]
+        return getattr(importlib.import_module(module), func)(cfg, progress=False, **{kwarg: list(cell_ids)})
 
     def checkpoint(self, cfg: dict, cell_ids: list[str], threads: int, kind: str = "cv", parent: int | None = None):
         import submitit
@@ -228,11 +239,13 @@ def _watch_parent(pid: int, every_s: float = 2.0) -> None:
 
 
 def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: int = 1,
-             progress: bool = True, kind: str = "cv") -> list[dict]:
+             progress: bool = True, kind: str = "cv", collect: dict | None = None) -> list[dict]:
     """Submit the cells as jobs, wait for every job, and return the failures (one dict per failed cell).
 
     A job that dies (killed, out of memory) is recorded as a failure of each of its cells that has no rows; the
-    job's log path is in the message.
+    job's log path is in the message. A worker may return ``{"failures": [...], <name>: [...]}`` instead of a
+    list of failures: the other lists are concatenated over jobs into ``collect[<name>]`` (e.g. the config
+    hashes of the rows the probe workers wrote, which the parent's report selects by).
     """
     from tqdm.auto import tqdm
 
@@ -250,7 +263,13 @@ def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: in
     failures = []
     for job, p in tqdm(list(zip(jobs, parts)), desc="jobs", disable=not progress, unit="job"):
         try:
-            failures += job.result()
+            res = job.result()
+            if isinstance(res, dict):
+                for name, values in res.items():
+                    if name != "failures" and collect is not None:
+                        collect.setdefault(name, []).extend(values)
+                res = res.get("failures", [])
+            failures += res
         except Exception as err:  # the job itself died: its cells without rows are failures
             for cid in p:
                 failures.append({"cell": cid, "condition": "(job)", "error": f"job {job.job_id} ended: {type(err).__name__}: "

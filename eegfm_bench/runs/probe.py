@@ -13,14 +13,25 @@ import numpy as np
 from eegfm_bench.distributed import is_global_zero
 
 
-def run_probes(config, *, args: Sequence[str] = (), progress: bool = True) -> dict[str, Path]:
+def probe_unit(ck) -> str:
+    """The launcher unit of a fold checkpoint: ``<model>/fold<k>`` (every head and regime of one model on one fold
+    share a job, so one frozen backbone is probed once per fold, as in the sequential run)."""
+    return f"{ck.model}/fold{ck.fold}"
+
+
+def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
+               worker_units: Sequence[str] | None = None):
     """``eegfm-bench probe``: block-wise probes (and attention topomaps) on a cv run's fold checkpoints.
 
     Parameters
     ----------
     config : path or dict
         Interpret config (see :mod:`eegfm_bench.interpret.config`): ``cv_dir``, ``out_dir``, ``select``,
-        ``probe``.
+        ``probe``, ``launcher`` (``local`` / ``slurm``: one job per :func:`probe_unit`; the parent then writes the
+        report and the attention maps).
+    worker_units : sequence of str, optional
+        Run only these units as a launcher's worker: rows as part files, no report; returns
+        ``{"failures": [], "current": [config hashes written]}``.
 
     Returns
     -------
@@ -45,6 +56,23 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True) -> di
     fit_kw = {k: pc[k] for k in ("max_epochs", "patience", "lr", "batch_size", "standardize_mean")}
     done: set = set()  # (model, fold, stage, weights): identical backbones are probed once per fold
     current: set[str] = set()  # config hashes of this run's rows: the report shows only these
+    worker = worker_units is not None
+    lc = cfg.get("launcher") or {"kind": "none"}
+    if worker:
+        cks = [ck for ck in cks if probe_unit(ck) in set(worker_units)]
+    elif lc["kind"] != "none":
+        from eegfm_bench.results import FailedCellsError
+        from eegfm_bench.runs.launch import run_jobs
+
+        got: dict = {}
+        failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, list(dict.fromkeys(map(probe_unit, cks))),
+                            out, progress=progress and zero, kind="probe", collect=got)
+        if failures:
+            raise FailedCellsError(f"{len(failures)} probe job(s) failed (first: {failures[0]['cell']}: "
+                                   f"{failures[0]['error'][:300]}); the finished units' rows are kept under {out}; "
+                                   "fix the cause and rerun (block outputs come from the feature cache)")
+        current |= set(got.get("current", []))
+        cks = []
     for ck in tqdm(cks, desc="probes", disable=not (progress and zero), unit="fold"):
         ws = run.windows(ck.model)
         tr, va, te = run.fold_indices(ws, ck.fold)
@@ -56,9 +84,16 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True) -> di
         rows = run_fold_probes(model, ws, tr, va, te, fold=ck.fold, out_dir=out, experiment=run.experiment, task=run.task,
                         model_name=ck.model, source_head=ck.head, frozen_backbone=frozen, poolings=pc["poolings"],
                         cache_dir=pc["cache_dir"], batch_size=pc["forward_batch_size"], probe_kwargs=fit_kw,
-                        checkpoint=str(ck.path), seed=run.seed, trainer=cfg["trainer"], done=done, write=zero)
+                        checkpoint=str(ck.path), seed=run.seed, trainer=cfg["trainer"], done=done, write=zero,
+                        merge=not worker)
         current |= {str(r["config_hash"]) for r in rows}
-    ws0 = run.windows(cks[0].model)
+    if worker:
+        return {"failures": [], "current": sorted(current)}
+    if zero and lc["kind"] != "none":
+        from eegfm_bench.results import ResultStore
+
+        ResultStore(out).merge()
+    ws0 = run.windows(run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])[0].model)
     paths = {}
     if zero:
         paths = write_report(out, chance=1.0 / len(ws0.class_names),

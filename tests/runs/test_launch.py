@@ -7,6 +7,7 @@ import shutil
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -170,3 +171,98 @@ def test_a_nested_typo_names_the_nested_section(tmp_path):
     with pytest.raises(ConfigError, match=r"launcher.slurm.partiton. Did you mean 'partition'.*Valid keys of "
                                           r"`launcher.slurm`"):
         load_config(cfg)
+
+
+def _close(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], atol: float) -> None:
+    """Same rows (keys, n_windows) and values within ``atol`` (workers run on 1 torch thread each)."""
+    assert len(a) == len(b) > 0
+    m = a.merge(b, on=keys, suffixes=("_s", "_l"), validate="one_to_one")
+    assert len(m) == len(a)
+    if "n_windows_s" in m:
+        assert (m["n_windows_s"].fillna(-1) == m["n_windows_l"].fillna(-1)).all()
+    v1, v2 = m["value_s"].astype(float), m["value_l"].astype(float)
+    bad = ~((v1.isna() & v2.isna()) | ((v1 - v2).abs() <= atol))
+    assert not bad.any(), m.loc[bad, keys + ["value_s", "value_l"]].to_string()
+
+
+@requires_data
+def test_probe_and_attribute_on_local_workers_give_the_sequential_rows(tmp_path):
+    """``probe`` and ``attribute`` with ``--launcher local --workers 2``: one job per (model, fold) / (cell, fold),
+    rows as part files, the parent's report and maps from what the workers wrote; the sequential run's rows."""
+    from eegfm_bench.cli import main
+
+    cv = _write(tmp_path / "cv.yaml", _cfg(tmp_path / "cv"))
+    icfg = {"cv_dir": str(tmp_path / "cv"),
+            "probe": {"poolings": ["mean"], "max_epochs": 2},
+            "attribution": {"methods": ["gxi"], "percentile": 0, "max_windows_per_fold": 2,
+                            "conservation_windows": 1, "randomisation_windows": 2, "batch_size": 2}}
+    path = _write(tmp_path / "i.yaml", icfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["cv", "--config", cv, "--no-progress"]) == 0
+        for cmd in ("probe", "attribute"):
+            assert main([cmd, "--config", path, "--out_dir", str(tmp_path / "seq"), "--no-progress"]) == 0
+            assert main([cmd, "--config", path, "--out_dir", str(tmp_path / "loc"), "--launcher", "local",
+                         "--workers", "2", "--no-progress"]) == 0
+    keys = ["model", "regime", "head", "fold", "condition", "metric", "stage", "pooling"]
+    seq, loc = (pd.read_csv(tmp_path / d / "probes" / "results.csv") for d in ("seq", "loc"))
+    assert sorted(set(loc.fold.astype(int))) == [0, 1, 2]
+    _close(seq, loc, keys, 1e-4)
+    parts = list((tmp_path / "loc" / "probes" / "parts").iterdir())
+    assert len(parts) == 3 and len({p.name.split("-")[2] for p in parts}) == 2  # 3 folds written by 2 workers
+    assert (tmp_path / "loc" / "probes" / "probes.md").read_text() == (tmp_path / "seq" / "probes" / "probes.md").read_text()
+    keys = ["model", "regime", "head", "fold", "condition", "metric"]
+    seq, loc = (pd.read_csv(tmp_path / d / "attribution" / "results.csv") for d in ("seq", "loc"))
+    _close(seq, loc, keys, 1e-4)
+    assert len(list((tmp_path / "loc" / "attribution" / "parts").iterdir())) == 3
+    assert (tmp_path / "loc" / "attribution" / "eegnet-full-flatten" / "clean" / "gxi" / "topomap.png").is_file()
+    for k in range(3):  # the workers' per-fold maps are the ones the sequential run computes
+        a, b = (np.load(tmp_path / d / "attribution" / "eegnet-full-flatten" / "clean" / "gxi" / f"fold{k}.npz")
+                for d in ("seq", "loc"))
+        np.testing.assert_array_equal(a["window"], b["window"])
+        np.testing.assert_allclose(a["channel"], b["channel"], atol=1e-4)
+
+
+@requires_data
+def test_controls_scrambled_label_fits_on_local_workers(tmp_path):
+    """``controls --launcher local --workers 2``: the scrambled-label adaptation fits (2 arms × 3 folds) run as 6
+    units dealt to 2 worker jobs, the rest in the parent; the rows and the gates are the sequential run's; a rerun launches
+    nothing."""
+    from eegfm_bench.cli import main
+
+    tiny = {"F1": 4, "D": 1, "kernel_length": 16}
+    cfg = {"experiment": "lc", "task": "eegmat", "seed": 0,
+           "data": {"subjects": [0, 1, 2, 3, 4, 5], "max_windows_per_subject": 4, "batch_size": 16},
+           "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1},
+           "features": {"families": ["simple"]}, "models": [], "identity": None,
+           "permutation": {"n": 3, "families": "strongest"}, "bootstrap": {"n_boot": 100},
+           "scrambled": [{"model": "eegnet", "regime": "full", "head": "flatten", "seeds": [0],
+                          "backbone_kwargs": tiny, "trainer": {"max_epochs": 1, "patience": 1}}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for d, extra in (("seq", []), ("loc", ["--launcher", "local", "--workers", "2"])):
+            path = _write(tmp_path / f"{d}.yaml", {**cfg, "out_dir": str(tmp_path / d)})
+            assert main(["controls", "--config", path, "--no-progress", *extra]) == 0
+    seq, loc = (pd.read_csv(tmp_path / d / "results.csv") for d in ("seq", "loc"))
+    keys = ["model", "init", "regime", "head", "fold", "condition", "metric"]
+    fits = loc[loc.condition.isin(["correct_labels", "scrambled_labels"]) & (loc.metric == "auroc_window")]
+    assert len(fits) == 6
+    drop = ["fit_seconds", "probe_seconds"]
+    _close(seq[~seq.metric.isin(drop)], loc[~loc.metric.isin(drop)], keys, 1e-4)
+    assert len(list((tmp_path / "loc" / "jobs").glob("*_result.pkl"))) == 2  # 6 fits dealt to 2 workers
+    by_pid: dict = {}  # each fit trained once, by a worker (not the parent), 3 per worker
+    for part in (tmp_path / "loc" / "parts").iterdir():
+        df = pd.read_parquet(part)
+        df = df[df.condition.isin(["correct_labels", "scrambled_labels"]) & (df.metric == "auroc_window")]
+        by_pid.setdefault(part.name.split("-")[2], []).extend(zip(df.condition, df.fold))
+    fitted = [v for v in by_pid.values() if v]
+    assert sorted(map(len, fitted)) == [3, 3] and len({f for v in fitted for f in v}) == 6
+    assert str(os.getpid()) not in by_pid or not by_pid[str(os.getpid())]
+    g1, g2 = (json.loads((tmp_path / d / "gates.json").read_text()) for d in ("seq", "loc"))
+    assert [g["model"] for g in g1] == [g["model"] for g in g2]
+    # a rerun finds every fit done: no new job
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["controls", "--config", str(tmp_path / "loc.yaml"), "--no-progress", "--launcher", "local",
+                     "--workers", "2"]) == 0
+    assert len(list((tmp_path / "loc" / "jobs").glob("*_result.pkl"))) == 2

@@ -45,6 +45,10 @@ def test_trainer_section_takes_any_lightning_argument_and_dotted_overrides(tmp_p
     ({"optim": {"learning_rate": 0.1}}, r"unknown key optim\.learning_rate\. Did you mean 'lr'"),
     ({"trainer": {"loggers": ["mlflow"]}}, r"unknown logger 'mlflow'"),
     ({"data": [1]}, r"`data` must be a mapping"),
+    ({"data": {"batch_size": "auto"}, "trainer": {"strategy": "ddp", "devices": 2, "accelerator": "cpu"}},
+     r"batch_size: auto runs Lightning's batch-size finder.*devices=2.*fix: find it once with --trainer.devices 1"),
+    ({"data": {"batch_size": 0}}, r"data.batch_size = 0.*fix: whole numbers >= 1"),
+    ({"data": {"batch_size": "big"}}, r"batch_size"),
 ])
 def test_bad_config_is_refused_before_any_data_is_read(tmp_path, monkeypatch, over, match):
     import eegfm_bench.data.windows as W
@@ -167,3 +171,32 @@ def test_probe_and_attribution_reports_show_only_the_current_cv_config(tmp_path)
     assert set(table["n_folds"]) == {1}  # ... but the report averages only the current one's fold
     checks = (tmp_path / "i" / "attribution" / "checks.md").read_text()
     assert "| 2 |" not in checks and "| 1 |" in checks
+
+
+@requires_data
+def test_batch_size_auto_and_compile(tmp_path, monkeypatch):
+    """``data.batch_size: auto``: Lightning's batch-size finder runs once per run × head (on a CPU nothing runs out
+    of memory, so it stops at the cap: max_batch_size, or the fold's training windows, less 5 %) and the rows say what it
+    chose; ``compile: {backend: eager}`` fits and tests through ``torch.compile`` with the uncompiled numbers."""
+    import torch
+    from lightning.pytorch.tuner import Tuner
+
+    calls = []
+    real = Tuner.scale_batch_size
+    monkeypatch.setattr(Tuner, "scale_batch_size", lambda self, *a, **k: (calls.append(k), real(self, *a, **k))[1])
+    cfg = _cfg(tmp_path, data={**TINY.get("data", {}), "batch_size": "auto", "max_batch_size": 12})
+    cfg["split"] = {**cfg["split"], "folds": [0, 1]}
+    run_cv(cfg, progress=False)
+    rows = pd.read_csv(Path(cfg["out_dir"]) / "results.csv")
+    assert len(calls) == 1 and calls[0]["max_val"] == 12 and calls[0]["mode"] == "binsearch"  # once for 2 folds
+    assert set(rows[rows.metric == "batch_size"].value) == {11.0}  # the cap less Lightning's 5 % margin
+    compiles = []
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **k: (compiles.append(k), real_compile(m, **k))[1])
+    base = _cfg(tmp_path, out_dir=str(tmp_path / "plain"))
+    run_cv(base, progress=False)
+    run_cv({**base, "out_dir": str(tmp_path / "compiled"), "compile": {"backend": "eager"}}, progress=False)
+    assert compiles == [{"backend": "eager"}]
+    a, b = (pd.read_csv(tmp_path / d / "results.csv") for d in ("plain", "compiled"))
+    keep = ~a.metric.isin(["fit_seconds"])
+    pd.testing.assert_series_equal(a[keep].value.reset_index(drop=True), b[keep].value.reset_index(drop=True))
