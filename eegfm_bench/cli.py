@@ -197,6 +197,14 @@ def _main(argv: list[str]) -> int:
     pl.add_argument("--json", action="store_true", help="print the plan as JSON")
     st = sub.add_parser("status", help="cells of a cv out_dir: done / running / failed / missing, and the resume command")
     st.add_argument("out_dir")
+    rp = sub.add_parser("report", help="one HTML + Markdown page of every result under the given out_dirs",
+                        description="Write report.html (self-contained: figures embedded, sortable tables) and "
+                                    "report.md for the cv runs, sweeps, probes, attribution, controls and audits found "
+                                    "in the folders given and below them (reports/page.py). Every command refreshes "
+                                    "its experiment's page when it finishes.")
+    rp.add_argument("out_dirs", nargs="+", help="out_dirs of eegfm-bench commands (the first receives the page)")
+    rp.add_argument("--out", help="write the page here instead of the first out_dir")
+    rp.add_argument("--title", help="the page's title")
     sub.add_parser("models", help="list backbones")
     sub.add_parser("tasks", help="list tasks (the presets)")
     rob = sub.add_parser("robustness", help="paper 003 Tables 10-17 + Figure 2 over the sweeps of several tasks",
@@ -238,6 +246,12 @@ def _main(argv: list[str]) -> int:
         from eegfm_bench.results import ResultStore
 
         print(status_markdown(*cv_status(a.out_dir), unmerged=ResultStore(a.out_dir, write=False).unmerged()))
+        return 0
+    if a.cmd == "report":
+        from eegfm_bench.reports.page import write_page
+
+        paths = write_page(a.out_dirs, a.out, title=a.title)
+        print(f"report: {paths['html']}\nmarkdown: {paths['md']}")
         return 0
     if a.cmd == "models":
         _print_models()
@@ -371,6 +385,9 @@ def _run(a, source, overrides) -> int:
         print(rep.to_markdown())
         stem = Path(cfg["out_dir"]) / f"audit_{rep.config_hash[:16]}"
         print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")
+        from eegfm_bench.reports.page import refresh
+
+        refresh([cfg["out_dir"]])
     return 0
 
 

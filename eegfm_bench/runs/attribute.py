@@ -152,6 +152,10 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
             hparams={"cv_dir": str(run.dir), **{f"attribution.{k}": str(v) for k, v in acfg.items()}},
             experiment=run.experiment)
     (root / "checks.md").write_text(checks_markdown(table))
+    (root / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
     paths["checks"] = root / "checks.md"
+    from eegfm_bench.reports.page import refresh, report_root
+
+    refresh(report_root(cfg["out_dir"], run.dir), quiet=not progress)
     paths["checks_table"] = table
     return paths

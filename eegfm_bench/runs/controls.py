@@ -1681,6 +1681,9 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None) 
     log_summary(cfg["trainer"], out, "controls", {
         f"controls/{name}/{k}": float(np.nanmean(v)) for name, s in summary["scores"].items()
         for k, v in s.items() if isinstance(v, list) and v}, experiment=cfg["experiment"])
+    from eegfm_bench.reports.page import refresh
+
+    refresh([out], quiet=not progress)
     return {"gates_json": out / "gates.json", "gates_md": out / "gates.md", "report_md": out / "controls_report.md",
             "report_json": out / "controls_report.json", "results": out / "results.csv", "wall_seconds": seconds}
 

@@ -636,6 +636,9 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             (out / "failures.json").write_text("[]\n")
         write_summary(out / "summary.md", table, experiment=cfg["experiment"], task=tname, scheme=spec.scheme,
                       fold_unit=fold_unit)
+        from eegfm_bench.reports.page import refresh
+
+        refresh([out], quiet=not progress)  # the experiment's page (its analyses in sub-folders join it)
     if failures:
         from eegfm_bench.results import FailedCellsError
 

@@ -102,12 +102,19 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
 
         from eegfm_bench.runs.trainer import log_summary
 
+        import json
+
+        (out / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
         table = pd.read_csv(paths["csv"])
         log_summary(cfg["trainer"], out, "probes", {
             f"probe/{r.model}/{r.curve}/{r.pooling}/block{int(r.block):02d}": r.mean for r in table.itertuples()},
             hparams={"cv_dir": str(run.dir), **{f"probe.{k}": v for k, v in pc.items()}}, experiment=run.experiment)
     if cfg["attention"]["enabled"]:
         paths.update(run_attention(cfg, run=run, progress=progress))
+    if zero:
+        from eegfm_bench.reports.page import refresh, report_root
+
+        refresh(report_root(cfg["out_dir"], run.dir), quiet=not progress)
     return paths
 
 

@@ -416,6 +416,9 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
         table = write_report(out, reference=cfg["reference"], alpha=cfg["alpha"], chance=1.0 / len(ws0.class_names),
                              filter_notes=notes, experiment=run.experiment, task=run.task,
                              config_hashes=sweep_hashes)
+        from eegfm_bench.reports.page import refresh, report_root
+
+        refresh(report_root(out, run.dir), quiet=not progress)
     if failures and raise_on_failure:
         from eegfm_bench.results import FailedCellsError
 

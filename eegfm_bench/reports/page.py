@@ -1,0 +1,733 @@
+"""One report per experiment: ``report.html`` (self-contained: figures embedded, sortable tables) and ``report.md``.
+
+:func:`write_page` gathers what the commands wrote under one or more out_dirs — a cv run (``cells.json``), its
+sweeps (``sweep.yaml``), block probes and attention maps (``probes/``, ``attention/``), attribution
+(``attribution/``), negative controls (``gates.json``) and provenance audits (``audit_*.json``), found in the
+folders given and below them — and renders one page with Jinja2 templates (``templates/report.html.j2``,
+``templates/report.md.j2``). Sections (paper 003 §4-7 recommend reporting them together; paper 001's gate table;
+paper 000's verdicts), each present only when its results exist:
+
+1. the run: configuration, data and ingestion summary, and the init of every model (``random`` or
+   ``pretrained:<id>@<sha>``) stated at the top;
+2. clean performance per model × regime × head (mean ± SD over folds, and every fold as a point);
+3. the pooling-head comparison (paper 003 §4.5) with head parameter counts;
+4. robustness per perturbation type with the ∗/∇ marks and the degradation curves (paper 003 §5, App. D);
+5. block-wise probe curves and the attention maps per block (§7, App. I.4);
+6. attribution topomaps with their conservation and randomisation checks (§6, App. I.1-I.2);
+7. the negative-control gate table (paper 001 §5.5);
+8. the provenance audit's Recover / Stress / Intervene / Verify figures and verdict (paper 000).
+
+Only rows of each run's current config hashes enter a table (``cells.json`` of the cv run, the sweep, the probes
+and the attribution), the same rows the commands' own Markdown reports show. Every number on the page is read
+from the result stores and JSON files, never typed in. Every figure has a caption saying what was measured and on
+what (folds, windows, init).
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+REPORT_HTML = "report.html"
+REPORT_MD = "report.md"
+
+
+# ------------------------------------------------------------------------------------------------ page model
+@dataclass
+class Cell:
+    """One table cell: ``text`` as shown, ``sort`` the value a click on the header sorts by (number or text)."""
+
+    text: str
+    sort: Any = None
+
+
+@dataclass
+class Table:
+    """A sortable table: ``columns`` and ``rows`` of :class:`Cell`; ``caption`` says what the numbers are."""
+
+    caption: str
+    columns: list[str]
+    rows: list[list[Cell]]
+    name: str = ""
+
+
+@dataclass
+class Figure:
+    """An embedded figure (PNG as a data URI); ``path`` is the file it was read from (for ``report.md``)."""
+
+    caption: str
+    path: Path
+    uri: str = ""
+
+
+@dataclass
+class Section:
+    """One section of the page."""
+
+    id: str
+    title: str
+    intro: str = ""
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    pre: str = ""
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) else None
+
+
+def _fmt(v, nd: int = 3) -> str:
+    f = _num(v)
+    return "—" if f is None else f"{f:.{nd}f}"
+
+
+def _pm(mean, std, nd: int = 3) -> Cell:
+    m, s = _num(mean), _num(std)
+    if m is None:
+        return Cell("n/a", None)
+    return Cell(f"{m:.{nd}f} ± {s:.{nd}f}" if s is not None else f"{m:.{nd}f}", m)
+
+
+def _text(v) -> Cell:
+    return Cell("" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v),
+                None if v is None else str(v))
+
+
+def table_from_frame(df: pd.DataFrame, caption: str, *, name: str = "", nd: int = 3) -> Table:
+    """A :class:`Table` from a DataFrame: numbers formatted with ``nd`` decimals and sorted numerically."""
+    rows = []
+    for rec in df.itertuples(index=False):
+        cells = []
+        for v in rec:
+            f = _num(v) if not isinstance(v, (str, bool)) else None
+            if f is not None and isinstance(v, (int, np.integer)):
+                cells.append(Cell(str(int(v)), f))
+            elif f is not None:
+                cells.append(Cell(f"{f:.{nd}f}", f))
+            else:
+                cells.append(_text(v))
+        rows.append(cells)
+    return Table(caption, [str(c) for c in df.columns], rows, name)
+
+
+def _figure(path: Path, caption: str) -> Figure | None:
+    path = Path(path)
+    if not path.is_file():
+        return None
+    return Figure(caption, path, "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii"))
+
+
+# ------------------------------------------------------------------------------------------------ discovery
+def _rglob(root: Path, pattern: str, depth: int = 3) -> list[Path]:
+    out = []
+    for p in sorted(root.rglob(pattern)):
+        rel = p.relative_to(root)
+        if len(rel.parts) <= depth + 1 and not any(x in ("checkpoints", "jobs", "logs", "parts", "predictions", "cache")
+                                                   for x in rel.parts[:-1]):
+            out.append(p)
+    return out
+
+
+@dataclass
+class Sources:
+    """What was found under the report's folders."""
+
+    cv: list[Path] = field(default_factory=list)
+    sweeps: list[Path] = field(default_factory=list)
+    probes: list[Path] = field(default_factory=list)
+    attention: list[Path] = field(default_factory=list)
+    attribution: list[Path] = field(default_factory=list)
+    controls: list[Path] = field(default_factory=list)
+    audits: list[Path] = field(default_factory=list)
+
+
+def discover(dirs: Sequence[str | os.PathLike]) -> Sources:
+    """Every result folder under ``dirs`` (a folder and three levels below it), each found once.
+
+    Raises
+    ------
+    FileNotFoundError
+        A folder that does not exist.
+    """
+    s = Sources()
+    seen: set = set()
+
+    def add(lst, p):
+        p = p.resolve()
+        if p not in seen:
+            seen.add(p)
+            lst.append(p)
+
+    for d in dirs:
+        root = Path(d)
+        if not root.is_dir():
+            raise FileNotFoundError(f"no folder {root}; fix: pass the out_dir of an eegfm-bench command")
+        for p in _rglob(root, "cells.json"):
+            if (p.parent / "sweep.yaml").is_file():
+                add(s.sweeps, p.parent)
+            elif (p.parent / "config.yaml").is_file() and not (p.parent / "gates.json").is_file():
+                add(s.cv, p.parent)
+        for p in _rglob(root, "sweep.yaml"):
+            add(s.sweeps, p.parent)
+        for p in _rglob(root, "results.csv"):
+            if p.parent.name == "probes":
+                add(s.probes, p.parent)
+            elif p.parent.name == "attribution":
+                add(s.attribution, p.parent)
+        for p in _rglob(root, "*.npz", depth=2):
+            if p.parent.name == "attention":
+                add(s.attention, p.parent)
+        for p in _rglob(root, "gates.json"):
+            add(s.controls, p.parent)
+        for p in _rglob(root, "audit_*.json"):
+            add(s.audits, p)
+    return s
+
+
+def _hashes(folder: Path) -> set[str] | None:
+    """The current config hashes a command wrote to ``cells.json`` (None: no file, every row counts)."""
+    p = folder / "cells.json"
+    if not p.is_file():
+        return None
+    data = json.loads(p.read_text())
+    return {str(d["config_hash"]) if isinstance(d, dict) else str(d) for d in data}
+
+
+def _rows(folder: Path, hashes: set[str] | None = None) -> pd.DataFrame:
+    from eegfm_bench.results import ResultStore
+
+    df = ResultStore(folder).load()
+    hashes = _hashes(folder) if hashes is None else hashes
+    if hashes is not None and not df.empty:
+        df = df[df["config_hash"].astype(str).isin(hashes)]
+    return df
+
+
+def _yaml(path: Path) -> dict:
+    import yaml
+
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+# ------------------------------------------------------------------------------------------------ sections
+def _inits(frames: Sequence[pd.DataFrame]) -> list[str]:
+    vals = set()
+    for df in frames:
+        if not df.empty and "init" in df:
+            vals |= {f"{m}: {i}" for m, i in df[["model", "init"]].drop_duplicates().astype(str).itertuples(index=False)
+                     if not m.startswith("handcrafted")}
+    return sorted(vals)
+
+
+def run_section(src: Sources, frames: Sequence[pd.DataFrame]) -> Section:
+    """The run: what was measured, on which data, with which weights (always first)."""
+    sec = Section("run", "The run")
+    inits = _inits(frames)
+    random = [i for i in inits if i.split(": ", 1)[1].startswith("random")]
+    if inits:
+        sec.intro = ("Init of every model: " + "; ".join(inits) + ". "
+                     + ("Every foundation model here is randomly initialised (no pretrained weights): its results "
+                        "say nothing about the published checkpoint." if random and len(random) == len(inits) else
+                        "Rows marked random are not the published checkpoints."))
+    rows = []
+    for d in src.cv:
+        cfg = _yaml(d / "config.yaml")
+        task = cfg.get("task")
+        sp = cfg.get("split") or {}
+        rows.append([_text(d.name), _text("cv"), _text(task if isinstance(task, str) else json.dumps(task)),
+                     _text(f"{sp.get('scheme', '?')} k={sp.get('k', '?')}, grouped by {sp.get('group_by', 'subject')}, "
+                           f"seed {sp.get('seed', '?')}"),
+                     _text(", ".join(f"{r['model']}/{r.get('regime', 'full')}/{'+'.join(r.get('heads', []))}"
+                                     for r in cfg.get("runs", []))),
+                     _text(str(d))])
+    for d in src.sweeps:
+        cfg = _yaml(d / "sweep.yaml")
+        rows.append([_text(d.name), _text("sweep"), _text(""), _text(f"cv run {cfg.get('cv_out_dir', '?')}"),
+                     _text(f"{len(cfg.get('conditions') or [])} conditions, perturbation seed {cfg.get('seed', '?')}"),
+                     _text(str(d))])
+    for kind, lst in (("probes", src.probes), ("attention", src.attention), ("attribution", src.attribution),
+                      ("controls", src.controls)):
+        for d in lst:
+            rows.append([_text(d.name), _text(kind), _text(""), _text(""), _text(""), _text(str(d))])
+    for p in src.audits:
+        rows.append([_text(p.stem), _text("audit"), _text(""), _text(""), _text(""), _text(str(p))])
+    if rows:
+        sec.tables.append(Table("Result folders on this page (each read from its result store; only rows of the "
+                                "current config hashes).", ["name", "command", "task", "split / source", "contents",
+                                                             "folder"], rows, "folders"))
+    for d in src.cv:
+        ing = d / "ingest_report.json"
+        if ing.is_file():
+            sec.notes.append(f"Data ({d.name}): {_ingest_line(json.loads(ing.read_text()))} The full ingestion report "
+                             "and the configuration are under 'configuration and ingestion report' below.")
+        if (d / "ingest_report.md").is_file():
+            sec.pre += (d / "ingest_report.md").read_text().strip() + "\n\n"
+        if (d / "config.yaml").is_file():
+            sec.pre += f"# {d / 'config.yaml'}\n" + (d / "config.yaml").read_text().strip() + "\n\n"
+    return sec
+
+
+def _ingest_line(rep: dict) -> str:
+    """One sentence from ``ingest_report.json`` (one entry per window set): recordings, subjects and windows kept,
+    rejected windows, findings (e.g. an interpolated flat channel, a dropped subject) and reader warnings."""
+    parts = []
+    for entry in rep.values():
+        t = entry.get("totals") or {}
+        rej = t.get("windows_rejected") or {}
+        parts.append(f"{entry.get('task', '?')} for {', '.join(entry.get('models') or [])}: "
+                     f"{t.get('recordings_kept', '?')} of {t.get('recordings', '?')} recordings and "
+                     f"{t.get('subjects_kept', '?')} of {t.get('subjects', '?')} subjects kept, "
+                     f"{t.get('windows_kept', '?')} windows, rejected windows: "
+                     f"{', '.join(f'{k} {v}' for k, v in rej.items()) or 'none'}, {t.get('findings', 0)} finding(s), "
+                     f"{t.get('warnings', 0)} reader warning(s)")
+    return "; ".join(parts) + "." if parts else ""
+
+
+def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_accuracy") -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = df[(df["metric"] == metric) & (df["condition"] == "clean")].copy()
+    d["value"] = d["value"].astype(float)
+    d["label"] = d["model"].astype(str) + "\n" + d["regime"].astype(str) + " / " + d["head"].astype(str)
+    labels = list(dict.fromkeys(d.sort_values(["model", "regime", "head"])["label"]))
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(labels) + 1.5), 3.4))
+    rng = np.random.default_rng(0)
+    for i, lab in enumerate(labels):
+        v = d.loc[d["label"] == lab, "value"].to_numpy()
+        ax.scatter(i + rng.uniform(-0.08, 0.08, v.size), v, s=22, alpha=0.8, color="C0", zorder=3)
+        ax.errorbar(i + 0.22, v.mean(), yerr=v.std(ddof=1) if v.size > 1 else 0, fmt="s", color="k", ms=5, capsize=3)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel(metric.replace("_", " "))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
+    """Clean performance and the pooling-head comparison of one cv run (current config hashes only)."""
+    from eegfm_bench.reports.cv import SUMMARY_METRICS
+
+    df = _rows(cv_dir)
+    if df.empty:
+        return []
+    df = df[df["condition"] == "clean"]
+    by = ["model", "init", "regime", "head"]
+    n_folds = int(df["fold"].nunique())
+    d = df[df["metric"].isin(SUMMARY_METRICS)].copy()
+    d["value"] = d["value"].astype(float)
+    agg = d.groupby(by + ["metric"])["value"].agg(["mean", "std", "count"]).reset_index()
+    rows = []
+    metrics = [m for m in SUMMARY_METRICS if m in set(agg["metric"])]
+    for key, g in agg.groupby(by, sort=True):
+        vals = {r.metric: r for r in g.itertuples()}
+        rows.append([_text(k) for k in key] + [_pm(vals[m].mean, vals[m].std) if m in vals else Cell("n/a")
+                                                for m in metrics]
+                    + [Cell(str(int(g["count"].max())), int(g["count"].max()))])
+    sec = Section("clean", f"Clean performance ({cv_dir.name})",
+                  f"{cv_dir.name}: mean ± SD over {n_folds} subject-grouped test folds, window-level (the rows of "
+                  "`summary.md`).")
+    sec.tables.append(Table("Clean test performance per model × init × regime × head (mean ± SD over folds).",
+                            by + metrics + ["folds"], rows, "clean"))
+    inits = ", ".join(sorted(set(d["init"].astype(str))))
+    png = _fold_points_figure(df, assets / f"{cv_dir.name}_folds.png")
+    sec.figures.append(_figure(png, f"Balanced accuracy of every test fold (dots; {n_folds} folds) with mean ± SD "
+                                    f"(squares), per model / regime / head; init {inits}; {cv_dir.name}."))
+    out = [sec]
+    heads = df.groupby(["model", "regime"])["head"].nunique()
+    if (heads > 1).any():
+        hp = df[df["metric"].isin(["balanced_accuracy", "auroc", "head_params", "trainable_fraction"])].copy()
+        hp["value"] = hp["value"].astype(float)
+        a = hp.groupby(by + ["metric"])["value"].agg(["mean", "std"]).reset_index()
+        prow = []
+        for key, g in a.groupby(by, sort=True):
+            if heads.get((key[0], key[2]), 1) < 2:
+                continue
+            v = {r.metric: r for r in g.itertuples()}
+            prow.append([_text(k) for k in key]
+                        + [_pm(v[m].mean, v[m].std) if m in v else Cell("n/a") for m in ("balanced_accuracy", "auroc")]
+                        + [Cell(f"{int(round(v['head_params'].mean)):,}", float(v["head_params"].mean))
+                           if "head_params" in v else Cell("n/a"),
+                           Cell(f"{100 * v['trainable_fraction'].mean:.3g} %", float(v["trainable_fraction"].mean))
+                           if "trainable_fraction" in v else Cell("n/a")])
+        psec = Section("pooling", f"Pooling heads ({cv_dir.name}; paper 003 §4.5)",
+                       "The same backbone and regime under each pooling head: a large gap between heads is a pooling "
+                       "effect, not a property of the representation.")
+        psec.tables.append(Table("Pooling heads: balanced accuracy and AUROC (mean ± SD over folds), the head's "
+                                 "parameter count and the trainable share of all parameters.",
+                                 by + ["balanced_accuracy", "auroc", "head params", "trainable"], prow, "pooling"))
+        out.append(psec)
+    return out
+
+
+def _perturbation_type(condition: str) -> str:
+    head = condition.split("=", 1)[0]
+    tail = condition.rsplit("_", 1)[-1] if "_" in condition else ""
+    names = {"white_snr": "white noise (SNR in dB)", "pink_snr": "pink noise (SNR in dB)",
+             "dropout_p": "random channel dropout", "region": "region removal"}
+    name = names.get(head, head.replace("_", " "))
+    if head in ("dropout_p", "region") and tail in ("zero", "removed"):
+        name += ", zero-padded" if tail == "zero" else ", channels removed"
+    return name
+
+
+def robustness_sections(sweep_dir: Path) -> list[Section]:
+    """Robustness per perturbation type: Δ pp from clean with ∗/∇ marks, and the degradation curves."""
+    from eegfm_bench.reports.sweep import add_labels, degradation_table, fold_deltas, resolve_reference
+
+    df = _rows(sweep_dir)
+    if df.empty:
+        return []
+    cfg = _yaml(sweep_dir / "sweep.yaml")
+    df = add_labels(df)
+    ref = resolve_reference(df, cfg.get("reference"))
+    deltas = fold_deltas(df, "balanced_accuracy")
+    conds = [c for c in dict.fromkeys(df["condition"]) if c != "clean" and c in set(deltas["condition"])]
+    order = {c: i for i, c in enumerate(cfg.get("conditions") or conds)}
+    conds.sort(key=lambda c: order.get(c, len(order)))
+    n_folds = int(df["fold"].nunique())
+    sec = Section("robustness", f"Robustness under test-time perturbations ({sweep_dir.name})",
+                  f"Δ = balanced accuracy change from clean in percentage points, paired per fold, mean over "
+                  f"{n_folds} folds; each model on its own fold's test windows, no retraining (paper 003 §5, App. D). "
+                  + (f"∗ / ∇: significantly less / more degradation than {ref} (Wilcoxon signed-rank over folds, "
+                     "Holm across models, α = 0.05)." if ref else "No reference model: no marks."))
+    by_type: dict[str, list[str]] = {}
+    for c in conds:
+        by_type.setdefault(_perturbation_type(c), []).append(c)
+    alpha = float(cfg.get("alpha", 0.05) or 0.05)
+    for kind, cs in by_type.items():
+        means, marks, _ = degradation_table(deltas, cs, reference=ref, alpha=alpha)
+        if means.empty:
+            continue
+        rows = []
+        for lab in means.index:
+            rows.append([_text(lab)] + [Cell(("—" if not np.isfinite(means.loc[lab, c]) else
+                                              f"{means.loc[lab, c]:+.1f}") + (marks.loc[lab, c] or ""),
+                                             _num(means.loc[lab, c])) for c in means.columns])
+        sec.tables.append(Table(f"{kind}: Δ balanced accuracy (pp) per condition; Average = mean over these "
+                                "conditions.", ["model"] + [str(c) for c in means.columns], rows,
+                                f"robustness:{kind}"))
+    na = df[df["metric"] == "not_applicable"]
+    for lab, g in na.groupby("label"):
+        for note, gg in g.groupby("note"):
+            sec.notes.append(f"Not applicable to {lab}: {', '.join(sorted(set(gg['condition'])))} ({note}).")
+    fig = _figure(sweep_dir / "degradation_curves.png",
+                  f"Balanced accuracy (mean ± SD over {n_folds} folds) against perturbation strength, per model; "
+                  f"the sweep's test windows, {', '.join(sorted(set(df['init'].astype(str))))}.")
+    if fig:
+        sec.figures.append(fig)
+    return [sec]
+
+
+def probe_sections(probe_dirs: Sequence[Path], attention_dirs: Sequence[Path]) -> list[Section]:
+    """Block-wise probe curves and per-block attention maps."""
+    from eegfm_bench.reports.probes import probe_table
+
+    secs = []
+    for d in probe_dirs:
+        df = _rows(d)
+        df = df[df["metric"].astype(str).str.startswith("probe_bacc_block")] if not df.empty else df
+        if df.empty:
+            continue
+        t = probe_table(df)
+        inits = ", ".join(sorted(set(df["init"].astype(str))))
+        sec = Section("probes", "Block-wise linear probes (paper 003 §7, App. I.4)",
+                      f"Balanced accuracy of a linear probe on each block's output (mean ± SD over folds), per "
+                      f"model, stage and pooling; init {inits}.")
+        rows = [[_text(r.model), _text(r.curve), _text(r.pooling), Cell(str(int(r.block)), int(r.block)),
+                 Cell(f"{r.relative_depth:.2f}", float(r.relative_depth)), _pm(r.mean, r.std),
+                 Cell(str(int(r.n_folds)), int(r.n_folds))] for r in t.itertuples()]
+        sec.tables.append(Table("Probe balanced accuracy per block.", ["model", "curve", "pooling", "block",
+                                                                       "relative depth", "balanced accuracy", "folds"],
+                                rows, "probes"))
+        fig = _figure(d / "probe_curves.png", f"Probe balanced accuracy against relative depth (mean ± SD over "
+                                              f"{int(t['n_folds'].max())} folds), frozen vs fine-tuned; init {inits}.")
+        if fig:
+            sec.figures.append(fig)
+        secs.append(sec)
+    for d in attention_dirs:
+        sec = secs[-1] if secs else Section("probes", "Attention per block")
+        for png in sorted(d.glob("*_per_block.png")):
+            npz = np.load(png.with_name(png.name.replace("_per_block.png", ".npz")))
+            n_folds = int(npz["frozen"].shape[0])
+            sec.figures.append(_figure(png, f"{png.name.split('_per_block')[0]}: per-channel attention of every "
+                                            f"block (sum over queries; mean over heads, patches and test windows, "
+                                            f"{n_folds} folds), fine-tuned and frozen."))
+        if not secs:
+            secs.append(sec)
+    return secs
+
+
+def attribution_sections(attr_dirs: Sequence[Path]) -> list[Section]:
+    """Attribution topomaps with their conservation and randomisation checks."""
+    from eegfm_bench.reports.attribution import checks_table
+
+    secs = []
+    for d in attr_dirs:
+        df = _rows(d)
+        if df.empty:
+            continue
+        t = checks_table(df)
+        sec = Section("attribution", "Attribution (paper 003 §6, App. I.1-I.2)",
+                      "Conservation: input relevance / logit (must be 1 for a conserving rule); randomisation: "
+                      "Spearman correlation of the maps of the trained vs a weight-randomised model (low passes).")
+        if not t.empty:
+            rows = [[_text(r.model), _text(r.regime), _text(r.head), _text(r.condition), _text(r.metric),
+                     _pm(r.mean, r.std), Cell(_fmt(r.min), _num(r.min)), Cell(_fmt(r.max), _num(r.max)),
+                     Cell(str(int(r.n_folds)), int(r.n_folds))] for r in t.itertuples()]
+            sec.tables.append(Table("Attribution sanity checks per model (mean ± SD over folds).",
+                                    ["model", "regime", "head", "condition", "check", "mean ± SD", "min", "max",
+                                     "folds"], rows, "attribution"))
+        sel = df[df["metric"].astype(str).str.endswith(":n_selected")]
+        n_win = int(sel["value"].astype(float).sum()) if not sel.empty else 0
+        n_folds = int(df["fold"].nunique())
+        inits = ", ".join(sorted(set(df["init"].astype(str))))
+        for png in sorted(d.glob("overview_*.png")):
+            sec.figures.append(_figure(png, f"Attribution topomaps ({png.stem.replace('overview_', '')}): mean |R| per "
+                                            f"channel, class-averaged and per class, every cell and method; "
+                                            f"{n_win} selected test windows over {n_folds} folds; init {inits}."))
+        secs.append(sec)
+    return secs
+
+
+def controls_sections(ctrl_dirs: Sequence[Path]) -> list[Section]:
+    """The negative-control gate table (paper 001 §5.5)."""
+    secs = []
+    for d in ctrl_dirs:
+        gates = json.loads((d / "gates.json").read_text())
+        rep = json.loads((d / "controls_report.json").read_text()) if (d / "controls_report.json").is_file() else {}
+        names = [g["name"] for g in gates[0]["gates"]] if gates else []
+        rows = []
+        for g in gates:
+            cells = [_text(g["model"])]
+            for gg in g["gates"]:
+                cells.append(Cell(f"{gg['status']}: {gg['detail']}", gg["status"]))
+            cells += [_text(g.get("stopped_at") or "—"), _text("yes" if g.get("attributed") else "no")]
+            rows.append(cells)
+        metric = gates[0].get("metric", "auroc") if gates else "auroc"
+        sec = Section("controls", f"Negative controls ({d.name}; paper 001)",
+                      f"Each claim passes the gates in order; the first failed gate stops it. Metric {metric}"
+                      + (f"; {rep['n_windows']} windows, {rep['n_subjects']} subjects, folds {rep['folds']}, "
+                         f"stronger handcrafted family: {rep.get('stronger_family')}" if rep else "") + ".")
+        sec.tables.append(Table("Gate table: status and evidence of every gate per claim (intervals are 95 % "
+                                "subject-cluster bootstrap intervals).",
+                                ["claim"] + [f"({n})" if len(n) < 4 else n for n in names] + ["stopped at",
+                                                                                                "attributed"],
+                                rows, "gates"))
+        scores = rep.get("scores") or {}
+        srows = []
+        for name, s in scores.items():
+            vals = s.get(f"{metric}_window") or []
+            srows.append([_text(name), _text(s.get("source")), _text(s.get("init")),
+                          _pm(np.mean(vals) if vals else None, np.std(vals, ddof=1) if len(vals) > 1 else None),
+                          Cell(str(len(vals)), len(vals))])
+        if srows:
+            sec.tables.append(Table(f"Window-level {metric} of every representation (mean ± SD over folds).",
+                                    ["representation", "source", "init", metric, "folds"], srows, "controls_scores"))
+        secs.append(sec)
+    return secs
+
+
+def _audit_figure(a: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 4, figsize=(14, 3.2))
+    r = a.get("recover") or {}
+    ax[0].bar(["LPI"], [r.get("lpi_bits", np.nan)], yerr=[[r.get("lpi_bits", 0) - r.get("low", 0)],
+                                                        [r.get("high", 0) - r.get("lpi_bits", 0)]], capsize=4)
+    if r.get("baseline_bits") is not None:
+        ax[0].axhline(r["baseline_bits"], ls="--", c="gray", label="H(provenance)")
+        ax[0].legend(fontsize=7)
+    ax[0].set_ylabel("bits")
+    ax[0].set_title("Recover: LPI (95 % CI)", fontsize=9)
+    st = a.get("stress") or {}
+    rot = (st.get("rotations") or [{}])[0]
+    au = rot.get("auroc") or {}
+    labs = [k for k in ("aligned", "independent", "reversed") if k in au]
+    x = np.arange(len(labs))
+    ax[1].bar(x - 0.2, [au[k]["exposed"] for k in labs], 0.4, label="exposed")
+    ax[1].bar(x + 0.2, [au[k]["control"] for k in labs], 0.4, label="control")
+    ax[1].set_xticks(x, labs, fontsize=8)
+    ax[1].set_ylim(0, 1)
+    ax[1].set_title(f"Stress: AUROC ({rot.get('shortcut', '')} shortcut)", fontsize=9)
+    ax[1].legend(fontsize=7)
+    iv = a.get("intervene") or {}
+    sv = iv.get("singular_values") or []
+    ax[2].plot(range(1, len(sv) + 1), sv, "o-")
+    if iv.get("rank"):
+        ax[2].axvline(iv["rank"] + 0.5, ls="--", c="gray", label=f"removed rank {iv['rank']}")
+        ax[2].legend(fontsize=7)
+    ax[2].set_title(f"Intervene: spectrum (captured {iv.get('captured', float('nan')):.2f})", fontsize=9)
+    v = a.get("verify") or {}
+    gs = [(k.replace("G_", "G "), v[k]) for k in ("G_before", "G_after") if k in v]
+    ax[3].bar([g[0] for g in gs], [g[1]["estimate"] for g in gs],
+              yerr=[[g[1]["estimate"] - g[1]["low"] for g in gs], [g[1]["high"] - g[1]["estimate"] for g in gs]],
+              capsize=4, color=["C3", "C2"][:len(gs)])
+    eps = (a.get("config") or {}).get("epsilon")
+    if eps is not None:
+        ax[3].axhline(float(eps), ls="--", c="gray", label=f"ε = {eps}")
+        ax[3].legend(fontsize=7)
+    ax[3].set_title(f"Verify: excess vulnerability G — {a.get('verdict', '?')}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def audit_sections(audits: Sequence[Path], assets: Path) -> list[Section]:
+    """The provenance audit's four stages and verdict (paper 000)."""
+    if not audits:
+        return []
+    sec = Section("audit", "Provenance audit (PhysioTRACE, paper 000)",
+                  "Recover: how much of the provenance the representation carries (LPI, bits); Stress: the task "
+                  "score when the shortcut is aligned, independent or reversed; Intervene: the removed provenance "
+                  "subspace; Verify: the excess vulnerability G before and after the removal, and the verdict.")
+    rows = []
+    for p in audits:
+        a = json.loads(p.read_text())
+        v = a.get("verify") or {}
+        gb, ga = v.get("G_before") or {}, v.get("G_after") or {}
+        rec = a.get("recover") or {}
+        rows.append([_text((a.get("config") or {}).get("name") or p.stem), _text(a.get("verdict")),
+                     Cell(f"{_fmt(rec.get('lpi_bits'))} [{_fmt(rec.get('low'))}, {_fmt(rec.get('high'))}]",
+                          _num(rec.get("lpi_bits"))),
+                     Cell(f"{_fmt(gb.get('estimate'), 4)} [{_fmt(gb.get('low'), 4)}, {_fmt(gb.get('high'), 4)}]",
+                          _num(gb.get("estimate"))),
+                     Cell(f"{_fmt(ga.get('estimate'), 4)} [{_fmt(ga.get('low'), 4)}, {_fmt(ga.get('high'), 4)}]",
+                          _num(ga.get("estimate"))),
+                     _text("; ".join(a.get("reasons") or []))])
+        png = _audit_figure(a, assets / f"{p.stem}.png")
+        sec.figures.append(_figure(png, f"{(a.get('config') or {}).get('name') or p.stem}: the four stages "
+                                        f"(test: {(a.get('data') or {}).get('n_windows', {}).get('test', '?')} "
+                                        f"windows, {(a.get('data') or {}).get('n_subjects', {}).get('test', '?')} "
+                                        f"subjects); verdict {a.get('verdict')}."))
+    sec.tables.append(Table("Audit verdicts: LPI (bits) and G with 95 % cluster-bootstrap intervals.",
+                            ["audit", "verdict", "LPI bits", "G before", "G after", "reasons"], rows, "audits"))
+    return [sec]
+
+
+# ------------------------------------------------------------------------------------------------ render
+def _env():
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.PackageLoader("eegfm_bench.reports", "templates"),
+                              autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True,
+                              lstrip_blocks=True)
+
+
+def build_sections(dirs: Sequence[str | os.PathLike], assets: Path) -> tuple[Sources, list[Section]]:
+    """Every section the results under ``dirs`` support, in the page's order."""
+    src = discover(dirs)
+    assets.mkdir(parents=True, exist_ok=True)
+    body: list[Section] = []
+    frames = []
+    for d in src.cv:
+        frames.append(_rows(d))
+        body += clean_sections(d, assets)
+    for d in src.sweeps:
+        frames.append(_rows(d))
+        body += robustness_sections(d)
+    body += probe_sections(src.probes, src.attention)
+    body += attribution_sections(src.attribution)
+    for d in src.controls:
+        frames.append(_rows(d))
+    body += controls_sections(src.controls)
+    body += audit_sections(src.audits, assets)
+    seen: dict[str, int] = {}
+    for s in body:  # unique anchors when several runs give the same section
+        s.figures = [f for f in s.figures if f is not None]
+        seen[s.id] = seen.get(s.id, 0) + 1
+        if seen[s.id] > 1:
+            s.id = f"{s.id}-{seen[s.id]}"
+    return src, [run_section(src, frames)] + body
+
+
+def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None,
+               title: str | None = None) -> dict[str, Path]:
+    """Write ``report.html`` and ``report.md`` for the results under ``dirs`` (into ``out``, default the first).
+
+    Returns
+    -------
+    dict
+        ``html``, ``md`` and ``assets`` (the folder of the page's own figures) paths.
+
+    Raises
+    ------
+    FileNotFoundError
+        A folder that does not exist.
+    ValueError
+        Nothing to report under the folders (names what the commands write).
+    """
+    from eegfm_bench.results import code_version
+
+    dirs = [Path(d) for d in dirs]
+    out = Path(out) if out is not None else dirs[0]
+    assets = out / "report_assets"
+    src, sections = build_sections(dirs, assets)
+    if len(sections) == 1 and not sections[0].tables:
+        raise ValueError(f"nothing to report under {', '.join(map(str, dirs))}: no cv run (cells.json), sweep "
+                         "(sweep.yaml), probes/, attribution/, gates.json or audit_*.json; fix: pass the out_dir of "
+                         "an eegfm-bench command")
+    meta = {"title": title or f"eegfm_bench report: {', '.join(d.name for d in dirs)}",
+            "generated": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "code_version": code_version(),
+            "dirs": [str(d) for d in dirs]}
+    env = _env()
+    out.mkdir(parents=True, exist_ok=True)
+    html = env.get_template("report.html.j2").render(meta=meta, sections=sections)
+    md_env = _env()
+    md_env.autoescape = False
+    md = md_env.get_template("report.md.j2").render(meta=meta, sections=sections, rel=lambda p: os.path.relpath(p, out))
+    (out / REPORT_HTML).write_text(html, encoding="utf-8")
+    (out / REPORT_MD).write_text(md, encoding="utf-8")
+    return {"html": out / REPORT_HTML, "md": out / REPORT_MD, "assets": assets}
+
+
+def refresh(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None, *, quiet: bool = False) -> Path | None:
+    """:func:`write_page` at the end of a command: a failure is reported in one line (the command's own results
+    are already written) and returns None."""
+    try:
+        path = write_page(dirs, out)["html"]
+    except Exception as err:  # the report must not lose a finished command's results
+        msg = f"report not refreshed ({type(err).__name__}: {err}); fix the cause and run `eegfm-bench report " \
+              f"{' '.join(map(str, dirs))}`"
+        log.warning(msg)
+        print(msg)
+        return None
+    if not quiet:
+        print(f"report: {path}")
+    return path
+
+
+def report_root(out_dir: str | os.PathLike, cv_dir: str | os.PathLike | None) -> list[Path]:
+    """The folders an analysis' report covers: its cv run's folder when the analysis lives inside it (one page for
+    the experiment), else the analysis' own folder plus the cv run's."""
+    out = Path(out_dir).resolve()
+    if cv_dir is None:
+        return [out]
+    cv = Path(cv_dir).resolve()
+    return [cv] if cv == out or cv in out.parents else [out, cv]
+
+
+__all__ = ["write_page", "refresh", "discover", "report_root", "Table", "Figure", "Section"]
