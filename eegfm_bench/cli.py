@@ -62,6 +62,28 @@ def _print_models() -> None:
               f"{'yes' if cls.is_foundation_model else 'no (supervised baseline)'} | {p.source} |")
 
 
+def _print_user_models(configs: list[str], extra: list[str]) -> None:
+    """The user models of a cv config: declaration and the dry run's shapes (eegfm_bench.models.user)."""
+    from eegfm_bench.models.user import check_user_model
+    from eegfm_bench.runs.cv import load_config
+
+    cfg = load_config(configs[0], [x for c in configs[1:] for x in ("--config", c)] + list(extra))
+    print("| user model | class_path | tokens | blocks | channels | sfreq (Hz) | window (s) | unit | n_tokens × d_model "
+          "(19 ch) | blocks found | parameters | LoRA targets | pretrained |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, spec in (cfg.get("user_models") or {}).items():
+        info = check_user_model(name, spec)
+        ch = spec.get("channels") or {}
+        pre = spec.get("pretrained") or {}
+        print(f"| {name} | {spec['class_path']} | {spec.get('tokens', 'output')} | {spec.get('blocks') or '—'} | "
+              f"{ch.get('kind', 'any')}{' (variable)' if ch.get('variable') else ''} | {spec.get('sfreq', 128.0):g} | "
+              f"{spec.get('window_s', 4.0):g} | {spec.get('unit', 'µV')} | {info['n_tokens']} × {info['d_model']} | "
+              f"{info['n_blocks']} | {info['n_params']:,} | {', '.join(spec.get('lora_targets') or []) or '—'} | "
+              f"{pre.get('path', 'no (init=random)')} |")
+    if not cfg.get("user_models"):
+        print(f"(no user_models in {configs[0]})")
+
+
 def _print_tasks() -> None:
     from eegfm_bench.data.sources import resolve_data_root
     from eegfm_bench.data.tasks import PRESET_DIR, get_task, preset_names
@@ -205,7 +227,8 @@ def _main(argv: list[str]) -> int:
     rp.add_argument("out_dirs", nargs="+", help="out_dirs of eegfm-bench commands (the first receives the page)")
     rp.add_argument("--out", help="write the page here instead of the first out_dir")
     rp.add_argument("--title", help="the page's title")
-    sub.add_parser("models", help="list backbones")
+    mo = sub.add_parser("models", help="list backbones (and the user models a cv config declares)")
+    mo.add_argument("--config", action="append", help="a cv config: also list its user_models (dry run of each)")
     sub.add_parser("tasks", help="list tasks (the presets)")
     rob = sub.add_parser("robustness", help="paper 003 Tables 10-17 + Figure 2 over the sweeps of several tasks",
                          description="Combine the sweeps of several tasks into one table per perturbation type and "
@@ -254,7 +277,10 @@ def _main(argv: list[str]) -> int:
         print(f"report: {paths['html']}\nmarkdown: {paths['md']}")
         return 0
     if a.cmd == "models":
-        _print_models()
+        if a.config:
+            _print_user_models(a.config, extra)
+        else:
+            _print_models()
         return 0
     if a.cmd == "tasks":
         _print_tasks()

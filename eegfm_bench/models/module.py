@@ -76,6 +76,9 @@ class FMClassifier(L.LightningModule):
     lora : dict, optional
         peft settings for ``regime="lora"`` (rank ``r``, ``lora_alpha``, ``lora_dropout``, ``target_modules``,
         ``method``).
+    user_model : dict, optional
+        The declaration of a user model named ``backbone`` (:mod:`eegfm_bench.models.user`): registered before
+        the backbone is built, and saved with the checkpoint's hyper-parameters.
 
     Raises
     ------
@@ -89,7 +92,8 @@ class FMClassifier(L.LightningModule):
                  ch_names: list[str] | None = None, n_times: int = 512, n_classes: int = 2,
                  pretrained: str | None = None, init_seed: int = 0, lr: float = 1e-3, weight_decay: float = 1e-2,
                  warmup_epochs: float = 1.0, class_weights: list[float] | None = None,
-                 backbone_kwargs: dict | None = None, head_kwargs: dict | None = None, lora: dict | None = None):
+                 backbone_kwargs: dict | None = None, head_kwargs: dict | None = None, lora: dict | None = None,
+                 user_model: dict | None = None):
         super().__init__()
         self.save_hyperparameters()
         from eegfm_bench.models.heads import HEADS
@@ -97,12 +101,16 @@ class FMClassifier(L.LightningModule):
         check_regime(regime)
         if not ch_names:
             raise ValueError("ch_names is required (link it from the DataModule: data.ch_names)")
+        if user_model:  # a user model's declaration travels with the checkpoint (eegfm_bench.models.user)
+            from eegfm_bench.models.user import register_user_models
+
+            register_user_models({backbone: user_model})
         adapter_cls = BACKBONES.get(backbone)
         head_cls = HEADS.get(head)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
             self.backbone = adapter_cls(list(ch_names), int(n_times), n_outputs=n_classes, **(backbone_kwargs or {}))
-        self.init = "random"
+        self.init = getattr(self.backbone, "init_label", None) or "random"
         if pretrained:
             from eegfm_bench.models.checkpoints import load_pretrained
 

@@ -202,6 +202,8 @@ class CVConfig:
         runs: the models to cross-validate.
         launcher: where the cells run (``none``: this process; ``local`` workers; ``slurm``), see
             :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
+        user_models: encoders outside this package, by import path, with the declaration the adapter contract
+            needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
         compile: ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
             arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
             hash (a compiled graph computes the same function; kernels may round differently).
@@ -217,6 +219,7 @@ class CVConfig:
     runs: list[RunConfig] = field(default_factory=list)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     compile: Optional[Union[bool, dict[str, Any]]] = None
+    user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def cv_parser():
@@ -253,6 +256,16 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
     from eegfm_bench.runs.launch import check_launcher
 
     check_launcher(cfg.get("launcher"))
+    if cfg.get("user_models"):
+        from eegfm_bench.models.user import check_user_model, register_user_models
+
+        register_user_models(cfg["user_models"])
+        used = {r["model"]: r for r in cfg["runs"]}
+        for name, spec in cfg["user_models"].items():  # one batch through each, before any data is read
+            if name in used:
+                check_user_model(name, spec, lora=any(r["model"] == name and r["regime"] == "lora"
+                                                      and not (r.get("lora") or {}).get("target_modules")
+                                                      for r in cfg["runs"]))
     for i, run in enumerate(cfg["runs"]):
         BACKBONES.get(run["model"])
         check_regime(run["regime"])
@@ -316,6 +329,7 @@ def cell_hash(cfg: dict, run: dict, head: str, data_key: str | None) -> str:
             "pretrained": run.get("pretrained"), "init_seed": run_init_seed(cfg, run),
             "backbone_kwargs": run.get("backbone_kwargs"), "head_kwargs": run.get("head_kwargs"), "lora": run.get("lora"),
             "optim": run_optim(cfg, run), "trainer": hashable_trainer(run_trainer(cfg, run)),
+            **({"user_model": cfg["user_models"][run["model"]]} if run["model"] in (cfg.get("user_models") or {}) else {}),
             "data": {"subjects": d["subjects"], "max_windows_per_subject": d["max_windows_per_subject"],
                      "batch_size": d["batch_size"], "windows": data_key},
             "split": {k: v for k, v in cfg["split"].items() if k != "folds"}, "seed": cfg["seed"]}
@@ -408,6 +422,7 @@ def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_
         If the saved split differs from the recomputed one.
     """
     from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
+    from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.data.tasks import task_name
 
     sp = cfg["split"]
@@ -418,6 +433,14 @@ def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_
     current: dict[tuple, str] = {}
     for run in cfg["runs"]:
         ws = windows_for(cfg, run["model"], windows, progress)
+        declared = getattr(BACKBONES.get(run["model"]), "declared_contract", None)
+        if declared is not None:  # a user model: its channel contract against the windows, before any cell trains
+            from eegfm_bench.models.base import ChannelContractError
+
+            try:
+                declared.check(list(ws.ch_names), ws.sfreq, ws.n_times, run["model"])
+            except ChannelContractError as err:
+                raise ConfigError(f"user model {run['model']}: {err}") from None
         groups = ws.subject if spec.group_by == "subject" else ws.recording
         if split is None:
             split = make_split(ws.y, groups, spec, tname)
@@ -543,7 +566,8 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
             dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold, batch_size=fixed_batch_size(d),
                                num_workers=d["num_workers"], ws=ws, split=split)
-            model = FMClassifier(backbone=model_name, head=head, regime=regime, ch_names=dm.ch_names,
+            model = FMClassifier(backbone=model_name, user_model=(cfg.get("user_models") or {}).get(model_name),
+                                 head=head, regime=regime, ch_names=dm.ch_names,
                                  n_times=dm.n_times, n_classes=dm.n_classes, pretrained=run.get("pretrained"),
                                  init_seed=init_seed, class_weights=dm.class_weights,
                                  backbone_kwargs=run.get("backbone_kwargs"), head_kwargs=run.get("head_kwargs"),
@@ -668,7 +692,8 @@ def check_config(config, args: Sequence[str] = ()) -> None:
                            batch_size=min(4, fixed_batch_size(d)), data_root=d["data_root"], cache_dir=d["cache_dir"],
                            subjects=d["subjects"], max_windows_per_subject=d["max_windows_per_subject"])
         for head in run["heads"]:
-            m = FMClassifier(backbone=run["model"], head=head, regime=run["regime"], ch_names=dm.ch_names,
+            m = FMClassifier(backbone=run["model"], user_model=(cfg.get("user_models") or {}).get(run["model"]),
+                             head=head, regime=run["regime"], ch_names=dm.ch_names,
                              n_times=dm.n_times, n_classes=dm.n_classes, pretrained=run.get("pretrained"),
                              backbone_kwargs=run.get("backbone_kwargs"), head_kwargs=run.get("head_kwargs"),
                              lora=run.get("lora"), **run_optim(cfg, run))

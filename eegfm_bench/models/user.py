@@ -1,0 +1,448 @@
+"""Bring your own model: any PyTorch encoder by import path, declared in the config (project issue 15).
+
+A cv config's ``user_models:`` section names encoders that live outside this package::
+
+    user_models:
+      tiny_tf:
+        class_path: my_pkg.encoders.TinyTransformer   # any nn.Module (the jsonargparse / LightningCLI convention)
+        init_args: {d_model: 32, depth: 2}
+        tokens: output            # output | module:<submodule path> (its output, by a hook) | method:<name>
+        blocks: "layers.*"        # fnmatch pattern over named_modules(): the blocks probes and attention hook
+        channels: {kind: any, variable: false}     # any | names (+ names: [...]) | positions
+        sfreq: 128.0              # Hz the encoder expects
+        window_s: 4.0             # s per window
+        unit: µV                  # input unit: scale 1e6 (V -> µV) unless `scale` says otherwise
+        l_freq: 0.5               # band-pass of its preprocessing (Hz; null: none)
+        h_freq: 40.0
+        reference: average        # average | none
+        lora_targets: [linear1, linear2]   # module-name suffixes (peft's list semantics)
+        pretrained: {path: /data/tiny_tf.safetensors, sha256: 3f2a...}   # optional; strict loading
+    runs:
+      - {model: tiny_tf, regime: head_only, heads: [mean, flatten]}
+
+:func:`register_user_models` turns each declaration into a :class:`~eegfm_bench.models.base.BackboneAdapter`
+subclass registered under its name, so every command that takes a registered backbone (cv, sweep, probe,
+attribute) takes it too, and a fold checkpoint carries the declaration (``FMClassifier`` hyper-parameter
+``user_model``) so that it loads in another process. :func:`check_user_model` runs one batch through it before
+any data is read — tokens shape, block pattern, gradient flow, LoRA targets, the declared channel contract — and
+raises :class:`UserModelError` naming what is wrong and the fix.
+
+The encoder's constructor receives the signal arguments it declares by name (``n_chans``, ``n_times``,
+``sfreq``, ``ch_names``, ``n_outputs``) unless ``init_args`` sets them. Its tokens must be ``(batch, n_tokens,
+d_model)``; a forward (or method) that takes ``ch_names`` receives the input's channel names (variable-channel
+models).
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import importlib
+import inspect
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import torch
+from torch import nn
+
+from eegfm_bench.config import ConfigError
+from eegfm_bench.data.preprocessing import Preprocessing
+from eegfm_bench.models.base import BackboneAdapter, ChannelContract
+
+SIGNAL_ARGS = ("n_chans", "n_times", "sfreq", "ch_names", "n_outputs")
+DRY_RUN_CHANNELS = ["Fp1", "Fp2", "F7", "F3", "Fz", "F4", "F8", "T7", "C3", "Cz", "C4", "T8", "P7", "P3", "Pz", "P4",
+                    "P8", "O1", "O2"]
+"""The montage of the dry run when the declaration names no channels (the 19 channels of the 10-20 system)."""
+
+
+class UserModelError(ConfigError):
+    """A user model's declaration does not match the module it names."""
+
+
+@dataclass
+class UserChannels:
+    """The channel contract of a user model.
+
+    Args:
+        kind: ``any`` (a fixed number of channels set at construction), ``names`` (exactly these channels,
+            selected by name) or ``positions`` (any channel with a 10-05 position).
+        names: the channels of ``kind: names``.
+        variable: whether a subset of channels may be given at inference (removed-channel perturbations).
+    """
+
+    kind: Literal["any", "names", "positions"] = "any"
+    names: list[str] = field(default_factory=list)
+    variable: bool = False
+
+
+@dataclass
+class UserPretrained:
+    """Local pretrained weights: a ``.safetensors`` or ``.pt`` state dict of the module, and its sha256."""
+
+    path: str
+    sha256: Optional[str] = None
+
+
+@dataclass
+class UserModelConfig:
+    """A user encoder, by import path, and what the adapter contract needs to know about it.
+
+    Args:
+        class_path: ``package.module.Class`` of an ``nn.Module``.
+        init_args: constructor arguments.
+        tokens: where the tokens ``(batch, n_tokens, d_model)`` come from: ``output`` (the forward's output),
+            ``module:<path>`` (a submodule's output, by a forward hook) or ``method:<name>`` (a method taking x).
+        blocks: pattern over ``named_modules()`` names, matched per dot-separated segment (``layers.*``): the
+            blocks of block probes and attention maps.
+        channels: the channel contract.
+        sfreq: sampling rate the encoder expects, Hz.
+        window_s: window length, s.
+        unit: input unit (``µV``, ``mV``, ``V``).
+        scale: multiplier from volts to the input unit (default from ``unit``: µV 1e6, mV 1e3, V 1).
+        l_freq: band-pass low edge, Hz (null: none).
+        h_freq: band-pass high edge, Hz (null: none).
+        reference: ``average`` (common average reference) or ``none``.
+        lora_targets: name suffixes of the modules LoRA wraps (peft's list semantics: ``linear1`` matches
+            ``model.layers.0.linear1``; nn.Linear / Conv layers).
+        foundation_model: false for a supervised baseline trained from scratch (no LoRA, no frozen probe claim).
+        pretrained: local weights (``init=pretrained:<file>@<sha256[:12]>`` in the rows).
+    """
+
+    class_path: str
+    init_args: dict[str, Any] = field(default_factory=dict)
+    tokens: str = "output"
+    blocks: Optional[str] = None
+    channels: UserChannels = field(default_factory=UserChannels)
+    sfreq: float = 128.0
+    window_s: float = 4.0
+    unit: str = "µV"
+    scale: Optional[float] = None
+    l_freq: Optional[float] = 0.5
+    h_freq: Optional[float] = 40.0
+    reference: Literal["average", "none"] = "average"
+    lora_targets: list[str] = field(default_factory=list)
+    foundation_model: bool = True
+    pretrained: Optional[UserPretrained] = None
+
+
+_UNIT_SCALE = {"µV": 1e6, "uV": 1e6, "mV": 1e3, "V": 1.0}
+_REGISTERED: dict[str, dict] = {}
+
+
+def _import(path: str):
+    mod, _, name = path.rpartition(".")
+    if not mod:
+        raise UserModelError(f"class_path {path!r} is not an import path; fix: package.module.Class")
+    try:
+        return getattr(importlib.import_module(mod), name)
+    except ModuleNotFoundError as err:
+        raise UserModelError(f"class_path {path!r}: module {mod!r} not importable ({err}); fix: install the package "
+                             "or put its folder on PYTHONPATH") from None
+    except AttributeError:
+        raise UserModelError(f"class_path {path!r}: {mod!r} has no {name!r}") from None
+
+
+def _normalise(spec: dict) -> dict:
+    """Fill the declaration's defaults (a dict as written in a config, or already resolved)."""
+    base = asdict(UserModelConfig(class_path=spec.get("class_path", "")))
+    unknown = sorted(set(spec) - set(base))
+    if unknown:
+        import difflib
+
+        hint = {k: difflib.get_close_matches(k, list(base), n=1) for k in unknown}
+        raise UserModelError(f"user model: unknown key(s) {unknown}"
+                             + "".join(f"; did you mean {v[0]!r} for {k!r}" for k, v in hint.items() if v)
+                             + f"; valid: {sorted(base)}")
+    out = {**base, **spec}
+    out["channels"] = {**base["channels"], **(spec.get("channels") or {})}
+    if out["pretrained"] is not None:
+        out["pretrained"] = {"sha256": None, **out["pretrained"]}
+    return out
+
+
+def _match(model: nn.Module, pattern: str) -> list[tuple[str, nn.Module]]:
+    """Submodules whose dotted name matches ``pattern`` segment by segment (``*`` does not cross a dot:
+    ``layers.*`` matches ``layers.0`` but not ``layers.0.linear1``)."""
+    pat = pattern.split(".")
+    return [(n, m) for n, m in model.named_modules()
+            if n and len(n.split(".")) == len(pat) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(n.split("."), pat))]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_user_weights(module: nn.Module, pre: dict) -> str:
+    """Load ``pre["path"]`` into ``module`` (strict), after checking its sha256; return the init label.
+
+    Raises
+    ------
+    UserModelError
+        A missing file, a sha256 that differs from the declared one, or keys that do not match the module.
+    """
+    path = Path(pre["path"]).expanduser()
+    if not path.is_file():
+        raise UserModelError(f"pretrained weights {path} not found; fix: the path of a .safetensors / .pt state dict")
+    sha = _sha256(path)
+    if pre.get("sha256") and sha != pre["sha256"]:
+        raise UserModelError(f"pretrained weights {path}: sha256 {sha} differs from the declared {pre['sha256']}; "
+                             "fix: the right file, or update the declared sha256")
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        state = load_file(str(path))
+    else:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise UserModelError(f"pretrained weights {path} do not match the module: {str(err)[:500]}") from None
+    return f"pretrained:{path.stem}@{sha[:12]}"
+
+
+def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
+    """A :class:`BackboneAdapter` subclass for one declaration (see the module docstring)."""
+    spec = _normalise(spec)
+    ch = spec["channels"]
+    scale = spec["scale"] if spec["scale"] is not None else _UNIT_SCALE.get(spec["unit"])
+    if scale is None:
+        raise UserModelError(f"user model {name}: unit {spec['unit']!r} has no default scale; fix: set `scale` "
+                             "(the multiplier from volts to the encoder's input unit)")
+    prep = Preprocessing(sfreq=float(spec["sfreq"]), l_freq=spec["l_freq"], h_freq=spec["h_freq"], scale=float(scale),
+                         unit=spec["unit"], window_s=float(spec["window_s"]), reference=spec["reference"],
+                         source=f"declared in the config for user model {name} ({spec['class_path']})")
+    n_times = int(round(spec["sfreq"] * spec["window_s"]))
+    contract = ChannelContract(kind=ch["kind"], sfreq=float(spec["sfreq"]), names=tuple(ch["names"]),
+                               variable=bool(ch["variable"]), n_times=n_times)
+    if ch["kind"] == "positions":
+        from eegfm_bench.models.backbones._common import NamedChannelContract
+
+        contract = NamedChannelContract(kind="positions", sfreq=float(spec["sfreq"]), variable=bool(ch["variable"]),
+                                        n_times=n_times)
+    tokens_src = str(spec["tokens"])
+    if not (tokens_src == "output" or tokens_src.startswith(("module:", "method:"))):
+        raise UserModelError(f"user model {name}: tokens {tokens_src!r}; fix: output, module:<submodule path> or "
+                             "method:<name>")
+
+    class UserBackbone(BackboneAdapter):
+        __doc__ = f"User model {name!r}: {spec['class_path']} (declared in the config; :mod:`eegfm_bench.models.user`)."
+        is_foundation_model = bool(spec["foundation_model"])
+        preprocessing = prep
+        lora_targets = list(spec["lora_targets"])
+        user_spec = spec
+
+        def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
+            super().__init__(ch_names, n_times, n_outputs, **kwargs)
+            cls = _import(spec["class_path"])
+            args = {**spec["init_args"], **kwargs}
+            params = inspect.signature(cls).parameters
+            signal = {"n_chans": len(self.ch_names), "n_times": self.n_times, "sfreq": float(spec["sfreq"]),
+                      "ch_names": list(self.ch_names), "n_outputs": self.n_outputs}
+            for k, v in signal.items():
+                if k in params and k not in args:
+                    args[k] = v
+            try:
+                self.model = cls(**args)
+            except TypeError as err:
+                raise UserModelError(f"user model {name}: {spec['class_path']}({', '.join(args)}) failed: {err}; "
+                                     "fix: init_args must match its constructor") from None
+            if not isinstance(self.model, nn.Module):
+                raise UserModelError(f"user model {name}: {spec['class_path']} is not a torch.nn.Module")
+            self.init_label = load_user_weights(self.model, spec["pretrained"]) if spec["pretrained"] else None
+            if tokens_src.startswith("method:"):
+                meth = tokens_src.split(":", 1)[1]
+                if not callable(getattr(self.model, meth, None)):
+                    raise UserModelError(f"user model {name}: tokens {tokens_src!r} but {spec['class_path']} has no "
+                                         f"method {meth!r}; fix: name one of its methods, or tokens: output")
+                self._call = getattr(self.model, meth)
+            else:
+                self._call = self.model
+            self._hooked = None
+            if tokens_src.startswith("module:"):
+                path = tokens_src.split(":", 1)[1]
+                mods = dict(self.model.named_modules())
+                if path not in mods:
+                    raise UserModelError(f"user model {name}: tokens {tokens_src!r} names no submodule; fix: one of "
+                                         f"{[n for n in mods if n][:20]}")
+                self._hooked = mods[path]
+            self._takes_ch = "ch_names" in inspect.signature(self._call).parameters
+            self._block_list = [m for _, m in _match(self.model, spec["blocks"])] if spec["blocks"] else []
+            with torch.no_grad():
+                was = self.model.training
+                self.model.eval()
+                t = self._tokens(torch.zeros(2, len(self.ch_names), self.n_times), self.ch_names)
+                self.model.train(was)
+            self._n_tokens, self._d_model = int(t.shape[1]), int(t.shape[2])
+
+        @property
+        def channel_contract(self) -> ChannelContract:
+            return contract
+
+        @property
+        def d_model(self) -> int:
+            return self._d_model
+
+        def n_tokens(self, n_chans: int | None = None) -> int:
+            return self._n_tokens
+
+        def _tokens(self, x: torch.Tensor, ch_names) -> torch.Tensor:
+            from eegfm_bench.models.backbones._common import _no_mha_fastpath
+
+            kw = {"ch_names": list(ch_names)} if self._takes_ch and ch_names is not None else {}
+            # torch's fused nn.TransformerEncoder fast path (eval mode) bypasses the layers' Linear modules, so LoRA
+            # adapters and attribution hooks on them would see nothing: run the modules one by one
+            with _no_mha_fastpath():
+                if self._hooked is None:
+                    out = self._call(x, **kw)
+                else:
+                    box = {}
+                    h = self._hooked.register_forward_hook(lambda m, i, o: box.__setitem__("out", o))
+                    try:
+                        self._call(x, **kw)
+                    finally:
+                        h.remove()
+                    out = box["out"]
+            if isinstance(out, (tuple, list)):
+                out = out[0]
+            if not torch.is_tensor(out) or out.ndim != 3 or out.shape[0] != x.shape[0]:
+                shape = tuple(out.shape) if torch.is_tensor(out) else type(out).__name__
+                raise UserModelError(f"user model {name}: tokens ({tokens_src}) gave {shape} for a batch of "
+                                     f"{x.shape[0]}; the contract is (batch, n_tokens, d_model); fix: point `tokens` at "
+                                     "the output before pooling (module:<path> or method:<name>), or reshape it in "
+                                     "the module")
+            return out
+
+        def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
+            """``(batch, n_chans, n_times)`` in the declared unit → ``(batch, n_tokens, d_model)``."""
+            if not contract.variable and ch_names is not None and list(ch_names) != self.ch_names:
+                from eegfm_bench.models.base import ChannelContractError
+
+                raise ChannelContractError(f"{name} was declared with fixed channels (channels.variable: false) and "
+                                           f"cannot take {len(ch_names)} other channels; fix: zero-padded "
+                                           "perturbations, or declare channels.variable: true")
+            return self._tokens(x, ch_names)
+
+        @property
+        def blocks(self) -> list[nn.Module]:
+            return list(self._block_list)
+
+        def block_to_tokens(self, out) -> torch.Tensor:
+            """A block output → ``(batch, n_tokens_b, d_b)``: 3-D kept, 4-D ``(B, F, H, W)`` → ``(B, H·W, F)``."""
+            if isinstance(out, (tuple, list)):
+                out = out[0]
+            if out.ndim == 3:
+                return out
+            if out.ndim == 4:
+                return out.flatten(2).transpose(1, 2)
+            raise UserModelError(f"user model {name}: a block output of shape {tuple(out.shape)} is neither "
+                                 "(batch, tokens, dim) nor (batch, features, h, w); fix: a `blocks` pattern that "
+                                 "matches the transformer / conv blocks")
+
+    UserBackbone.name = name
+    UserBackbone.declared_contract = contract
+    UserBackbone.__name__ = UserBackbone.__qualname__ = f"UserBackbone_{name}"
+    return UserBackbone
+
+
+def register_user_models(specs: dict | None) -> list[str]:
+    """Register every declaration of a config's ``user_models:`` section (idempotent; a name declared again with
+    other settings replaces the earlier adapter). Returns the names.
+
+    Raises
+    ------
+    UserModelError
+        A name that is a built-in backbone, or a declaration that does not build.
+    """
+    from eegfm_bench.models.backbones import BACKBONES
+
+    names = []
+    for name, spec in (specs or {}).items():
+        spec = _normalise(dict(spec))
+        if name in BACKBONES.names() and name not in _REGISTERED:
+            raise UserModelError(f"user model {name!r} has the name of a built-in backbone; fix: another name")
+        if _REGISTERED.get(name) != spec:
+            BACKBONES._items[name] = make_user_adapter(name, spec)
+            _REGISTERED[name] = spec
+        names.append(name)
+    return names
+
+
+def user_spec(model: str) -> dict | None:
+    """The declaration of a registered user model (None for built-in backbones)."""
+    return _REGISTERED.get(model)
+
+
+def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None, n_outputs: int = 2,
+                     lora: bool = False) -> dict:
+    """One batch through a declared user model before any data is read: build it on the declared channels (or the
+    19 channels of the 10-20 system), check the tokens' shape, that the block pattern matches modules whose hooks
+    fire, that gradients reach its parameters and that the LoRA targets match modules (with ``lora``, a run uses
+    the LoRA regime: peft wraps them and the adapters must receive gradients).
+
+    Returns
+    -------
+    dict
+        ``n_tokens``, ``d_model``, ``n_blocks``, ``n_params``.
+
+    Raises
+    ------
+    UserModelError
+        Naming what is wrong and the fix.
+    """
+    spec = _normalise(dict(spec))
+    cls = make_user_adapter(name, spec)
+    names = ch_names or (list(spec["channels"]["names"]) or DRY_RUN_CHANNELS)
+    n_times = int(round(spec["sfreq"] * spec["window_s"]))
+    ad = cls(names, n_times, n_outputs)
+    if spec["blocks"]:
+        matched = _match(ad.model, spec["blocks"])
+        if not matched:
+            raise UserModelError(f"user model {name}: blocks pattern {spec['blocks']!r} matches no module; fix: one "
+                                 f"of the module names {[n for n, _ in ad.model.named_modules() if n][:25]} (fnmatch "
+                                 "pattern, e.g. 'layers.*')")
+        fired = []
+        hooks = [m.register_forward_hook(lambda mod, i, o, n=n: fired.append(n)) for n, m in matched]
+    x = torch.randn(2, len(names), n_times, requires_grad=False)
+    try:
+        ad.train()
+        t = ad.tokens(x, names)
+    finally:
+        if spec["blocks"]:
+            for h in hooks:
+                h.remove()
+    if spec["blocks"]:
+        silent = [n for n, _ in matched if n not in fired]
+        if silent:
+            raise UserModelError(f"user model {name}: blocks {silent} are not called by the forward that gives the "
+                                 "tokens; fix: a blocks pattern of modules on that path")
+    t.float().pow(2).mean().backward()
+    params = [p for p in ad.model.parameters() if p.requires_grad]
+    if not params or all(p.grad is None or not torch.any(p.grad != 0) for p in params):
+        raise UserModelError(f"user model {name}: no gradient reaches its parameters from the tokens; fix: tokens must "
+                             "be computed by the module's own parameters (not detached / under no_grad)")
+    if spec["lora_targets"]:
+        from eegfm_bench.models.adaptation import LoraTargetError, resolve_targets
+
+        try:
+            resolve_targets(ad, list(spec["lora_targets"]))
+        except LoraTargetError as err:
+            raise UserModelError(f"user model {name}: lora_targets: {err}") from None
+        if lora:  # peft wraps the targets and one forward/backward proves the adapters receive gradients
+            from eegfm_bench.models.adaptation import apply_lora
+
+            try:
+                apply_lora(ad, {})
+            except Exception as err:
+                raise UserModelError(f"user model {name}: LoRA on {spec['lora_targets']}: {err}") from None
+    elif lora:
+        raise UserModelError(f"user model {name}: regime lora but no lora_targets declared; fix: lora_targets")
+    return {"n_tokens": ad.n_tokens(), "d_model": ad.d_model, "n_blocks": len(ad.blocks),
+            "n_params": sum(p.numel() for p in ad.model.parameters())}
+
+
+__all__ = ["UserModelConfig", "UserChannels", "UserPretrained", "UserModelError", "register_user_models",
+           "check_user_model", "make_user_adapter", "user_spec", "load_user_weights"]

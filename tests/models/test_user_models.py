@@ -1,0 +1,174 @@
+"""Bring your own model (issue 15): an encoder defined outside the package (``tests/user_encoder.py``), by import
+path, through cv, sweep, probe and attribute on real staged EEG; broken declarations fail before any data is read,
+naming the fix; local pretrained weights load strictly with their sha256."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from eegfm_testutils import requires_data
+
+SPEC = {"class_path": "user_encoder.TinyEEGTransformer", "init_args": {"patch": 128, "d_model": 16, "depth": 2,
+                                                                        "n_heads": 2},
+        "tokens": "output", "blocks": "encoder.layers.*", "channels": {"kind": "any"}, "sfreq": 128.0,
+        "window_s": 4.0, "unit": "µV", "l_freq": 1.0, "h_freq": 40.0, "lora_targets": ["linear1", "linear2"]}
+
+
+def _cv(out: Path, spec=SPEC, runs=None, **over) -> dict:
+    cfg = {"experiment": "byom", "task": "eegmmidb_mi", "out_dir": str(out), "seed": 0,
+           "data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 6, "batch_size": 16},
+           "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0, 1]},
+           "trainer": {"max_epochs": 2, "patience": 2},
+           "user_models": {"tiny_tf": spec},
+           "runs": runs or [{"model": "tiny_tf", "regime": "head_only", "heads": ["mean", "flatten"]},
+                            {"model": "tiny_tf", "regime": "lora", "heads": ["mean"]}]}
+    cfg.update(over)
+    return cfg
+
+
+def test_dry_run_reports_shapes_and_adapter_contract():
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.user import check_user_model, register_user_models
+
+    info = check_user_model("tiny_tf", SPEC)
+    assert info == {"n_tokens": 19 * 4, "d_model": 16, "n_blocks": 2, "n_params": info["n_params"]}
+    register_user_models({"tiny_tf": SPEC})
+    ad = BACKBONES.get("tiny_tf")(["C3", "Cz", "C4"], 512)
+    x = torch.randn(5, 3, 512)
+    assert ad.tokens(x, ["C3", "Cz", "C4"]).shape == (5, 12, 16)
+    assert len(ad.blocks) == 2 and ad.preprocessing.sfreq == 128.0 and ad.preprocessing.scale == 1e6
+    # the blocks are the encoder layers: hooked outputs are (batch, tokens, d_model)
+    seen = []
+    h = ad.blocks[1].register_forward_hook(lambda m, i, o: seen.append(ad.block_to_tokens(o).shape))
+    ad.tokens(x)
+    h.remove()
+    assert seen == [(5, 12, 16)]
+
+
+@pytest.mark.parametrize("over, match", [
+    ({"tokens": "method:patches"}, r"gave \(2, 19, 4, 16\).*contract is \(batch, n_tokens, d_model\).*fix"),
+    ({"blocks": "transformer.*"}, r"blocks pattern 'transformer.\*' matches no module; fix: one of.*encoder"),
+    ({"lora_targets": ["qkv"]}, r"lora_targets: .*qkv.*match no adaptable module; candidates: .*linear1"),
+    ({"class_path": "user_encoder.Nope"}, r"'user_encoder' has no 'Nope'"),
+    ({"class_path": "no_such_pkg.Enc"}, r"module 'no_such_pkg' not importable.*fix"),
+    ({"init_args": {"widht": 3}}, r"init_args must match its constructor"),
+    ({"tokenz": "output"}, r"unknown key\(s\) \['tokenz'\]; did you mean 'tokens'"),
+    ({"tokens": "module:encoder.nothing"}, r"names no submodule; fix: one of"),
+])
+def test_a_broken_declaration_fails_before_any_data_is_read(tmp_path, monkeypatch, over, match):
+    import eegfm_bench.data.windows as W
+    from eegfm_bench.runs.cv import run_cv
+
+    monkeypatch.setattr(W, "load_windows", lambda *a, **k: pytest.fail("data read before the declaration was checked"))
+    with pytest.raises(Exception, match=match):
+        run_cv(_cv(tmp_path / "o", {**SPEC, **over}), progress=False)
+
+
+def test_lora_without_targets_and_a_builtin_name_are_refused(tmp_path):
+    from eegfm_bench.models.user import UserModelError, register_user_models
+    from eegfm_bench.runs.cv import run_cv
+
+    spec = {k: v for k, v in SPEC.items() if k != "lora_targets"}
+    with pytest.raises(UserModelError, match="regime lora but no lora_targets"):
+        run_cv(_cv(tmp_path / "o", spec), progress=False)
+    with pytest.raises(UserModelError, match="name of a built-in backbone"):
+        register_user_models({"labram": SPEC})
+
+
+@requires_data
+def test_a_channel_the_data_lacks_is_named_before_any_cell_trains(tmp_path, monkeypatch):
+    import lightning as L
+
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.runs.cv import run_cv
+
+    monkeypatch.setattr(L.Trainer, "fit", lambda *a, **k: pytest.fail("a cell trained"))
+    spec = {**SPEC, "channels": {"kind": "names", "names": ["C3", "Cz", "C4", "X9"]}}
+    with pytest.raises(ConfigError, match=r"tiny_tf.*no embedding for channels|tiny_tf.*X9"):
+        run_cv(_cv(tmp_path / "o", spec), progress=False)
+
+
+def test_local_pretrained_weights_load_strictly_with_their_sha256(tmp_path):
+    from safetensors.torch import save_file
+
+    from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.models.user import UserModelError, _sha256
+
+    import user_encoder
+
+    ref = user_encoder.TinyEEGTransformer(3, 512, **SPEC["init_args"])
+    path = tmp_path / "tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in ref.state_dict().items()}, str(path))
+    sha = _sha256(path)
+    spec = {**SPEC, "pretrained": {"path": str(path), "sha256": sha}}
+    m = FMClassifier(backbone="tiny_tf_pre", user_model=spec, head="mean", regime="head_only",
+                     ch_names=["C3", "Cz", "C4"], n_times=512)
+    assert m.init == f"pretrained:tiny@{sha[:12]}"
+    assert torch.equal(m.backbone.model.embed.weight, ref.embed.weight)
+    with pytest.raises(UserModelError, match="sha256 .* differs from the declared"):
+        FMClassifier(backbone="tiny_tf_bad", user_model={**spec, "pretrained": {"path": str(path), "sha256": "0" * 64}},
+                     head="mean", regime="head_only", ch_names=["C3", "Cz", "C4"], n_times=512)
+    with pytest.raises(UserModelError, match="do not match the module"):  # strict: another architecture
+        FMClassifier(backbone="tiny_tf_wide", user_model={**spec, "init_args": {**SPEC["init_args"], "d_model": 8}},
+                     head="mean", regime="head_only", ch_names=["C3", "Cz", "C4"], n_times=512)
+
+
+@requires_data
+def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
+    from eegfm_bench.cli import main
+
+    cv = tmp_path / "cv.yaml"
+    cv.write_text(yaml.safe_dump(_cv(tmp_path / "qs")))
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"cv_out_dir": str(tmp_path / "qs"), "out_dir": str(tmp_path / "qs" / "sweep"),
+                                     "reference": None,
+                                     "conditions": ["clean", "white_snr=0dB", "dropout_p=0.3_zero"]}))
+    interp = tmp_path / "interp.yaml"
+    interp.write_text(yaml.safe_dump({"cv_dir": str(tmp_path / "qs"), "out_dir": str(tmp_path / "qs" / "interpret"),
+                                      "probe": {"poolings": ["mean"], "max_epochs": 2},
+                                      "attention": {"enabled": False},
+                                      "attribution": {"methods": ["gxi"], "percentile": 0, "max_windows_per_fold": 2,
+                                                      "conservation_windows": 1, "randomisation_windows": 2,
+                                                      "batch_size": 2}}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for args in (["cv", "--config", str(cv)], ["sweep", "--config", str(sweep)],
+                     ["probe", "--config", str(interp)], ["attribute", "--config", str(interp)]):
+            assert main([*args, "--no-progress"]) == 0, args
+    rows = pd.read_csv(tmp_path / "qs" / "results.csv")
+    ba = rows[rows.metric == "balanced_accuracy"]
+    assert set(zip(ba.regime, ba["head"])) == {("head_only", "mean"), ("head_only", "flatten"), ("lora", "mean")}
+    assert set(ba.init) == {"random"} and ba.value.between(0, 1).all() and len(ba) == 6
+    lora = rows[(rows.regime == "lora") & (rows.metric == "trainable_fraction")].value
+    assert (lora > 0).all() and (lora < 0.5).all()  # adapters + head only
+    sw = pd.read_csv(tmp_path / "qs" / "sweep" / "results.csv")
+    assert {"clean", "white_snr=0dB", "dropout_p=0.3_zero"} <= set(sw.condition)
+    # the clean sweep condition is the test of the saved checkpoint: the cv's own numbers
+    c = sw[(sw.condition == "clean") & (sw.metric == "balanced_accuracy")].merge(
+        ba, on=["model", "regime", "head", "fold"])
+    assert len(c) == 6 and (c.value_x - c.value_y).abs().max() < 1e-6
+    pr = pd.read_csv(tmp_path / "qs" / "interpret" / "probes" / "results.csv")
+    blocks = sorted(pr[pr.metric.str.startswith("probe_bacc_block")].block.astype(int).unique())
+    assert blocks == [0, 1]  # the two declared encoder layers
+    at = pd.read_csv(tmp_path / "qs" / "interpret" / "attribution" / "results.csv")
+    assert (at.metric == "gxi:n_selected").any()
+    assert "tiny_tf" in (tmp_path / "qs" / "report.md").read_text()
+
+
+def test_lora_adapters_that_would_be_bypassed_are_caught_by_the_dry_run(monkeypatch):
+    """Without the fast-path guard, torch's fused TransformerEncoder (eval mode) skips the wrapped Linear layers:
+    the dry run's LoRA check names the adapters that receive no gradient."""
+    import contextlib
+
+    import eegfm_bench.models.backbones._common as C
+    from eegfm_bench.models.user import UserModelError, check_user_model
+
+    assert check_user_model("tiny_tf", SPEC, lora=True)["n_blocks"] == 2
+    monkeypatch.setattr(C, "_no_mha_fastpath", contextlib.nullcontext)
+    with pytest.raises(UserModelError, match="receive no gradient"):
+        check_user_model("tiny_tf", SPEC, lora=True)
