@@ -10,13 +10,16 @@ mean        mean over tokens, ``(batch, d)``                       ``d·K + K``
 attention   softmax(tokens · q / sqrt(d))-weighted sum, ``(b, d)``  ``d·K + K`` (+ ``d`` for the query ``q``)
 flatten     all tokens concatenated, ``(batch, N·d)``              ``N·d·K + K``
 mean_tile   the mean vector repeated N times, ``(batch, N·d)``     ``N·d·K + K`` (same as flatten)
+mlp         mean (or flatten) → hidden Linear-GELU-Dropout layers   ``d·h + h + h·K + K`` (one hidden layer h)
 =========== ====================================================== ==========================================
 
 (``N`` = n_tokens, ``d`` = d_model, ``K`` = n_classes.) ``mean_tile`` is paper 003's parameter-matched
 control: "Mean-tile repeats the pooled vector to match the flattened input size and head parameter count,
 but does not preserve individual tokens" (§4.5).
 
-Every head is built as ``HEADS.get(name)(n_tokens, d_model, n_classes, dropout=0.0)`` and reports
+``mlp`` is not a linear probe: it is the MLP head other benchmarks offer, for comparison (``head_kwargs``:
+``hidden``, ``pooling``, ``hidden_dropout``). Every head is built as
+``HEADS.get(name)(n_tokens, d_model, n_classes, dropout=0.0)`` and reports
 :attr:`PoolingHead.n_parameters`.
 """
 from __future__ import annotations
@@ -177,3 +180,49 @@ class MeanTileHead(_FixedTokensHead):
 
     def pool(self, tokens: torch.Tensor) -> torch.Tensor:
         return tokens.mean(dim=1).repeat(1, self.n_tokens)
+
+
+@HEADS.register("mlp")
+class MLPHead(PoolingHead):
+    """Pooled tokens through a small MLP, then linear (the MLP head peers offer, e.g. OpenEEGBench).
+
+    ``pooling`` (``mean``: ``d`` features, accepts any number of tokens; ``flatten``: ``N·d``, tied to
+    ``n_tokens``) feeds ``hidden`` fully connected layers, each ``Linear → GELU → Dropout(hidden_dropout)``; the
+    last hidden layer feeds the classifier. Parameters: ``sum_l (in_l·h_l + h_l) + h_L·K + K`` (no hidden
+    layer: the linear head of the pooling).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``pooling``, a hidden size below 1, or (``flatten``) a token count other than ``n_tokens``.
+    """
+
+    name = "mlp"
+
+    def __init__(self, n_tokens: int, d_model: int, n_classes: int, dropout: float = 0.0,
+                 hidden: tuple[int, ...] | list[int] = (256,), pooling: str = "mean", hidden_dropout: float = 0.1):
+        if pooling not in ("mean", "flatten"):
+            raise ValueError(f"mlp head: pooling must be 'mean' or 'flatten', got {pooling!r}")
+        if any(int(h) < 1 for h in hidden):
+            raise ValueError(f"mlp head: hidden sizes must be >= 1, got {list(hidden)}")
+        self.hidden, self.pooling = [int(h) for h in hidden], pooling
+        super().__init__(n_tokens, d_model, n_classes, dropout)
+        layers, width = [], self.d_model * (self.n_tokens if pooling == "flatten" else 1)
+        for h in self.hidden:
+            layers += [nn.Linear(width, h), nn.GELU(), nn.Dropout(hidden_dropout)]
+            width = h
+        self.mlp = nn.Sequential(*layers)
+
+    @property
+    def in_features(self) -> int:
+        return self.hidden[-1] if self.hidden else self.d_model * (self.n_tokens if self.pooling == "flatten" else 1)
+
+    def _check(self, tokens: torch.Tensor) -> None:
+        super()._check(tokens)
+        if self.pooling == "flatten" and tokens.shape[1] != self.n_tokens:
+            raise ValueError(f"mlp head (flatten pooling) was built for {self.n_tokens} tokens, got {tokens.shape[1]}; "
+                             "fix: pooling: mean for a varying montage")
+
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = tokens.mean(dim=1) if self.pooling == "mean" else tokens.reshape(tokens.shape[0], -1)
+        return self.mlp(x)

@@ -52,7 +52,8 @@ class FMClassifier(L.LightningModule):
     backbone : str
         Registered backbone (``eegfm-bench models`` lists them).
     head : str
-        Pooling head: ``mean``, ``attention``, ``flatten``, ``mean_tile``.
+        Pooling head: ``mean``, ``attention``, ``flatten``, ``mean_tile``, ``mlp`` (the cv ``ridge`` head is a
+        ``flatten`` head holding a closed-form solution).
     regime : str
         ``head_only``, ``full`` or ``lora``.
     ch_names : list of str

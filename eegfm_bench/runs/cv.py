@@ -82,6 +82,35 @@ def compiled(model, spec):
     return torch.compile(model, **({} if spec is True else dict(spec)))
 
 
+LP_FT = {"lp_ft": "full", "lp_lora": "lora"}
+"""LP-FT regimes (linear probe first, then fine-tuning from that head) and the regime of their second stage."""
+
+RIDGE_ALPHAS = tuple(float(a) for a in np.logspace(-2, 6, 9))
+"""The ``ridge`` head's regularisation grid (``head_kwargs.alphas`` overrides it)."""
+
+
+def load_ridge(head, r: dict, n_classes: int) -> None:
+    """Put a ridge solution (:func:`~eegfm_bench.models.ridge.ridge_probe` with ``coef=True``) into a flatten
+    head's classifier, so that its logits are the ridge decision values: two classes as ``[-d, d]``.
+
+    Raises
+    ------
+    ValueError
+        If a class has no training or validation window (the ridge targets would miss it).
+    """
+    import torch
+
+    W, b = np.asarray(r["coef"]), np.asarray(r["intercept"])
+    if len(r["classes"]) != n_classes:
+        raise ValueError(f"ridge head: the training and validation windows hold classes {list(r['classes'])} of "
+                         f"{n_classes}; fix: folds whose training subjects cover every class")
+    if W.shape[0] == 1:
+        W, b = np.vstack([-W, W]), np.concatenate([-b, b])
+    with torch.no_grad():
+        head.classifier.weight.copy_(torch.as_tensor(W, dtype=head.classifier.weight.dtype))
+        head.classifier.bias.copy_(torch.as_tensor(b, dtype=head.classifier.bias.dtype))
+
+
 AUTO_MARGIN = 0.05
 """Fraction the batch-size finder takes off the largest size that fitted (headroom for memory fragmentation)."""
 
@@ -163,8 +192,13 @@ class RunConfig:
 
     Args:
         model: registered backbone (``eegfm-bench models``).
-        regime: ``head_only`` (linear probing), ``lora`` or ``full`` fine-tuning.
-        heads: pooling heads (``mean``, ``attention``, ``flatten``, ``mean_tile``).
+        regime: ``head_only`` (linear probing), ``lora`` or ``full`` fine-tuning, or LP-FT: ``lp_ft`` / ``lp_lora``
+            (the head is first trained on the frozen backbone's tokens, its best-validation weights start the full /
+            LoRA fine-tuning).
+        heads: pooling heads (``mean``, ``attention``, ``flatten``, ``mean_tile``, ``mlp``), or ``ridge``
+            (``head_only`` only): a closed-form ridge probe on the flattened cached tokens, alpha chosen on the
+            validation subjects (:mod:`eegfm_bench.models.ridge`), stored as a flatten head's weights.
+        lp_ft: LP-FT settings: ``lp_max_epochs`` (stage 1; default ``trainer.max_epochs``).
         pretrained: hub id or local checkpoint folder (``null``: random init, ``init=random`` in every row).
         init_seed: seed of the architecture's initialisation (default: the config's ``seed``).
         backbone_kwargs: architecture overrides passed to the braindecode constructor.
@@ -175,7 +209,7 @@ class RunConfig:
     """
 
     model: str
-    regime: Literal["head_only", "lora", "full"] = "full"
+    regime: Literal["head_only", "lora", "full", "lp_ft", "lp_lora"] = "full"
     heads: list[str] = field(default_factory=lambda: ["flatten"])
     pretrained: Optional[str] = None
     init_seed: Optional[int] = None
@@ -184,6 +218,7 @@ class RunConfig:
     lora: Optional[dict[str, Any]] = None
     optim: Optional[dict[str, Any]] = None
     trainer: Optional[dict[str, Any]] = None
+    lp_ft: Optional[dict[str, Any]] = None
 
 
 @dataclass
@@ -263,17 +298,28 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
         used = {r["model"]: r for r in cfg["runs"]}
         for name, spec in cfg["user_models"].items():  # one batch through each, before any data is read
             if name in used:
-                check_user_model(name, spec, lora=any(r["model"] == name and r["regime"] == "lora"
+                check_user_model(name, spec, lora=any(r["model"] == name and r["regime"] in ("lora", "lp_lora")
                                                       and not (r.get("lora") or {}).get("target_modules")
                                                       for r in cfg["runs"]))
     for i, run in enumerate(cfg["runs"]):
         BACKBONES.get(run["model"])
-        check_regime(run["regime"])
-        if run["regime"] == "lora" and not BACKBONES.get(run["model"]).lora_targets and not (run.get("lora") or {}).get("target_modules"):
+        if run["regime"] not in LP_FT:
+            check_regime(run["regime"])
+        if run["regime"] in ("lora", "lp_lora") and not BACKBONES.get(run["model"]).lora_targets and not (run.get("lora") or {}).get("target_modules"):
             raise ConfigError(f"runs[{i}]: {run['model']} declares no lora_targets (a supervised baseline trained "
                               "from scratch); fix: use regime `full` for it, or give `lora: {target_modules: [...]}`")
         for h in run["heads"]:
+            if h == "ridge":
+                if run["regime"] != "head_only":
+                    raise ConfigError(f"runs[{i}]: the ridge head is a closed-form probe of frozen tokens; fix: regime "
+                                      f"head_only for it (got {run['regime']})")
+                continue
             HEADS.get(h)
+        bad_lp = sorted(set(run.get("lp_ft") or {}) - {"lp_max_epochs"})
+        if bad_lp or (run.get("lp_ft") and run["regime"] not in LP_FT):
+            raise ConfigError(f"runs[{i}].lp_ft: {'unknown keys ' + str(bad_lp) if bad_lp else 'set but the regime is '}"
+                              f"{'' if bad_lp else run['regime']}; fix: lp_ft: {{lp_max_epochs: N}} with regime lp_ft "
+                              "or lp_lora")
         run["optim"] = check_section(run.get("optim"), OptimConfig, f"runs[{i}].optim") or None
         run["trainer"] = check_trainer_section(run.get("trainer"), f"runs[{i}].trainer") or None
         if run["trainer"]:
@@ -328,6 +374,7 @@ def cell_hash(cfg: dict, run: dict, head: str, data_key: str | None) -> str:
     blob = {"task": cfg["task"], "model": run["model"], "regime": run["regime"], "head": head,
             "pretrained": run.get("pretrained"), "init_seed": run_init_seed(cfg, run),
             "backbone_kwargs": run.get("backbone_kwargs"), "head_kwargs": run.get("head_kwargs"), "lora": run.get("lora"),
+            **({"lp_ft": run.get("lp_ft")} if run.get("lp_ft") else {}),
             "optim": run_optim(cfg, run), "trainer": hashable_trainer(run_trainer(cfg, run)),
             **({"user_model": cfg["user_models"][run["model"]]} if run["model"] in (cfg.get("user_models") or {}) else {}),
             "data": {"subjects": d["subjects"], "max_windows_per_subject": d["max_windows_per_subject"],
@@ -566,15 +613,44 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
             dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold, batch_size=fixed_batch_size(d),
                                num_workers=d["num_workers"], ws=ws, split=split)
-            model = FMClassifier(backbone=model_name, user_model=(cfg.get("user_models") or {}).get(model_name),
-                                 head=head, regime=regime, ch_names=dm.ch_names,
-                                 n_times=dm.n_times, n_classes=dm.n_classes, pretrained=run.get("pretrained"),
-                                 init_seed=init_seed, class_weights=dm.class_weights,
-                                 backbone_kwargs=run.get("backbone_kwargs"), head_kwargs=run.get("head_kwargs"),
-                                 lora=run.get("lora"), **optim)
+            stage_regime = LP_FT.get(regime, regime)  # lp_ft / lp_lora: the fine-tuning stage's regime
+            build = dict(backbone=model_name, user_model=(cfg.get("user_models") or {}).get(model_name),
+                         ch_names=dm.ch_names, n_times=dm.n_times, n_classes=dm.n_classes,
+                         pretrained=run.get("pretrained"), init_seed=init_seed, class_weights=dm.class_weights,
+                         backbone_kwargs=run.get("backbone_kwargs"), lora=run.get("lora"), **optim)
+            model = FMClassifier(head="flatten" if head == "ridge" else head, regime=stage_regime,
+                                 head_kwargs=None if head == "ridge" else run.get("head_kwargs"), **build)
             init = model.init
             key = dict(experiment=cfg["experiment"], task=tname, model=model_name, init=init, regime=regime,
                        head=head, fold=fold, seed=cfg["seed"], condition="clean")
+            extra: dict[str, float] = {}
+            if regime in LP_FT:  # stage 1, linear probing: the head trained on the frozen backbone's tokens
+                import torch
+
+                lp = FMClassifier(head=head, regime="head_only", head_kwargs=run.get("head_kwargs"), **build)
+                lp_feats = extract_features(lp.backbone, ws, parts=("tokens",), trainer=tr,
+                                            batch_size=fixed_batch_size(d), cache_dir=d["cache_dir"],
+                                            progress=progress)
+                lp_dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold,
+                                      batch_size=fixed_batch_size(d), num_workers=d["num_workers"], ws=ws, split=split)
+                lp_dm.use_tokens(lp_feats.array("tokens"))
+                lp_ckpt = ModelCheckpoint(dirpath=out / "checkpoints" / cdir / f"fold{fold}", filename="lp",
+                                          monitor="val/bacc", mode="max", save_top_k=1, enable_version_counter=False)
+                lp_tr = {**tr, "max_epochs": int((run.get("lp_ft") or {}).get("lp_max_epochs") or tr["max_epochs"])}
+                lp_trainer = build_trainer(lp_tr, out_dir=out, name=name, version=f"fold{fold}-{chash[:8]}-lp",
+                                           experiment=cfg["experiment"], enable_checkpointing=True,
+                                           callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]),
+                                                      lp_ckpt])
+                lp_trainer.fit(lp, lp_dm)
+                close_loggers(lp_trainer)
+                best_lp = torch.load(lp_ckpt.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
+                head_state = {k[len("head."):]: v for k, v in best_lp.items() if k.startswith("head.")}
+                model.head.load_state_dict(head_state)  # stage 2 starts from the probe's best head
+                extra["lp_epochs"] = float(lp_trainer.current_epoch)
+                extra["lp_val_bacc"] = float(lp_ckpt.best_model_score) if lp_ckpt.best_model_score is not None \
+                    else float("nan")
+                Path(lp_ckpt.best_model_path).unlink(missing_ok=True)
+                del lp, lp_dm, lp_trainer
             if regime == "head_only":
                 feats = extract_features(model.backbone, ws, parts=("tokens",), trainer=tr,
                                          batch_size=fixed_batch_size(d), cache_dir=d["cache_dir"], progress=progress)
@@ -603,9 +679,20 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             for lg in trainer.loggers:
                 lg.log_hyperparams({**model.parameter_counts, "init": init, "config_hash": chash, "fold": fold})
             t0 = time.time()
-            fitted = compiled(model, cfg.get("compile"))
-            trainer.fit(fitted, dm, ckpt_path=resume)
-            trainer.test(fitted, dm, ckpt_path=ckpt.best_model_path or None, verbose=False)
+            if head == "ridge":  # closed form on the cached tokens; the solution is the flatten head's weights
+                from eegfm_bench.models.ridge import ridge_probe
+
+                r = ridge_probe(feats.array("tokens"), ws.y, dm.train_idx, dm.val_idx, dm.test_idx,
+                                alphas=(run.get("head_kwargs") or {}).get("alphas") or RIDGE_ALPHAS, coef=True)
+                load_ridge(model.head, r, dm.n_classes)
+                extra.update(ridge_alpha=r["alpha"], ridge_val_bacc=max(r["val_scores"].values()))
+                trainer.test(model, dm, verbose=False)  # the test loop and the checkpoint, as for every head
+                trainer.save_checkpoint(out / "checkpoints" / cdir / f"fold{fold}" / "best.ckpt", weights_only=True)
+                ckpt.best_model_path = str(out / "checkpoints" / cdir / f"fold{fold}" / "best.ckpt")
+            else:
+                fitted = compiled(model, cfg.get("compile"))
+                trainer.fit(fitted, dm, ckpt_path=resume)
+                trainer.test(fitted, dm, ckpt_path=ckpt.best_model_path or None, verbose=False)
             close_loggers(trainer)
             pred = model.test_predictions.copy()
             if len(pred) != len(dm.test_idx) or not np.array_equal(np.sort(pred["index"].to_numpy()), np.sort(dm.test_idx)):
@@ -619,6 +706,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             m["fit_seconds"] = float(time.time() - t0)
             m["head_params"] = float(model.parameter_counts["head_params"])
             m["batch_size"] = float(dm.hparams.batch_size)
+            m.update(extra)
             m["trainable_fraction"] = model.parameter_counts["trainable_params"] / model.parameter_counts["total_params"]
             rows = [{**key, "metric": k, "value": v, "n_windows": int(len(pred)),
                      "n_subjects": int(pred["subject"].nunique()), "fold_unit": fold_unit, "config_hash": chash,

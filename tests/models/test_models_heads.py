@@ -10,7 +10,7 @@ N, D, K, B = 6, 5, 3, 4
 
 
 def test_registry_names():
-    assert set(HEADS.names()) == {"mean", "attention", "flatten", "mean_tile"}
+    assert set(HEADS.names()) == {"mean", "attention", "flatten", "mean_tile", "mlp"}
     assert HEADS.get("mean_tile") is MeanTileHead
 
 
@@ -93,3 +93,26 @@ def test_dropout_default_zero_and_active_in_training():
     torch.testing.assert_close(drop(tokens), drop(tokens))
     with pytest.raises(ValueError, match="dropout"):
         MeanHead(N, D, K, dropout=1.0)
+
+
+def test_mlp_head_parameter_count_and_pooling():
+    """mlp: Σ (in·h + h) + h_L·K + K parameters; mean pooling accepts any token count, flatten is tied to N."""
+    import pytest
+    import torch
+
+    from eegfm_bench.models.heads import HEADS
+
+    h = HEADS.get("mlp")(10, 16, 3)
+    assert h.n_parameters == 16 * 256 + 256 + 256 * 3 + 3
+    assert h(torch.randn(4, 7, 16)).shape == (4, 3)  # any number of tokens under mean pooling
+    f = HEADS.get("mlp")(10, 16, 3, hidden=[32, 8], pooling="flatten")
+    assert f.n_parameters == 160 * 32 + 32 + 32 * 8 + 8 + 8 * 3 + 3
+    with pytest.raises(ValueError, match="built for 10 tokens"):
+        f(torch.randn(4, 7, 16))
+    # permuting the tokens changes a flatten-pooled MLP's output, not a mean-pooled one's
+    x = torch.randn(2, 10, 16)
+    h.eval(), f.eval()
+    perm = x[:, torch.randperm(10)]
+    assert torch.allclose(h(x), h(perm), atol=1e-6) and not torch.allclose(f(x), f(perm), atol=1e-6)
+    with pytest.raises(ValueError, match="pooling must be"):
+        HEADS.get("mlp")(10, 16, 3, pooling="max")

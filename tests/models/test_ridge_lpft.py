@@ -1,0 +1,109 @@
+"""Ridge probe, MLP head and LP-FT (issue 15 part 2): the streaming ridge probe is scikit-learn's
+``RidgeClassifierCV`` with the validation subjects as its split; the ridge and mlp heads and the lp_ft regime run
+in a cv on real staged EEG; LP-FT's second stage starts from the first stage's best head."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from eegfm_testutils import requires_data
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_ridge_probe_equals_sklearn_ridgeclassifiercv_on_the_validation_split(n_classes):
+    from sklearn.linear_model import RidgeClassifierCV
+    from sklearn.model_selection import PredefinedSplit
+
+    from eegfm_bench.models.ridge import DEFAULT_ALPHAS, ridge_probe
+
+    rng = np.random.default_rng(n_classes)
+    n, p = 90, 700
+    y = rng.integers(0, n_classes, n)
+    X = rng.normal(size=(n, 7, p // 7)) + 0.4 * y[:, None, None] * (rng.random((1, 7, p // 7)) < 0.03)
+    tr, va, te = np.arange(50), np.arange(50, 70), np.arange(70, 90)
+    r = ridge_probe(X, y, tr, va, te, chunk=33, coef=True)  # tokens flattened, 22 column chunks
+    fit = np.r_[tr, va]
+    sk = RidgeClassifierCV(alphas=DEFAULT_ALPHAS, cv=PredefinedSplit(np.r_[np.full(50, -1), np.zeros(20)]),
+                           scoring="balanced_accuracy").fit(X[fit].reshape(len(fit), -1), y[fit])
+    d = sk.decision_function(X[te].reshape(len(te), -1))
+    assert r["alpha"] == sk.alpha_
+    np.testing.assert_allclose(r["decision"][:, 1] if n_classes == 2 else r["decision"], d, atol=1e-10)
+    np.testing.assert_allclose(r["coef"].reshape(np.shape(sk.coef_)), sk.coef_, atol=1e-10)
+    np.testing.assert_allclose(r["intercept"].reshape(np.shape(sk.intercept_)), sk.intercept_, atol=1e-10)
+    assert (r["pred"] == sk.predict(X[te].reshape(len(te), -1))).all()
+    # the chunk size changes nothing (streaming)
+    r2 = ridge_probe(X, y, tr, va, te, chunk=10_000)
+    np.testing.assert_allclose(r["decision"], r2["decision"], atol=1e-10)
+    with pytest.raises(ValueError, match="alphas must be > 0"):
+        ridge_probe(X, y, tr, va, te, alphas=[0.0])
+
+
+@requires_data
+def test_ridge_mlp_and_lp_ft_in_a_cv(tmp_path, monkeypatch):
+    import lightning as L
+    import torch
+
+    import eegfm_bench.models.ridge as R
+    from eegfm_bench.runs.cv import run_cv
+
+    got = {}
+    real_ridge = R.ridge_probe
+    monkeypatch.setattr(R, "ridge_probe", lambda *a, **k: got.setdefault(len(got), real_ridge(*a, **k)))
+    fits = []
+    real_fit = L.Trainer.fit
+
+    def fit(self, model, *a, **k):
+        start = {n: t.detach().clone() for n, t in model.head.state_dict().items()}
+        out = real_fit(self, model, *a, **k)
+        best = self.checkpoint_callback.best_model_path if self.checkpoint_callback else ""
+        saved = torch.load(best, map_location="cpu", weights_only=True)["state_dict"] if best else {}
+        fits.append({"regime": model.regime, "start": start,
+                     "best": {n[5:]: t for n, t in saved.items() if n.startswith("head.")}})
+        return out
+
+    monkeypatch.setattr(L.Trainer, "fit", fit)
+    cfg = {"experiment": "rl", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "seed": 0,
+           "data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 6, "batch_size": 16},
+           "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0]},
+           "trainer": {"max_epochs": 3, "patience": 3},
+           "runs": [{"model": "labram", "regime": "head_only", "heads": ["ridge", "mlp"],
+                     "backbone_kwargs": {"num_layers": 2, "num_heads": 2, "conv_out_channels": 4},
+                     "head_kwargs": {"hidden": [16]}},
+                    {"model": "labram", "regime": "lp_ft", "heads": ["mean"], "lp_ft": {"lp_max_epochs": 2},
+                     "backbone_kwargs": {"num_layers": 2, "num_heads": 2, "conv_out_channels": 4}}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = run_cv(cfg, progress=False)
+    rows = pd.read_csv(tmp_path / "o" / "results.csv")
+    assert set(zip(rows.regime, rows["head"])) == {("head_only", "ridge"), ("head_only", "mlp"), ("lp_ft", "mean")}
+    assert len(table) == 3
+    # ridge: the Lightning test loop's probabilities are the closed-form solution's (no SGD fit ran for it)
+    r = got[0]
+    pred = pd.read_csv(next((tmp_path / "o" / "predictions").glob("labram-head_only-ridge-*-fold0.csv")))
+    np.testing.assert_allclose(pred[["p0", "p1"]].to_numpy(), r["proba"], atol=1e-4)
+    alpha = rows[(rows["head"] == "ridge") & (rows.metric == "ridge_alpha")].value
+    assert alpha.tolist() == [r["alpha"]]
+    # LP-FT: stage 1 (head only, frozen) then stage 2 (full) starting from stage 1's best head
+    assert [f["regime"] for f in fits] == ["head_only", "head_only", "full"]  # mlp cell, LP stage, FT stage
+    lp, ft = fits[1], fits[2]
+    assert lp["best"] and all(torch.equal(ft["start"][n], lp["best"][n]) for n in lp["best"])
+    assert not all(torch.equal(lp["start"][n], lp["best"][n]) for n in lp["best"])  # stage 1 did train
+    lpe = rows[(rows.regime == "lp_ft") & (rows.metric == "lp_epochs")].value
+    assert lpe.between(1, 2).all()
+    # sweep / probe read the lp_ft and ridge checkpoints like any other
+    from eegfm_bench.runs.output import CVRun, load_fold_model
+
+    cks = CVRun(tmp_path / "o").checkpoints(["labram"], None, None, None)
+    assert {(c.regime, c.head) for c in cks} == {("head_only", "ridge"), ("head_only", "mlp"), ("lp_ft", "mean")}
+    models = {c.head: load_fold_model(c.path) for c in cks}
+    d = models["mlp"].backbone.d_model
+    # mlp head: one hidden layer of 16 on the d-dimensional mean: d·16 + 16 + 16·2 + 2 parameters
+    hp = rows[(rows["head"] == "mlp") & (rows.metric == "head_params")].value
+    assert hp.tolist() == [d * 16 + 16 + 16 * 2 + 2]
+    # the ridge checkpoint is a flatten head holding the closed-form weights (two classes mirrored: [-w, w])
+    w = models["ridge"].head.classifier.weight.detach().double().numpy()
+    np.testing.assert_allclose(w[1], r["coef"][0], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(w[0], -r["coef"][0], rtol=1e-5, atol=1e-7)
