@@ -219,6 +219,16 @@ def _main(argv: list[str]) -> int:
     pl.add_argument("--json", action="store_true", help="print the plan as JSON")
     st = sub.add_parser("status", help="cells of a cv out_dir: done / running / failed / missing, and the resume command")
     st.add_argument("out_dir")
+    cf = sub.add_parser("confound", help="the confound check of a finished cv: offset / band / frontal variations",
+                        description="Rerun every cell of a cv run (its config.yaml) with the windows starting after "
+                                    "the cue-evoked response and in a restricted band, each variation separately and "
+                                    "together, on the same folds and seeds (runs/confound.py); confound.md beside "
+                                    "the headline.")
+    cf.add_argument("--cv", required=True, help="the cv run's out_dir")
+    cf.add_argument("--variations", nargs="+", help="offset, band, offset+band, frontal (default: the config's)")
+    cf.add_argument("--offset-s", type=float, help="seconds after the cue (default 1)")
+    cf.add_argument("--band", type=float, nargs=2, help="lo hi in Hz (default 4 40)")
+    cf.add_argument("--no-progress", action="store_true")
     rp = sub.add_parser("report", help="one HTML + Markdown page of every result under the given out_dirs",
                         description="Write report.html (self-contained: figures embedded, sortable tables) and "
                                     "report.md for the cv runs, sweeps, probes, attribution, controls and audits found "
@@ -269,6 +279,28 @@ def _main(argv: list[str]) -> int:
         from eegfm_bench.results import ResultStore
 
         print(status_markdown(*cv_status(a.out_dir), unmerged=ResultStore(a.out_dir, write=False).unmerged()))
+        return 0
+    if a.cmd == "confound":
+        from eegfm_bench.runs.confound import run_confound
+        from eegfm_bench.runs.cv import load_config
+
+        cfg = load_config(Path(a.cv) / "config.yaml")
+        cc = {**cfg["confound"], "enabled": True}
+        if a.variations:
+            cc["variations"] = a.variations
+        if a.offset_s is not None:
+            cc["offset_s"] = a.offset_s
+        if a.band:
+            cc["band"] = list(a.band)
+        cfg["confound"] = cc
+        from eegfm_bench.runs.confound import check_confound
+        from eegfm_bench.data.tasks import resolve_task_spec
+
+        check_confound(cc, resolve_task_spec(cfg["task"]))
+        run_confound(cfg, progress=not a.no_progress)
+        from eegfm_bench.reports.page import refresh
+
+        refresh([a.cv])
         return 0
     if a.cmd == "report":
         from eegfm_bench.reports.page import write_page

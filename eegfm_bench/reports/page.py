@@ -137,7 +137,8 @@ def _rglob(root: Path, pattern: str, depth: int = 3) -> list[Path]:
     out = []
     for p in sorted(root.rglob(pattern)):
         rel = p.relative_to(root)
-        if len(rel.parts) <= depth + 1 and not any(x in ("checkpoints", "jobs", "logs", "parts", "predictions", "cache")
+        if len(rel.parts) <= depth + 1 and not any(x in ("checkpoints", "jobs", "logs", "parts", "predictions", "cache",
+                                                                 "confound")
                                                    for x in rel.parts[:-1]):
             out.append(p)
     return out
@@ -353,6 +354,22 @@ def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
     sec.figures.append(_figure(png, f"Balanced accuracy of every test fold (dots; {n_folds} folds) with mean ± SD "
                                     f"(squares), per model / regime / head; init {inits}; {cv_dir.name}."))
     out = [sec]
+    conf = cv_dir / "confound.csv"
+    if conf.is_file() and conf.stat().st_size > 1:
+        c = pd.read_csv(conf)
+        csec = Section("confound", f"Confound check ({cv_dir.name}; issue 16)",
+                       "Every headline cell retrained on windows that start after the cue-evoked response and/or in a "
+                       "restricted band, same folds and seeds: if the headline collapses, it was not the task. Δ = "
+                       "variation − headline (balanced accuracy, paired on the windows both hold, mean over folds) with "
+                       "a 95 % subject-cluster bootstrap interval.")
+        rows = [[_text(r.model), _text(r.regime), _text(r.head), _pm(r.headline_mean, r.headline_sd), _text(r.condition),
+                 _pm(r.variation_mean, r.variation_sd),
+                 Cell(f"{r.delta:+.3f} [{r.low:+.3f}, {r.high:+.3f}]", float(r.delta)),
+                 Cell(f"{int(r.n_windows)} of {int(r.n_windows_headline)}", int(r.n_windows))] for r in c.itertuples()]
+        csec.tables.append(Table("Headline vs confound-checked balanced accuracy (mean ± SD over folds).",
+                                 ["model", "regime", "head", "headline", "condition", "confound-checked",
+                                  "Δ [95 % CI]", "windows"], rows, "confound"))
+        out.append(csec)
     heads = df.groupby(["model", "regime"])["head"].nunique()
     if (heads > 1).any():
         hp = df[df["metric"].isin(["balanced_accuracy", "auroc", "head_params", "trainable_fraction"])].copy()

@@ -44,6 +44,7 @@ import yaml
 
 from eegfm_bench.config import ConfigError, check_section, check_trainer_section, command_parser, parse_config
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.runs.confound import ConfoundConfig
 from eegfm_bench.runs.launch import LauncherConfig
 
 
@@ -61,6 +62,10 @@ class DataConfig:
             and ``max_batch_size``; the size it chose is in every row of the cell (metric ``batch_size``).
         max_batch_size: the cap of ``batch_size: auto``.
         num_workers: DataLoader worker processes.
+        band: restrict every model's band-pass to ``[lo, hi]`` Hz (``l_freq = max(model's, lo)``, ``h_freq =
+            min(model's, hi)``; the confound check's ``band`` variation).
+        window_shorten_s: windows this many seconds shorter than each model's declared length (the confound
+            check's ``offset`` variation keeps the window's end).
     """
 
     data_root: Optional[str] = None
@@ -70,6 +75,8 @@ class DataConfig:
     batch_size: Union[int, Literal["auto"]] = 64
     max_batch_size: int = 4096
     num_workers: int = 0
+    band: Optional[list[float]] = None
+    window_shorten_s: float = 0.0
 
 
 def compiled(model, spec):
@@ -239,6 +246,8 @@ class CVConfig:
             :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
         user_models: encoders outside this package, by import path, with the declaration the adapter contract
             needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
+        confound: the confound check of an event-locked task (:mod:`eegfm_bench.runs.confound`): every cell again
+            with windows starting after the cue-evoked response and in a restricted band, beside the headline.
         compile: ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
             arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
             hash (a compiled graph computes the same function; kernels may round differently).
@@ -255,6 +264,7 @@ class CVConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     compile: Optional[Union[bool, dict[str, Any]]] = None
     user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    confound: ConfoundConfig = field(default_factory=ConfoundConfig)
 
 
 def cv_parser():
@@ -324,6 +334,10 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
         run["trainer"] = check_trainer_section(run.get("trainer"), f"runs[{i}].trainer") or None
         if run["trainer"]:
             check_trainer(run_trainer(cfg, run), f"runs[{i}].trainer")
+    from eegfm_bench.data.tasks import resolve_task_spec
+    from eegfm_bench.runs.confound import check_confound
+
+    check_confound(cfg.get("confound"), resolve_task_spec(cfg["task"]))
     d = cfg["data"]
     if d["batch_size"] != "auto" and int(d["batch_size"]) < 1 or int(d["max_batch_size"]) < 1:
         raise ConfigError(f"data.batch_size = {d['batch_size']}, data.max_batch_size = {d['max_batch_size']}; fix: "
@@ -405,13 +419,44 @@ class Cell:
     chash: str
 
 
+def model_preprocessing(cfg: dict, model: str):
+    """``model``'s declared preprocessing with the config's ``data.band`` / ``data.window_shorten_s`` applied.
+
+    Raises
+    ------
+    ConfigError
+        A band that leaves nothing of the model's (``lo >= hi`` after the intersection), or a window shortened
+        to nothing.
+    """
+    import dataclasses
+
+    from eegfm_bench.models.backbones import BACKBONES
+
+    prep = BACKBONES.get(model).preprocessing
+    d = cfg["data"]
+    over = {}
+    if d.get("band"):
+        lo, hi = (float(x) for x in d["band"])
+        l_new = max(lo, prep.l_freq or 0.0)
+        h_new = min(hi, prep.h_freq) if prep.h_freq else hi
+        if not l_new < h_new:
+            raise ConfigError(f"data.band {d['band']} and {model}'s {prep.l_freq}-{prep.h_freq} Hz leave no band")
+        over.update(l_freq=l_new, h_freq=h_new)
+    if d.get("window_shorten_s"):
+        w = float(prep.window_s) - float(d["window_shorten_s"])
+        if not w > 0:
+            raise ConfigError(f"data.window_shorten_s {d['window_shorten_s']} s leaves no window of {model}'s "
+                              f"{prep.window_s} s")
+        over.update(window_s=w)
+    return dataclasses.replace(prep, **over) if over else prep
+
+
 def windows_for(cfg: dict, model: str, cache: dict, progress: bool = False):
     """The task's windows under ``model``'s declared preprocessing (one load per preprocessing)."""
     from eegfm_bench.data.windows import load_windows
-    from eegfm_bench.models.backbones import BACKBONES
 
     d = cfg["data"]
-    prep = BACKBONES.get(model).preprocessing
+    prep = model_preprocessing(cfg, model)
     key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
     if key not in cache:
         cache[key] = load_windows(cfg["task"], prep, data_root=d["data_root"], subjects=d["subjects"],
@@ -759,6 +804,14 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
                                f"fold {first['fold']}: {first['error'].splitlines()[0][:300]}); see "
                                f"{out / 'failures.json'} for the tracebacks (all other cells were written; a rerun "
                                "retries only the failed ones)")
+    if (cfg.get("confound") or {}).get("enabled"):  # the headline's confound check, on the same folds and seeds
+        from eegfm_bench.runs.confound import run_confound
+
+        table.attrs["confound"] = run_confound(cfg, progress=progress)
+        if zero:
+            from eegfm_bench.reports.page import refresh
+
+            refresh([out], quiet=not progress)
     return table
 
 

@@ -241,7 +241,6 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     """
     from tqdm.auto import tqdm
 
-    from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.perturb.evaluate import _details, condition_rows, dropout_masks_record, perturb_context
     from eegfm_bench.perturb.regions import REGION_ROLES, MissingElectrodesWarning, resolve_region
     from eegfm_bench.reports.sweep import write_report
@@ -269,7 +268,9 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     # -- everything that can fail on names or data, before any model runs -------------------------------------
     by_prep: dict[tuple, dict] = {}
     for m in sorted({c.model for c in cells}):
-        prep = BACKBONES.get(m).preprocessing
+        from eegfm_bench.runs.cv import model_preprocessing
+
+        prep = model_preprocessing(run.config, m)  # the cv run's band / window settings applied
         key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
         by_prep.setdefault(key, {"models": []})["models"].append(m)
     notes, masks = [], {}

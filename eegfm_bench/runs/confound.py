@@ -1,0 +1,260 @@
+"""Confound check of an event-locked cv (project issue 16): every cell again without the cue-evoked response and
+outside the artefact bands, beside the headline.
+
+Paper 003 §4.2 / App. H.3 leaves PhysioNet MI out of its interpretability analyses for eye-movement contamination;
+paper 001 asks that an advantage survive the control aimed at its most likely alternative explanation. For a task
+whose windows are locked to events (``windows.mode: events``), each variation is the same cv — the same folds,
+seeds, models, regimes and heads, retrained — on other windows:
+
+* ``offset`` (``confound=offset1s``): windows start ``offset_s`` after the cue, past the cue-evoked response. The
+  window keeps its end, so it is ``offset_s`` shorter (``keep_length: true``: it keeps its length and ends later);
+  a model whose contract refuses the length names it.
+* ``band`` (``confound=band4-40``): every model's band-pass is narrowed to ``band`` (``l_freq = max(model's,
+  lo)``, ``h_freq = min(model's, hi)``): the slow eye-movement and fast muscle bands are gone.
+* ``offset+band``: both.
+* ``frontal`` (optional, ``confound=frontal``): the prefrontal and lateral frontal electrodes (``Fp*``, ``AF*``,
+  ``F7/F8``, ``FT7/FT8``: ``frontal_channels``) removed from the montage before training (every built-in
+  contract accepts a montage without them; a model that needs them is refused with its message).
+
+Each variation runs as its own cv under ``<out_dir>/confound/<variation>/`` (resumable, launchable, keyed by its
+config hash); its rows are copied into the headline's store with ``condition = confound=<variation>``.
+``confound.md`` / ``confound.csv`` give, per model × regime × head, the headline and each variation's balanced
+accuracy (mean ± SD over folds) and the paired difference (variation − headline, window level, mean over folds)
+with a 95 % subject-cluster bootstrap interval (:func:`eegfm_bench.stats.paired_cluster_bootstrap`, subjects
+resampled within each test fold), on the windows both runs hold.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from eegfm_bench.config import ConfigError
+
+VARIATIONS = ("offset", "band", "offset+band", "frontal")
+FRONTAL = ["Fp1", "Fpz", "Fp2", "AF7", "AF3", "AFz", "AF4", "AF8", "F7", "F8", "FT7", "FT8"]
+"""The prefrontal and lateral frontal electrodes of the ``frontal`` variation (10-05 names: Fp*, AF*, F7/F8,
+FT7/FT8) — the electrodes nearest the eyes and the temporal muscles."""
+
+
+@dataclass
+class ConfoundConfig:
+    """The confound check of a cv (:mod:`eegfm_bench.runs.confound`).
+
+    Args:
+        enabled: run it after the headline cells (``eegfm-bench confound --cv <out_dir>`` runs it on a finished cv).
+        variations: which of ``offset``, ``band``, ``offset+band``, ``frontal``.
+        offset_s: seconds after the cue where the offset windows start.
+        keep_length: offset windows keep their length (end later) instead of keeping their end.
+        band: the restricted band, Hz.
+        frontal_channels: the electrodes the ``frontal`` variation removes.
+        n_boot: bootstrap replicates of the paired interval.
+    """
+
+    enabled: bool = False
+    variations: list[str] = field(default_factory=lambda: ["offset", "band", "offset+band"])
+    offset_s: float = 1.0
+    keep_length: bool = False
+    band: list[float] = field(default_factory=lambda: [4.0, 40.0])
+    frontal_channels: list[str] = field(default_factory=lambda: list(FRONTAL))
+    n_boot: int = 2000
+
+
+def label(variation: str, cc: dict) -> str:
+    """The ``condition`` of a variation's rows: ``confound=offset1s``, ``confound=band4-40``, ..."""
+    parts = []
+    for v in variation.split("+"):
+        if v == "offset":
+            parts.append(f"offset{cc['offset_s']:g}s")
+        elif v == "band":
+            parts.append(f"band{cc['band'][0]:g}-{cc['band'][1]:g}")
+        else:
+            parts.append(v)
+    return "confound=" + "+".join(parts)
+
+
+def check_confound(cc: dict | None, task_spec: dict) -> None:
+    """Refuse a confound section that cannot apply, before any data is read.
+
+    Raises
+    ------
+    ConfigError
+        An unknown variation, an offset <= 0, a band that is not ``[lo, hi]`` with ``0 <= lo < hi``, or a task
+        whose windows are not locked to events (``windows.mode: events``).
+    """
+    if not cc or not cc.get("enabled"):
+        return
+    bad = [v for v in cc["variations"] if v not in VARIATIONS]
+    if bad or not cc["variations"]:
+        raise ConfigError(f"confound.variations {cc['variations']}: fix: a non-empty list of {list(VARIATIONS)}")
+    if not float(cc["offset_s"]) > 0:
+        raise ConfigError(f"confound.offset_s = {cc['offset_s']}; fix: seconds > 0 after the cue (default 1)")
+    b = cc["band"]
+    if len(b) != 2 or not 0 <= float(b[0]) < float(b[1]):
+        raise ConfigError(f"confound.band {b}; fix: [lo, hi] in Hz with 0 <= lo < hi (default [4, 40])")
+    mode = (task_spec.get("windows") or {}).get("mode")
+    if mode != "events":
+        raise ConfigError(f"confound: the task's windows are not locked to events (windows.mode: {mode}); the offset "
+                          "and band checks target cue-evoked responses; fix: confound.enabled: false for this task")
+
+
+def derive(cfg: dict, variation: str) -> dict:
+    """The cv config of one variation: same runs, folds and seeds; other windows; out_dir under ``confound/``."""
+    from eegfm_bench.data.tasks import resolve_task_spec
+
+    cc = cfg["confound"]
+    out = copy.deepcopy(cfg)
+    out["confound"] = {**cc, "enabled": False}
+    out["out_dir"] = str(Path(cfg["out_dir"]) / "confound" / variation.replace("+", "_"))
+    out["launcher"] = cfg.get("launcher")
+    spec = resolve_task_spec(cfg["task"])
+    # a preset: its name plus the overrides (merged key by key); a declared task: its full mapping, modified
+    task = {"preset": spec["name"]} if isinstance(cfg["task"], str) else copy.deepcopy(spec)
+    parts = variation.split("+")
+    if "offset" in parts:
+        w = dict(task.get("windows") or {})
+        w["tmin"] = float((spec.get("windows") or {}).get("tmin") or 0.0) + float(cc["offset_s"])
+        task["windows"] = w
+        out["data"] = {**out["data"], "window_shorten_s": 0.0 if cc["keep_length"] else float(cc["offset_s"])}
+    if "band" in parts:
+        out["data"] = {**out["data"], "band": [float(x) for x in cc["band"]]}
+    if "frontal" in parts:
+        ch = dict(task.get("channels") or {})
+        ch["exclude"] = sorted(set(ch.get("exclude") or []) | set((spec.get("channels") or {}).get("exclude") or [])
+                               | set(cc["frontal_channels"]))
+        task["channels"] = ch
+    out["task"] = task
+    return out
+
+
+def _preds(run_dir: Path, cfg: dict) -> pd.DataFrame:
+    """Every cell's test predictions of a cv run (current config hashes), keyed by (recording, window_index)."""
+    from eegfm_bench.runs.cv import windows_for
+
+    cells = json.loads((run_dir / "cells.json").read_text())
+    hashes = {(c["model"], c["regime"], c["head"]): c["config_hash"] for c in cells}
+    from eegfm_bench.results import ResultStore
+
+    rows = ResultStore(run_dir).load()
+    rows = rows[(rows["metric"] == "balanced_accuracy") & (rows["condition"] == "clean")]
+    out = []
+    cache: dict = {}
+    for r in rows.itertuples():
+        if hashes.get((r.model, r.regime, r.head)) != str(r.config_hash) or not isinstance(r.predictions, str):
+            continue
+        p = pd.read_csv(r.predictions)
+        ws = windows_for(cfg, r.model, cache)
+        p["window_index"] = np.asarray(ws.window_index)[p["index"].to_numpy()]
+        p["model"], p["regime"], p["head"], p["fold"] = r.model, r.regime, r.head, int(r.fold)
+        out.append(p)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def compare(head_dir: Path, head_cfg: dict, var_dir: Path, var_cfg: dict, condition: str, n_boot: int,
+            seed: int = 0) -> list[dict]:
+    """Headline vs one variation per model × regime × head: balanced accuracy of each (mean ± SD over folds, on
+    the windows both hold), the paired difference and its subject-cluster bootstrap interval."""
+    from eegfm_bench.results import classification_metrics
+    from eegfm_bench.stats import paired_cluster_bootstrap
+
+    a, b = _preds(head_dir, head_cfg), _preds(var_dir, var_cfg)
+    out = []
+    if a.empty or b.empty:
+        return out
+    key = ["model", "regime", "head", "fold", "recording", "window_index"]
+    m = a.merge(b, on=key, suffixes=("_h", "_v"))
+    pc = sorted(c[:-2] for c in m.columns if c.endswith("_h") and c.startswith("p") and c[1:-2].isdigit())
+    for (mo, rg, hd), g in m.groupby(["model", "regime", "head"], sort=True):
+        n_a = int(((a.model == mo) & (a.regime == rg) & (a["head"] == hd)).sum())
+        folds = sorted(g["fold"].unique())
+        per = {"h": [], "v": []}
+        for f in folds:
+            gf = g[g.fold == f]
+            for s in ("h", "v"):
+                per[s].append(classification_metrics(gf["y_h"].to_numpy(),
+                                                      gf[[f"{c}_{s}" for c in pc]].to_numpy())["balanced_accuracy"])
+        ci = paired_cluster_bootstrap(g["y_h"].to_numpy(), g[[f"{c}_v" for c in pc]].to_numpy(),
+                                      g[[f"{c}_h" for c in pc]].to_numpy(), g["subject_h"].astype(str).to_numpy(),
+                                      g["fold"].to_numpy(), metric="balanced_accuracy", target="mean_fold",
+                                      stratify=False, n_boot=n_boot, seed=seed)
+        h, v = np.asarray(per["h"]), np.asarray(per["v"])
+        out.append({"model": mo, "regime": rg, "head": hd, "condition": condition, "folds": len(folds),
+                    "n_windows": int(len(g)), "n_windows_headline": n_a,
+                    "headline_mean": float(h.mean()), "headline_sd": float(h.std(ddof=1)) if h.size > 1 else np.nan,
+                    "variation_mean": float(v.mean()), "variation_sd": float(v.std(ddof=1)) if v.size > 1 else np.nan,
+                    "delta": float(ci.estimate), "low": float(ci.low), "high": float(ci.high)})
+    return out
+
+
+def confound_markdown(table: pd.DataFrame, head_cfg: dict) -> str:
+    cc = head_cfg["confound"]
+    lines = [f"# Confound check: {head_cfg['experiment']}", "",
+             "Every headline cell retrained and tested on other windows, same folds and seeds (issue 16): "
+             f"`offset` starts the windows {cc['offset_s']:g} s after the cue "
+             f"({'same length' if cc['keep_length'] else 'same end, shorter'}); `band` narrows every model's "
+             f"band-pass to {cc['band'][0]:g}–{cc['band'][1]:g} Hz; `frontal` removes {', '.join(cc['frontal_channels'])}."
+             " Balanced accuracy, window level, mean ± SD over folds; Δ = variation − headline (paired on the windows "
+             "both hold, mean over folds) with a 95 % subject-cluster bootstrap interval (subjects resampled within "
+             "each test fold).", "",
+             "| model | regime | head | headline | condition | confound-checked | Δ [95 % CI] | windows |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        lines.append(f"| {r.model} | {r.regime} | {r.head} | {r.headline_mean:.3f} ± {r.headline_sd:.3f} | "
+                     f"{r.condition} | {r.variation_mean:.3f} ± {r.variation_sd:.3f} | {r.delta:+.3f} "
+                     f"[{r.low:+.3f}, {r.high:+.3f}] | {r.n_windows} of {r.n_windows_headline} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """Run every variation of ``cfg["confound"]`` (after the headline cv in ``cfg["out_dir"]``) and write
+    ``confound.md`` / ``confound.csv`` there; the variations' rows join the headline's store with their
+    ``condition``. Returns the comparison table.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`check_confound`.
+    """
+    from eegfm_bench.data.tasks import resolve_task_spec
+    from eegfm_bench.results import ResultStore
+    from eegfm_bench.runs.cv import run_cv
+
+    from eegfm_bench.distributed import is_global_zero
+
+    cc = cfg["confound"]
+    check_confound({**cc, "enabled": True}, resolve_task_spec(cfg["task"]))
+    out = Path(cfg["out_dir"])
+    zero = is_global_zero()
+    rows, store = [], ResultStore(out, write=zero)
+    for v in variations or cc["variations"]:
+        dcfg = derive(cfg, v)
+        cond = label(v, cc)
+        if progress:
+            from tqdm.auto import tqdm
+
+            tqdm.write(f"confound check {cond}: {dcfg['out_dir']}")
+        run_cv(dcfg, progress=progress)
+        from eegfm_bench.runs.cv import load_config
+
+        dcfg = load_config(Path(dcfg["out_dir"]) / "config.yaml")
+        vrows = ResultStore(dcfg["out_dir"]).load()
+        cells = {c["config_hash"] for c in json.loads((Path(dcfg["out_dir"]) / "cells.json").read_text())}
+        vrows = vrows[vrows["config_hash"].astype(str).isin(cells) & (vrows["condition"] == "clean")].copy()
+        vrows["condition"] = cond
+        store.append(vrows.to_dict("records"))
+        rows += compare(out, cfg, Path(dcfg["out_dir"]), dcfg, cond, int(cc["n_boot"]), seed=int(cfg["seed"]))
+    table = pd.DataFrame(rows)
+    if zero:
+        table.to_csv(out / "confound.csv", index=False)
+        (out / "confound.md").write_text(confound_markdown(table, cfg) if not table.empty else "(no confound rows)\n")
+        if progress:
+            print((out / "confound.md").read_text())
+    return table
+
+
+__all__ = ["ConfoundConfig", "run_confound", "check_confound", "derive", "label", "compare", "VARIATIONS", "FRONTAL"]
