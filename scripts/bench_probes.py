@@ -44,7 +44,6 @@ def _rss_mb() -> float:
 def _one(method: str, fold: int) -> dict:
     warnings.filterwarnings("ignore")
     import lightning as L
-    import numpy as np
 
     from eegfm_bench.data.datamodule import EEGDataModule
     from eegfm_bench.data.splits import SplitSpec, make_split

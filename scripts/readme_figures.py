@@ -7,6 +7,7 @@ Runs (unless ``--render-only``) the README's quickstart commands, each as its ow
     eegfm-bench sweep     --config configs/experiment/sweep_quickstart.yaml
     eegfm-bench probe     --config configs/experiment/interpret_quickstart.yaml
     eegfm-bench attribute --config configs/experiment/interpret_quickstart.yaml
+    eegfm-bench confound  --cv results/quickstart
 
 then rewrites the README blocks between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` from the result
 files those commands wrote (``results/quickstart/...``): the quickstart table and its cost, the condensed robustness
@@ -43,6 +44,7 @@ STEPS = {
     "sweep": ["sweep", "--config", "configs/experiment/sweep_quickstart.yaml"],
     "probe": ["probe", "--config", "configs/experiment/interpret_quickstart.yaml"],
     "attribute": ["attribute", "--config", "configs/experiment/interpret_quickstart.yaml"],
+    "confound": ["confound", "--cv", "results/quickstart"],
 }
 SWEEP_COLUMNS = [("white_snr=0dB", "white 0 dB"), ("white_snr=-15dB", "white −15 dB"), ("pink_snr=-5dB", "pink −5 dB"),
                  ("dropout_p=0.5_zero", "dropout p=0.5 zero-padded"), ("dropout_p=0.5_removed", "p=0.5 removed"),
@@ -86,8 +88,9 @@ def run_steps(steps: list[str], parallel: bool) -> dict:
     timings = json.loads(timings_path.read_text()) if timings_path.is_file() else {}
     order = [s for s in STEPS if s in steps]
     batches = [["cv"]] if "cv" in order else []
-    rest = [s for s in order if s != "cv"]
+    rest = [s for s in order if s not in ("cv", "confound")]  # the confound check retrains: alone, at the end
     batches += [rest] if parallel else [[s] for s in rest]
+    batches += [["confound"]] if "confound" in order else []
     for batch in batches:
         procs = {}
         for s in batch:
@@ -226,8 +229,35 @@ def block_attribution(t: dict) -> str:
                                      "among the sensorimotor electrodes."))
 
 
+def block_confound(t: dict) -> str:
+    c = pd.read_csv(OUT / "confound.csv")
+    conds = list(dict.fromkeys(c["condition"]))
+    lines = ["| model | regime | head | headline | " + " | ".join(f"`{x}`" for x in conds) + " |",
+             "|---" * (4 + len(conds)) + "|"]
+    for (m, r, h), g in c.groupby(["model", "regime", "head"], sort=True):
+        first = g.iloc[0]
+        cells = []
+        for x in conds:
+            row = g[g.condition == x]
+            if row.empty:
+                cells.append("–")
+                continue
+            row = row.iloc[0]
+            cells.append(f"{row.variation_mean:.3f} (Δ {row.delta:+.3f} [{row.low:+.3f}, {row.high:+.3f}])"
+                         .replace("-", "−"))
+        lines.append(f"| {m} | {r} | {h} | {first.headline_mean:.3f} ± {first.headline_sd:.3f} | " + " | ".join(cells)
+                     + " |")
+    timing = f"{_mmss(t['confound']['wall_s'])} wall" if "confound" in t else "not timed"
+    return "\n".join([
+        f"`eegfm-bench confound --cv results/quickstart` ({timing}; code "
+        f"`{_code_versions(*(OUT / 'confound').glob('*/results.csv'))}`): every headline cell retrained on the same "
+        "folds and seeds with the windows starting 1 s after the cue (same end, so 3 s), in the 4–40 Hz band, and "
+        "both (`results/quickstart/confound.md`). Balanced accuracy, mean over the 5 folds; Δ = confound-checked − "
+        "headline, paired on the same windows, with its 95 % subject-cluster bootstrap interval:", "", *lines])
+
+
 BLOCKS = {"quickstart": block_quickstart, "sweep": block_sweep, "probes": block_probes,
-          "attribution": block_attribution}
+          "attribution": block_attribution, "confound": block_confound}
 
 
 def render(timings: dict) -> list[str]:
