@@ -156,7 +156,10 @@ def test_audit_cli_writes_json_and_markdown_and_resumes(tmp_path, capsys, monkey
     assert len(jsons) == 1
     stem = jsons[0].with_suffix("")
     assert sorted(p.name for p in out.iterdir()) == [f"{stem.name}.json", f"{stem.name}.md",
-                                                     f"{stem.name}_remedy.npz"]
+                                                     f"{stem.name}_remedy.npz", "report.html", "report.md",
+                                                     "report_assets"]  # the audit and the experiment's page
+    page = (out / "report.md").read_text()
+    assert "Provenance audit" in page and "certified" in page
     d = json.loads(jsons[0].read_text())
     assert d["schema"] == "physiotrace-audit/1" and d["design"] == "paired"
     assert d["data"]["views"] == ["original", "average", "Cz"] and d["data"]["n_subjects"]["test"] == 14
