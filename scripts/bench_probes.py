@@ -4,7 +4,9 @@ linear (flatten) head on cached tokens and the MLP head (issue 15; the ridge pro
 The tokens come from the feature cache the quickstart cv filled (``eegfm-bench cv --config
 configs/experiment/quickstart.yaml``; filled here first when missing): random-init LaBraM, 720 windows × 256 tokens
 × 200 dims, ``(720, 51,200)`` flattened (float32 memmap, 147 MB). Each method runs in its own process, so every peak
-is its own: ``peak RSS`` (``ru_maxrss``) and ``peak − baseline`` (the RSS after the imports and before the method).
+is its own: ``peak RSS`` (``VmHWM``, file-backed pages of the memory map included) and ``peak − baseline`` (the RSS after the imports and before the method).
+The ridge process imports numpy and the probe only (the tokens as a read-only memory map); the head processes
+import torch and Lightning and train the head alone on the cached tokens (no backbone).
 
 * ``ridge``  — :func:`eegfm_bench.models.ridge.ridge_probe` (dual form streamed over 4,096-column chunks, 9 alphas
   chosen on the validation subjects, refit on train + validation);
@@ -23,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -33,26 +34,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _rss_mb() -> float:
+def _rss_mb(field: str = "VmRSS") -> float:
+    """This process's resident set (``VmRSS``) or its peak (``VmHWM``), MB. ``ru_maxrss`` is not used: on Linux a
+    child started by fork + exec inherits the parent's high-water mark (the setup's GB of windows and torch)."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
 
-def _one(method: str, fold: int) -> dict:
+def _setup(fold: int, path: Path) -> None:
+    """Fill (or find) the token cache and write what the methods need: the tokens' .npy path, labels, fold rows."""
     warnings.filterwarnings("ignore")
-    import lightning as L
+    import numpy as np
 
-    from eegfm_bench.data.datamodule import EEGDataModule
     from eegfm_bench.data.splits import SplitSpec, make_split
     from eegfm_bench.models.features import extract_features
     from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.results import classification_metrics
-    from eegfm_bench.runs.cv import load_config, windows_for
-    from eegfm_bench.runs.trainer import build_trainer, quiet_lightning
-    from lightning.pytorch.callbacks import EarlyStopping
+    from eegfm_bench.runs.cv import load_config, run_optim, windows_for
+    from eegfm_bench.runs.trainer import quiet_lightning
 
     quiet_lightning()
     cfg = load_config(REPO / "configs" / "experiment" / "quickstart.yaml")
@@ -62,53 +63,117 @@ def _one(method: str, fold: int) -> dict:
                        "eegmmidb_mi")
     run = next(r for r in cfg["runs"] if r["model"] == "labram")
     base = FMClassifier(backbone="labram", head="flatten", regime="head_only", ch_names=list(ws.ch_names),
-                        n_times=ws.n_times, n_classes=len(ws.class_names), init_seed=cfg["seed"], **cfg["optim"],
-                        **(run.get("optim") or {}))
+                        n_times=ws.n_times, n_classes=len(ws.class_names), init_seed=cfg["seed"], **run_optim(cfg, run))
     feats = extract_features(base.backbone, ws, parts=("tokens",), trainer=cfg["trainer"], batch_size=64,
                              cache_dir=cfg["data"]["cache_dir"], progress=False)
-    tokens = feats.array("tokens")
-    dm = EEGDataModule(task=cfg["task"], backbone="labram", fold=fold, batch_size=64, ws=ws, split=split)
+    tok = feats.array("tokens")
+    tr, va, te = split.indices(np.asarray(ws.subject), fold)
+    np.savez(path, tokens=str(tok.filename), y=np.asarray(ws.y), train=tr, val=va, test=te,
+             class_weights=np.bincount(ws.y[tr]).sum() / (len(ws.class_names) * np.bincount(ws.y[tr])))
+
+
+def _one(method: str, setup: Path) -> dict:
+    """One method in this process: the ridge probe imports numpy and the probe only; the heads need Lightning."""
+    import numpy as np
+
+    z = np.load(setup)
+    tokens = np.load(str(z["tokens"]), mmap_mode="r")
+    y, tr, va, te = z["y"], z["train"], z["val"], z["test"]
     baseline = _rss_mb()
     t0 = time.perf_counter()
     if method == "ridge":
         from eegfm_bench.models.ridge import ridge_probe
 
-        r = ridge_probe(tokens, ws.y, dm.train_idx, dm.val_idx, dm.test_idx)
-        bacc = classification_metrics(ws.y[dm.test_idx], r["proba"])["balanced_accuracy"]
+        baseline = _rss_mb()
+        t0 = time.perf_counter()
+        r = ridge_probe(tokens, y, tr, va, te)
+        pred = r["pred"]
         extra = {"alpha": r["alpha"], "n_features": r["n_features"]}
     else:
-        L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
-        dm.use_tokens(tokens)
+        warnings.filterwarnings("ignore")
+        import lightning as L
+        import torch
+        from lightning.pytorch.callbacks import EarlyStopping
+        from torch.utils.data import DataLoader, TensorDataset
+
+        from eegfm_bench.models.heads import HEADS
+        from eegfm_bench.models.module import FMClassifier
+        from eegfm_bench.runs.cv import load_config, run_optim
+        from eegfm_bench.runs.trainer import build_trainer, quiet_lightning
+
+        quiet_lightning()
+        cfg = load_config(REPO / "configs" / "experiment" / "quickstart.yaml")
+        run = next(r for r in cfg["runs"] if r["model"] == "labram")
+        L.seed_everything(cfg["seed"], workers=True, verbose=False)
         head = "flatten" if method == "linear" else "mlp"
-        model = FMClassifier(backbone="labram", head=head, regime="head_only", ch_names=list(ws.ch_names),
-                             n_times=ws.n_times, n_classes=len(ws.class_names), init_seed=cfg["seed"],
-                             class_weights=dm.class_weights, **cfg["optim"], **(run.get("optim") or {}))
-        tr = {**cfg["trainer"], "loggers": [], "enable_progress_bar": False}
-        trainer = build_trainer(tr, loggers=False, callbacks=[EarlyStopping("val/bacc", mode="max",
-                                                                            patience=tr["patience"])])
-        trainer.fit(model, dm)
-        trainer.test(model, dm, verbose=False)
-        p = model.test_predictions
-        bacc = classification_metrics(p["y"].to_numpy(), p[["p0", "p1"]].to_numpy())["balanced_accuracy"]
-        extra = {"epochs": trainer.current_epoch, "head_params": model.parameter_counts["head_params"]}
+        n, n_tok, d = tokens.shape
+
+        class TokensOnly(FMClassifier):  # the head on cached tokens: no backbone is built or run
+            def __init__(self):
+                L.LightningModule.__init__(self)
+                self.save_hyperparameters({"n_classes": 2})
+                FMClassifier.__init__  # noqa: B018  (documentation: the rest is FMClassifier's loop)
+                self.head = HEADS.get(head)(n_tok, d, 2)
+                self.regime = "head_only"
+                from eegfm_bench.models.module import _metrics, ClassCounts
+                from torchmetrics.classification import MulticlassAccuracy
+
+                self.register_buffer("class_weights", torch.tensor(z["class_weights"], dtype=torch.float32),
+                                     persistent=False)
+                self.val_metrics, self.val_classes = _metrics(2, "val/"), ClassCounts(2)
+                self.train_bacc = MulticlassAccuracy(2, average="macro")
+                self._test_rows, self.test_predictions = [], None
+                self.backbone = torch.nn.Identity()
+
+            def configure_optimizers(self):
+                o = run_optim(cfg, run)
+                return torch.optim.AdamW(self.head.parameters(), lr=o["lr"], weight_decay=o["weight_decay"])
+
+        def loader(idx, shuffle):
+            ds = TensorDataset(torch.from_numpy(np.ascontiguousarray(tokens[idx])), torch.from_numpy(y[idx]),
+                               torch.from_numpy(idx))
+            return DataLoader(ds, batch_size=64, shuffle=shuffle,
+                              collate_fn=lambda b: {"tokens": torch.stack([x[0] for x in b]),
+                                                    "y": torch.stack([x[1] for x in b]),
+                                                    "index": torch.stack([x[2] for x in b])})
+
+        model = TokensOnly()
+        baseline = _rss_mb()  # after the imports (torch, Lightning) and the model: what the fit adds
+        t0 = time.perf_counter()
+        tr_cfg = {**cfg["trainer"], "loggers": [], "enable_progress_bar": False}
+        trainer = build_trainer(tr_cfg, loggers=False, callbacks=[EarlyStopping("val/bacc", mode="max",
+                                                                                patience=tr_cfg["patience"])])
+        trainer.fit(model, loader(tr, True), loader(va, False))
+        trainer.test(model, loader(te, False), verbose=False)
+        p = model.test_predictions.sort_values("index")
+        pred = p["pred"].to_numpy()
+        extra = {"epochs": trainer.current_epoch, "head_params": model.head.n_parameters}
+        te = np.sort(te)
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"method": method, "wall_s": wall, "peak_rss_mb": peak, "baseline_rss_mb": baseline,
-            "test_bacc": float(bacc), "n_train": int(len(dm.train_idx)), "n_val": int(len(dm.val_idx)),
-            "n_test": int(len(dm.test_idx)), "tokens_shape": list(tokens.shape), **extra}
+    peak = _rss_mb("VmHWM")
+    yt = y[te]
+    bacc = float(np.mean([np.mean(pred[yt == k] == k) for k in np.unique(yt)]))
+    return {"method": method, "wall_s": wall, "peak_rss_mb": peak, "baseline_rss_mb": baseline, "test_bacc": bacc,
+            "n_train": int(len(tr)), "n_val": int(len(va)), "n_test": int(len(te)), "tokens_shape": list(tokens.shape),
+            **extra}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--fold", type=int, default=0)
     p.add_argument("--method", choices=["ridge", "linear", "mlp"], help="run one method here (internal)")
+    p.add_argument("--setup", help="(internal) the setup file")
     args = p.parse_args(argv)
     if args.method:
-        print("RESULT " + json.dumps(_one(args.method, args.fold)))
+        print("RESULT " + json.dumps(_one(args.method, Path(args.setup))))
         return 0
+    import tempfile
+
+    setup = Path(tempfile.mkdtemp()) / "setup.npz"
+    _setup(args.fold, setup)
     rows = []
     for m in ("ridge", "linear", "mlp"):
-        out = subprocess.run([sys.executable, __file__, "--method", m, "--fold", str(args.fold)], capture_output=True,
+        out = subprocess.run([sys.executable, __file__, "--method", m, "--setup", str(setup)], capture_output=True,
                              text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
         if out.returncode or not line:
