@@ -230,7 +230,11 @@ def block_attribution(t: dict) -> str:
 
 
 def block_confound(t: dict) -> str:
-    c = pd.read_csv(OUT / "confound.csv")
+    from eegfm_bench.runs.confound import current_rows
+
+    c = current_rows(OUT)
+    if c.empty:
+        raise FileNotFoundError(f"no current confound rows in {OUT / 'confound.csv'}")
     conds = list(dict.fromkeys(c["condition"]))
     lines = ["| model | regime | head | headline | " + " | ".join(f"`{x}`" for x in conds) + " |",
              "|---" * (4 + len(conds)) + "|"]

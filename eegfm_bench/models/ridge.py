@@ -96,7 +96,7 @@ def ridge_probe(X, y, train_idx, val_idx, test_idx, *, alphas: Sequence[float] =
     Raises
     ------
     ValueError
-        Empty index sets, fewer than two classes in the training rows, or a non-positive alpha.
+        Empty index sets, fewer than two classes in the training + validation rows, or a non-positive alpha.
     """
     X = _flat(X)
     y = np.asarray(y)
@@ -107,7 +107,7 @@ def ridge_probe(X, y, train_idx, val_idx, test_idx, *, alphas: Sequence[float] =
         raise ValueError(f"ridge probe: alphas must be > 0, got {list(alphas)}")
     classes = np.unique(y[np.concatenate([tr, va])])
     if classes.size < 2:
-        raise ValueError("ridge probe: the training rows hold one class")
+        raise ValueError("ridge probe: the training and validation rows hold one class")
     y_idx = np.searchsorted(classes, y)
     # 1) alpha on the validation subjects: fit on train, score balanced accuracy on val
     mu = _col_means(X, tr, chunk)

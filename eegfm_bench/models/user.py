@@ -154,8 +154,22 @@ def _normalise(spec: dict) -> dict:
                              + "".join(f"; did you mean {v[0]!r} for {k!r}" for k, v in hint.items() if v)
                              + f"; valid: {sorted(base)}")
     out = {**base, **spec}
+    for key, allowed in (("channels", set(base["channels"])), ("pretrained", {"path", "sha256"})):
+        sub = spec.get(key) or {}
+        bad = sorted(set(sub) - allowed)
+        if bad:
+            import difflib
+
+            hint = [f"did you mean {difflib.get_close_matches(b, allowed, n=1)[0]!r} for {b!r}" for b in bad
+                    if difflib.get_close_matches(b, allowed, n=1)]
+            raise UserModelError(f"user model: unknown key(s) {bad} in {key}" + (f"; {'; '.join(hint)}" if hint else "")
+                                 + f"; valid: {sorted(allowed)}")
     out["channels"] = {**base["channels"], **(spec.get("channels") or {})}
+    if out["channels"]["kind"] not in ("any", "names", "positions"):
+        raise UserModelError(f"user model: channels.kind {out['channels']['kind']!r}; fix: any, names or positions")
     if out["pretrained"] is not None:
+        if not out["pretrained"].get("path"):
+            raise UserModelError("user model: pretrained needs a path; fix: pretrained: {path: FILE, sha256: HEX}")
         out["pretrained"] = {"sha256": None, **out["pretrained"]}
     return out
 
@@ -200,7 +214,10 @@ def load_user_weights(module: nn.Module, pre: dict) -> str:
     try:
         module.load_state_dict(state, strict=True)
     except RuntimeError as err:
-        raise UserModelError(f"pretrained weights {path} do not match the module: {str(err)[:500]}") from None
+        detail = "; ".join(x.strip() for x in str(err).splitlines() if x.strip())
+        raise UserModelError(f"pretrained weights {path} do not match the module ({detail[:600]}); fix: weights of "
+                             "this architecture and init_args (a channel-count-dependent module needs channels: "
+                             "{kind: names, names: [...]} of the montage its weights were trained on)") from None
     return f"pretrained:{path.stem}@{sha[:12]}"
 
 
@@ -378,8 +395,9 @@ def user_spec(model: str) -> dict | None:
 
 def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None, n_outputs: int = 2,
                      lora: bool = False) -> dict:
-    """One batch through a declared user model before any data is read: build it on the declared channels (or the
-    19 channels of the 10-20 system), check the tokens' shape, that the block pattern matches modules whose hooks
+    """One batch through a declared user model before any data is read: build it (random init: declared weights are
+    only checked for their file and sha256 here, and loaded strictly on the data's montage) on the declared
+    channels (or the 19 channels of the 10-20 system), check the tokens' shape, that the block pattern matches modules whose hooks
     fire, that gradients reach its parameters and that the LoRA targets match modules (with ``lora``, a run uses
     the LoRA regime: peft wraps them and the adapters must receive gradients).
 
@@ -394,7 +412,15 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
         Naming what is wrong and the fix.
     """
     spec = _normalise(dict(spec))
-    cls = make_user_adapter(name, spec)
+    if spec["pretrained"]:  # the file and its sha256 now; the strict load happens on the data's montage
+        path = Path(spec["pretrained"]["path"]).expanduser()
+        if not path.is_file():
+            raise UserModelError(f"user model {name}: pretrained weights {path} not found; fix: the path of a "
+                                 ".safetensors / .pt state dict")
+        if spec["pretrained"].get("sha256") and _sha256(path) != spec["pretrained"]["sha256"]:
+            raise UserModelError(f"user model {name}: pretrained weights {path}: sha256 {_sha256(path)} differs from "
+                                 f"the declared {spec['pretrained']['sha256']}; fix: the right file, or update sha256")
+    cls = make_user_adapter(name, {**spec, "pretrained": None})
     names = ch_names or (list(spec["channels"]["names"]) or DRY_RUN_CHANNELS)
     n_times = int(round(spec["sfreq"] * spec["window_s"]))
     ad = cls(names, n_times, n_outputs)

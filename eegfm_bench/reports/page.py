@@ -274,8 +274,13 @@ def run_section(src: Sources, frames: Sequence[pd.DataFrame]) -> Section:
     for d in src.cv:
         ing = d / "ingest_report.json"
         if ing.is_file():
-            sec.notes.append(f"Data ({d.name}): {_ingest_line(json.loads(ing.read_text()))} The full ingestion report "
-                             "and the configuration are under 'configuration and ingestion report' below.")
+            cap = ((_yaml(d / "config.yaml").get("data") or {}).get("max_windows_per_subject"))
+            sec.notes.append(f"Data ({d.name}): {_ingest_line(json.loads(ing.read_text()))}"
+                             + (f" The cv then keeps at most {cap} windows per subject and class "
+                                "(data.max_windows_per_subject); the rows' n_windows are what was tested."
+                                if cap else "")
+                             + " The full ingestion report and the configuration are under 'configuration and "
+                               "ingestion report' below.")
         if (d / "ingest_report.md").is_file():
             sec.pre += (d / "ingest_report.md").read_text().strip() + "\n\n"
         if (d / "config.yaml").is_file():
@@ -354,9 +359,10 @@ def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
     sec.figures.append(_figure(png, f"Balanced accuracy of every test fold (dots; {n_folds} folds) with mean ± SD "
                                     f"(squares), per model / regime / head; init {inits}; {cv_dir.name}."))
     out = [sec]
-    conf = cv_dir / "confound.csv"
-    if conf.is_file() and conf.stat().st_size > 1:
-        c = pd.read_csv(conf)
+    from eegfm_bench.runs.confound import current_rows
+
+    c = current_rows(cv_dir)
+    if not c.empty:
         csec = Section("confound", f"Confound check ({cv_dir.name}; issue 16)",
                        "Every headline cell retrained on windows that start after the cue-evoked response and/or in a "
                        "restricted band, same folds and seeds: if the headline collapses, it was not the task. Δ = "

@@ -98,9 +98,10 @@ def check_confound(cc: dict | None, task_spec: dict) -> None:
     if len(b) != 2 or not 0 <= float(b[0]) < float(b[1]):
         raise ConfigError(f"confound.band {b}; fix: [lo, hi] in Hz with 0 <= lo < hi (default [4, 40])")
     mode = (task_spec.get("windows") or {}).get("mode")
-    if mode != "events":
-        raise ConfigError(f"confound: the task's windows are not locked to events (windows.mode: {mode}); the offset "
-                          "and band checks target cue-evoked responses; fix: confound.enabled: false for this task")
+    if mode != "events" and any("offset" in v for v in cc["variations"]):
+        raise ConfigError(f"confound: the offset variation starts windows after the cue, but the task's windows are "
+                          f"not locked to events (windows.mode: {mode}); fix: variations without offset (band, frontal) "
+                          "or confound.enabled: false for this task")
 
 
 def derive(cfg: dict, variation: str) -> dict:
@@ -113,8 +114,10 @@ def derive(cfg: dict, variation: str) -> dict:
     out["out_dir"] = str(Path(cfg["out_dir"]) / "confound" / variation.replace("+", "_"))
     out["launcher"] = cfg.get("launcher")
     spec = resolve_task_spec(cfg["task"])
-    # a preset: its name plus the overrides (merged key by key); a declared task: its full mapping, modified
-    task = {"preset": spec["name"]} if isinstance(cfg["task"], str) else copy.deepcopy(spec)
+    from eegfm_bench.data.tasks import preset_names
+
+    # a preset: its name plus the overrides (merged key by key); a declared task (mapping or YAML file): its mapping
+    task = {"preset": spec["name"]} if cfg["task"] in preset_names() else copy.deepcopy(spec)
     parts = variation.split("+")
     if "offset" in parts:
         w = dict(task.get("windows") or {})
@@ -155,6 +158,24 @@ def _preds(run_dir: Path, cfg: dict) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
 
 
+def _hash_of(run_dir: Path, model: str, regime: str, head: str) -> str:
+    for c in json.loads((run_dir / "cells.json").read_text()):
+        if (c["model"], c["regime"], c["head"]) == (model, regime, head):
+            return str(c["config_hash"])
+    return ""
+
+
+def current_rows(out_dir: Path) -> pd.DataFrame:
+    """The rows of ``confound.csv`` whose headline cell is the run's current one (``cells.json``): a headline
+    retrained since (another config hash) leaves its old confound rows out."""
+    path = Path(out_dir) / "confound.csv"
+    if not path.is_file() or path.stat().st_size < 2:
+        return pd.DataFrame()
+    df = pd.read_csv(path)
+    cur = {str(c["config_hash"]) for c in json.loads((Path(out_dir) / "cells.json").read_text())}
+    return df[df["headline_hash"].astype(str).isin(cur)] if "headline_hash" in df else df.iloc[0:0]
+
+
 def compare(head_dir: Path, head_cfg: dict, var_dir: Path, var_cfg: dict, condition: str, n_boot: int,
             seed: int = 0) -> list[dict]:
     """Headline vs one variation per model × regime × head: balanced accuracy of each (mean ± SD over folds, on
@@ -184,6 +205,7 @@ def compare(head_dir: Path, head_cfg: dict, var_dir: Path, var_cfg: dict, condit
                                       stratify=False, n_boot=n_boot, seed=seed)
         h, v = np.asarray(per["h"]), np.asarray(per["v"])
         out.append({"model": mo, "regime": rg, "head": hd, "condition": condition, "folds": len(folds),
+                    "headline_hash": _hash_of(head_dir, mo, rg, hd), "variation_hash": _hash_of(var_dir, mo, rg, hd),
                     "n_windows": int(len(g)), "n_windows_headline": n_a,
                     "headline_mean": float(h.mean()), "headline_sd": float(h.std(ddof=1)) if h.size > 1 else np.nan,
                     "variation_mean": float(v.mean()), "variation_sd": float(v.std(ddof=1)) if v.size > 1 else np.nan,
@@ -249,6 +271,13 @@ def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Seque
         store.append(vrows.to_dict("records"))
         rows += compare(out, cfg, Path(dcfg["out_dir"]), dcfg, cond, int(cc["n_boot"]), seed=int(cfg["seed"]))
     table = pd.DataFrame(rows)
+    old = current_rows(out)
+    if not old.empty and not table.empty:  # variations of earlier calls stay (this call's replace theirs)
+        keep = ~old.set_index(["model", "regime", "head", "condition"]).index.isin(
+            table.set_index(["model", "regime", "head", "condition"]).index)
+        table = pd.concat([old[keep], table], ignore_index=True)
+    elif table.empty:
+        table = old
     if zero:
         table.to_csv(out / "confound.csv", index=False)
         (out / "confound.md").write_text(confound_markdown(table, cfg) if not table.empty else "(no confound rows)\n")

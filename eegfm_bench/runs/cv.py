@@ -80,13 +80,16 @@ class DataConfig:
 
 
 def compiled(model, spec):
-    """``torch.compile(model, **spec)`` for ``compile: true | {kwargs}`` (Lightning fits and checkpoints the compiled
-    module's original), else ``model``."""
+    """``model`` with its ``forward`` (backbone tokens → head) compiled by ``torch.compile(**spec)`` for ``compile:
+    true | {kwargs}``. Only the forward: compiling the whole LightningModule would trace the torchmetrics updates of
+    its steps too (dynamo fails on torchmetrics' optional-import checks). Weights, checkpoints and hyper-parameters
+    are the uncompiled module's."""
     if not spec:
         return model
     import torch
 
-    return torch.compile(model, **({} if spec is True else dict(spec)))
+    model.forward = torch.compile(model.forward, **({} if spec is True else dict(spec)))
+    return model
 
 
 LP_FT = {"lp_ft": "full", "lp_lora": "lora"}
@@ -325,6 +328,7 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
                                       f"head_only for it (got {run['regime']})")
                 continue
             HEADS.get(h)
+        check_head_kwargs(run, i)
         bad_lp = sorted(set(run.get("lp_ft") or {}) - {"lp_max_epochs"})
         if bad_lp or (run.get("lp_ft") and run["regime"] not in LP_FT):
             raise ConfigError(f"runs[{i}].lp_ft: {'unknown keys ' + str(bad_lp) if bad_lp else 'set but the regime is '}"
@@ -387,7 +391,7 @@ def cell_hash(cfg: dict, run: dict, head: str, data_key: str | None) -> str:
     d = cfg["data"]
     blob = {"task": cfg["task"], "model": run["model"], "regime": run["regime"], "head": head,
             "pretrained": run.get("pretrained"), "init_seed": run_init_seed(cfg, run),
-            "backbone_kwargs": run.get("backbone_kwargs"), "head_kwargs": run.get("head_kwargs"), "lora": run.get("lora"),
+            "backbone_kwargs": run.get("backbone_kwargs"), "head_kwargs": head_kwargs_for(run, head), "lora": run.get("lora"),
             **({"lp_ft": run.get("lp_ft")} if run.get("lp_ft") else {}),
             "optim": run_optim(cfg, run), "trainer": hashable_trainer(run_trainer(cfg, run)),
             **({"user_model": cfg["user_models"][run["model"]]} if run["model"] in (cfg.get("user_models") or {}) else {}),
@@ -395,6 +399,40 @@ def cell_hash(cfg: dict, run: dict, head: str, data_key: str | None) -> str:
                      "batch_size": d["batch_size"], "windows": data_key},
             "split": {k: v for k, v in cfg["split"].items() if k != "folds"}, "seed": cfg["seed"]}
     return config_hash(blob)
+
+
+def head_kwargs_for(run: dict, head: str) -> dict | None:
+    """The ``head_kwargs`` of one head of a run: per head when every key names a head (``{mlp: {hidden: [256]},
+    ridge: {alphas: [...]}}``), else the run's one mapping for all its heads (``None`` when unset)."""
+    from eegfm_bench.models.heads import HEADS
+
+    hk = run.get("head_kwargs")
+    if hk and set(hk) <= set(HEADS.names()) | {"ridge"} and all(isinstance(v, dict) or v is None for v in hk.values()):
+        return hk.get(head) or None
+    return hk
+
+
+def check_head_kwargs(run: dict, i: int) -> None:
+    """Every head of a run takes its ``head_kwargs`` (checked before any data is read).
+
+    Raises
+    ------
+    ConfigError
+        A key that is not an argument of that head, naming the head's arguments and the per-head form.
+    """
+    import inspect
+
+    from eegfm_bench.models.heads import HEADS
+
+    for h in run["heads"]:
+        kw = head_kwargs_for(run, h) or {}
+        valid = {"alphas"} if h == "ridge" else set(inspect.signature(HEADS.get(h).__init__).parameters) - {
+            "self", "n_tokens", "d_model", "n_classes"}
+        bad = sorted(set(kw) - valid)
+        if bad:
+            raise ConfigError(f"runs[{i}].head_kwargs {bad} are not settings of the {h} head (it takes "
+                              f"{sorted(valid) or 'none'}); fix: per-head settings, e.g. head_kwargs: "
+                              "{mlp: {hidden: [256]}, ridge: {alphas: [0.1, 1, 10]}}")
 
 
 def run_init_seed(cfg: dict, run: dict) -> int:
@@ -446,7 +484,8 @@ def model_preprocessing(cfg: dict, model: str):
         w = float(prep.window_s) - float(d["window_shorten_s"])
         if not w > 0:
             raise ConfigError(f"data.window_shorten_s {d['window_shorten_s']} s leaves no window of {model}'s "
-                              f"{prep.window_s} s")
+                              f"{prep.window_s} s; fix: confound.offset_s below the window length, or "
+                              "confound.keep_length: true (the window keeps its length and ends later)")
         over.update(window_s=w)
     return dataclasses.replace(prep, **over) if over else prep
 
@@ -664,7 +703,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
                          pretrained=run.get("pretrained"), init_seed=init_seed, class_weights=dm.class_weights,
                          backbone_kwargs=run.get("backbone_kwargs"), lora=run.get("lora"), **optim)
             model = FMClassifier(head="flatten" if head == "ridge" else head, regime=stage_regime,
-                                 head_kwargs=None if head == "ridge" else run.get("head_kwargs"), **build)
+                                 head_kwargs=None if head == "ridge" else head_kwargs_for(run, head), **build)
             init = model.init
             key = dict(experiment=cfg["experiment"], task=tname, model=model_name, init=init, regime=regime,
                        head=head, fold=fold, seed=cfg["seed"], condition="clean")
@@ -672,7 +711,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             if regime in LP_FT:  # stage 1, linear probing: the head trained on the frozen backbone's tokens
                 import torch
 
-                lp = FMClassifier(head=head, regime="head_only", head_kwargs=run.get("head_kwargs"), **build)
+                lp = FMClassifier(head=head, regime="head_only", head_kwargs=head_kwargs_for(run, head), **build)
                 lp_feats = extract_features(lp.backbone, ws, parts=("tokens",), trainer=tr,
                                             batch_size=fixed_batch_size(d), cache_dir=d["cache_dir"],
                                             progress=progress)
@@ -700,7 +739,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
                 feats = extract_features(model.backbone, ws, parts=("tokens",), trainer=tr,
                                          batch_size=fixed_batch_size(d), cache_dir=d["cache_dir"], progress=progress)
                 dm.use_tokens(feats.array("tokens"))
-            if d["batch_size"] == "auto":
+            if d["batch_size"] == "auto" and head != "ridge":  # a closed-form ridge cell trains no batch
                 if (model_name, regime, head) not in auto_batch:
                     cap = min(int(d["max_batch_size"]), len(dm.train_idx))
                     auto_batch[(model_name, regime, head)] = find_batch_size(model, dm, tr, cap)
@@ -728,7 +767,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
                 from eegfm_bench.models.ridge import ridge_probe
 
                 r = ridge_probe(feats.array("tokens"), ws.y, dm.train_idx, dm.val_idx, dm.test_idx,
-                                alphas=(run.get("head_kwargs") or {}).get("alphas") or RIDGE_ALPHAS, coef=True)
+                                alphas=(head_kwargs_for(run, "ridge") or {}).get("alphas") or RIDGE_ALPHAS, coef=True)
                 load_ridge(model.head, r, dm.n_classes)
                 extra.update(ridge_alpha=r["alpha"], ridge_val_bacc=max(r["val_scores"].values()))
                 trainer.test(model, dm, verbose=False)  # the test loop and the checkpoint, as for every head
@@ -834,9 +873,11 @@ def check_config(config, args: Sequence[str] = ()) -> None:
                            subjects=d["subjects"], max_windows_per_subject=d["max_windows_per_subject"])
         for head in run["heads"]:
             m = FMClassifier(backbone=run["model"], user_model=(cfg.get("user_models") or {}).get(run["model"]),
-                             head=head, regime=run["regime"], ch_names=dm.ch_names,
+                             head="flatten" if head == "ridge" else head, regime=LP_FT.get(run["regime"], run["regime"]),
+                             ch_names=dm.ch_names,
                              n_times=dm.n_times, n_classes=dm.n_classes, pretrained=run.get("pretrained"),
-                             backbone_kwargs=run.get("backbone_kwargs"), head_kwargs=run.get("head_kwargs"),
+                             backbone_kwargs=run.get("backbone_kwargs"),
+                             head_kwargs=None if head == "ridge" else head_kwargs_for(run, head),
                              lora=run.get("lora"), **run_optim(cfg, run))
             t = build_trainer(run_trainer(cfg, run), loggers=False, fast_dev_run=1)
             t.fit(m, dm)

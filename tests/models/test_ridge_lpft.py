@@ -107,3 +107,27 @@ def test_ridge_mlp_and_lp_ft_in_a_cv(tmp_path, monkeypatch):
     w = models["ridge"].head.classifier.weight.detach().double().numpy()
     np.testing.assert_allclose(w[1], r["coef"][0], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(w[0], -r["coef"][0], rtol=1e-5, atol=1e-7)
+
+
+def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
+    """head_kwargs per head ({mlp: {...}, ridge: {...}}); a setting a head does not take is refused before any data
+    is read with the per-head fix; `eegfm-bench check` runs the ridge head and an lp_ft regime."""
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.runs.cv import check_config, head_kwargs_for, load_config
+
+    base = {"experiment": "hk", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"),
+            "data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 4, "batch_size": 8},
+            "split": {"scheme": "kfold", "k": 3, "n_val_groups": 1, "folds": [0]}, "trainer": {"max_epochs": 1}}
+    tiny = {"num_layers": 2, "num_heads": 2, "conv_out_channels": 4}
+    run = {"model": "labram", "regime": "head_only", "heads": ["mean", "mlp", "ridge"], "backbone_kwargs": tiny,
+           "head_kwargs": {"mlp": {"hidden": [8]}, "ridge": {"alphas": [1.0, 10.0]}}}
+    cfg = load_config({**base, "runs": [run]})
+    r = cfg["runs"][0]
+    assert head_kwargs_for(r, "mlp") == {"hidden": [8]} and head_kwargs_for(r, "mean") is None
+    assert head_kwargs_for(r, "ridge") == {"alphas": [1.0, 10.0]}
+    with pytest.raises(ConfigError, match=r"head_kwargs \['hidden'\] are not settings of the mean head.*fix: per-head"):
+        load_config({**base, "runs": [{**run, "head_kwargs": {"hidden": [8]}}]})
+    check_config({**base, "runs": [{**run, "heads": ["ridge", "mlp"]},
+                                   {"model": "labram", "regime": "lp_ft", "heads": ["mean"], "backbone_kwargs": tiny}]})
+    out = capsys.readouterr().out
+    assert out.count("ok ") == 3

@@ -59,8 +59,13 @@ def test_dry_run_reports_shapes_and_adapter_contract():
     ({"init_args": {"widht": 3}}, r"init_args must match its constructor"),
     ({"tokenz": "output"}, r"unknown key\(s\) \['tokenz'\]; did you mean 'tokens'"),
     ({"tokens": "module:encoder.nothing"}, r"names no submodule; fix: one of"),
+    ({"channels": {"kind": "any", "varible": True}}, r"unknown key\(s\) \['varible'\] in channels; did you mean 'variable'"),
+    ({"channels": {"kind": "nams"}}, r"channels.kind 'nams'; fix: any, names or positions"),
+    ({"pretrained": {"path": "w.pt", "sha": "1"}}, r"unknown key\(s\) \['sha'\] in pretrained"),
+    ({"pretrained": {"path": "/nonexistent/w.pt"}}, r"pretrained weights /nonexistent/w.pt not found"),
 ])
 def test_a_broken_declaration_fails_before_any_data_is_read(tmp_path, monkeypatch, over, match):
+    import eegfm_bench.data.datamodule  # noqa: F401  (binds the real load_windows before the patch)
     import eegfm_bench.data.windows as W
     from eegfm_bench.runs.cv import run_cv
 
