@@ -128,11 +128,13 @@ def _cost(t: dict) -> str:
     return ", ".join(parts)
 
 
-def _code_versions(*paths: Path) -> str:
+def _code_versions(*paths: Path, condition: str | None = None) -> str:
     vs = set()
     for p in paths:
         if p.is_file():
             df = pd.read_csv(p)
+            if condition is not None and "condition" in df:
+                df = df[df["condition"] == condition]
             if "code_version" in df:
                 vs |= set(df["code_version"].astype(str))
     return ", ".join(sorted(vs)) or "?"
@@ -142,11 +144,13 @@ def block_quickstart(t: dict) -> str:
     summary = (OUT / "summary.md").read_text().strip().splitlines()
     table = [line for line in summary if line.startswith("|")]
     rows = pd.read_csv(OUT / "results.csv")
-    n_cells = rows[rows.metric == "balanced_accuracy"].groupby(["model", "regime", "head", "fold"]).ngroups
+    n_cells = rows[(rows.metric == "balanced_accuracy") & (rows.condition == "clean")].groupby(
+        ["model", "regime", "head", "fold"]).ngroups
     cost = _cost(t["cv"]) if "cv" in t else "(not timed)"
     return "\n".join([
         f"Measured on this project's {t.get('cv', {}).get('cpus', '?')}-core CPU machine (no GPU) by "
-        f"`scripts/readme_figures.py` (code `{_code_versions(OUT / 'results.csv')}`): {cost}, {n_cells} cells, "
+        f"`scripts/readme_figures.py` (code `{_code_versions(OUT / 'results.csv', condition='clean')}`): {cost}, "
+        f"{n_cells} cells, "
         f"{'no failures' if not _failures(OUT) else 'SEE failures.json'}. "
         "The table it prints (also `results/quickstart/summary.md`; mean ± std over the 5 test folds, window-level):",
         "", *table])
@@ -178,8 +182,9 @@ def block_sweep(t: dict) -> str:
     n_folds = int(df["fold"].nunique())
     timing = ", ".join(f"{s} {_mmss(t[s]['wall_s'])}" for s in ("sweep", "probe", "attribute") if s in t)
     conc = any(t.get(s, {}).get("concurrent_with") for s in ("sweep", "probe", "attribute"))
+    note = next((t[s]["note"] for s in ("sweep", "probe", "attribute") if t.get(s, {}).get("note")), "")
     return "\n".join([
-        f"Measured on the same CPU{', the three running concurrently' if conc else ''} ({timing}; code "
+        f"Measured on the same CPU{', the three running concurrently' if conc else ''}{note} ({timing}; code "
         f"`{_code_versions(sw / 'results.csv')}`). Condensed from `results/quickstart/sweep/sweep.md` (Δ balanced "
         f"accuracy in percentage points from clean, mean over the {n_folds} folds; LaBraM random init; with "
         f"{n_folds} folds no Wilcoxon test can reach α = 0.05, so no ∗/∇ marks; noise drawn per window from "
