@@ -71,7 +71,7 @@ def test_ridge_mlp_and_lp_ft_in_a_cv(tmp_path, monkeypatch):
            "trainer": {"max_epochs": 3, "patience": 3},
            "runs": [{"model": "labram", "regime": "head_only", "heads": ["ridge", "mlp"],
                      "backbone_kwargs": {"num_layers": 2, "num_heads": 2, "conv_out_channels": 4},
-                     "head_kwargs": {"hidden": [16]}},
+                     "head_kwargs": {"mlp": {"hidden": [16]}}},
                     {"model": "labram", "regime": "lp_ft", "heads": ["mean"], "lp_ft": {"lp_max_epochs": 2},
                      "backbone_kwargs": {"num_layers": 2, "num_heads": 2, "conv_out_channels": 4}}]}
     with warnings.catch_warnings():
