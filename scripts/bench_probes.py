@@ -6,7 +6,8 @@ configs/experiment/quickstart.yaml``; filled here first when missing): random-in
 × 200 dims, ``(720, 51,200)`` flattened (float32 memmap, 147 MB). Each method runs in its own process, so every peak
 is its own: ``peak RSS`` (``VmHWM``, file-backed pages of the memory map included) and ``peak − baseline`` (the RSS after the imports and before the method).
 The ridge process imports numpy and the probe only (the tokens as a read-only memory map); the head processes
-import torch and Lightning and train the head alone on the cached tokens (no backbone).
+train the head on the cached tokens as ``eegfm-bench cv`` does (FMClassifier + EEGDataModule.use_tokens; the
+windows and the frozen backbone are in their baseline).
 
 * ``ridge``  — :func:`eegfm_bench.models.ridge.ridge_probe` (dual form streamed over 4,096-column chunks, 9 alphas
   chosen on the validation subjects, refit on train + validation);
@@ -44,32 +45,37 @@ def _rss_mb(field: str = "VmRSS") -> float:
     return float("nan")
 
 
-def _setup(fold: int, path: Path) -> None:
-    """Fill (or find) the token cache and write what the methods need: the tokens' .npy path, labels, fold rows."""
-    warnings.filterwarnings("ignore")
-    import numpy as np
-
+def _quickstart():
+    """The quickstart config, LaBraM's windows (from the window cache), the split and LaBraM's optimiser settings."""
     from eegfm_bench.data.splits import SplitSpec, make_split
-    from eegfm_bench.models.features import extract_features
-    from eegfm_bench.models.module import FMClassifier
     from eegfm_bench.runs.cv import load_config, run_optim, windows_for
-    from eegfm_bench.runs.trainer import quiet_lightning
 
-    quiet_lightning()
     cfg = load_config(REPO / "configs" / "experiment" / "quickstart.yaml")
     ws = windows_for(cfg, "labram", {}, False)
     sp = cfg["split"]
     split = make_split(ws.y, ws.subject, SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], "subject"),
                        "eegmmidb_mi")
-    run = next(r for r in cfg["runs"] if r["model"] == "labram")
+    return cfg, ws, split, run_optim(cfg, next(r for r in cfg["runs"] if r["model"] == "labram"))
+
+
+def _setup(fold: int, path: Path) -> None:
+    """Fill (or find) the token cache and write what the methods need: the tokens' .npy path, labels, fold rows."""
+    warnings.filterwarnings("ignore")
+    import numpy as np
+
+    from eegfm_bench.models.features import extract_features
+    from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.runs.trainer import quiet_lightning
+
+    quiet_lightning()
+    cfg, ws, split, optim = _quickstart()
     base = FMClassifier(backbone="labram", head="flatten", regime="head_only", ch_names=list(ws.ch_names),
-                        n_times=ws.n_times, n_classes=len(ws.class_names), init_seed=cfg["seed"], **run_optim(cfg, run))
+                        n_times=ws.n_times, n_classes=len(ws.class_names), init_seed=cfg["seed"], **optim)
     feats = extract_features(base.backbone, ws, parts=("tokens",), trainer=cfg["trainer"], batch_size=64,
                              cache_dir=cfg["data"]["cache_dir"], progress=False)
     tok = feats.array("tokens")
     tr, va, te = split.indices(np.asarray(ws.subject), fold)
-    np.savez(path, tokens=str(tok.filename), y=np.asarray(ws.y), train=tr, val=va, test=te,
-             class_weights=np.bincount(ws.y[tr]).sum() / (len(ws.class_names) * np.bincount(ws.y[tr])))
+    np.savez(path, tokens=str(tok.filename), y=np.asarray(ws.y), train=tr, val=va, test=te, fold=fold)
 
 
 def _one(method: str, setup: Path) -> dict:
@@ -89,66 +95,33 @@ def _one(method: str, setup: Path) -> dict:
         r = ridge_probe(tokens, y, tr, va, te)
         pred = r["pred"]
         extra = {"alpha": r["alpha"], "n_features": r["n_features"]}
-    else:
+    else:  # the cv's own path: FMClassifier + EEGDataModule on the cached tokens, trained by the Trainer
         warnings.filterwarnings("ignore")
         import lightning as L
-        import torch
         from lightning.pytorch.callbacks import EarlyStopping
-        from torch.utils.data import DataLoader, TensorDataset
 
-        from eegfm_bench.models.heads import HEADS
+        from eegfm_bench.data.datamodule import EEGDataModule
         from eegfm_bench.models.module import FMClassifier
-        from eegfm_bench.runs.cv import load_config, run_optim
         from eegfm_bench.runs.trainer import build_trainer, quiet_lightning
 
         quiet_lightning()
-        cfg = load_config(REPO / "configs" / "experiment" / "quickstart.yaml")
-        run = next(r for r in cfg["runs"] if r["model"] == "labram")
+        cfg, ws, split, optim = _quickstart()
+        dm = EEGDataModule(task=cfg["task"], backbone="labram", fold=int(z["fold"]), batch_size=64, ws=ws, split=split)
+        dm.use_tokens(tokens)
         L.seed_everything(cfg["seed"], workers=True, verbose=False)
-        head = "flatten" if method == "linear" else "mlp"
-        n, n_tok, d = tokens.shape
-
-        class TokensOnly(FMClassifier):  # the head on cached tokens: no backbone is built or run
-            def __init__(self):
-                L.LightningModule.__init__(self)
-                self.save_hyperparameters({"n_classes": 2})
-                FMClassifier.__init__  # noqa: B018  (documentation: the rest is FMClassifier's loop)
-                self.head = HEADS.get(head)(n_tok, d, 2)
-                self.regime = "head_only"
-                from eegfm_bench.models.module import _metrics, ClassCounts
-                from torchmetrics.classification import MulticlassAccuracy
-
-                self.register_buffer("class_weights", torch.tensor(z["class_weights"], dtype=torch.float32),
-                                     persistent=False)
-                self.val_metrics, self.val_classes = _metrics(2, "val/"), ClassCounts(2)
-                self.train_bacc = MulticlassAccuracy(2, average="macro")
-                self._test_rows, self.test_predictions = [], None
-                self.backbone = torch.nn.Identity()
-
-            def configure_optimizers(self):
-                o = run_optim(cfg, run)
-                return torch.optim.AdamW(self.head.parameters(), lr=o["lr"], weight_decay=o["weight_decay"])
-
-        def loader(idx, shuffle):
-            ds = TensorDataset(torch.from_numpy(np.ascontiguousarray(tokens[idx])), torch.from_numpy(y[idx]),
-                               torch.from_numpy(idx))
-            return DataLoader(ds, batch_size=64, shuffle=shuffle,
-                              collate_fn=lambda b: {"tokens": torch.stack([x[0] for x in b]),
-                                                    "y": torch.stack([x[1] for x in b]),
-                                                    "index": torch.stack([x[2] for x in b])})
-
-        model = TokensOnly()
-        baseline = _rss_mb()  # after the imports (torch, Lightning) and the model: what the fit adds
+        model = FMClassifier(backbone="labram", head="flatten" if method == "linear" else "mlp", regime="head_only",
+                             ch_names=list(ws.ch_names), n_times=ws.n_times, n_classes=len(ws.class_names),
+                             init_seed=cfg["seed"], class_weights=dm.class_weights, **optim)
+        baseline = _rss_mb()  # after the imports, the windows and the model: what the fit adds
         t0 = time.perf_counter()
         tr_cfg = {**cfg["trainer"], "loggers": [], "enable_progress_bar": False}
         trainer = build_trainer(tr_cfg, loggers=False, callbacks=[EarlyStopping("val/bacc", mode="max",
                                                                                 patience=tr_cfg["patience"])])
-        trainer.fit(model, loader(tr, True), loader(va, False))
-        trainer.test(model, loader(te, False), verbose=False)
+        trainer.fit(model, dm)
+        trainer.test(model, dm, verbose=False)
         p = model.test_predictions.sort_values("index")
-        pred = p["pred"].to_numpy()
-        extra = {"epochs": trainer.current_epoch, "head_params": model.head.n_parameters}
-        te = np.sort(te)
+        pred, te = p["pred"].to_numpy(), p["index"].to_numpy()
+        extra = {"epochs": trainer.current_epoch, "head_params": model.parameter_counts["head_params"]}
     wall = time.perf_counter() - t0
     peak = _rss_mb("VmHWM")
     yt = y[te]

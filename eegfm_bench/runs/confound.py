@@ -112,7 +112,6 @@ def derive(cfg: dict, variation: str) -> dict:
     out = copy.deepcopy(cfg)
     out["confound"] = {**cc, "enabled": False}
     out["out_dir"] = str(Path(cfg["out_dir"]) / "confound" / variation.replace("+", "_"))
-    out["launcher"] = cfg.get("launcher")
     spec = resolve_task_spec(cfg["task"])
     from eegfm_bench.data.tasks import preset_names
 

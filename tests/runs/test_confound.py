@@ -123,3 +123,34 @@ def test_confound_settings_are_checked_before_any_data(tmp_path, monkeypatch):
     cfg = _cfg(tmp_path, {**task, "windows": {"mode": "fixed"}}, ["band", "offset+band"])
     with pytest.raises(ConfigError, match="not locked to events.*fix: variations without offset"):
         run_cv(cfg, progress=False)
+
+
+def test_derived_configs_change_only_their_variation(tmp_path):
+    """derive(): the offset moves the window start and shortens it, band narrows the pass band, frontal drops
+    the frontal electrodes from the montage; a preset stays a preset and a task file becomes its full mapping."""
+    import yaml
+
+    from eegfm_bench.runs.confound import FRONTAL, derive
+    from eegfm_bench.runs.cv import load_config, model_preprocessing
+
+    base = {"experiment": "d", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"),
+            "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}], "confound": {"enabled": True}}
+    cfg = load_config(base)
+    off = derive(cfg, "offset")
+    assert off["task"] == {"preset": "eegmmidb_mi", "windows": {"tmin": 1.0}}
+    assert off["out_dir"].endswith("confound/offset") and not off["confound"]["enabled"]
+    assert model_preprocessing(off, "eegnet").window_s == 3.0
+    band = derive(cfg, "offset+band")
+    p = model_preprocessing(band, "eegnet")
+    assert (p.l_freq, p.h_freq, p.window_s) == (4.0, 40.0, 3.0)
+    fr = derive(cfg, "frontal")
+    assert set(FRONTAL) <= set(fr["task"]["channels"]["exclude"]) and "windows" not in fr["task"]
+    assert model_preprocessing(fr, "eegnet") == model_preprocessing(cfg, "eegnet")
+    task_file = tmp_path / "t.yaml"
+    task_file.write_text(yaml.safe_dump({"name": "mine", "source": "files", "root": str(tmp_path), "classes": ["a", "b"],
+                                         "files": {"glob": "*.fif", "pattern": r"^(?P<subject>S\d+)_raw\.fif$"},
+                                         "labels": {"events": {"a": "a", "b": "b"}},
+                                         "windows": {"mode": "events", "tmin": 0.5}}))
+    cfg2 = load_config({**base, "task": str(task_file)})
+    t = derive(cfg2, "offset")["task"]
+    assert t["name"] == "mine" and t["windows"]["tmin"] == 1.5 and "preset" not in t
