@@ -69,17 +69,23 @@ def _print_user_models(configs: list[str], extra: list[str]) -> None:
 
     cfg = load_config(configs[0], [x for c in configs[1:] for x in ("--config", c)] + list(extra))
     print("| user model | class_path | tokens | blocks | channels | sfreq (Hz) | window (s) | unit | n_tokens × d_model "
-          "(19 ch) | blocks found | parameters | LoRA targets | pretrained |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "(19 ch) | blocks found | parameters | LoRA targets | pretrained | attribution |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    notes = []
     for name, spec in (cfg.get("user_models") or {}).items():
         info = check_user_model(name, spec)
+        attr = "G×I, AttnLRP" if info["attnlrp"] == "ok" else "G×I (no AttnLRP, see below)"
+        if info["attnlrp"] != "ok":
+            notes.append(f"- {name}: AttnLRP cannot run: {info['attnlrp']}")
         ch = spec.get("channels") or {}
         pre = spec.get("pretrained") or {}
         print(f"| {name} | {spec['class_path']} | {spec.get('tokens', 'output')} | {spec.get('blocks') or '—'} | "
               f"{ch.get('kind', 'any')}{' (variable)' if ch.get('variable') else ''} | {spec.get('sfreq', 128.0):g} | "
               f"{spec.get('window_s', 4.0):g} | {spec.get('unit', 'µV')} | {info['n_tokens']} × {info['d_model']} | "
               f"{info['n_blocks']} | {info['n_params']:,} | {', '.join(spec.get('lora_targets') or []) or '—'} | "
-              f"{pre.get('path', 'no (init=random)')} |")
+              f"{pre.get('path', 'no (init=random)')} | {attr} |")
+    if notes:
+        print("\n" + "\n".join(notes))
     if not cfg.get("user_models"):
         print(f"(no user_models in {configs[0]})")
 

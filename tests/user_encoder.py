@@ -21,10 +21,12 @@ class TinyEEGTransformer(nn.Module):
         Samples per patch.
     d_model, depth, n_heads : int
         Transformer width, layers and heads.
+    activation : str
+        The encoder layers' feed-forward activation (``relu`` or ``gelu``, torch's functional ones).
     """
 
     def __init__(self, n_chans: int, n_times: int, patch: int = 128, d_model: int = 32, depth: int = 2,
-                 n_heads: int = 4):
+                 n_heads: int = 4, activation: str = "relu"):
         super().__init__()
         if n_times % patch:
             raise ValueError(f"n_times {n_times} is not a multiple of patch {patch}")
@@ -32,7 +34,7 @@ class TinyEEGTransformer(nn.Module):
         self.embed = nn.Linear(patch, d_model)
         self.channel = nn.Parameter(torch.randn(n_chans, d_model) * 0.02)
         layer = nn.TransformerEncoderLayer(d_model, n_heads, dim_feedforward=2 * d_model, dropout=0.1,
-                                           batch_first=True)
+                                           activation=activation, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d_model)
 
@@ -46,3 +48,51 @@ class TinyEEGTransformer(nn.Module):
         """(batch, C, T) -> (batch, C·P, d_model)."""
         p = self.patches(x)
         return self.norm(self.encoder(p.flatten(1, 2)))
+
+
+class SDPAAttention(nn.Module):
+    """Multi-head self-attention written with ``F.scaled_dot_product_attention`` (as many new encoders are)."""
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(o.transpose(1, 2).reshape(b, n, d))
+
+
+class SDPABlock(nn.Module):
+    """Pre-norm transformer block around :class:`SDPAAttention`, with a SiLU MLP."""
+
+    def __init__(self, d_model: int, n_heads: int, act: type = nn.SiLU):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attn = SDPAAttention(d_model, n_heads)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 2 * d_model), act(), nn.Linear(2 * d_model, d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class TinySDPATransformer(TinyEEGTransformer):
+    """:class:`TinyEEGTransformer` with its own attention blocks (``blocks.*``; attention ``blocks.*.attn``) and an
+    MLP activation ``act``: ``silu`` or ``tanh``."""
+
+    def __init__(self, n_chans: int, n_times: int, patch: int = 128, d_model: int = 32, depth: int = 2,
+                 n_heads: int = 4, act: str = "silu"):
+        super().__init__(n_chans, n_times, patch, d_model, 1, n_heads)
+        del self.encoder
+        self.blocks = nn.ModuleList(SDPABlock(d_model, n_heads, {"silu": nn.SiLU, "tanh": nn.Tanh}[act])
+                                    for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = self.patches(x).flatten(1, 2)
+        for blk in self.blocks:
+            t = blk(t)
+        return self.norm(t)

@@ -597,8 +597,22 @@ def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
     Raises
     ------
     UnsupportedMethodError
-        ``attnlrp`` requested for a backbone without a patch map and no fallback configured.
+        ``attnlrp`` requested for a backbone without a patch map (or a user model whose declared rules do not
+        cover it, :func:`~eegfm_bench.interpret.lrp.user_lrp_problem`) and no fallback configured.
     """
+    from eegfm_bench.models.user import user_spec
+
+    if method == "attnlrp" and user_spec(backbone):  # a user model: its declared rules, tried on one batch now
+        from eegfm_bench.interpret.lrp import user_lrp_problem
+
+        problem = user_lrp_problem(backbone)
+        if problem is None:
+            return method
+        if fallback:
+            log.warning("%s: AttnLRP cannot run (%s); computing %s instead (lrp_fallback: %s)", backbone, problem,
+                        fallback, fallback)
+            return fallback
+        raise UnsupportedMethodError(f"{backbone}: {problem}; or set `lrp_fallback: gxi` in the attribution config")
     if method in supported_methods(backbone):
         return method
     if method == "gradcam":

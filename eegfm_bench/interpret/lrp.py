@@ -269,6 +269,52 @@ def _mha_attention(self: nn.MultiheadAttention, query, key, value, key_padding_m
     return self.out_proj(o.transpose(1, 2).reshape(bsz, lq, e)), None
 
 
+def _make_sdpa_attention(module: nn.Module) -> Callable:
+    """A user model's declared attention module: its own forward, with every
+    ``torch.nn.functional.scaled_dot_product_attention`` call it makes computed by :func:`_attend` (the attention
+    rule read from ``self._lrp_attention_rule``).
+
+    The redirection swaps the function on ``torch.nn.functional`` only while this module's forward runs (restored
+    in a ``finally``), so code that imported the function by name (``from torch.nn.functional import ...``) is not
+    seen: the forward then made no redirected call, and that is refused rather than explained by the plain gradient.
+    """
+    original = type(module).forward
+
+    def forward(self, *args, **kwargs):
+        calls = []
+
+        def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **extra):
+            if attn_mask is not None or is_causal or extra.get("enable_gqa"):
+                raise UnsupportedModuleError(f"{type(self).__name__}: scaled_dot_product_attention with a mask, "
+                                             "causal or grouped-query attention has no AttnLRP rule here; fix: method "
+                                             "gxi for this model")
+            calls.append(1)
+            s = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+            return _attend(query * s, key, value, self._lrp_attention_rule)[1]  # eval: dropout off
+
+        saved = F.scaled_dot_product_attention
+        F.scaled_dot_product_attention = sdpa
+        try:
+            out = original(self, *args, **kwargs)
+        finally:
+            F.scaled_dot_product_attention = saved
+        if not calls:
+            raise UnsupportedModuleError(
+                f"{type(self).__name__} is declared in lrp.attention but made no call to "
+                "torch.nn.functional.scaled_dot_product_attention; fix: compute its attention with "
+                "F.scaled_dot_product_attention (called through the module `F`), or drop it from lrp.attention and "
+                "use method gxi")
+        return out
+
+    forward._uses_attention_rule = True
+    return forward
+
+
+def _gelu_identity(x: torch.Tensor) -> torch.Tensor:
+    """``F.gelu`` with the identity rule (a ``TransformerEncoderLayer``'s functional activation)."""
+    return identity_rule_implicit(F.gelu, x)
+
+
 def _attention_head_pool(self, tokens: torch.Tensor) -> torch.Tensor:
     """AttentionHead pooling ``sum_n a_n t_n`` with the uniform rule on the product (both factors ÷ 2)."""
     a = self.attention_weights(tokens)
@@ -313,8 +359,14 @@ class PatchMap:
     linear_safe: tuple[type, ...] = ()
     additive_params: tuple[str, ...] = ()
     eval_only: tuple[type, ...] = ()
+    marked_attention: bool = False
 
     def lookup(self, module: nn.Module) -> Callable | None:
+        if self.marked_attention:
+            from eegfm_bench.models.user import LRP_ATTENTION_MARK
+
+            if getattr(module, LRP_ATTENTION_MARK, False):
+                return _make_sdpa_attention(module)
         for cls in type(module).__mro__:
             if cls in self.forwards:
                 fn = self.forwards[cls]
@@ -356,9 +408,48 @@ def _eegnet_map() -> PatchMap:
         eval_only=(nn.BatchNorm2d,))
 
 
+USER_IDENTITY = (nn.GELU, nn.ELU, nn.SiLU, nn.ReLU, nn.LeakyReLU)
+"""Element-wise activations of a user model given the identity rule without a declaration (for ReLU and
+LeakyReLU it equals the gradient)."""
+
+
+def _user_map(name: str, spec: dict) -> PatchMap:
+    """The patch map of a user model (:mod:`eegfm_bench.models.user`): the standard rules (see
+    :class:`~eegfm_bench.models.user.UserLRP`) plus the declaration's ``lrp`` types, attention modules and
+    additive parameters.
+
+    Raises
+    ------
+    UserModelError
+        A declared type that does not import or is not an ``nn.Module`` class.
+    """
+    from eegfm_bench.models.user import UserModelError, _import
+
+    lrp = spec.get("lrp") or {}
+
+    def types_of(key: str) -> tuple[type, ...]:
+        out = []
+        for path in lrp.get(key) or []:
+            t = _import(path)
+            if not (isinstance(t, type) and issubclass(t, nn.Module)):
+                raise UserModelError(f"user model {name}: lrp.{key} entry {path!r} is not an nn.Module class")
+            out.append(t)
+        return tuple(out)
+
+    identity = USER_IDENTITY + types_of("identity")
+    forwards = {nn.LayerNorm: _ln_identity, nn.GroupNorm: _gn_identity, nn.Dropout: _off,
+                nn.MultiheadAttention: _mha_attention, **{t: _make_nonlinear_identity for t in identity},
+                **{t: _off for t in types_of("off")}}
+    bn = (nn.BatchNorm1d, nn.BatchNorm2d)
+    return PatchMap(backbone=name, method="AttnLRP", forwards=forwards, factories=set(identity),
+                    linear_safe=bn + (nn.MaxPool1d, nn.MaxPool2d) + types_of("linear"),
+                    additive_params=tuple(lrp.get("additive_params") or ()), eval_only=bn, marked_attention=True)
+
+
 PATCH_MAPS: dict[str, Callable[[], PatchMap]] = {"labram": _labram_map, "cbramod": _cbramod_map,
                                                  "eegnet": _eegnet_map}
-"""Backbones with an LRP patch map (factories: braindecode is imported on use)."""
+"""Backbones with an LRP patch map (factories: braindecode is imported on use); user models get theirs from
+their declaration (:func:`_user_map`)."""
 
 ATTRIBUTION_METHODS = ("gxi", "attnlrp", "gradcam")
 
@@ -368,7 +459,9 @@ def supported_methods(backbone: str) -> list[str]:
     with a GradCAM layer, :data:`eegfm_bench.interpret.gradcam.GRADCAM_LAYERS`)."""
     from eegfm_bench.interpret.gradcam import GRADCAM_LAYERS
 
-    return (["gxi"] + (["attnlrp"] if backbone in PATCH_MAPS else [])
+    from eegfm_bench.models.user import user_spec
+
+    return (["gxi"] + (["attnlrp"] if backbone in PATCH_MAPS or user_spec(backbone) else [])
             + (["gradcam"] if backbone in GRADCAM_LAYERS else []))
 
 
@@ -380,12 +473,60 @@ def get_patch_map(backbone: str) -> PatchMap:
     UnsupportedMethodError
         If the backbone has none; the message lists the methods it supports.
     """
+    from eegfm_bench.models.user import user_spec
+
+    if user_spec(backbone):
+        return _user_map(backbone, user_spec(backbone))
     if backbone not in PATCH_MAPS:
         raise UnsupportedMethodError(
             f"no AttnLRP patch map for backbone {backbone!r} (maps exist for {sorted(PATCH_MAPS)}); {backbone} "
             f"supports: {supported_methods(backbone)}; fix: use method 'gxi', or set `lrp_fallback: gxi` in the "
             "attribution config to compute Gradient×Input instead (recorded as such)")
     return PATCH_MAPS[backbone]()
+
+
+_USER_LRP_CHECKED: dict[str, str | None] = {}
+
+
+def user_lrp_problem(backbone: str) -> str | None:
+    """Why AttnLRP cannot run on a user model, found before any data is read (None when it can).
+
+    Builds the encoder (random init) on the declared channels (or the 10-20 system's 19), patches a copy and
+    runs one forward and backward through it, so unreviewed leaf modules, functional activations of torch's
+    transformer layers and declared attention modules that make no ``scaled_dot_product_attention`` call are
+    found here. Cached per declaration.
+    """
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.user import DRY_RUN_CHANNELS, UserModelError, user_spec
+
+    spec = user_spec(backbone)
+    key = f"{backbone}:{sorted(spec.items())!r}"
+    if key not in _USER_LRP_CHECKED:
+        names = list(spec["channels"]["names"]) or DRY_RUN_CHANNELS
+        n_times = int(round(spec["sfreq"] * spec["window_s"]))
+        try:
+            adapter = BACKBONES.get(backbone)(names, n_times, 2, declared_weights=False)
+        except UserModelError as err:
+            _USER_LRP_CHECKED[key] = str(err)
+        else:
+            _USER_LRP_CHECKED[key] = adapter_lrp_problem(adapter, backbone, spec)
+    return _USER_LRP_CHECKED[key]
+
+
+def adapter_lrp_problem(adapter: nn.Module, backbone: str, spec: dict) -> str | None:
+    """:func:`user_lrp_problem` on a built user adapter: one patched forward and backward of its tokens on a
+    random batch ``(2, n_chans, n_times)``; the error's text, or None."""
+    from eegfm_bench.models.user import UserModelError
+
+    names = list(adapter.ch_names)
+    try:
+        m = lrp_copy(adapter)
+        with lrp_patched(m, _user_map(backbone, spec)) as mm:
+            x = torch.randn(2, len(names), int(adapter.n_times), requires_grad=True)
+            mm.tokens(x, names).sum().backward()
+    except (UnsupportedModuleError, UserModelError) as err:
+        return str(err)
+    return None
 
 
 # ------------------------------------------------------------------------------------------ application
@@ -449,10 +590,18 @@ def lrp_patched(model: nn.Module, patch_map: PatchMap, *, epsilon: float = 0.0,
             if isinstance(m, AttentionHead):
                 bind(m, "pool", _attention_head_pool)
                 continue
+            if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)) \
+                    and "activation" in m.__dict__:  # a functional activation (a module one is a child)
+                act = m.__dict__["activation"]
+                if act is F.gelu:
+                    undo.append((m, "activation", True, act))
+                    m.activation = _gelu_identity
+                elif act is not F.relu:  # relu: the identity rule is its gradient
+                    unreviewed.append(f"{name}.activation ({getattr(act, '__name__', act)})")
             fn = patch_map.lookup(m)
             if fn is not None:
                 bind(m, "forward", fn)
-                if fn in (_labram_attention, _mha_attention):
+                if fn in (_labram_attention, _mha_attention) or getattr(fn, "_uses_attention_rule", False):
                     undo.append((m, "_lrp_attention_rule", "_lrp_attention_rule" in m.__dict__,
                                  m.__dict__.get("_lrp_attention_rule")))
                     m._lrp_attention_rule = attention_rule
@@ -461,8 +610,12 @@ def lrp_patched(model: nn.Module, patch_map: PatchMap, *, epsilon: float = 0.0,
         if unreviewed:
             shown = unreviewed[:6] + ([f"… {len(unreviewed) - 6} more"] if len(unreviewed) > 6 else [])
             raise UnsupportedModuleError(
-                f"{patch_map.backbone} {patch_map.method}: no LRP rule reviewed for {shown}; fix: add the type "
-                "to the backbone's patch map in eegfm_bench/interpret/lrp.py (a rule, or linear_safe if affine)")
+                f"{patch_map.backbone} {patch_map.method}: no LRP rule reviewed for {shown}; fix: "
+                + (f"declare each type's rule in user_models.{patch_map.backbone}.lrp (identity: element-wise "
+                   "non-linear; linear: affine or structural; off: dropout-like; attention: modules computing "
+                   "attention with F.scaled_dot_product_attention), or use method gxi" if patch_map.marked_attention
+                   else "add the type to the backbone's patch map in eegfm_bench/interpret/lrp.py (a rule, or "
+                   "linear_safe if affine)"))
         with _zennit_epsilon(model, epsilon):
             yield model
     finally:

@@ -84,6 +84,34 @@ class UserPretrained:
 
 
 @dataclass
+class UserLRP:
+    """What AttnLRP needs to know about a user encoder (paper 003 App. I.1; :mod:`eegfm_bench.interpret.lrp`).
+
+    Without it the standard rules apply: ``nn.MultiheadAttention`` (batch-first, no masks) gets the AttnLRP
+    attention rule, LayerNorm / GroupNorm the identity rule on the normalisation, GELU / ELU / SiLU / ReLU /
+    LeakyReLU the identity rule, dropout is off, Linear / Conv / pooling / BatchNorm (eval) the ε-rule; a torch
+    ``TransformerEncoderLayer``'s functional activation (relu, gelu) is covered too. Any other leaf module is
+    refused by name, never given the plain gradient silently.
+
+    Args:
+        attention: module-name patterns (as ``blocks``) of the encoder's own attention modules, which must compute
+            ``softmax(q kᵀ) v`` with ``torch.nn.functional.scaled_dot_product_attention`` (no mask, not causal):
+            that call gets the attention rule while the module runs.
+        identity: import paths of further element-wise non-linear module types (identity rule).
+        linear: import paths of further leaf module types that are affine or structural (ε-rule).
+        off: import paths of module types that are the identity at inference (dropout-like).
+        additive_params: parameter-name suffixes that act as additive biases (positional / channel embeddings),
+            zeroed with every bias in the conservation check.
+    """
+
+    attention: list[str] = field(default_factory=list)
+    identity: list[str] = field(default_factory=list)
+    linear: list[str] = field(default_factory=list)
+    off: list[str] = field(default_factory=list)
+    additive_params: list[str] = field(default_factory=list)
+
+
+@dataclass
 class UserModelConfig:
     """A user encoder, by import path, and what the adapter contract needs to know about it.
 
@@ -106,6 +134,10 @@ class UserModelConfig:
             ``model.layers.0.linear1``; nn.Linear / Conv layers).
         foundation_model: false for a supervised baseline trained from scratch (no LoRA, no frozen probe claim).
         pretrained: local weights (``init=pretrained:<file>@<sha256[:12]>`` in the rows).
+        lrp: the AttnLRP declaration (:class:`UserLRP`); not in the cell hash (attribution only).
+        pretraining_corpora: the datasets the declared weights were pretrained on (gate iii of the negative
+            controls, paper 001 §3.6); null: not declared, so the gate is ``missing`` for a pretrained claim. Not in
+            the cell hash.
     """
 
     class_path: str
@@ -123,7 +155,14 @@ class UserModelConfig:
     lora_targets: list[str] = field(default_factory=list)
     foundation_model: bool = True
     pretrained: Optional[UserPretrained] = None
+    lrp: UserLRP = field(default_factory=UserLRP)
+    pretraining_corpora: Optional[list[str]] = None
 
+
+NOT_HASHED = ("lrp", "pretraining_corpora")
+"""Declaration keys that cannot change a trained cell's numbers (left out of cell hashes)."""
+LRP_ATTENTION_MARK = "_eegfm_lrp_sdpa_attention"
+"""Instance attribute set on a user model's declared attention modules (read by the AttnLRP patch map)."""
 
 _UNIT_SCALE = {"µV": 1e6, "uV": 1e6, "mV": 1e3, "V": 1.0}
 _REGISTERED: dict[str, dict] = {}
@@ -154,7 +193,8 @@ def _normalise(spec: dict) -> dict:
                              + "".join(f"; did you mean {v[0]!r} for {k!r}" for k, v in hint.items() if v)
                              + f"; valid: {sorted(base)}")
     out = {**base, **spec}
-    for key, allowed in (("channels", set(base["channels"])), ("pretrained", {"path", "sha256"})):
+    for key, allowed in (("channels", set(base["channels"])), ("pretrained", {"path", "sha256"}),
+                         ("lrp", set(base["lrp"]))):
         sub = spec.get(key) or {}
         bad = sorted(set(sub) - allowed)
         if bad:
@@ -165,6 +205,13 @@ def _normalise(spec: dict) -> dict:
             raise UserModelError(f"user model: unknown key(s) {bad} in {key}" + (f"; {'; '.join(hint)}" if hint else "")
                                  + f"; valid: {sorted(allowed)}")
     out["channels"] = {**base["channels"], **(spec.get("channels") or {})}
+    out["lrp"] = {**base["lrp"], **(spec.get("lrp") or {})}
+    for k, v in out["lrp"].items():
+        if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+            raise UserModelError(f"user model: lrp.{k} must be a list of strings, got {v!r}")
+    pc = out["pretraining_corpora"]
+    if pc is not None and (not isinstance(pc, (list, tuple)) or not all(isinstance(x, str) for x in pc)):
+        raise UserModelError(f"user model: pretraining_corpora must be a list of dataset names, got {pc!r}")
     if out["channels"]["kind"] not in ("any", "names", "positions"):
         raise UserModelError(f"user model: channels.kind {out['channels']['kind']!r}; fix: any, names or positions")
     if out["pretrained"] is not None:
@@ -252,7 +299,10 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
         lora_targets = list(spec["lora_targets"])
         user_spec = spec
 
-        def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
+        def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, *, declared_weights: bool = True,
+                     **kwargs: Any):
+            """``declared_weights=False`` builds a random initialisation even when weights are declared (the
+            matched random-init arms of the negative controls)."""
             super().__init__(ch_names, n_times, n_outputs, **kwargs)
             cls = _import(spec["class_path"])
             args = {**spec["init_args"], **kwargs}
@@ -269,7 +319,15 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
                                      "fix: init_args must match its constructor") from None
             if not isinstance(self.model, nn.Module):
                 raise UserModelError(f"user model {name}: {spec['class_path']} is not a torch.nn.Module")
-            self.init_label = load_user_weights(self.model, spec["pretrained"]) if spec["pretrained"] else None
+            self.init_label = load_user_weights(self.model, spec["pretrained"]) \
+                if spec["pretrained"] and declared_weights else None
+            for pat in spec["lrp"]["attention"]:
+                found = _match(self.model, pat)
+                if not found:
+                    raise UserModelError(f"user model {name}: lrp.attention pattern {pat!r} matches no module; fix: "
+                                         f"one of {[n for n, _ in self.model.named_modules() if n][:25]}")
+                for _, m in found:
+                    setattr(m, LRP_ATTENTION_MARK, True)
             if tokens_src.startswith("method:"):
                 meth = tokens_src.split(":", 1)[1]
                 if not callable(getattr(self.model, meth, None)):
@@ -365,6 +423,29 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
     return UserBackbone
 
 
+def hashable_user_spec(spec: dict) -> dict:
+    """A declaration as it enters a cell hash: without :data:`NOT_HASHED` keys."""
+    return {k: v for k, v in spec.items() if k not in NOT_HASHED}
+
+
+def user_init_label(spec: dict) -> str:
+    """The init label of a declaration's weights: ``pretrained:<file stem>@<sha256[:12]>`` (``random`` when none
+    are declared). Reads the file for its sha256 when the declaration gives none.
+
+    Raises
+    ------
+    UserModelError
+        The file is missing.
+    """
+    pre = _normalise(dict(spec))["pretrained"]
+    if not pre:
+        return "random"
+    path = Path(pre["path"]).expanduser()
+    if not path.is_file():
+        raise UserModelError(f"pretrained weights {path} not found; fix: the path of a .safetensors / .pt state dict")
+    return f"pretrained:{path.stem}@{(pre.get('sha256') or _sha256(path))[:12]}"
+
+
 def register_user_models(specs: dict | None) -> list[str]:
     """Register every declaration of a config's ``user_models:`` section (idempotent; a name declared again with
     other settings replaces the earlier adapter). Returns the names.
@@ -404,7 +485,9 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
     Returns
     -------
     dict
-        ``n_tokens``, ``d_model``, ``n_blocks``, ``n_params``.
+        ``n_tokens``, ``d_model``, ``n_blocks``, ``n_params``, and ``attnlrp``: ``ok``, or why AttnLRP cannot
+        run on it (:func:`~eegfm_bench.interpret.lrp.adapter_lrp_problem`; Gradient×Input always can). Not an
+        error here: only ``eegfm-bench attribute`` with method ``attnlrp`` refuses it.
 
     Raises
     ------
@@ -466,9 +549,14 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
                 raise UserModelError(f"user model {name}: LoRA on {spec['lora_targets']}: {err}") from None
     elif lora:
         raise UserModelError(f"user model {name}: regime lora but no lora_targets declared; fix: lora_targets")
+    from eegfm_bench.interpret.lrp import adapter_lrp_problem
+
+    lrp = adapter_lrp_problem(make_user_adapter(name, {**spec, "pretrained": None})(names, n_times, n_outputs),
+                              name, spec)
     return {"n_tokens": ad.n_tokens(), "d_model": ad.d_model, "n_blocks": len(ad.blocks),
-            "n_params": sum(p.numel() for p in ad.model.parameters())}
+            "n_params": sum(p.numel() for p in ad.model.parameters()), "attnlrp": lrp or "ok"}
 
 
-__all__ = ["UserModelConfig", "UserChannels", "UserPretrained", "UserModelError", "register_user_models",
-           "check_user_model", "make_user_adapter", "user_spec", "load_user_weights"]
+__all__ = ["UserModelConfig", "UserChannels", "UserPretrained", "UserLRP", "UserModelError", "register_user_models",
+           "check_user_model", "make_user_adapter", "user_spec", "load_user_weights", "user_init_label",
+           "hashable_user_spec"]

@@ -383,20 +383,27 @@ def cell_hash(cfg: dict, run: dict, head: str, data_key: str | None) -> str:
     (:func:`~eegfm_bench.runs.trainer.hashable_trainer`: devices and precision included, progress bars and
     loggers not), the data selection and batch size, the window set's cache key (files, their sizes and times, the
     preprocessing), the split and the seed. Not hashed: paths (``data_root``, ``cache_dir``, ``out_dir``),
-    ``num_workers``, the run's other heads.
+    ``num_workers``, the run's other heads; a user model's ``lrp`` and ``pretraining_corpora`` (they change no number). A ``ridge``
+    cell (closed form on the cached tokens) hashes neither the optimiser, the batch size nor the training-only
+    trainer settings: only those an inference pass depends on (``precision``, ``inference_mode``,
+    ``deterministic``), so changing the schedule of the other cells does not retrain it.
     """
+    from eegfm_bench.models.user import hashable_user_spec
     from eegfm_bench.results import config_hash
     from eegfm_bench.runs.trainer import hashable_trainer
 
     d = cfg["data"]
+    closed_form = head == "ridge"  # trains no batch: the optimiser, schedule and batch size cannot change it
+    user = (cfg.get("user_models") or {}).get(run["model"])
     blob = {"task": cfg["task"], "model": run["model"], "regime": run["regime"], "head": head,
             "pretrained": run.get("pretrained"), "init_seed": run_init_seed(cfg, run),
             "backbone_kwargs": run.get("backbone_kwargs"), "head_kwargs": head_kwargs_for(run, head), "lora": run.get("lora"),
             **({"lp_ft": run.get("lp_ft")} if run.get("lp_ft") else {}),
-            "optim": run_optim(cfg, run), "trainer": hashable_trainer(run_trainer(cfg, run)),
-            **({"user_model": cfg["user_models"][run["model"]]} if run["model"] in (cfg.get("user_models") or {}) else {}),
+            **({} if closed_form else {"optim": run_optim(cfg, run)}),
+            "trainer": hashable_trainer(run_trainer(cfg, run), inference=closed_form),
+            **({"user_model": hashable_user_spec(user)} if user else {}),
             "data": {"subjects": d["subjects"], "max_windows_per_subject": d["max_windows_per_subject"],
-                     "batch_size": d["batch_size"], "windows": data_key},
+                     **({} if closed_form else {"batch_size": d["batch_size"]}), "windows": data_key},
             "split": {k: v for k, v in cfg["split"].items() if k != "folds"}, "seed": cfg["seed"]}
     return config_hash(blob)
 

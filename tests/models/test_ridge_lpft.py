@@ -131,3 +131,26 @@ def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
                                    {"model": "labram", "regime": "lp_ft", "heads": ["mean"], "backbone_kwargs": tiny}]})
     out = capsys.readouterr().out
     assert out.count("ok ") == 3
+
+
+def test_a_ridge_cell_hash_ignores_what_cannot_change_a_closed_form_probe():
+    """The ridge cell trains no batch: the optimiser, schedule and batch size leave its hash (no needless retrain),
+    precision (the tokens' dtype) and the ridge grid do not; a trained head's hash takes them all."""
+    from eegfm_bench.runs.cv import cell_hash, load_config
+
+    def hashes(**over):
+        cfg = load_config({"task": "eegmmidb_mi", "out_dir": "/tmp/x", "runs": [
+            {"model": "labram", "regime": "head_only", "heads": ["ridge", "flatten"]}], **over})
+        run = cfg["runs"][0]
+        return cell_hash(cfg, run, "ridge", "k"), cell_hash(cfg, run, "flatten", "k")
+
+    base = hashes()
+    for over in ({"optim": {"lr": 0.1}}, {"trainer": {"max_epochs": 3, "patience": 1}},
+                 {"data": {"batch_size": 8}}):
+        ridge, flat = hashes(**over)
+        assert ridge == base[0], over
+        assert flat != base[1], over
+    assert hashes(trainer={"precision": "bf16-mixed"})[0] != base[0]
+    cfg = load_config({"task": "eegmmidb_mi", "out_dir": "/tmp/x", "runs": [
+        {"model": "labram", "regime": "head_only", "heads": ["ridge"], "head_kwargs": {"ridge": {"alphas": [1.0]}}}]})
+    assert cell_hash(cfg, cfg["runs"][0], "ridge", "k") != base[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -36,7 +37,7 @@ def test_dry_run_reports_shapes_and_adapter_contract():
     from eegfm_bench.models.user import check_user_model, register_user_models
 
     info = check_user_model("tiny_tf", SPEC)
-    assert info == {"n_tokens": 19 * 4, "d_model": 16, "n_blocks": 2, "n_params": info["n_params"]}
+    assert info == {"n_tokens": 19 * 4, "d_model": 16, "n_blocks": 2, "n_params": info["n_params"], "attnlrp": "ok"}
     register_user_models({"tiny_tf": SPEC})
     ad = BACKBONES.get("tiny_tf")(["C3", "Cz", "C4"], 512)
     x = torch.randn(5, 3, 512)
@@ -128,7 +129,7 @@ def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
     from eegfm_bench.cli import main
 
     cv = tmp_path / "cv.yaml"
-    cv.write_text(yaml.safe_dump(_cv(tmp_path / "qs")))
+    cv.write_text(yaml.safe_dump(_cv(tmp_path / "qs", spec={**SPEC, "lrp": {"additive_params": ["channel"]}})))
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({"cv_out_dir": str(tmp_path / "qs"), "out_dir": str(tmp_path / "qs" / "sweep"),
                                      "reference": None,
@@ -137,7 +138,8 @@ def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
     interp.write_text(yaml.safe_dump({"cv_dir": str(tmp_path / "qs"), "out_dir": str(tmp_path / "qs" / "interpret"),
                                       "probe": {"poolings": ["mean"], "max_epochs": 2},
                                       "attention": {"enabled": False},
-                                      "attribution": {"methods": ["gxi"], "percentile": 0, "max_windows_per_fold": 2,
+                                      "attribution": {"methods": ["gxi", "attnlrp"], "percentile": 0,
+                                                      "max_windows_per_fold": 2,
                                                       "conservation_windows": 1, "randomisation_windows": 2,
                                                       "batch_size": 2}}))
     with warnings.catch_warnings():
@@ -161,7 +163,9 @@ def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
     blocks = sorted(pr[pr.metric.str.startswith("probe_bacc_block")].block.astype(int).unique())
     assert blocks == [0, 1]  # the two declared encoder layers
     at = pd.read_csv(tmp_path / "qs" / "interpret" / "attribution" / "results.csv")
-    assert (at.metric == "gxi:n_selected").any()
+    assert (at.metric == "gxi:n_selected").any() and (at.metric == "attnlrp:n_selected").any()
+    closure = at[at.metric == "attnlrp:conservation_closure"].value  # nn.MultiheadAttention: the standard rules
+    assert len(closure) == 6 and (closure - 1).abs().max() < 0.01
     assert "tiny_tf" in (tmp_path / "qs" / "report.md").read_text()
 
 
@@ -177,3 +181,68 @@ def test_lora_adapters_that_would_be_bypassed_are_caught_by_the_dry_run(monkeypa
     monkeypatch.setattr(C, "_no_mha_fastpath", contextlib.nullcontext)
     with pytest.raises(UserModelError, match="receive no gradient"):
         check_user_model("tiny_tf", SPEC, lora=True)
+
+
+# ------------------------------------------------------------------------------ AttnLRP on user models
+SDPA_SPEC = {**SPEC, "class_path": "user_encoder.TinySDPATransformer", "blocks": "blocks.*", "lora_targets": ["qkv", "proj"],
+             "lrp": {"attention": ["blocks.*.attn"], "additive_params": ["channel"]}}
+
+
+def _logit_model(name: str, spec: dict):
+    from eegfm_bench.interpret.attribution import LogitModel
+    from eegfm_bench.models.module import FMClassifier
+
+    ch = ["C3", "Cz", "C4"]
+    m = FMClassifier(backbone=name, user_model=spec, head="mean", regime="full", ch_names=ch, n_times=512)
+    return LogitModel(m.backbone, m.head, ch).eval()
+
+
+@pytest.mark.parametrize("name,spec", [
+    ("lrp_mha", {**SPEC, "lrp": {"additive_params": ["channel"]}}),  # nn.MultiheadAttention, functional relu
+    ("lrp_mha_gelu", {**SPEC, "init_args": {**SPEC["init_args"], "activation": "gelu"},
+                      "lrp": {"additive_params": ["channel"]}}),  # torch's functional gelu: identity rule
+    ("lrp_sdpa", SDPA_SPEC),  # its own attention module, declared: F.scaled_dot_product_attention
+])
+def test_attnlrp_on_a_user_model_closes_the_relevance_budget(name, spec):
+    """With every bias (and the declared channel embedding) zeroed, input relevance plus what the attention
+    products absorb equals the explained logit (App. I.1); CP-LRP puts it all on the input. The plain gradient
+    through the same model does not close (the patch map is doing the work), and AttnLRP's map is not G×I's."""
+    from eegfm_bench.interpret.attribution import attribute, conservation_per_window
+
+    torch.manual_seed(0)
+    lm = _logit_model(name, spec)
+    x = torch.randn(6, 3, 512) * 20
+    per = conservation_per_window(lm, x, 1, name)
+    with torch.no_grad():
+        z = lm(x)[:, 1].abs()
+    ok = z > 0.05 * z.max()  # ratios of near-zero logits are noise
+    assert ok.sum() >= 3
+    np.testing.assert_allclose(per["closure"][ok.numpy()], 1.0, atol=1e-4)
+    np.testing.assert_allclose(per["ratio_cp"][ok.numpy()], 1.0, atol=1e-4)
+    a, g = attribute(lm, x, 1, "attnlrp", name), attribute(lm, x, 1, "gxi", name)
+    assert float((a - g).abs().max()) > 0.05 * float(g.abs().max())
+
+
+def test_attnlrp_refuses_what_a_user_model_does_not_declare(caplog):
+    """An unreviewed leaf module, or a declared attention module that makes no scaled_dot_product_attention call,
+    is refused before any data is read, naming the module and the fix; declaring the rule (or lrp_fallback: gxi)
+    resolves it. A model whose rules are covered is listed with AttnLRP by the dry run."""
+    from eegfm_bench.interpret.attribution import resolve_method
+    from eegfm_bench.interpret.lrp import UnsupportedMethodError
+    from eegfm_bench.models.user import check_user_model, register_user_models
+
+    tanh = {**SDPA_SPEC, "init_args": {**SDPA_SPEC["init_args"], "act": "tanh"}}
+    no_sdpa = {**SDPA_SPEC, "lrp": {"attention": ["blocks.*.mlp"], "additive_params": ["channel"]}}
+    declared = {**tanh, "lrp": {**tanh["lrp"], "identity": ["torch.nn.Tanh"]}}
+    register_user_models({"lrp_tanh": tanh, "lrp_nosdpa": no_sdpa, "lrp_tanh_ok": declared, "lrp_ok": SDPA_SPEC})
+    with pytest.raises(UnsupportedMethodError, match=r"blocks\.0\.mlp\.1 \(Tanh\).*user_models\.lrp_tanh\.lrp"):
+        resolve_method("attnlrp", "lrp_tanh", None)
+    with pytest.raises(UnsupportedMethodError, match="declared in lrp.attention but made no call"):
+        resolve_method("attnlrp", "lrp_nosdpa", None)
+    assert resolve_method("attnlrp", "lrp_tanh", "gxi") == "gxi"
+    assert resolve_method("attnlrp", "lrp_tanh_ok", None) == "attnlrp"
+    assert resolve_method("attnlrp", "lrp_ok", None) == "attnlrp"
+    assert check_user_model("lrp_ok", SDPA_SPEC)["attnlrp"] == "ok"
+    assert "Tanh" in check_user_model("lrp_tanh", tanh)["attnlrp"]
+    with pytest.raises(Exception, match="lrp.attention pattern 'nope.\\*' matches no module"):
+        check_user_model("lrp_bad", {**SDPA_SPEC, "lrp": {"attention": ["nope.*"]}})
