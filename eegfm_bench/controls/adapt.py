@@ -71,7 +71,7 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
                trainer_cfg: dict, optim: dict, batch_size: int, out_dir: str | Path, tag: str,
                backbone_kwargs: dict | None = None, head_kwargs: dict | None = None, lora: dict | None = None,
                pretrained: str | None = None, y_train: np.ndarray | None = None, progress: bool = False,
-               fixed_epochs: bool = False, return_model: bool = False):
+               fixed_epochs: bool = False, return_model: bool = False, user_model: dict | None = None):
     """Train and test one cv cell (run_cv's recipe), optionally on replaced training labels.
 
     Parameters
@@ -107,6 +107,9 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
         4's matched schedule) instead of early stopping on validation balanced accuracy and testing the best.
     return_model : bool
         Also return the trained :class:`~eegfm_bench.models.module.FMClassifier` (its final weights).
+    user_model : dict, optional
+        A user model's declaration (:mod:`eegfm_bench.models.user`): its weights and its adapter travel in the
+        checkpoint.
 
     Returns
     -------
@@ -147,7 +150,7 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
     net = FMClassifier(backbone=model, head=head, regime=regime, ch_names=dm.ch_names, n_times=dm.n_times,
                        n_classes=dm.n_classes, pretrained=pretrained, init_seed=int(init_seed),
                        class_weights=dm.class_weights, backbone_kwargs=backbone_kwargs, head_kwargs=head_kwargs,
-                       lora=lora, **optim)
+                       lora=lora, user_model=user_model, **optim)
     cell = Path(out_dir) / "adaptation" / tag / f"fold{fold}"
     tr = {**trainer_cfg, "enable_progress_bar": bool(progress and trainer_cfg.get("enable_progress_bar", False)),
           "loggers": ["csv"]}

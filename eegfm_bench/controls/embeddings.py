@@ -127,7 +127,9 @@ def build_encoder(model: str, ch_names: list[str], n_times: int, n_classes: int,
     init_seed : int
         Seed of the random initialisation.
     pretrained : str, optional
-        Hub id or local folder; None for a fully random initialisation.
+        Hub id or local folder; None for a fully random initialisation. For a user model
+        (:mod:`eegfm_bench.models.user`) ``"declared"`` loads the weights its declaration names, and None builds it
+        without them.
     backbone_kwargs : dict, optional
         Architecture overrides.
 
@@ -142,16 +144,25 @@ def build_encoder(model: str, ch_names: list[str], n_times: int, n_classes: int,
     ------
     UnknownNameError, ChannelContractError, CheckpointError
         From the registry, the channel contract and the checkpoint loader.
+    ConfigError
+        A user model given a ``pretrained`` other than ``declared`` (its weights come from its declaration).
     """
     import torch
     from eegfm_bench.models.backbones import BACKBONES
 
     cls = BACKBONES.get(model)
+    user = getattr(cls, "user_spec", None) is not None
+    if user and pretrained not in (None, "declared"):
+        from eegfm_bench.config import ConfigError
+
+        raise ConfigError(f"{model} is a user model: its weights come from its declaration "
+                          f"(user_models.{model}.pretrained), not {pretrained!r}; fix: pretrained: null")
+    extra = {"declared_weights": pretrained == "declared"} if user else {}
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(init_seed))
-        adapter = cls(list(ch_names), int(n_times), n_outputs=int(n_classes), **(backbone_kwargs or {}))
-    init = "random"
-    if pretrained:
+        adapter = cls(list(ch_names), int(n_times), n_outputs=int(n_classes), **extra, **(backbone_kwargs or {}))
+    init = getattr(adapter, "init_label", None) or "random"
+    if pretrained and not user:
         from eegfm_bench.models.checkpoints import load_pretrained
 
         init = load_pretrained(adapter, pretrained)

@@ -317,6 +317,10 @@ class ControlsConfig:
         gates: gate settings.
         launcher: where the scrambled-label adaptations run (one job per arm × seed × fold; ``none``: this
             process), see :mod:`eegfm_bench.runs.launch`; the other steps run in the launching process.
+        user_models: encoders by import path (:mod:`eegfm_bench.models.user`, as in a cv config); those of the
+            ``cv_out_dir`` run are inherited. A user model's weights come from its declaration: its ``models``
+            entry gets the declared weights as its pretrained arm and ``init_seeds`` random inits built without
+            them.
     """
 
     experiment: str = "controls"
@@ -338,6 +342,7 @@ class ControlsConfig:
     identity: Optional[ControlsIdentity] = None
     gates: ControlsGates = field(default_factory=ControlsGates)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def controls_parser():
@@ -402,6 +407,7 @@ def load_config(path_or_dict, args=()) -> dict:
     check_trainer(cfg["trainer"], "trainer")
     check_launcher(cfg.get("launcher"))
     get_task(cfg["task"])
+    _user_models(cfg)
     fam = cfg["features"]["families"]
     if not fam or any(f not in FAMILIES for f in fam) or len(set(fam)) != len(fam):
         raise ConfigError(f"features.families {fam!r}; fix: a non-empty list from {list(FAMILIES)}")
@@ -449,6 +455,12 @@ def load_config(path_or_dict, args=()) -> dict:
     for i, m in enumerate(cfg["models"]):
         BACKBONES.get(m["model"])
         m = {**m, "backbone_kwargs": m.get("backbone_kwargs") or {}}
+        if m["model"] in cfg["user_models"]:
+            if m["pretrained"] not in (None, "declared"):
+                raise ConfigError(f"models[{i}]: {m['model']} is a user model, whose weights come from its "
+                                  f"declaration (user_models.{m['model']}.pretrained), not pretrained: "
+                                  f"{m['pretrained']!r}; fix: pretrained: null")
+            m["pretrained"] = "declared" if cfg["user_models"][m["model"]].get("pretrained") else None
         if m["pooling"] not in POOLINGS:
             raise ConfigError(f"models[{i}].pooling {m['pooling']!r}; fix: one of {POOLINGS}")
         if not m["init_seeds"]:
@@ -476,6 +488,9 @@ def load_config(path_or_dict, args=()) -> dict:
     for i, s in enumerate(cfg["scrambled"]):
         BACKBONES.get(s["model"])
         s = {k: v for k, v in s.items() if not (k in SCRAMBLED_OPTIONAL and v is None)}  # unset: from the cv run
+        if s["model"] in cfg["user_models"] and s.get("pretrained"):
+            raise ConfigError(f"scrambled[{i}]: {s['model']} is a user model, whose weights come from its "
+                              f"declaration (user_models.{s['model']}.pretrained); fix: drop scrambled[{i}].pretrained")
         if s.get("trainer"):
             s["trainer"] = check_trainer_section(s["trainer"], f"scrambled[{i}].trainer")
         s = {**s, "seeds_given": given.get(i, s.get("seeds") is not None), "seeds": s.get("seeds") or [0]}
@@ -508,6 +523,63 @@ def load_config(path_or_dict, args=()) -> dict:
             raise ConfigError(f"identity.family {idc['family']!r}; fix: one of {list(FAMILIES)}")
         cfg["identity"] = idc
     return cfg
+
+
+def _user_models(cfg: dict) -> None:
+    """Resolve, register and dry-run the user models of a controls config (in place).
+
+    The ``cv_out_dir`` run's ``user_models`` are inherited; a name declared in both must have the same
+    declaration. Each model a ``models`` / ``scrambled`` / ``identity`` step uses gets one batch through it
+    (:func:`~eegfm_bench.models.user.check_user_model`) before any data is read.
+
+    Raises
+    ------
+    ConfigError
+        A name declared differently here and in the cv run.
+    UserModelError
+        A declaration that does not build or fails its dry run (naming the fix).
+    """
+    from eegfm_bench.models.user import _normalise, check_user_model, register_user_models
+
+    user = dict(cfg.get("user_models") or {})
+    cv_yaml = Path(cfg["cv_out_dir"]) / "config.yaml" if cfg.get("cv_out_dir") else None
+    if cv_yaml is not None and cv_yaml.is_file():
+        import yaml
+
+        for name, spec in ((yaml.safe_load(cv_yaml.read_text()) or {}).get("user_models") or {}).items():
+            if name in user and _normalise(dict(user[name])) != _normalise(dict(spec)):
+                raise ConfigError(f"user model {name!r} is declared here and, differently, in the cv run "
+                                  f"{cfg['cv_out_dir']}; fix: drop it from this config (the cv run's declaration is "
+                                  "inherited) or give it another name")
+            user.setdefault(name, spec)
+    cfg["user_models"] = user
+    if not user:
+        return
+    register_user_models(user)
+    used = {m["model"] for m in cfg["models"]} | {s["model"] for s in cfg["scrambled"]}
+    for name, spec in user.items():
+        if name in used:
+            check_user_model(name, spec, lora=any(s["model"] == name and s["regime"] == "lora"
+                                                  and not (s.get("lora") or {}).get("target_modules")
+                                                  for s in cfg["scrambled"]))
+
+
+def _user_decl(cfg: dict, model: str) -> dict:
+    """``{"user_model": <declaration without its unhashed keys>}`` for a user model (enters unit hashes), else {}."""
+    from eegfm_bench.models.user import hashable_user_spec
+
+    spec = (cfg.get("user_models") or {}).get(model)
+    return {"user_model": hashable_user_spec(spec)} if spec else {}
+
+
+def _init_label(cfg: dict, model: str, pretrained: str | None) -> str:
+    """The rows' init label of a configured checkpoint: ``pretrained:<id>``, or for a user model's declared
+    weights ``pretrained:<file>@<sha12>``."""
+    if pretrained == "declared":
+        from eegfm_bench.models.user import user_init_label
+
+        return user_init_label(cfg["user_models"][model])
+    return f"pretrained:{pretrained}"
 
 
 # ================================================================================================ helpers
@@ -828,7 +900,7 @@ def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
         for label, pretrained, seed in inits:
             unit = {"step": "frozen", "model": m, "pretrained": pretrained, "init_seed": seed,
                     "probe": ctx.cfg["probe"], "folds": ctx.fold_ids, "aggregate": ctx.agg_level,
-                    "data": ctx.cfg["data"]}
+                    "data": ctx.cfg["data"], **_user_decl(ctx.cfg, m["model"])}
 
             def compute(m=m, pretrained=pretrained, seed=seed):
                 ws_m = _model_ws(ctx, m["model"])
@@ -838,7 +910,7 @@ def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
                                        batch_size=int(ctx.cfg["data"]["batch_size"]), progress=ctx.progress)
                 return emb.X
 
-            init_row = label if pretrained is None else f"pretrained:{pretrained}"
+            init_row = label if pretrained is None else _init_label(ctx.cfg, m["model"], pretrained)
             rep, get_X = _probe_rep(ctx, name=f"{m['model']}-{_safe(init_row)}-{m['pooling']}", model=m["model"],
                                     init=init_row, regime="frozen_probe", head=f"{m['pooling']}+probe_{ctx.spec_for('frozen').kind}",
                                     source="frozen", unit_cfg=unit, compute_X=compute)
@@ -1070,13 +1142,18 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None, *, units: set | None
              for lab in ("correct", "scrambled")]
     bar = tqdm(cells, desc=f"scrambled-label {model}/{regime}", disable=not ctx.progress or list_units, unit="fit")
     listed: list[str] = []
-    init_name = "pretrained:" + str(pretrained) if pretrained else "random"
+    user = (ctx.cfg.get("user_models") or {}).get(model)
+    if user and user.get("pretrained"):
+        init_name = _init_label(ctx.cfg, model, "declared")
+    else:
+        init_name = "pretrained:" + str(pretrained) if pretrained else "random"
     for s, k_pos, k, lab in bar:
         unit = {"step": "adaptation", "protocol": "probe-refit-v2",
                 "entry": {kk: vv for kk, vv in entry.items() if kk != "seeds_given"},
                 "trainer": trainer_cfg, "optim": optim, "backbone_kwargs": bk, "head_kwargs": hk, "lora": lora,
                 "pretrained": pretrained, "labels": lab, "data": ctx.cfg["data"], "batch": batch,
-                "correct_from": correct, "init_seed": init_seed_of[s], "probe": ctx.cfg["probe"], "pooling": pooling}
+                "correct_from": correct, "init_seed": init_seed_of[s], "probe": ctx.cfg["probe"], "pooling": pooling,
+                **_user_decl(ctx.cfg, model)}
         chash = _hash(unit)
         key = dict(task=ctx.task.name, model=model, init=f"{init_name}#seed{init_seed_of[s]}", regime=regime,
                    head=head, fold=k, seed=s, condition=f"{lab}_labels")
@@ -1123,7 +1200,7 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None, *, units: set | None
                                          trainer_cfg=trainer_cfg, optim=optim, batch_size=batch, out_dir=ctx.out,
                                          tag=tag, backbone_kwargs=bk, head_kwargs=hk, lora=lora,
                                          pretrained=pretrained, y_train=y_train, progress=False,
-                                         fixed_epochs=fixed, return_model=True)
+                                         fixed_epochs=fixed, return_model=True, user_model=user)
         path.parent.mkdir(parents=True, exist_ok=True)
         pred.to_csv(path, index=False)
         # §4.2.4: freeze the adapted encoder, refit the probe on the TRUE training labels of this fold, score the test
@@ -1252,8 +1329,9 @@ def _identity_encoder(ctx: _Ctx, m: dict, shared: list[str], names: tuple[str, s
 
     idc = ctx.cfg["identity"]
     pretrained, seed = m.get("pretrained"), int(m["init_seeds"][0])
-    init = f"pretrained:{pretrained}" if pretrained else f"random#seed{seed}"
-    chash = _hash({"step": "identity_encoder", "identity": idc, "model": m, "shared": shared})
+    init = _init_label(ctx.cfg, m["model"], pretrained) if pretrained else f"random#seed{seed}"
+    chash = _hash({"step": "identity_encoder", "identity": idc, "model": m, "shared": shared,
+                   **_user_decl(ctx.cfg, m["model"])})
     key = dict(task=f"identity:{names[0]}-vs-{names[1]}", model=m["model"], init=init, regime="frozen_probe",
                head=f"{m['pooling']}+probe_logreg", seed=seed, condition="dataset_identity")
     path = ctx.out / "identity" / f"{names[0]}-vs-{names[1]}-{_safe(m['model'])}-{_safe(init)}.json"
@@ -1320,6 +1398,21 @@ def _provenance(model: str, init: str, task) -> tuple[list | None, str]:
         For a checkpoint claim when ``eegfm_bench.models.catalogue`` cannot be imported (the fix is named).
     """
     aliases = (task.dataset, *task.pretraining_aliases)
+    from eegfm_bench.models.user import user_spec
+
+    spec = user_spec(model)
+    if spec is not None:  # a user model: its declaration says what its weights saw
+        if not init.startswith("pretrained"):
+            return [], "random initialisation: no pretraining exposure (user model)"
+        corpora = spec.get("pretraining_corpora")
+        if corpora is None:
+            return None, (f"user model {model}: no pretraining_corpora declared for its weights; fix: "
+                          f"user_models.{model}.pretraining_corpora: [...] (the datasets they were pretrained on)")
+        low = {a.lower() for a in aliases}
+        hits = [c for c in corpora if c.lower() in low]
+        if hits:
+            return hits, f"declared: {model} pretraining corpora overlap {task.dataset} via {hits}"
+        return list(corpora), f"declared: no {model} pretraining corpus ({list(corpora)}) overlaps {task.dataset} ({aliases})"
     try:
         from eegfm_bench.models import catalogue as cat
     except ImportError as err:
@@ -1624,7 +1717,9 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None) 
             first = s["runs"][lab][int(s["seeds"][0])]
             proba = first["proba"] if len(s["seeds"]) == 1 else np.mean(
                 [v["proba"] for v in s["runs"][lab].values()], axis=0)
-            init = f"pretrained:{entry['pretrained']}" if entry.get("pretrained") else "random"
+            user = cfg["user_models"].get(entry["model"])
+            init = _init_label(cfg, entry["model"], "declared") if user and user.get("pretrained") else \
+                f"pretrained:{entry['pretrained']}" if entry.get("pretrained") else "random"
             rep = Rep(f"{entry['model']}-{entry['regime']}-{entry['head']} ({lab} labels)", entry["model"],
                       init, entry["regime"], entry["head"], f"adaptation ({lab} labels)", proba,
                       _probe_result(ctx, proba), int(s["seeds"][0]))

@@ -3,6 +3,7 @@ path, through cv, sweep, probe and attribute on real staged EEG; broken declarat
 naming the fix; local pretrained weights load strictly with their sha256."""
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -246,3 +247,93 @@ def test_attnlrp_refuses_what_a_user_model_does_not_declare(caplog):
     assert "Tanh" in check_user_model("lrp_tanh", tanh)["attnlrp"]
     with pytest.raises(Exception, match="lrp.attention pattern 'nope.\\*' matches no module"):
         check_user_model("lrp_bad", {**SDPA_SPEC, "lrp": {"attention": ["nope.*"]}})
+
+
+# ------------------------------------------------------------------------------ negative controls (paper 001)
+@requires_data
+def test_controls_take_a_user_model_with_declared_weights(tmp_path):
+    """`controls` on a user model: the declared weights are the frozen probe's pretrained arm and the
+    ``init_seeds`` arms are built without them; the scrambled-label LoRA adaptation starts from the declared
+    weights; gate (iii) reads the declared pretraining corpora."""
+    from safetensors.torch import save_file
+
+    from eegfm_bench.cli import main
+    from eegfm_bench.controls.embeddings import build_encoder
+    from eegfm_bench.models.user import _sha256
+
+    import user_encoder
+
+    torch.manual_seed(7)
+    ref = user_encoder.TinyEEGTransformer(19, 512, **SPEC["init_args"])  # eegmat: 19 channels of 4 s at 128 Hz
+    path = tmp_path / "tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in ref.state_dict().items()}, str(path))
+    sha = _sha256(path)
+    spec = {**SPEC, "pretrained": {"path": str(path), "sha256": sha}, "pretraining_corpora": ["TUEG"]}
+    out = tmp_path / "out"
+    cfg = {"experiment": "controls_byom", "task": "eegmat", "out_dir": str(out), "seed": 0,
+           "data": {"subjects": [0, 1, 2, 3, 4, 5], "max_windows_per_subject": 4, "batch_size": 16},
+           "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1},
+           "features": {"families": ["simple"]}, "user_models": {"tiny_ctl": spec},
+           "models": [{"model": "tiny_ctl", "init_seeds": [0], "pooling": "mean"}],
+           "permutation": {"n": 5, "families": "strongest"}, "bootstrap": {"n_boot": 200},
+           "scrambled": [{"model": "tiny_ctl", "regime": "lora", "head": "mean", "seeds": [0],
+                          "trainer": {"max_epochs": 1, "patience": 1}}]}
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["controls", "--config", str(p), "--no-progress"]) == 0
+    label = f"pretrained:tiny@{sha[:12]}"
+    df = pd.read_csv(out / "results.csv")
+    frozen = df[(df.model == "tiny_ctl") & (df.regime == "frozen_probe") & (df.metric == "auroc_window")
+                & (df.fold.astype(str) != "pooled")]
+    assert set(frozen.init) == {label, "random#seed0"} and len(frozen) == 6
+    assert set(df[(df.model == "tiny_ctl") & (df.metric == "n_dims")].value) == {16.0}
+    adapt = df[df.condition.isin(["correct_labels", "scrambled_labels"]) & (df.metric == "auroc_window")]
+    assert set(adapt.init) == {f"{label}#seed0"} and len(adapt) == 6
+    # the arms: the declared weights exactly, and a random init without them
+    pre, init = build_encoder("tiny_ctl", [f"c{i}" for i in range(19)], 512, 2, pretrained="declared")
+    rnd, init_r = build_encoder("tiny_ctl", [f"c{i}" for i in range(19)], 512, 2, init_seed=0)
+    assert init == label and init_r == "random"
+    assert torch.equal(pre.model.embed.weight, ref.embed.weight)
+    assert not torch.equal(rnd.model.embed.weight, ref.embed.weight)
+    gates = {g["model"] for g in json.loads((out / "gates.json").read_text())}
+    assert gates == {f"tiny_ctl-{label.replace(':', '_').replace('@', '_')}-mean", "tiny_ctl-lora-mean (correct labels)"}
+    assert "declared: no tiny_ctl pretraining corpus (['TUEG']) overlaps" in (out / "controls_report.md").read_text()
+    # gate (iii)'s evidence: the declared corpora, an overlap with the task's dataset, or none declared (missing)
+    from eegfm_bench.data.tasks import get_task
+    from eegfm_bench.models.user import register_user_models
+    from eegfm_bench.runs.controls import _provenance
+
+    task = get_task("eegmat")
+    assert _provenance("tiny_ctl", label, task)[0] == ["TUEG"]
+    assert _provenance("tiny_ctl", "random#seed0", task)[0] == []
+    register_user_models({"tiny_seen": {**spec, "pretraining_corpora": ["TUEG", task.dataset.upper()]},
+                          "tiny_unknown": {**spec, "pretraining_corpora": None}})
+    assert _provenance("tiny_seen", label, task)[0] == [task.dataset.upper()]
+    corpora, note = _provenance("tiny_unknown", label, task)
+    assert corpora is None and "pretraining_corpora" in note
+
+
+def test_controls_user_model_declarations_are_checked_before_any_data_is_read(tmp_path):
+    """Inherited from the cv run (a name declared differently in both is refused); a hub checkpoint for a user
+    model is refused; a broken declaration fails its dry run."""
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.models.user import UserModelError
+    from eegfm_bench.runs.controls import load_config
+
+    cv = tmp_path / "cv"
+    cv.mkdir()
+    (cv / "config.yaml").write_text(yaml.safe_dump({"user_models": {"tiny_cv": SPEC}}))
+    (cv / "splits.json").write_text("{}")
+    base = {"task": "eegmat", "out_dir": str(tmp_path / "o"), "cv_out_dir": str(cv), "cv_claims": [],
+            "models": [{"model": "tiny_cv", "init_seeds": [0]}]}
+    cfg = load_config(base)
+    assert cfg["user_models"] == {"tiny_cv": SPEC} and cfg["models"][0]["pretrained"] is None
+    with pytest.raises(ConfigError, match="declared here and, differently, in the cv run"):
+        load_config({**base, "user_models": {"tiny_cv": {**SPEC, "sfreq": 256.0}}})
+    with pytest.raises(ConfigError, match="whose weights come from its declaration"):
+        load_config({**base, "models": [{"model": "tiny_cv", "pretrained": "braindecode/labram-pretrained"}]})
+    with pytest.raises(UserModelError, match="blocks pattern 'nope.\\*' matches no module"):
+        load_config({**base, "cv_out_dir": None, "user_models": {"tiny_bad": {**SPEC, "blocks": "nope.*"}},
+                     "models": [{"model": "tiny_bad"}]})
