@@ -134,7 +134,8 @@ def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({"cv_out_dir": str(tmp_path / "qs"), "out_dir": str(tmp_path / "qs" / "sweep"),
                                      "reference": None,
-                                     "conditions": ["clean", "white_snr=0dB", "dropout_p=0.3_zero"]}))
+                                     "conditions": ["clean", "white_snr=0dB", "dropout_p=0.3_zero",
+                                                    "dropout_p=0.3_removed"]}))
     interp = tmp_path / "interp.yaml"
     interp.write_text(yaml.safe_dump({"cv_dir": str(tmp_path / "qs"), "out_dir": str(tmp_path / "qs" / "interpret"),
                                       "probe": {"poolings": ["mean"], "max_epochs": 2},
@@ -156,6 +157,9 @@ def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
     assert (lora > 0).all() and (lora < 0.5).all()  # adapters + head only
     sw = pd.read_csv(tmp_path / "qs" / "sweep" / "results.csv")
     assert {"clean", "white_snr=0dB", "dropout_p=0.3_zero"} <= set(sw.condition)
+    removed = sw[sw.condition == "dropout_p=0.3_removed"]  # declared channels.variable: false
+    assert len(removed) == 6 and set(removed.metric) == {"not_applicable"}
+    assert removed.note.str.contains("tiny_tf has a fixed channel set").all()
     # the clean sweep condition is the test of the saved checkpoint: the cv's own numbers
     c = sw[(sw.condition == "clean") & (sw.metric == "balanced_accuracy")].merge(
         ba, on=["model", "regime", "head", "fold"])
