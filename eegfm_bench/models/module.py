@@ -103,9 +103,11 @@ class FMClassifier(L.LightningModule):
         if not ch_names:
             raise ValueError("ch_names is required (link it from the DataModule: data.ch_names)")
         if user_model:  # a user model's declaration travels with the checkpoint (eegfm_bench.models.user)
-            from eegfm_bench.models.user import register_user_models
+            from eegfm_bench.models.user import _normalise, hashable_user_spec, register_user_models, user_spec
 
-            register_user_models({backbone: user_model})
+            cur = user_spec(backbone)  # the current config's lrp / pretraining_corpora win over the checkpoint's
+            if cur is None or hashable_user_spec(cur) != hashable_user_spec(_normalise(dict(user_model))):
+                register_user_models({backbone: user_model})
         adapter_cls = BACKBONES.get(backbone)
         head_cls = HEADS.get(head)
         with torch.random.fork_rng(devices=[]):

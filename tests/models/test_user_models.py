@@ -341,3 +341,19 @@ def test_controls_user_model_declarations_are_checked_before_any_data_is_read(tm
     with pytest.raises(UserModelError, match="blocks pattern 'nope.\\*' matches no module"):
         load_config({**base, "cv_out_dir": None, "user_models": {"tiny_bad": {**SPEC, "blocks": "nope.*"}},
                      "models": [{"model": "tiny_bad"}]})
+
+
+def test_a_checkpoint_keeps_the_current_configs_lrp_declaration():
+    """A fold checkpoint carries the declaration it was trained with; loading it (same hashed declaration) keeps
+    the current config's lrp / pretraining_corpora, which change no trained number; another architecture
+    replaces the registration."""
+    from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.models.user import register_user_models, user_spec
+
+    register_user_models({"tiny_keep": {**SPEC, "lrp": {"additive_params": ["channel"]}}})
+    FMClassifier(backbone="tiny_keep", user_model=SPEC, head="mean", regime="head_only", ch_names=["C3", "Cz", "C4"],
+                 n_times=512)
+    assert user_spec("tiny_keep")["lrp"]["additive_params"] == ["channel"]
+    FMClassifier(backbone="tiny_keep", user_model={**SPEC, "init_args": {**SPEC["init_args"], "depth": 1}},
+                 head="mean", regime="head_only", ch_names=["C3", "Cz", "C4"], n_times=512)
+    assert user_spec("tiny_keep")["lrp"]["additive_params"] == [] and user_spec("tiny_keep")["init_args"]["depth"] == 1
