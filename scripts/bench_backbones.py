@@ -29,7 +29,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 EEGMMIDB_64 = ["FC5", "FC3", "FC1", "FCz", "FC2", "FC4", "FC6", "C5", "C3", "C1", "Cz", "C2", "C4", "C6", "CP5",
@@ -59,6 +58,7 @@ def bench_one(name: str, device: str, batch_size: int, n_batches: int, threads: 
 
     from eegfm_bench.data.montage import canonical_names, standard_1005
     from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.throughput import token_throughput
 
     standard_1005()
     base_rss = _peak_rss_mb()
@@ -70,33 +70,14 @@ def bench_one(name: str, device: str, batch_size: int, n_batches: int, threads: 
     params = sum(p.numel() for p in adapter.parameters())
     x = torch.randn(batch_size, len(names), n_times, device=device)
     cuda = device.startswith("cuda")
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
 
-    adapter.eval()
-    with torch.no_grad():
-        adapter.tokens(x, names)  # warm-up
-        sync()
-        t = time.perf_counter()
-        for _ in range(n_batches):
-            tok = adapter.tokens(x, names)
-        sync()
-        fwd = batch_size * n_batches / (time.perf_counter() - t)
-    adapter.train()
-    loss = adapter.tokens(x, names).float().pow(2).mean()  # warm-up
-    loss.backward()
-    adapter.zero_grad(set_to_none=True)
-    sync()
-    t = time.perf_counter()
-    for _ in range(n_batches):
-        adapter.tokens(x, names).float().pow(2).mean().backward()
-        adapter.zero_grad(set_to_none=True)
-    sync()
-    fwd_bwd = batch_size * n_batches / (time.perf_counter() - t)
+    fwd = token_throughput(adapter, names, x, n=n_batches, train=False)
+    fwd_bwd = token_throughput(adapter, names, x, n=n_batches, train=True)
     peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else _peak_rss_mb() - base_rss
     return {"model": name, "device": device, "params": params, "n_chans": len(names), "n_times": n_times,
-            "sfreq": cls.preprocessing.sfreq, "tokens": list(tok.shape[1:]), "batch_size": batch_size,
+            "sfreq": cls.preprocessing.sfreq, "tokens": [adapter.n_tokens(len(names)), adapter.d_model], "batch_size": batch_size,
             "fwd_per_s": fwd, "fwd_bwd_per_s": fwd_bwd, "peak_mb": peak,
             "peak_kind": "cuda max allocated" if cuda else "RSS increase"}
 

@@ -28,7 +28,6 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,55 +46,29 @@ def _build(name: str, device: str):
     return cls(names, cls.preprocessing.n_times, n_outputs=2, **OPTIONS.get(name, {})).to(device), names
 
 
-def _step(ad, names, x, train: bool, bf16: bool):
-    import torch
-
-    ctx = torch.autocast(device_type=x.device.type, dtype=torch.bfloat16) if bf16 else torch.autocast(
-        device_type=x.device.type, enabled=False)
-    if train:
-        with ctx:
-            loss = ad.tokens(x, names).float().pow(2).mean()
-        loss.backward()
-        ad.zero_grad(set_to_none=True)
-    else:
-        with torch.no_grad(), ctx:
-            ad.tokens(x, names)
-
-
-def _fits(ad, names, n_chans, n_times, batch, device) -> bool:
-    import torch
-
-    try:
-        x = torch.randn(batch, n_chans, n_times, device=device)
-        ad.train()
-        _step(ad, names, x, True, True)
-        return True
-    except torch.OutOfMemoryError:
-        return False
-    finally:
-        ad.zero_grad(set_to_none=True)
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
-
-
 def bench_one(name: str, device: str, start: int, max_batch: int, batch: int | None, n: int) -> dict:
     import warnings
 
     import torch
 
+    from eegfm_bench.models.throughput import fits, token_throughput
+
     warnings.filterwarnings("ignore")
     ad, names = _build(name, device)
     n_chans, n_times = len(names), ad.n_times
     cuda = device.startswith("cuda")
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    def fit(b: int) -> bool:
+        return fits(ad, names, torch.randn(b, n_chans, n_times, device=device))
+
     if batch is None:  # largest batch for forward + backward in bf16-mixed
         lo, hi = 0, start
-        while hi <= max_batch and _fits(ad, names, n_chans, n_times, hi, device):
+        while hi <= max_batch and fit(hi):
             lo, hi = hi, hi * 2
         hi = min(hi, max_batch + 1)
         while hi - lo > max(1, lo // 16):  # bisection to ~6 %
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if _fits(ad, names, n_chans, n_times, mid, device) else (lo, mid)
+            lo, hi = (mid, hi) if fit(mid) else (lo, mid)
         batch = lo
     if batch < 1:
         return {"model": name, "device": device, "error": f"batch {start} does not fit"}
@@ -105,16 +78,9 @@ def bench_one(name: str, device: str, start: int, max_batch: int, batch: int | N
            "params": sum(p.numel() for p in ad.parameters())}
     for prec, bf16 in (("fp32", False), ("bf16", True)):
         for kind, train in (("fwd", False), ("fwd_bwd", True)):
-            ad.train(train)
-            _step(ad, names, x, train, bf16)  # warm-up
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
-            sync()
-            t = time.perf_counter()
-            for _ in range(n):
-                _step(ad, names, x, train, bf16)
-            sync()
-            out[f"{kind}_{prec}_per_s"] = batch * n / (time.perf_counter() - t)
+            out[f"{kind}_{prec}_per_s"] = token_throughput(ad, names, x, n=n, train=train, bf16=bf16)
             if train and cuda:
                 out[f"peak_mb_{prec}"] = torch.cuda.max_memory_allocated() / 2 ** 20
     out["fwd_per_s"], out["fwd_bwd_per_s"] = out["fwd_bf16_per_s"], out["fwd_bwd_bf16_per_s"]

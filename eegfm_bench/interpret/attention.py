@@ -15,6 +15,9 @@ Backbones (``ATTENTION_BACKBONES``):
 * ``reve`` — full self-attention over ``C·P`` channel-major tokens (no CLS; paper 003 I.4–I.6 use REVE and
   LaBraM): key token ``k`` → channel ``k // P``; per-channel attention sums to exactly ``C``.
 
+* a user model (:mod:`eegfm_bench.models.user`) that declares ``blocks``, ``token_layout`` and ``cls_tokens``:
+  each block's ``nn.MultiheadAttention`` or declared ``lrp.attention`` module (``F.scaled_dot_product_attention``).
+
 ``eegnet`` has no attention modules; ``biot``'s linear attention (separate softmaxes over queries and keys)
 has no ``n_query × n_key`` softmax matrix. Both raise :class:`~eegfm_bench.interpret.lrp.UnsupportedMethodError`.
 """
@@ -83,9 +86,89 @@ def _reve_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> li
             for i, layer in enumerate(adapter.blocks)]
 
 
+def _user_attention_modules(adapter) -> list[nn.Module]:
+    """One attention module per block of a user model: the block's first ``nn.MultiheadAttention`` or module
+    declared in ``lrp.attention`` (:mod:`eegfm_bench.models.user`)."""
+    from eegfm_bench.models.user import LRP_ATTENTION_MARK
+
+    out = []
+    for b in adapter.blocks:
+        found = [m for m in b.modules() if isinstance(m, nn.MultiheadAttention) or getattr(m, LRP_ATTENTION_MARK, False)]
+        out.append(found[0] if found else None)
+    return out
+
+
+def _user_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> list:
+    """A user model: the softmax matrices of each block's attention module, recomputed from its input
+    (``nn.MultiheadAttention`` with ``need_weights``; a declared module by running it once more with
+    ``F.scaled_dot_product_attention`` replaced by ``softmax(q kᵀ · scale)``), then tokens → channels by the
+    declared ``token_layout`` after the ``cls_tokens`` leading tokens."""
+    import torch.nn.functional as F
+
+    spec = adapter.user_spec
+    cls, layout = int(spec["cls_tokens"]), spec["token_layout"]
+
+    def per_channel(i, a):  # (B, H, N, N) → (B, C)
+        a = a[:, :, cls:, cls:].sum(dim=2).mean(1)  # sum over queries, mean over heads → (B, N - cls)
+        n = a.shape[1]
+        if n % n_chans:
+            raise UnsupportedMethodError(f"{adapter.name}: block {i} attends over {n} tokens (after {cls} CLS), not a "
+                                         f"multiple of the {n_chans} channels; fix: token_layout / cls_tokens in its "
+                                         "declaration")
+        a = a.reshape(a.shape[0], n_chans, -1) if layout == "channel_major" else \
+            a.reshape(a.shape[0], -1, n_chans).transpose(1, 2)
+        store.setdefault(i, []).append(a.mean(-1).float().cpu().numpy())
+
+    def make_mha(i, mha):
+        def pre(_m, args, kwargs):
+            q = args[0] if args else kwargs["query"]
+            k = args[1] if len(args) > 1 else kwargs.get("key", q)
+            v = args[2] if len(args) > 2 else kwargs.get("value", k)
+            with torch.no_grad():
+                _, w = nn.MultiheadAttention.forward(mha, q, k, v, need_weights=True, average_attn_weights=False)
+            per_channel(i, w)
+        return pre
+
+    def make_sdpa(i, mod):
+        def pre(_m, args, kwargs):
+            mats = []
+
+            def capture(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **extra):
+                s = scale if scale is not None else query.shape[-1] ** -0.5
+                a = torch.softmax(query @ key.transpose(-2, -1) * s, dim=-1)
+                mats.append(a)
+                return a @ value
+
+            saved = F.scaled_dot_product_attention
+            F.scaled_dot_product_attention = capture
+            try:
+                with torch.no_grad():
+                    type(mod).forward(mod, *args, **kwargs)
+            finally:
+                F.scaled_dot_product_attention = saved
+            if not mats:
+                raise UnsupportedMethodError(f"{adapter.name}: the declared attention module of block {i} made no "
+                                             "F.scaled_dot_product_attention call")
+            a = mats[0]
+            per_channel(i, a if a.ndim == 4 else a[:, None])
+        return pre
+
+    handles = []
+    for i, m in enumerate(_user_attention_modules(adapter)):
+        fn = make_mha(i, m) if isinstance(m, nn.MultiheadAttention) else make_sdpa(i, m)
+        handles.append(m.register_forward_pre_hook(fn, with_kwargs=True))
+    return handles
+
+
 ATTENTION_BACKBONES: dict[str, Callable] = {"labram": _labram_hooks, "cbramod": _cbramod_hooks,
                                             "reve": _reve_hooks}
-"""Backbones with softmax attention maps and their hook installers."""
+"""Backbones with softmax attention maps and their hook installers (a user model with a declared
+``token_layout`` uses :func:`_user_hooks`)."""
+
+
+def _hooks_for(adapter) -> Callable:
+    name = getattr(adapter, "name", type(adapter).__name__)
+    return _user_hooks if getattr(adapter, "user_spec", None) is not None else ATTENTION_BACKBONES[name]
 
 
 def check_attention_support(backbone: str) -> None:
@@ -93,6 +176,17 @@ def check_attention_support(backbone: str) -> None:
 
     The message says what the backbone supports instead.
     """
+    from eegfm_bench.models.user import user_spec
+
+    spec = user_spec(backbone)
+    if spec is not None:
+        if not spec["blocks"] or not spec["token_layout"]:
+            raise UnsupportedMethodError(
+                f"no attention maps for user model {backbone!r}: its declaration has no "
+                f"{'blocks' if not spec['blocks'] else 'token_layout'}; fix: declare blocks (the transformer "
+                "layers), token_layout (channel_major or patch_major) and cls_tokens, or drop it from "
+                "attention.models")
+        return
     if backbone not in ATTENTION_BACKBONES:
         from eegfm_bench.interpret.lrp import supported_methods
 
@@ -129,12 +223,19 @@ class AttentionExtractor(L.LightningModule):
         super().__init__()
         name = getattr(adapter, "name", type(adapter).__name__)
         check_attention_support(name)
+        if getattr(adapter, "user_spec", None) is not None:
+            missing = [i for i, m in enumerate(_user_attention_modules(adapter)) if m is None]
+            if missing:
+                raise UnsupportedMethodError(
+                    f"no attention maps for user model {name!r}: blocks {missing} hold no nn.MultiheadAttention and no "
+                    "module declared in lrp.attention; fix: declare the attention modules (lrp.attention) or drop "
+                    "it from attention.models")
         self.adapter, self.ch_names, self.kind = adapter, list(ch_names), name
 
     def predict_step(self, batch, batch_idx, dataloader_idx: int = 0) -> dict:
         x = batch["x"]
         store: dict[int, list] = {}
-        handles = ATTENTION_BACKBONES[self.kind](self.adapter, int(x.shape[0]), len(self.ch_names), store)
+        handles = _hooks_for(self.adapter)(self.adapter, int(x.shape[0]), len(self.ch_names), store)
         try:
             self.adapter.tokens(x, self.ch_names)
         finally:

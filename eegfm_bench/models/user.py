@@ -135,6 +135,11 @@ class UserModelConfig:
         foundation_model: false for a supervised baseline trained from scratch (no LoRA, no frozen probe claim).
         pretrained: local weights (``init=pretrained:<file>@<sha256[:12]>`` in the rows).
         lrp: the AttnLRP declaration (:class:`UserLRP`); not in the cell hash (attribution only).
+        token_layout: how the tokens map to channels, for per-channel attention maps (paper 003 App. I.4):
+            ``channel_major`` (channel 0's patches first: token ``k`` → channel ``k // P``), ``patch_major``
+            (time patch 0's channels first: ``k % C``) or null (no attention maps). Not in the cell hash.
+        cls_tokens: leading tokens of the attention sequence that belong to no channel (a CLS token: 1),
+            excluded as query and key. Not in the cell hash.
         pretraining_corpora: the datasets the declared weights were pretrained on (gate iii of the negative
             controls, paper 001 §3.6); null: not declared, so the gate is ``missing`` for a pretrained claim. Not in
             the cell hash.
@@ -157,9 +162,11 @@ class UserModelConfig:
     pretrained: Optional[UserPretrained] = None
     lrp: UserLRP = field(default_factory=UserLRP)
     pretraining_corpora: Optional[list[str]] = None
+    token_layout: Optional[Literal["channel_major", "patch_major"]] = None
+    cls_tokens: int = 0
 
 
-NOT_HASHED = ("lrp", "pretraining_corpora")
+NOT_HASHED = ("lrp", "pretraining_corpora", "token_layout", "cls_tokens")
 """Declaration keys that cannot change a trained cell's numbers (left out of cell hashes)."""
 LRP_ATTENTION_MARK = "_eegfm_lrp_sdpa_attention"
 """Instance attribute set on a user model's declared attention modules (read by the AttnLRP patch map)."""
@@ -209,6 +216,11 @@ def _normalise(spec: dict) -> dict:
     for k, v in out["lrp"].items():
         if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
             raise UserModelError(f"user model: lrp.{k} must be a list of strings, got {v!r}")
+    if out["token_layout"] not in (None, "channel_major", "patch_major"):
+        raise UserModelError(f"user model: token_layout {out['token_layout']!r}; fix: channel_major, patch_major or "
+                             "null")
+    if not isinstance(out["cls_tokens"], int) or out["cls_tokens"] < 0:
+        raise UserModelError(f"user model: cls_tokens {out['cls_tokens']!r}; fix: a whole number >= 0")
     pc = out["pretraining_corpora"]
     if pc is not None and (not isinstance(pc, (list, tuple)) or not all(isinstance(x, str) for x in pc)):
         raise UserModelError(f"user model: pretraining_corpora must be a list of dataset names, got {pc!r}")

@@ -16,34 +16,23 @@ Prints, without training anything:
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Sequence
 
 
 def _measure(model: str, ch_names: list[str], n_times: int, run: dict, batch: int = 8, n: int = 3) -> dict:
-    """windows/s forward (eval, no grad) and forward + backward (train) of one backbone on this machine's CPU."""
+    """windows/s forward (eval, no grad) and forward + backward (train) of one backbone on this machine's CPU
+    (:func:`~eegfm_bench.models.throughput.token_throughput`)."""
     import torch
 
     from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.throughput import token_throughput
 
     torch.manual_seed(0)
     ad = BACKBONES.get(model)(ch_names, n_times, n_outputs=2, **(run.get("backbone_kwargs") or {}))
     x = torch.randn(batch, len(ch_names), n_times)
-    ad.eval()
-    with torch.no_grad():
-        ad.tokens(x, ch_names)
-        t = time.perf_counter()
-        for _ in range(n):
-            ad.tokens(x, ch_names)
-        fwd = batch * n / (time.perf_counter() - t)
-    ad.train()
-    ad.tokens(x, ch_names).float().pow(2).mean().backward()
-    t = time.perf_counter()
-    for _ in range(n):
-        ad.tokens(x, ch_names).float().pow(2).mean().backward()
-        ad.zero_grad(set_to_none=True)
-    return {"fwd_per_s": fwd, "fwd_bwd_per_s": batch * n / (time.perf_counter() - t), "source": "measured (CPU)"}
+    return {"fwd_per_s": token_throughput(ad, ch_names, x, n=n, train=False),
+            "fwd_bwd_per_s": token_throughput(ad, ch_names, x, n=n, train=True), "source": "measured (CPU)"}
 
 
 def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measure: bool = True) -> dict:

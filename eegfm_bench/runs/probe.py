@@ -138,6 +138,7 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
     from tqdm.auto import tqdm
 
     from eegfm_bench.interpret.attention import ATTENTION_BACKBONES, check_attention_support, mean_channel_attention
+    from eegfm_bench.interpret.lrp import UnsupportedMethodError
     from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
     from eegfm_bench.models.features import state_hash
     from eegfm_bench.runs.output import CVRun, load_fold_model, load_initial_model
@@ -154,9 +155,17 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
     out_dir = Path(cfg["out_dir"]) / "attention"
     out: dict[str, Path] = {}
     by_model: dict[str, list] = {}
+    def supported(model: str) -> bool:
+        try:
+            check_attention_support(model)
+        except UnsupportedMethodError:
+            return False
+        return True
+
     for ck in cks:
-        if ck.model not in ATTENTION_BACKBONES:
-            log.info("attention maps: skipping %s (no softmax attention)", ck.model)
+        if ck.model not in ATTENTION_BACKBONES and not supported(ck.model):
+            log.info("attention maps: skipping %s (no softmax attention, or a user model without token_layout)",
+                     ck.model)
             continue
         by_model.setdefault(ck.model, []).append(ck)
     for model_name, group in by_model.items():

@@ -130,7 +130,8 @@ def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
     from eegfm_bench.cli import main
 
     cv = tmp_path / "cv.yaml"
-    cv.write_text(yaml.safe_dump(_cv(tmp_path / "qs", spec={**SPEC, "lrp": {"additive_params": ["channel"]}})))
+    cv.write_text(yaml.safe_dump(_cv(tmp_path / "qs", spec={**SPEC, "lrp": {"additive_params": ["channel"]},
+                                                            "token_layout": "channel_major"})))
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({"cv_out_dir": str(tmp_path / "qs"), "out_dir": str(tmp_path / "qs" / "sweep"),
                                      "reference": None,
@@ -139,7 +140,7 @@ def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
     interp = tmp_path / "interp.yaml"
     interp.write_text(yaml.safe_dump({"cv_dir": str(tmp_path / "qs"), "out_dir": str(tmp_path / "qs" / "interpret"),
                                       "probe": {"poolings": ["mean"], "max_epochs": 2},
-                                      "attention": {"enabled": False},
+                                      "attention": {"enabled": True, "models": ["tiny_tf"], "max_windows_per_fold": 4},
                                       "attribution": {"methods": ["gxi", "attnlrp"], "percentile": 0,
                                                       "max_windows_per_fold": 2,
                                                       "conservation_windows": 1, "randomisation_windows": 2,
@@ -167,6 +168,9 @@ def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
     pr = pd.read_csv(tmp_path / "qs" / "interpret" / "probes" / "results.csv")
     blocks = sorted(pr[pr.metric.str.startswith("probe_bacc_block")].block.astype(int).unique())
     assert blocks == [0, 1]  # the two declared encoder layers
+    att = np.load(tmp_path / "qs" / "interpret" / "attention" / "tiny_tf.npz")
+    assert att["fine_tuned"].shape == (2, 2, 64)  # LoRA folds x declared blocks x channels (token_layout)
+    np.testing.assert_allclose(att["fine_tuned"].sum(-1), 64.0, rtol=1e-4)  # softmax rows sum to 1
     at = pd.read_csv(tmp_path / "qs" / "interpret" / "attribution" / "results.csv")
     assert (at.metric == "gxi:n_selected").any() and (at.metric == "attnlrp:n_selected").any()
     closure = at[at.metric == "attnlrp:conservation_closure"].value  # nn.MultiheadAttention: the standard rules
@@ -357,3 +361,38 @@ def test_a_checkpoint_keeps_the_current_configs_lrp_declaration():
     FMClassifier(backbone="tiny_keep", user_model={**SPEC, "init_args": {**SPEC["init_args"], "depth": 1}},
                  head="mean", regime="head_only", ch_names=["C3", "Cz", "C4"], n_times=512)
     assert user_spec("tiny_keep")["lrp"]["additive_params"] == [] and user_spec("tiny_keep")["init_args"]["depth"] == 1
+
+
+def test_attention_maps_of_a_user_model_follow_its_declared_token_layout():
+    """Per-channel attention (App. I.4) of a user model: each block's nn.MultiheadAttention (or its declared SDPA
+    module) recomputed from the block input; keys grouped by the declared channel-major layout; every softmax row
+    sums to 1, so the per-channel values sum to C. Without a token_layout it is refused, naming the fix."""
+    from eegfm_bench.interpret.attention import channel_attention
+    from eegfm_bench.interpret.lrp import UnsupportedMethodError
+    from eegfm_bench.models.module import FMClassifier
+
+    ch = ["C3", "Cz", "C4"]
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 512) * 20
+    for name, spec in (("att_mha", SPEC), ("att_sdpa", SDPA_SPEC)):
+        m = FMClassifier(backbone=name, user_model={**spec, "token_layout": "channel_major"}, head="mean",
+                         regime="head_only", ch_names=ch, n_times=512)
+        ad = m.backbone.eval()
+        att = channel_attention(ad, x, ch)  # (n_blocks, batch, C)
+        assert att.shape == (2, 4, 3)
+        np.testing.assert_allclose(att.sum(-1), 3.0, rtol=1e-5)
+        # block 0 by hand: its attention input is the patch embeddings (post-norm layer / pre-norm block)
+        with torch.no_grad():
+            t = ad.model.patches(x).flatten(1, 2)  # (B, C·P, d), channel-major
+            if name == "att_mha":
+                _, w = ad.model.encoder.layers[0].self_attn(t, t, t, need_weights=True, average_attn_weights=False)
+            else:
+                blk = ad.model.blocks[0]
+                b, n, d = t.shape
+                q, k, _ = blk.attn.qkv(blk.norm1(t)).reshape(b, n, 3, 2, d // 2).permute(2, 0, 3, 1, 4)
+                w = torch.softmax(q @ k.transpose(-2, -1) / (d // 2) ** 0.5, dim=-1)
+        ref = w.sum(2).mean(1).reshape(4, 3, 4).mean(-1).numpy()  # keys: channel k // P, P = 4 patches
+        np.testing.assert_allclose(att[0], ref, rtol=1e-5, atol=1e-6)
+    m = FMClassifier(backbone="att_none", user_model=SPEC, head="mean", regime="head_only", ch_names=ch, n_times=512)
+    with pytest.raises(UnsupportedMethodError, match="no token_layout; fix: declare blocks"):
+        channel_attention(m.backbone, x, ch)
