@@ -681,10 +681,9 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     if not worker and lc["kind"] != "none" and todo:
         from eegfm_bench.runs.launch import run_jobs
 
-        devices = cfg["trainer"].get("devices", 1)
         failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}},
                             [cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], out,
-                            devices=devices if isinstance(devices, int) else 1, progress=progress and zero)
+                            progress=progress and zero)
         todo = []
         store.merge()
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"cv {cfg['experiment']}",

@@ -40,7 +40,8 @@ class SlurmConfig:
         partition: ``--partition``.
         account: ``--account``.
         qos: ``--qos``.
-        gpus_per_node: GPUs per job (also Lightning's ``devices`` for multi-GPU cells).
+        gpus_per_node: GPUs per job. null (default): the trainer's ``devices`` (one task per GPU, as Lightning's
+            SLURM DDP runs), or 0 with ``accelerator: cpu``; fewer GPUs than ``devices`` is refused.
         cpus_per_task: CPU cores per task.
         mem_gb: memory per node in GB.
         array_parallelism: jobs of the array running at once.
@@ -51,7 +52,7 @@ class SlurmConfig:
     partition: Optional[str] = None
     account: Optional[str] = None
     qos: Optional[str] = None
-    gpus_per_node: int = 1
+    gpus_per_node: Optional[int] = None
     cpus_per_task: int = 8
     mem_gb: int = 64
     array_parallelism: int = 64
@@ -107,19 +108,30 @@ def check_launcher(lc: dict | None, where: str = "launcher") -> None:
                               "launch from a SLURM login node, or use --launcher local --workers N here")
 
 
-def slurm_parameters(lc: dict, devices: int = 1) -> dict:
+def slurm_parameters(lc: dict, devices: int = 1, accelerator: str = "auto") -> dict:
     """submitit ``update_parameters`` keywords of a ``launcher:`` section (``slurm_*`` names).
+
+    ``devices`` and ``accelerator`` are the trainer's: ``tasks_per_node = devices`` and, unless set,
+    ``gpus_per_node = devices`` (0 for ``accelerator: cpu``).
 
     Raises
     ------
     ConfigError
-        If no partition is given.
+        If no partition is given, or ``gpus_per_node`` is below ``devices`` on a GPU accelerator.
     """
     s = lc["slurm"]
     if not s.get("partition"):
         raise ConfigError("launcher.slurm.partition is not set; fix: the partition your jobs go to (sinfo lists them)")
+    devices = max(1, int(devices))
+    cpu = str(accelerator) == "cpu"
+    gpus = s.get("gpus_per_node")
+    gpus = (0 if cpu else devices) if gpus is None else int(gpus)
+    if not cpu and gpus < devices:
+        raise ConfigError(f"launcher.slurm.gpus_per_node = {gpus} but trainer.devices = {devices}: Lightning would "
+                          f"start {devices} tasks on {gpus} GPU(s); fix: gpus_per_node: {devices} (or null, which "
+                          "follows devices)")
     p = {"slurm_partition": s["partition"], "timeout_min": int(lc["timeout_min"]),
-         "gpus_per_node": int(s["gpus_per_node"]), "tasks_per_node": max(1, int(devices)),
+         "gpus_per_node": gpus, "tasks_per_node": devices,
          "cpus_per_task": int(s["cpus_per_task"]), "mem_gb": int(s["mem_gb"]),
          "slurm_array_parallelism": int(s["array_parallelism"]), "name": "eegfm-bench"}
     if s.get("account"):
@@ -133,11 +145,12 @@ def slurm_parameters(lc: dict, devices: int = 1) -> dict:
     return p
 
 
-def sbatch_preview(lc: dict, folder: str | os.PathLike, devices: int = 1, n_jobs: int = 1) -> str:
+def sbatch_preview(lc: dict, folder: str | os.PathLike, devices: int = 1, n_jobs: int = 1,
+                   accelerator: str = "auto") -> str:
     """The sbatch script submitit would write for one job of this launcher (for docs, tests and ``plan``)."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    p = slurm_parameters(lc, devices)
+    p = slurm_parameters(lc, devices, accelerator)
     kw = {"partition": p["slurm_partition"], "time": p["timeout_min"], "gpus_per_node": p["gpus_per_node"],
           "ntasks_per_node": p["tasks_per_node"], "cpus_per_task": p["cpus_per_task"], "mem": f"{p['mem_gb']}GB",
           "array_parallelism": p["slurm_array_parallelism"], "job_name": p["name"],
@@ -146,7 +159,7 @@ def sbatch_preview(lc: dict, folder: str | os.PathLike, devices: int = 1, n_jobs
     return _make_sbatch_string(command="python -m submitit.core._submit <folder>", folder=str(folder), **kw)
 
 
-def make_executor(lc: dict, folder: str | os.PathLike, devices: int = 1):
+def make_executor(lc: dict, folder: str | os.PathLike, devices: int = 1, accelerator: str = "auto"):
     """A submitit executor for a ``launcher:`` section: :class:`submitit.LocalExecutor` (``local``) or a SLURM
     :class:`submitit.AutoExecutor` with :func:`slurm_parameters` (``slurm``); job pickles and logs in ``folder``.
 
@@ -163,7 +176,7 @@ def make_executor(lc: dict, folder: str | os.PathLike, devices: int = 1):
         return ex
     if lc["kind"] == "slurm":
         ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
-        ex.update_parameters(**slurm_parameters(lc, devices))
+        ex.update_parameters(**slurm_parameters(lc, devices, accelerator))
         return ex
     raise ConfigError(f"launcher.kind {lc['kind']!r}; fix: none, local or slurm")
 
@@ -238,20 +251,24 @@ def _watch_parent(pid: int, every_s: float = 2.0) -> None:
     threading.Thread(target=loop, daemon=True, name="eegfm-parent-watch").start()
 
 
-def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: int = 1,
+def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: int | None = None,
              progress: bool = True, kind: str = "cv", collect: dict | None = None) -> list[dict]:
     """Submit the cells as jobs, wait for every job, and return the failures (one dict per failed cell).
 
     A job that dies (killed, out of memory) is recorded as a failure of each of its cells that has no rows; the
     job's log path is in the message. A worker may return ``{"failures": [...], <name>: [...]}`` instead of a
     list of failures: the other lists are concatenated over jobs into ``collect[<name>]`` (e.g. the config
-    hashes of the rows the probe workers wrote, which the parent's report selects by).
+    hashes of the rows the probe workers wrote, which the parent's report selects by). ``devices`` (default: the
+    config's ``trainer.devices``) and ``trainer.accelerator`` size each SLURM job (:func:`slurm_parameters`).
     """
     from tqdm.auto import tqdm
 
+    tr = cfg.get("trainer") or {}
+    if devices is None:
+        devices = tr.get("devices", 1) if isinstance(tr.get("devices", 1), int) else 1
     folder = Path(lc.get("folder") or out / "jobs")
     folder.mkdir(parents=True, exist_ok=True)
-    ex = make_executor(lc, folder, devices)
+    ex = make_executor(lc, folder, devices, str(tr.get("accelerator", "auto")))
     parts = chunks(cell_ids, lc)
     threads = (int(lc["threads"]) if lc.get("threads") else max(1, (os.cpu_count() or 1) // max(1, len(parts)))) \
         if lc["kind"] == "local" else int(lc["slurm"]["cpus_per_task"])

@@ -101,6 +101,12 @@ def test_slurm_settings_become_sbatch_options():
     assert chunks([str(i) for i in range(5)], {**lc, "kind": "local"}) == [["0", "2", "4"], ["1", "3"]]
     with pytest.raises(ConfigError, match="partition"):
         slurm_parameters({**lc, "slurm": {**lc["slurm"], "partition": None}})
+    # gpus_per_node follows the trainer's devices unless set; fewer GPUs than devices is refused, naming the fix
+    auto = {**lc, "slurm": {**lc["slurm"], "gpus_per_node": None}}
+    assert slurm_parameters(auto, devices=4)["gpus_per_node"] == 4
+    assert slurm_parameters(auto, devices=2, accelerator="cpu")["gpus_per_node"] == 0
+    with pytest.raises(ConfigError, match="gpus_per_node = 1 but trainer.devices = 4.*fix: gpus_per_node: 4"):
+        slurm_parameters({**lc, "slurm": {**lc["slurm"], "gpus_per_node": 1}}, devices=4)
 
 
 def test_a_requeued_job_resubmits_itself_with_the_same_cells():
