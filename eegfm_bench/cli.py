@@ -266,6 +266,18 @@ def _main(argv: list[str]) -> int:
     ing.add_argument("--cache-dir", help="the window cache (default: EEGFM_CACHE)")
     ing.add_argument("--out", help="write ingest_report.md / .json here (with --config: the config's out_dir)")
     ing.add_argument("--no-progress", action="store_true")
+    ca = sub.add_parser("cache", help="list the window / feature cache entries; --prune removes unread ones",
+                        description="Entries are keyed by content, so those of old configs or edited files are never "
+                                    "served again; they stay on disk until pruned. Pruning goes by when an entry was "
+                                    "last read (its LAST_USED file). Without --yes a prune only lists what it would "
+                                    "delete.")
+    ca.add_argument("--cache-dir", help="the cache root (default: EEGFM_CACHE or ~/.cache/eegfm_bench)")
+    ca.add_argument("--prune", action="store_true", help="list (with --yes: delete) unread and unfinished entries")
+    ca.add_argument("--older-than", type=float, default=30.0, metavar="DAYS",
+                    help="prune entries not read for DAYS days (default 30)")
+    ca.add_argument("--partial-hours", type=float, default=24.0, metavar="H",
+                    help="prune unfinished builds untouched for H hours (default 24)")
+    ca.add_argument("--yes", action="store_true", help="delete (without it a prune is a dry run)")
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
@@ -325,6 +337,11 @@ def _main(argv: list[str]) -> int:
         return 0
     if a.cmd == "ingest":
         return _ingest(p, a, extra)
+    if a.cmd == "cache":
+        from eegfm_bench.data.cache import cache_main
+
+        return cache_main(a.cache_dir, prune=a.prune, older_than_days=a.older_than, partial_hours=a.partial_hours,
+                          yes=a.yes)
     if a.cmd == "robustness":
         from eegfm_bench.reports.robustness import write_robustness_report
 

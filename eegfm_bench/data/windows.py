@@ -190,6 +190,10 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
         _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings, dict(src.skipped))
         built = True
     ws = _open_cache(folder)
+    if not built:
+        from eegfm_bench.data.cache import mark_used
+
+        mark_used(folder)
     if progress and not built:
         rep = folder / "ingest_report.json"
         if rep.is_file():

@@ -433,6 +433,10 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
     folder = root / "features" / f"{name}-{key}"
     done = broadcast_object((folder / "COMPLETE").is_file())
     if done:
+        if is_global_zero():
+            from eegfm_bench.data.cache import mark_used
+
+            mark_used(folder)
         return open_entry(folder)
     n_blocks = len(list(adapter.blocks)) if "blocks" in parts else 0
     meta = {"backbone": name, "arch": getattr(adapter, "arch_kwargs", {}), "weights": w, "parts": list(parts),

@@ -1,0 +1,147 @@
+"""The cache root's entries: listing and pruning (``eegfm-bench cache``).
+
+The cache root (``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``; a config's ``data.cache_dir``) holds window sets
+(``<task>-<key>/``, :mod:`eegfm_bench.data.windows`), frozen-backbone features (``features/<backbone>-<key>/``,
+:mod:`eegfm_bench.models.features`), the file-digest index ``sha256.json`` and the ingest reports of failed builds
+(``failed/``). Entries are keyed by content, so an entry of an old config or an edited file is never served again,
+but it stays on disk until pruned. Each open from the cache touches the entry's ``LAST_USED`` file, so pruning goes
+by when an entry was last read, not when it was built. Builds in progress (``<entry>.tmp*``,
+``<entry>.partial-*``) are left alone until they are older than ``partial_hours``: a leftover of a killed run.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+USED = "LAST_USED"
+
+
+def mark_used(folder: Path) -> None:
+    """Touch ``<folder>/LAST_USED`` (a read-only cache is left as it is)."""
+    try:
+        (Path(folder) / USED).touch()
+    except OSError:
+        pass
+
+
+@dataclass
+class CacheEntry:
+    """One folder of the cache root.
+
+    Attributes
+    ----------
+    kind : str
+        ``windows``, ``features``, ``partial`` (an unfinished build) or ``failed`` (an ingest report of a build
+        that failed).
+    path : Path
+    size_bytes : int
+    built : float
+        POSIX time of ``COMPLETE`` (or the folder's mtime).
+    last_used : float
+        POSIX time of ``LAST_USED`` (or ``built``).
+    """
+
+    kind: str
+    path: Path
+    size_bytes: int
+    built: float
+    last_used: float
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _entry(kind: str, p: Path) -> CacheEntry:
+    done = p / "COMPLETE"
+    built = done.stat().st_mtime if done.is_file() else p.stat().st_mtime
+    used = p / USED
+    return CacheEntry(kind, p, _size(p), built, max(built, used.stat().st_mtime) if used.is_file() else built)
+
+
+def cache_entries(root: str | Path) -> list[CacheEntry]:
+    """Every window set, feature entry, unfinished build and failed-build report under ``root``, largest first."""
+    root = Path(root).expanduser()
+    out: list[CacheEntry] = []
+    if not root.is_dir():
+        return out
+    for parent, kind in ((root, "windows"), (root / "features", "features")):
+        if not parent.is_dir():
+            continue
+        for p in parent.iterdir():
+            if not p.is_dir() or p.name in ("features", "failed"):
+                continue
+            partial = ".tmp" in p.name or ".partial-" in p.name or not (p / "COMPLETE").is_file()
+            out.append(_entry("partial" if partial else kind, p))
+    if (root / "failed").is_dir():
+        out += [_entry("failed", p) for p in (root / "failed").iterdir() if p.is_dir()]
+    return sorted(out, key=lambda e: -e.size_bytes)
+
+
+def prune_plan(entries: list[CacheEntry], *, older_than_days: float, partial_hours: float = 24.0,
+               now: float | None = None) -> list[CacheEntry]:
+    """The entries a prune removes: complete entries (and failed-build reports) not read for ``older_than_days``
+    days, and unfinished builds untouched for ``partial_hours`` hours.
+
+    Raises
+    ------
+    ValueError
+        A negative age.
+    """
+    if older_than_days < 0 or partial_hours < 0:
+        raise ValueError(f"ages must be >= 0 (got older_than_days={older_than_days}, partial_hours={partial_hours})")
+    now = time.time() if now is None else now
+    return [e for e in entries
+            if (e.kind == "partial" and now - e.last_used > partial_hours * 3600)
+            or (e.kind != "partial" and now - e.last_used > older_than_days * 86400)]
+
+
+def remove(entries: list[CacheEntry]) -> int:
+    """Delete the entries' folders; returns the bytes freed."""
+    freed = 0
+    for e in entries:
+        shutil.rmtree(e.path, ignore_errors=True)
+        freed += e.size_bytes
+    return freed
+
+
+def cache_table(entries: list[CacheEntry], root: Path, now: float | None = None) -> str:
+    """A Markdown table of the entries (kind, folder, MB, days since built and since last read)."""
+    now = time.time() if now is None else now
+    lines = ["| kind | entry | size (MB) | built (days ago) | last read (days ago) |", "|---|---|---:|---:|---:|"]
+    for e in entries:
+        lines.append(f"| {e.kind} | {e.path.relative_to(root)} | {e.size_bytes / 2**20:.1f} | "
+                     f"{(now - e.built) / 86400:.1f} | {(now - e.last_used) / 86400:.1f} |")
+    total = sum(e.size_bytes for e in entries)
+    lines.append(f"\n{len(entries)} entries, {total / 2**20:.1f} MB under {root}")
+    return "\n".join(lines)
+
+
+def cache_main(root: str | Path | None = None, *, prune: bool = False, older_than_days: float = 30.0,
+               partial_hours: float = 24.0, yes: bool = False) -> int:
+    """``eegfm-bench cache``: list the cache root's entries; with ``prune``, the ones a prune would remove, and
+    (with ``yes``) remove them. Returns the exit code."""
+    from eegfm_bench.data.windows import default_cache_dir
+
+    root = Path(root).expanduser() if root else default_cache_dir()
+    entries = cache_entries(root)
+    if not prune:
+        print(cache_table(entries, root))
+        return 0
+    doomed = prune_plan(entries, older_than_days=older_than_days, partial_hours=partial_hours)
+    if not doomed:
+        print(f"nothing to prune under {root}: no entry unread for {older_than_days:g} days and no unfinished build "
+              f"older than {partial_hours:g} h ({len(entries)} entries)")
+        return 0
+    print(cache_table(doomed, root))
+    if not yes:
+        print(f"dry run: pass --yes to delete these {len(doomed)} entries")
+        return 0
+    freed = remove(doomed)
+    print(f"deleted {len(doomed)} entries, {freed / 2**20:.1f} MB freed")
+    return 0
+
+
+__all__ = ["CacheEntry", "cache_entries", "prune_plan", "remove", "cache_table", "cache_main", "mark_used"]
