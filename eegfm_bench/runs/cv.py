@@ -33,6 +33,7 @@ once), and only rank 0 writes rows, predictions, the summary and every other fil
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -158,6 +159,39 @@ def find_batch_size(model, dm, tr: dict, cap: int) -> int:
     found = Tuner(t).scale_batch_size(model, datamodule=dm, mode="binsearch", init_val=init, max_val=int(cap),
                                       steps_per_trial=3, max_trials=25, margin=AUTO_MARGIN)
     return int(min(cap, found or init))
+
+
+def shared_batch_size(out: Path, key: str, compute) -> tuple[int, bool]:
+    """The ``batch_size: auto`` of one run × head, found once per cv out_dir and device and shared by every fold,
+    worker and rerun: ``<out>/batch_size_auto/<key>@<device>.json`` (``key`` carries the cell's config hash).
+
+    The first process to finish ``compute()`` publishes its size atomically (a hard link, which fails when the file
+    exists); a launcher's workers that searched at the same time take the published size instead of their own, so
+    every fold of the cell trains with one batch size.
+
+    Returns
+    -------
+    size : int
+    found_here : bool
+        Whether this process ran the search.
+    """
+    import torch
+
+    device = torch.cuda.get_device_name(0).replace(" ", "_") if torch.cuda.is_available() else "cpu"
+    path = Path(out) / "batch_size_auto" / f"{key}@{device}.json"
+    if path.is_file():
+        return int(json.loads(path.read_text())["batch_size"]), False
+    size = int(compute())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"batch_size": size, "device": device, "key": key}))
+    try:
+        os.link(tmp, path)
+        return size, True
+    except FileExistsError:
+        return int(json.loads(path.read_text())["batch_size"]), False
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 @dataclass
@@ -748,12 +782,14 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             if d["batch_size"] == "auto" and head != "ridge":  # a closed-form ridge cell trains no batch
                 if (model_name, regime, head) not in auto_batch:
                     cap = min(int(d["max_batch_size"]), len(dm.train_idx))
-                    auto_batch[(model_name, regime, head)] = find_batch_size(model, dm, tr, cap)
+                    size, found_here = shared_batch_size(
+                        out, f"{model_name}-{regime}-{head}-{chash}", lambda: find_batch_size(model, dm, tr, cap))
+                    auto_batch[(model_name, regime, head)] = size
                     if zero:
-                        tqdm.write(f"batch_size auto: {model_name}/{regime}/{head}: "
-                                   f"{auto_batch[(model_name, regime, head)]} windows per device (Lightning's "
-                                   f"batch-size finder on fold {fold}, capped at {cap}: min(max_batch_size, "
-                                   "training windows))")
+                        tqdm.write(f"batch_size auto: {model_name}/{regime}/{head}: {size} windows per device "
+                                   + (f"(Lightning's batch-size finder on fold {fold}, capped at {cap}: "
+                                      "min(max_batch_size, training windows))" if found_here else
+                                      f"(found earlier for this cell's config and device: {out / 'batch_size_auto'})"))
                     L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
                 dm.hparams.batch_size = auto_batch[(model_name, regime, head)]
             ckpt = ModelCheckpoint(dirpath=out / "checkpoints" / cdir / f"fold{fold}", filename="best",

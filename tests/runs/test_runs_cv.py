@@ -1,4 +1,5 @@
 """`eegfm-bench cv` through the one Trainer builder: typed configs, overrides, config-hash keyed results."""
+import json
 from pathlib import Path
 
 import lightning as L
@@ -190,6 +191,14 @@ def test_batch_size_auto_and_compile(tmp_path, monkeypatch):
     rows = pd.read_csv(Path(cfg["out_dir"]) / "results.csv")
     assert len(calls) == 1 and calls[0]["max_val"] == 12 and calls[0]["mode"] == "binsearch"  # once for 2 folds
     assert set(rows[rows.metric == "batch_size"].value) == {11.0}  # the cap less Lightning's 5 % margin
+    # the size is kept with the out_dir (per cell hash and device): a later process (a rerun, a launcher's worker)
+    # training another fold of the cell reuses it instead of searching again
+    (found,) = (Path(cfg["out_dir"]) / "batch_size_auto").glob("*.json")
+    assert found.name.endswith("@cpu.json") and json.loads(found.read_text())["batch_size"] == 11
+    found.write_text(json.dumps({"batch_size": 7}))  # as if another worker had published 7 first
+    run_cv({**cfg, "split": {**cfg["split"], "folds": [2]}}, progress=False)
+    rows = pd.read_csv(Path(cfg["out_dir"]) / "results.csv")
+    assert len(calls) == 1 and rows[(rows.metric == "batch_size") & (rows.fold == 2)].value.tolist() == [7.0]
     compiles = []
     real_compile = torch.compile
     monkeypatch.setattr(torch, "compile", lambda m, **k: (compiles.append(k), real_compile(m, **k))[1])
