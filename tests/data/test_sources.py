@@ -139,7 +139,12 @@ def test_tuh_layout_read_by_braindecode_tuhabnormal(data_root, tmp_path):
     assert any("Expected 2993 files but found 4 files" in w for w in _report(ws)["source_warnings"])
 
 
-def test_moabb_fake_dataset(tmp_path):
+def test_moabb_fake_dataset(tmp_path, monkeypatch):
+    from eegfm_bench.data.sources import moabb as msrc
+
+    held, real = [], msrc.MOABBSource._subject
+    monkeypatch.setattr(msrc.MOABBSource, "_subject",
+                        lambda self, s: (real(self, s), held.append(len(self._raws)))[0])
     task = {"name": "fake_mi", "source": "moabb", "classes": ["left_hand", "right_hand"],
             "moabb": {"dataset": "FakeDataset", "kwargs": {"event_list": ["left_hand", "right_hand"], "n_subjects": 3,
                                                            "n_sessions": 1, "n_runs": 1, "n_events": 20, "seed": 7,
@@ -152,6 +157,7 @@ def test_moabb_fake_dataset(tmp_path):
     n_events = sum(sum(r["events"].values()) for r in rep["recordings"])
     assert len(ws) + sum(sum(r["windows_rejected"].values()) for r in rep["recordings"]) == n_events == 60
     assert ws.ch_names == ["C3", "Cz", "C4"] and sorted(set(ws.subject)) == ["1", "2", "3"]
+    assert held and max(held) == 1  # one subject's raws in memory at a time, not the dataset's
     with pytest.raises(Exception, match="Did you mean 'FakeDataset'"):
         get_task({**task, "moabb": {"dataset": "FakeDatset"}})
 

@@ -66,7 +66,10 @@ class MOABBSource(Source):
         return self._ds
 
     def _subject(self, s):
+        """The subject's ``{session: {run: Raw}}``; only the last subject read stays in memory (recordings are read
+        subject by subject), so a build holds one subject's data at a time, not the dataset's."""
         if s not in self._raws:
+            self._raws.clear()
             with no_network(not download_allowed(), f"moabb.datasets.{self.opts['dataset']}"):
                 try:
                     self._raws[s] = self.dataset().get_data([s])[s]
@@ -88,10 +91,11 @@ class MOABBSource(Source):
             raise DataNotFoundError(f"task {self.spec['name']!r}: subjects {unknown} are not in MOABB "
                                     f"{self.opts['dataset']} ({ds.subject_list})")
         recs = []
-        for s in subs:
+        for s in subs:  # MOABB lists a subject's sessions and runs only by loading them: one subject at a time
             for ses, runs in self._subject(s).items():
                 for run in runs:
                     recs.append(Recording(str(s), f"{s}-{ses}-{run}", None, None, str(ses), str(run), f"{s}|{ses}|{run}"))
+        self._raws.clear()
         return recs
 
     def read(self, rec: Recording):
