@@ -103,7 +103,7 @@ def _user_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> li
     (``nn.MultiheadAttention`` with ``need_weights``; a declared module by running it once more with
     ``F.scaled_dot_product_attention`` replaced by ``softmax(q kᵀ · scale)``), then tokens → channels by the
     declared ``token_layout`` after the ``cls_tokens`` leading tokens."""
-    import torch.nn.functional as F
+    from eegfm_bench.interpret.lrp import redirect_sdpa
 
     spec = adapter.user_spec
     cls, layout = int(spec["cls_tokens"]), spec["token_layout"]
@@ -139,13 +139,8 @@ def _user_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> li
                 mats.append(a)
                 return a @ value
 
-            saved = F.scaled_dot_product_attention
-            F.scaled_dot_product_attention = capture
-            try:
-                with torch.no_grad():
-                    type(mod).forward(mod, *args, **kwargs)
-            finally:
-                F.scaled_dot_product_attention = saved
+            with redirect_sdpa(capture), torch.no_grad():
+                type(mod).forward(mod, *args, **kwargs)
             if not mats:
                 raise UnsupportedMethodError(f"{adapter.name}: the declared attention module of block {i} made no "
                                              "F.scaled_dot_product_attention call")

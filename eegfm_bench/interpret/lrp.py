@@ -269,6 +269,19 @@ def _mha_attention(self: nn.MultiheadAttention, query, key, value, key_padding_m
     return self.out_proj(o.transpose(1, 2).reshape(bsz, lq, e)), None
 
 
+@contextlib.contextmanager
+def redirect_sdpa(fn: Callable) -> Iterator[None]:
+    """Replace ``torch.nn.functional.scaled_dot_product_attention`` by ``fn`` while the block runs (restored in a
+    ``finally``). Used only around one declared attention module's forward, for a user model's AttnLRP rule and
+    attention maps; code that imported the function by name is not redirected."""
+    saved = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = fn
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = saved
+
+
 def _make_sdpa_attention(module: nn.Module) -> Callable:
     """A user model's declared attention module: its own forward, with every
     ``torch.nn.functional.scaled_dot_product_attention`` call it makes computed by :func:`_attend` (the attention
@@ -292,12 +305,8 @@ def _make_sdpa_attention(module: nn.Module) -> Callable:
             s = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
             return _attend(query * s, key, value, self._lrp_attention_rule)[1]  # eval: dropout off
 
-        saved = F.scaled_dot_product_attention
-        F.scaled_dot_product_attention = sdpa
-        try:
+        with redirect_sdpa(sdpa):
             out = original(self, *args, **kwargs)
-        finally:
-            F.scaled_dot_product_attention = saved
         if not calls:
             raise UnsupportedModuleError(
                 f"{type(self).__name__} is declared in lrp.attention but made no call to "
