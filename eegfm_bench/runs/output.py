@@ -318,14 +318,16 @@ def load_initial_model(path: str | Path, map_location: str = "cpu"):
     """The checkpoint's model *before* training: same hyper-parameters, pretrained (or seeded random) weights.
 
     This is the "frozen" reference of paper 003 §4.4 / App. I.4–I.5 (pre-trained vs fine-tuned); for a random-init
-    run it is the random backbone built with the run's ``init_seed``.
+    run it is the random backbone built with the run's ``init_seed``. It is built frozen (``regime: head_only``):
+    a LoRA run's adapters start as the identity, so its initial backbone is the head-only cells' one, and equal
+    weights give one frozen probe per fold, not one per cell.
     """
     import torch
 
     from eegfm_bench.models.module import FMClassifier
 
     ck = torch.load(path, map_location=map_location, weights_only=True)
-    return FMClassifier(**ck["hyper_parameters"]).eval()
+    return FMClassifier(**{**ck["hyper_parameters"], "regime": "head_only"}).eval()
 
 
 def best_fitted(trainer, pl_module):

@@ -168,6 +168,8 @@ def test_a_user_encoder_runs_through_cv_sweep_probe_and_attribute(tmp_path):
     pr = pd.read_csv(tmp_path / "qs" / "interpret" / "probes" / "results.csv")
     blocks = sorted(pr[pr.metric.str.startswith("probe_bacc_block")].block.astype(int).unique())
     assert blocks == [0, 1]  # the two declared encoder layers
+    frozen = pr[(pr.stage == "frozen") & pr.metric.str.startswith("probe_bacc_block")]
+    assert len(frozen) == 2 * 2  # folds x blocks: the LoRA cell's initial backbone is the head-only cells' one
     att = np.load(tmp_path / "qs" / "interpret" / "attention" / "tiny_tf.npz")
     assert att["fine_tuned"].shape == (2, 2, 64)  # LoRA folds x declared blocks x channels (token_layout)
     np.testing.assert_allclose(att["fine_tuned"].sum(-1), 64.0, rtol=1e-4)  # softmax rows sum to 1
