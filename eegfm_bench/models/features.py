@@ -76,8 +76,14 @@ def rows_hash(ws: WindowSet, rows: np.ndarray) -> str:
 
 def feature_key(adapter: nn.Module, ws: WindowSet, rows: np.ndarray, parts: Sequence[str], *,
                 store_block_tokens: bool = True, precision: Any = "32-true", weights: str | None = None) -> str:
-    """sha256 (16 hex) of everything that changes a cache entry (see the module docstring)."""
-    blob = json.dumps({"backbone": getattr(adapter, "name", type(adapter).__name__),
+    """sha256 (16 hex) of everything that changes a cache entry (see the module docstring); a user model's
+    declaration and source file (:func:`~eegfm_bench.models.user.hashable_user_spec`) too."""
+    user = getattr(adapter, "user_spec", None)
+    if user is not None:
+        from eegfm_bench.models.user import hashable_user_spec
+
+        user = {"user": hashable_user_spec(user)}
+    blob = json.dumps({**(user or {}), "backbone": getattr(adapter, "name", type(adapter).__name__),
                        "arch": getattr(adapter, "arch_kwargs", {}), "weights": weights or state_hash(adapter),
                        "ws": ws.meta.get("cache_key"), "rows": rows_hash(ws, rows), "ch_names": list(ws.ch_names),
                        "parts": sorted(parts), "block_tokens": bool(store_block_tokens) and "blocks" in parts,

@@ -65,7 +65,9 @@ class UserChannels:
 
     Args:
         kind: ``any`` (a fixed number of channels set at construction), ``names`` (exactly these channels,
-            selected by name) or ``positions`` (any channel with a 10-05 position).
+            selected from the data and put in this order by name, so weights trained on a fixed montage see it in
+            their order; a declared channel the data lacks is named before any cell trains; the data's other
+            channels are left out, with a line saying which) or ``positions`` (any channel with a 10-05 position).
         names: the channels of ``kind: names``.
         variable: whether a subset of channels may be given at inference (removed-channel perturbations).
     """
@@ -294,6 +296,15 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
     n_times = int(round(spec["sfreq"] * spec["window_s"]))
     contract = ChannelContract(kind=ch["kind"], sfreq=float(spec["sfreq"]), names=tuple(ch["names"]),
                                variable=bool(ch["variable"]), n_times=n_times)
+    declared = list(ch["names"]) if ch["kind"] == "names" else None
+    if declared is not None:  # exactly these channels, selected and put in this order by name; a missing one named
+        from eegfm_bench.models.backbones._common import NamedChannelContract
+
+        if not declared:
+            raise UserModelError(f"user model {name}: channels.kind names but no channels.names; fix: list the "
+                                 "channels the encoder reads, in its order")
+        contract = NamedChannelContract(kind="selection", sfreq=float(spec["sfreq"]), names=tuple(declared),
+                                        variable=bool(ch["variable"]), n_times=n_times)
     if ch["kind"] == "positions":
         from eegfm_bench.models.backbones._common import NamedChannelContract
 
@@ -319,8 +330,9 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
             cls = _import(spec["class_path"])
             args = {**spec["init_args"], **kwargs}
             params = inspect.signature(cls).parameters
-            signal = {"n_chans": len(self.ch_names), "n_times": self.n_times, "sfreq": float(spec["sfreq"]),
-                      "ch_names": list(self.ch_names), "n_outputs": self.n_outputs}
+            inputs = declared if declared is not None else list(self.ch_names)
+            signal = {"n_chans": len(inputs), "n_times": self.n_times, "sfreq": float(spec["sfreq"]),
+                      "ch_names": list(inputs), "n_outputs": self.n_outputs}
             for k, v in signal.items():
                 if k in params and k not in args:
                     args[k] = v
@@ -377,8 +389,13 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
             return self._n_tokens
 
         def _tokens(self, x: torch.Tensor, ch_names) -> torch.Tensor:
-            from eegfm_bench.models.backbones._common import _no_mha_fastpath
+            from eegfm_bench.models.backbones._common import _gather, _no_mha_fastpath
 
+            if declared is not None:  # kind names: the declared channels, in the declared order
+                have = list(ch_names) if ch_names is not None else list(self.ch_names)
+                present = {c.lower() for c in have}
+                wanted = [c for c in declared if c.lower() in present] if contract.variable else declared
+                x, ch_names = _gather(name, x, have, wanted), wanted
             kw = {"ch_names": list(ch_names)} if self._takes_ch and ch_names is not None else {}
             # torch's fused nn.TransformerEncoder fast path (eval mode) bypasses the layers' Linear modules, so LoRA
             # adapters and attribution hooks on them would see nothing: run the modules one by one
@@ -435,9 +452,30 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
     return UserBackbone
 
 
+def user_code_sha256(class_path: str) -> str | None:
+    """sha256 of the source file that defines ``class_path`` (None when it has none, e.g. a compiled module).
+
+    It enters cell hashes and feature-cache keys, so editing the encoder's code retrains its cells and recomputes
+    its cached tokens; code the file imports from elsewhere is not covered (see the README).
+    """
+    try:
+        path = inspect.getsourcefile(_import(class_path))
+    except (TypeError, UserModelError):
+        return None
+    return _sha256(Path(path)) if path and Path(path).is_file() else None
+
+
 def hashable_user_spec(spec: dict) -> dict:
-    """A declaration as it enters a cell hash: without :data:`NOT_HASHED` keys."""
-    return {k: v for k, v in spec.items() if k not in NOT_HASHED}
+    """A declaration as it enters a cell hash and a feature-cache key: without :data:`NOT_HASHED` keys, plus the
+    sha256 of the encoder's source file (``code_sha256``) and of the declared weights (computed from the file
+    when the declaration gives none, so replacing the file retrains)."""
+    out = {k: v for k, v in spec.items() if k not in NOT_HASHED}
+    out["code_sha256"] = user_code_sha256(spec["class_path"])
+    pre = spec.get("pretrained")
+    if pre and not pre.get("sha256"):
+        path = Path(pre["path"]).expanduser()
+        out["pretrained"] = {**pre, "sha256": _sha256(path) if path.is_file() else None}
+    return out
 
 
 def user_init_label(spec: dict) -> str:

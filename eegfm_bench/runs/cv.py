@@ -161,6 +161,39 @@ def find_batch_size(model, dm, tr: dict, cap: int) -> int:
     return int(min(cap, found or init))
 
 
+def check_user_model_on_data(name: str, spec: dict, ws, checked: set, progress: bool = True) -> None:
+    """A user model on the data's montage, once per model before any cell trains: its declared weights load
+    strictly (so a wrong architecture stops here, not in every cell), and with ``channels.kind: names`` the data's
+    channels it leaves out are said.
+
+    Raises
+    ------
+    ConfigError
+        The weights do not load on this montage (naming why).
+    """
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.user import UserModelError, _normalise
+
+    if name in checked:
+        return
+    checked.add(name)
+    spec = _normalise(dict(spec))
+    ch = spec["channels"]
+    if ch["kind"] == "names" and progress:
+        keep = {c.lower() for c in ch["names"]}
+        left = [c for c in ws.ch_names if c.lower() not in keep]
+        if left:
+            from tqdm.auto import tqdm
+
+            tqdm.write(f"user model {name} reads its {len(ch['names'])} declared channels (channels.kind: names), in "
+                       f"their order; the data's other {len(left)} channels are not given to it: {left}")
+    if spec["pretrained"]:
+        try:
+            BACKBONES.get(name)(list(ws.ch_names), int(ws.n_times), 2)
+        except UserModelError as err:
+            raise ConfigError(f"user model {name} on the data's {len(ws.ch_names)} channels: {err}") from None
+
+
 def shared_batch_size(out: Path, key: str, compute) -> tuple[int, bool]:
     """The ``batch_size: auto`` of one run × head, found once per cv out_dir and device and shared by every fold,
     worker and rerun: ``<out>/batch_size_auto/<key>@<device>.json`` (``key`` carries the cell's config hash).
@@ -603,6 +636,7 @@ def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_
     split = None
     cells: list[Cell] = []
     current: dict[tuple, str] = {}
+    checked: set[str] = set()
     for run in cfg["runs"]:
         ws = windows_for(cfg, run["model"], windows, progress)
         declared = getattr(BACKBONES.get(run["model"]), "declared_contract", None)
@@ -613,6 +647,8 @@ def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_
                 declared.check(list(ws.ch_names), ws.sfreq, ws.n_times, run["model"])
             except ChannelContractError as err:
                 raise ConfigError(f"user model {run['model']}: {err}") from None
+            check_user_model_on_data(run["model"], cfg["user_models"][run["model"]], ws, checked,
+                                     progress=write)
         groups = ws.subject if spec.group_by == "subject" else ws.recording
         if split is None:
             split = make_split(ws.y, groups, spec, tname)

@@ -96,8 +96,29 @@ def test_a_channel_the_data_lacks_is_named_before_any_cell_trains(tmp_path, monk
 
     monkeypatch.setattr(L.Trainer, "fit", lambda *a, **k: pytest.fail("a cell trained"))
     spec = {**SPEC, "channels": {"kind": "names", "names": ["C3", "Cz", "C4", "X9"]}}
-    with pytest.raises(ConfigError, match=r"tiny_tf.*no embedding for channels|tiny_tf.*X9"):
+    with pytest.raises(ConfigError, match=r"tiny_tf needs electrodes \['X9'\] that the dataset lacks"):
         run_cv(_cv(tmp_path / "o", spec), progress=False)
+
+
+def test_declared_channel_names_are_selected_and_ordered_by_name():
+    """``channels: {kind: names}``: the encoder is built for the declared channels and receives exactly those, in
+    the declared order, whatever the data's order and extra channels; a removed channel is refused (fixed
+    channels)."""
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.base import ChannelContractError
+    from eegfm_bench.models.user import register_user_models
+
+    register_user_models({"tiny_names": {**SPEC, "channels": {"kind": "names", "names": ["C4", "Cz", "C3"]}}})
+    data = ["C3", "Fz", "Cz", "C4"]
+    x = torch.arange(4.0)[None, :, None].expand(1, 4, 512).clone() * 100  # channel i holds the value 100·i
+    ad = BACKBONES.get("tiny_names")(data, 512, 2)
+    assert ad.model.channel.shape[0] == 3  # built for the 3 declared channels, not the data's 4
+    seen = []
+    ad.model.embed.register_forward_pre_hook(lambda m, a: seen.append(a[0][0, :, 0, 0].tolist()))
+    ad.tokens(x, data)
+    assert seen[-1] == [3.0, 2.0, 0.0]  # C4, Cz, C3 (after the /100 input scaling)
+    with pytest.raises(ChannelContractError, match="declared with fixed channels"):  # a removed channel
+        ad.tokens(x[:, [0, 1, 3]], ["C3", "Fz", "C4"])
 
 
 def test_local_pretrained_weights_load_strictly_with_their_sha256(tmp_path):
@@ -398,3 +419,54 @@ def test_attention_maps_of_a_user_model_follow_its_declared_token_layout():
     m = FMClassifier(backbone="att_none", user_model=SPEC, head="mean", regime="head_only", ch_names=ch, n_times=512)
     with pytest.raises(UnsupportedMethodError, match="no token_layout; fix: declare blocks"):
         channel_attention(m.backbone, x, ch)
+
+
+def test_editing_the_encoder_file_or_its_weights_changes_the_cell_hash_and_the_feature_key(tmp_path, monkeypatch):
+    """A cell of a user model is keyed by the sha256 of the encoder's source file and of its weights (computed when
+    the declaration gives none): editing either retrains the cell and recomputes the cached tokens instead of
+    serving the old ones. The lrp declaration changes neither."""
+    import shutil
+    import sys
+
+    from safetensors.torch import save_file
+
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.features import feature_key
+    from eegfm_bench.models.user import register_user_models
+    from eegfm_bench.runs.cv import cell_hash, load_config
+
+    import user_encoder
+
+    shutil.copy(user_encoder.__file__, tmp_path / "edited_encoder.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    weights = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in user_encoder.TinyEEGTransformer(3, 512, **SPEC["init_args"])
+               .state_dict().items()}, str(weights))
+    spec = {**SPEC, "class_path": "edited_encoder.TinyEEGTransformer", "channels": {"kind": "names",
+            "names": ["C3", "Cz", "C4"]}, "pretrained": {"path": str(weights)}}
+
+    def keys(sp):
+        cfg = load_config({"task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "user_models": {"ed": sp},
+                           "runs": [{"model": "ed", "regime": "head_only", "heads": ["mean"]}]})
+        register_user_models({"ed": sp})
+        ad = BACKBONES.get("ed")(["C3", "Cz", "C4"], 512, 2)
+
+        from eegfm_bench.data.windows import WindowSet
+
+        n = 4
+        ws = WindowSet(np.zeros((n, 3, 512), np.float32), np.zeros(n, np.int64), np.array(["1"] * n),
+                       np.array(["r"] * n), np.arange(n), np.array(["d"] * n), ["C3", "Cz", "C4"], 128.0, ["a", "b"],
+                       {"cache_key": "k"})
+        return cell_hash(cfg, cfg["runs"][0], "mean", "k"), feature_key(ad, ws, np.arange(n), ("tokens",),
+                                                                          weights="w")
+
+    base = keys(spec)
+    assert keys({**spec, "lrp": {"additive_params": ["channel"]}}) == base
+    src = tmp_path / "edited_encoder.py"
+    src.write_text(src.read_text().replace("/ 100.0", "/ 50.0"))
+    edited = keys(spec)
+    assert edited[0] != base[0] and edited[1] != base[1]
+    save_file({k: v.contiguous() + 1 for k, v in user_encoder.TinyEEGTransformer(3, 512, **SPEC["init_args"])
+               .state_dict().items()}, str(weights))
+    assert keys(spec)[0] != edited[0]  # new weights, no sha256 declared: retrained
+    sys.modules.pop("edited_encoder", None)
