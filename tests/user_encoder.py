@@ -53,26 +53,29 @@ class TinyEEGTransformer(nn.Module):
 class SDPAAttention(nn.Module):
     """Multi-head self-attention written with ``F.scaled_dot_product_attention`` (as many new encoders are)."""
 
-    def __init__(self, d_model: int, n_heads: int):
+    def __init__(self, d_model: int, n_heads: int, manual: bool = False):
         super().__init__()
-        self.n_heads = n_heads
+        self.n_heads, self.manual = n_heads, manual
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, n, d = x.shape
         q, k, v = self.qkv(x).reshape(b, n, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
-        o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        if self.manual:  # the same attention written by hand (no rule can be attached to it)
+            o = ((q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5).softmax(-1) @ v
+        else:
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v)
         return self.proj(o.transpose(1, 2).reshape(b, n, d))
 
 
 class SDPABlock(nn.Module):
     """Pre-norm transformer block around :class:`SDPAAttention`, with a SiLU MLP."""
 
-    def __init__(self, d_model: int, n_heads: int, act: type = nn.SiLU):
+    def __init__(self, d_model: int, n_heads: int, act: type = nn.SiLU, manual: bool = False):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.attn = SDPAAttention(d_model, n_heads)
+        self.attn = SDPAAttention(d_model, n_heads, manual)
         self.mlp = nn.Sequential(nn.Linear(d_model, 2 * d_model), act(), nn.Linear(2 * d_model, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -82,13 +85,13 @@ class SDPABlock(nn.Module):
 
 class TinySDPATransformer(TinyEEGTransformer):
     """:class:`TinyEEGTransformer` with its own attention blocks (``blocks.*``; attention ``blocks.*.attn``) and an
-    MLP activation ``act``: ``silu`` or ``tanh``."""
+    MLP activation ``act``: ``silu`` or ``tanh``; ``manual``: attention written by hand instead of SDPA."""
 
     def __init__(self, n_chans: int, n_times: int, patch: int = 128, d_model: int = 32, depth: int = 2,
-                 n_heads: int = 4, act: str = "silu"):
+                 n_heads: int = 4, act: str = "silu", manual: bool = False):
         super().__init__(n_chans, n_times, patch, d_model, 1, n_heads)
         del self.encoder
-        self.blocks = nn.ModuleList(SDPABlock(d_model, n_heads, {"silu": nn.SiLU, "tanh": nn.Tanh}[act])
+        self.blocks = nn.ModuleList(SDPABlock(d_model, n_heads, {"silu": nn.SiLU, "tanh": nn.Tanh}[act], manual)
                                     for _ in range(depth))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

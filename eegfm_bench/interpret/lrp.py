@@ -309,7 +309,8 @@ def _make_sdpa_attention(module: nn.Module) -> Callable:
             out = original(self, *args, **kwargs)
         if not calls:
             raise UnsupportedModuleError(
-                f"{type(self).__name__} is declared in lrp.attention but made no call to "
+                f"{getattr(self, _mark(), type(self).__name__)} ({type(self).__name__}) is declared in lrp.attention "
+                "but made no call to "
                 "torch.nn.functional.scaled_dot_product_attention; fix: compute its attention with "
                 "F.scaled_dot_product_attention (called through the module `F`), or drop it from lrp.attention and "
                 "use method gxi")
@@ -317,6 +318,12 @@ def _make_sdpa_attention(module: nn.Module) -> Callable:
 
     forward._uses_attention_rule = True
     return forward
+
+
+def _mark() -> str:
+    from eegfm_bench.models.user import LRP_ATTENTION_MARK
+
+    return LRP_ATTENTION_MARK
 
 
 def _gelu_identity(x: torch.Tensor) -> torch.Tensor:
@@ -522,19 +529,74 @@ def user_lrp_problem(backbone: str) -> str | None:
     return _USER_LRP_CHECKED[key]
 
 
+LRP_CLOSURE_TOLERANCE = 1e-3
+"""Largest relative error of the dry run's relevance budget (input + attention sink vs the readout)."""
+
+_STANDARD_PARAMS = ("weight", "bias", "in_proj_weight", "in_proj_bias", "weight_ih", "weight_hh")
+
+
 def adapter_lrp_problem(adapter: nn.Module, backbone: str, spec: dict) -> str | None:
-    """:func:`user_lrp_problem` on a built user adapter: one patched forward and backward of its tokens on a
-    random batch ``(2, n_chans, n_times)``; the error's text, or None."""
+    """:func:`user_lrp_problem` on a built user adapter; the problem's text, or None.
+
+    Three checks, in order:
+
+    1. every ``lrp.additive_params`` entry names a parameter;
+    2. one patched forward and backward of the tokens of a random batch ``(4, n_chans, n_times)``, with
+       ``F.scaled_dot_product_attention`` refused outside the declared ``lrp.attention`` modules (and every
+       unreviewed leaf module refused by :func:`lrp_patched`);
+    3. the relevance budget closes: with every bias and the declared additive parameters zeroed, input relevance
+       plus what the attention products absorb equals a bias-free linear readout of the tokens, to
+       :data:`LRP_CLOSURE_TOLERANCE` (relative). This catches what no module check can see: an undeclared
+       additive embedding, softmax attention written by hand outside a declared module, a functional
+       non-linearity (``F.gelu``, ``torch.tanh``) in a forward.
+    """
     from eegfm_bench.models.user import UserModelError
 
     names = list(adapter.ch_names)
     try:
+        pm = _user_map(backbone, spec)
+    except UserModelError as err:
+        return str(err)
+    params = [n for n, _ in adapter.named_parameters()]
+    for a in pm.additive_params:
+        if not any(n.rsplit(".", 1)[-1] == a or n.endswith(a) for n in params):
+            return (f"lrp.additive_params {a!r} matches no parameter of {backbone}; fix: a name (suffix) among "
+                    f"{[n for n in params if n.rsplit('.', 1)[-1] not in _STANDARD_PARAMS][:20] or params[:20]}")
+
+    def outside(*args, **kwargs):
+        raise UnsupportedModuleError(
+            f"{backbone}: a torch.nn.functional.scaled_dot_product_attention call outside the modules declared in "
+            "lrp.attention; fix: declare the module that makes it in lrp.attention (a module-name pattern), or use "
+            "method gxi")
+
+    try:
         m = lrp_copy(adapter)
-        with lrp_patched(m, _user_map(backbone, spec)) as mm:
-            x = torch.randn(2, len(names), int(adapter.n_times), requires_grad=True)
-            mm.tokens(x, names).sum().backward()
+        zero_biases(m, pm)
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(4, len(names), int(adapter.n_times), generator=gen).requires_grad_(True)
+        with lrp_patched(m, pm) as mm, attention_ledger() as records, redirect_sdpa(outside):
+            t = mm.tokens(x, names)
+            w = torch.randn(t.shape[1:], generator=gen, dtype=t.dtype)
+            out = (t * w).sum((1, 2))  # a bias-free linear readout per window
+            out.sum().backward()
+            sink = attention_sink(records, len(x))
     except (UnsupportedModuleError, UserModelError) as err:
         return str(err)
+    r = (x * x.grad).detach().double().sum((1, 2))
+    z = out.detach().double()
+    ok = z.abs() > 0.1 * z.abs().max()
+    err = ((r + sink - z).abs() / z.abs())[ok]
+    if err.numel() and float(err.max()) > LRP_CLOSURE_TOLERANCE:
+        cand = [n for n in params if n.rsplit(".", 1)[-1] not in _STANDARD_PARAMS
+                and not any(n.rsplit(".", 1)[-1] == a or n.endswith(a) for a in pm.additive_params)]
+        return (f"{backbone}: with biases and lrp.additive_params zeroed the relevance does not close (input + "
+                f"attention sink = {float(((r + sink) / z)[ok].mean()):.3f} x the readout, relative error up to "
+                f"{float(err.max()):.1e}), so some operation has no LRP rule here; fix: declare additive parameters "
+                f"(positional / channel embeddings, CLS tokens) in lrp.additive_params"
+                + (f" (undeclared candidates: {cand[:10]})" if cand else "")
+                + ", put hand-written softmax attention in a module computing it with F.scaled_dot_product_attention "
+                "and declare it in lrp.attention, or replace functional non-linearities (F.gelu, torch.tanh) by "
+                "modules; or use method gxi")
     return None
 
 

@@ -350,8 +350,8 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
                 if not found:
                     raise UserModelError(f"user model {name}: lrp.attention pattern {pat!r} matches no module; fix: "
                                          f"one of {[n for n, _ in self.model.named_modules() if n][:25]}")
-                for _, m in found:
-                    setattr(m, LRP_ATTENTION_MARK, True)
+                for path, m in found:
+                    setattr(m, LRP_ATTENTION_MARK, path or "<root>")  # truthy: its path, for messages
             if tokens_src.startswith("method:"):
                 meth = tokens_src.split(":", 1)[1]
                 if not callable(getattr(self.model, meth, None)):

@@ -38,7 +38,11 @@ def test_dry_run_reports_shapes_and_adapter_contract():
     from eegfm_bench.models.user import check_user_model, register_user_models
 
     info = check_user_model("tiny_tf", SPEC)
-    assert info == {"n_tokens": 19 * 4, "d_model": 16, "n_blocks": 2, "n_params": info["n_params"], "attnlrp": "ok"}
+    assert {k: v for k, v in info.items() if k != "attnlrp"} == {"n_tokens": 19 * 4, "d_model": 16, "n_blocks": 2,
+                                                                "n_params": info["n_params"]}
+    # its learned channel embedding is added to the activations: AttnLRP's budget closes only once it is declared
+    assert "relevance does not close" in info["attnlrp"] and "undeclared candidates: ['model.channel']" in info["attnlrp"]
+    assert check_user_model("tiny_tf", {**SPEC, "lrp": {"additive_params": ["channel"]}})["attnlrp"] == "ok"
     register_user_models({"tiny_tf": SPEC})
     ad = BACKBONES.get("tiny_tf")(["C3", "Cz", "C4"], 512)
     x = torch.randn(5, 3, 512)
@@ -264,13 +268,23 @@ def test_attnlrp_refuses_what_a_user_model_does_not_declare(caplog):
     from eegfm_bench.models.user import check_user_model, register_user_models
 
     tanh = {**SDPA_SPEC, "init_args": {**SDPA_SPEC["init_args"], "act": "tanh"}}
-    no_sdpa = {**SDPA_SPEC, "lrp": {"attention": ["blocks.*.mlp"], "additive_params": ["channel"]}}
+    no_sdpa = {**SDPA_SPEC, "lrp": {"attention": ["blocks.*.attn", "blocks.*.mlp"], "additive_params": ["channel"]}}
+    undeclared = {**SDPA_SPEC, "lrp": {"additive_params": ["channel"]}}  # its SDPA attention not declared
+    manual = {**SDPA_SPEC, "init_args": {**SDPA_SPEC["init_args"], "manual": True}, "lrp": {"additive_params": ["channel"]}}
+    typo = {**SDPA_SPEC, "lrp": {**SDPA_SPEC["lrp"], "additive_params": ["chann"]}}
     declared = {**tanh, "lrp": {**tanh["lrp"], "identity": ["torch.nn.Tanh"]}}
-    register_user_models({"lrp_tanh": tanh, "lrp_nosdpa": no_sdpa, "lrp_tanh_ok": declared, "lrp_ok": SDPA_SPEC})
+    register_user_models({"lrp_tanh": tanh, "lrp_nosdpa": no_sdpa, "lrp_tanh_ok": declared, "lrp_ok": SDPA_SPEC,
+                          "lrp_undeclared": undeclared, "lrp_manual": manual, "lrp_typo": typo})
     with pytest.raises(UnsupportedMethodError, match=r"blocks\.0\.mlp\.1 \(Tanh\).*user_models\.lrp_tanh\.lrp"):
         resolve_method("attnlrp", "lrp_tanh", None)
-    with pytest.raises(UnsupportedMethodError, match="declared in lrp.attention but made no call"):
+    with pytest.raises(UnsupportedMethodError, match=r"blocks.0.mlp \(Sequential\) is declared in lrp.attention but made no call"):
         resolve_method("attnlrp", "lrp_nosdpa", None)
+    with pytest.raises(UnsupportedMethodError, match="scaled_dot_product_attention call outside the modules declared"):
+        resolve_method("attnlrp", "lrp_undeclared", None)
+    with pytest.raises(UnsupportedMethodError, match="relevance does not close"):  # hand-written softmax attention
+        resolve_method("attnlrp", "lrp_manual", None)
+    with pytest.raises(UnsupportedMethodError, match="additive_params 'chann' matches no parameter.*model.channel"):
+        resolve_method("attnlrp", "lrp_typo", None)
     assert resolve_method("attnlrp", "lrp_tanh", "gxi") == "gxi"
     assert resolve_method("attnlrp", "lrp_tanh_ok", None) == "attnlrp"
     assert resolve_method("attnlrp", "lrp_ok", None) == "attnlrp"
