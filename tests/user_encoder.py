@@ -99,3 +99,16 @@ class TinySDPATransformer(TinyEEGTransformer):
         for blk in self.blocks:
             t = blk(t)
         return self.norm(t)
+
+
+class TinySpatialTransformer(TinySDPATransformer):
+    """Attention across channels within each time patch (CBraMod-style spatial attention): each block attends over
+    ``(batch · n_patches, n_chans, d_model)`` sequences."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = self.patches(x)  # (B, C, P, d)
+        b, c, n, d = p.shape
+        t = p.transpose(1, 2).reshape(b * n, c, d)
+        for blk in self.blocks:
+            t = blk(t)
+        return self.norm(t.reshape(b, n, c, d).transpose(1, 2).reshape(b, c * n, d))

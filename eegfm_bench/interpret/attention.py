@@ -109,6 +109,12 @@ def _user_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> li
     cls, layout = int(spec["cls_tokens"]), spec["token_layout"]
 
     def per_channel(i, a):  # (B, H, N, N) → (B, C)
+        if a.shape[0] != batch:
+            raise UnsupportedMethodError(
+                f"{adapter.name}: block {i}'s attention runs on {a.shape[0]} sequences for a batch of {batch} windows "
+                "(attention within each time patch or channel, not over all of a window's tokens), so its keys do "
+                "not map to channels by token_layout; fix: drop it from attention.models (probes and attribution "
+                "still apply)")
         a = a[:, :, cls:, cls:].sum(dim=2).mean(1)  # sum over queries, mean over heads → (B, N - cls)
         n = a.shape[1]
         if n % n_chans:
@@ -181,6 +187,9 @@ def check_attention_support(backbone: str) -> None:
                 f"{'blocks' if not spec['blocks'] else 'token_layout'}; fix: declare blocks (the transformer "
                 "layers), token_layout (channel_major or patch_major) and cls_tokens, or drop it from "
                 "attention.models")
+        problem = _user_attention_problem(backbone, spec)
+        if problem:
+            raise UnsupportedMethodError(problem)
         return
     if backbone not in ATTENTION_BACKBONES:
         from eegfm_bench.interpret.lrp import supported_methods
@@ -191,6 +200,43 @@ def check_attention_support(backbone: str) -> None:
             f"no attention maps for backbone {backbone!r}: {why}; attention maps exist for "
             f"{sorted(ATTENTION_BACKBONES)}. {backbone} supports block-wise probes and attribution methods "
             f"{supported_methods(backbone)}; fix: drop {backbone!r} from attention.models")
+
+
+_USER_ATTENTION_CHECKED: dict[str, str | None] = {}
+
+
+def _user_attention_problem(backbone: str, spec: dict) -> str | None:
+    """Why per-channel attention maps cannot be drawn for a user model, found on one random batch before any data
+    is read (a config check, like the declaration's dry run): every block needs an attention module, and its
+    softmax matrices must map to channels by the declared layout. Cached per declaration."""
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.user import DRY_RUN_CHANNELS, UserModelError
+
+    key = f"{backbone}:{sorted(spec.items())!r}"
+    if key not in _USER_ATTENTION_CHECKED:
+        names = list(spec["channels"]["names"]) or DRY_RUN_CHANNELS
+        n_times = int(round(spec["sfreq"] * spec["window_s"]))
+        problem = None
+        try:
+            ad = BACKBONES.get(backbone)(names, n_times, 2, declared_weights=False).eval()
+            missing = [i for i, m in enumerate(_user_attention_modules(ad)) if m is None]
+            if missing:
+                problem = (f"no attention maps for user model {backbone!r}: blocks {missing} hold no "
+                           "nn.MultiheadAttention and no module declared in lrp.attention; fix: declare the attention "
+                           "modules (lrp.attention) or drop it from attention.models")
+            else:
+                store: dict[int, list] = {}
+                handles = _user_hooks(ad, 2, len(names), store)
+                try:
+                    with torch.no_grad():
+                        ad.tokens(torch.randn(2, len(names), n_times), names)
+                finally:
+                    for h in handles:
+                        h.remove()
+        except (UnsupportedMethodError, UserModelError) as err:
+            problem = str(err)
+        _USER_ATTENTION_CHECKED[key] = problem
+    return _USER_ATTENTION_CHECKED[key]
 
 
 class AttentionExtractor(L.LightningModule):

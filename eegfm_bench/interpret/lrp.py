@@ -446,7 +446,10 @@ def _user_map(name: str, spec: dict) -> PatchMap:
     def types_of(key: str) -> tuple[type, ...]:
         out = []
         for path in lrp.get(key) or []:
-            t = _import(path)
+            try:
+                t = _import(path, f"user model {name}: lrp.{key} entry")
+            except UserModelError as err:
+                raise UserModelError(f"{err} (the import path of an nn.Module class)") from None
             if not (isinstance(t, type) and issubclass(t, nn.Module)):
                 raise UserModelError(f"user model {name}: lrp.{key} entry {path!r} is not an nn.Module class")
             out.append(t)

@@ -177,17 +177,21 @@ _UNIT_SCALE = {"µV": 1e6, "uV": 1e6, "mV": 1e3, "V": 1.0}
 _REGISTERED: dict[str, dict] = {}
 
 
-def _import(path: str):
-    mod, _, name = path.rpartition(".")
+def _import(path: str, what: str = "class_path"):
+    mod, _, name = str(path).rpartition(".")
     if not mod:
-        raise UserModelError(f"class_path {path!r} is not an import path; fix: package.module.Class")
+        raise UserModelError(f"{what} {path!r} is not an import path; fix: package.module.Class")
     try:
         return getattr(importlib.import_module(mod), name)
     except ModuleNotFoundError as err:
-        raise UserModelError(f"class_path {path!r}: module {mod!r} not importable ({err}); fix: install the package "
+        raise UserModelError(f"{what} {path!r}: module {mod!r} not importable ({err}); fix: install the package "
                              "or put its folder on PYTHONPATH") from None
     except AttributeError:
-        raise UserModelError(f"class_path {path!r}: {mod!r} has no {name!r}") from None
+        import difflib
+
+        near = difflib.get_close_matches(name, dir(importlib.import_module(mod)), n=1)
+        raise UserModelError(f"{what} {path!r}: {mod!r} has no {name!r}"
+                             + (f"; did you mean {mod}.{near[0]}" if near else "")) from None
 
 
 def _normalise(spec: dict) -> dict:
@@ -218,6 +222,14 @@ def _normalise(spec: dict) -> dict:
     for k, v in out["lrp"].items():
         if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
             raise UserModelError(f"user model: lrp.{k} must be a list of strings, got {v!r}")
+    for k, positive in (("sfreq", True), ("window_s", True), ("l_freq", False), ("h_freq", False), ("scale", True)):
+        v = out[k]
+        if v is None and k in ("l_freq", "h_freq", "scale"):
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (positive and v <= 0) or v < 0:
+            raise UserModelError(f"user model: {k} = {v!r}; fix: a number{' > 0' if positive else ' >= 0'} "
+                                 f"({'Hz' if 'freq' in k else 's' if k == 'window_s' else 'volts to the input unit'})"
+                                 + (" or null" if k in ("l_freq", "h_freq", "scale") else ""))
     if out["token_layout"] not in (None, "channel_major", "patch_major"):
         raise UserModelError(f"user model: token_layout {out['token_layout']!r}; fix: channel_major, patch_major or "
                              "null")

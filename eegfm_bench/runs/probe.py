@@ -47,6 +47,11 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
 
     cfg = load_interpret_config(config, args)
     run = CVRun(cfg["cv_dir"], cfg["cv_config"])
+    if cfg["attention"]["enabled"] and cfg["attention"]["models"]:  # refused before any probe is fitted
+        from eegfm_bench.interpret.attention import check_attention_support
+
+        for m in cfg["attention"]["models"]:
+            check_attention_support(m)
     zero = is_global_zero()
     sel, pc = cfg["select"], cfg["probe"]
     out = Path(cfg["out_dir"]) / "probes"

@@ -69,6 +69,11 @@ def test_dry_run_reports_shapes_and_adapter_contract():
     ({"channels": {"kind": "nams"}}, r"channels.kind 'nams'; fix: any, names or positions"),
     ({"pretrained": {"path": "w.pt", "sha": "1"}}, r"unknown key\(s\) \['sha'\] in pretrained"),
     ({"pretrained": {"path": "/nonexistent/w.pt"}}, r"pretrained weights /nonexistent/w.pt not found"),
+    ({"sfreq": "128Hz"}, r"sfreq = '128Hz'; fix: a number > 0 \(Hz\)"),
+    ({"class_path": "user_encoder.TinyEEGTransfomer"}, r"did you mean user_encoder.TinyEEGTransformer"),
+    ({"lrp": {"atention": ["x"]}}, r"unknown key\(s\) \['atention'\] in lrp; did you mean 'attention'"),
+    ({"lrp": {"attention": ["nope.*"]}}, r"lrp.attention pattern 'nope.\*' matches no module"),
+    ({"token_layout": "rows"}, r"token_layout 'rows'; fix: channel_major, patch_major or null"),
 ])
 def test_a_broken_declaration_fails_before_any_data_is_read(tmp_path, monkeypatch, over, match):
     import eegfm_bench.data.datamodule  # noqa: F401  (binds the real load_windows before the patch)
@@ -433,6 +438,18 @@ def test_attention_maps_of_a_user_model_follow_its_declared_token_layout():
     m = FMClassifier(backbone="att_none", user_model=SPEC, head="mean", regime="head_only", ch_names=ch, n_times=512)
     with pytest.raises(UnsupportedMethodError, match="no token_layout; fix: declare blocks"):
         channel_attention(m.backbone, x, ch)
+    # attention within each time patch (over channels) has no per-window key → channel map: refused up front
+    from eegfm_bench.interpret.attention import check_attention_support
+    from eegfm_bench.models.user import register_user_models
+
+    register_user_models({"att_spatial": {**SDPA_SPEC, "class_path": "user_encoder.TinySpatialTransformer",
+                                          "token_layout": "channel_major"},
+                          "att_noattn": {**SDPA_SPEC, "lrp": {"additive_params": ["channel"]},
+                                         "token_layout": "channel_major"}})
+    with pytest.raises(UnsupportedMethodError, match="block 0's attention runs on 8 sequences for a batch of 2"):
+        check_attention_support("att_spatial")
+    with pytest.raises(UnsupportedMethodError, match=r"blocks \[0, 1\] hold no nn.MultiheadAttention"):
+        check_attention_support("att_noattn")
 
 
 def test_editing_the_encoder_file_or_its_weights_changes_the_cell_hash_and_the_feature_key(tmp_path, monkeypatch):
