@@ -154,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     ``eegfm-bench <command>: <Error>: <message>`` block on stderr and the exit code is 2; set
     ``EEGFM_TRACEBACK=1`` for the full traceback. Called with ``argv`` (from Python or tests) it raises.
     """
+    import logging
+
+    # bitsandbytes (imported by peft) logs a CPU-kernel notice on every command; it is not about the user's run
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     if argv is not None:
         return _main(list(argv))
     argv = sys.argv[1:]

@@ -68,7 +68,7 @@ class ProbeConfig:
         lr: Adam learning rate.
         batch_size: probe batch size.
         forward_batch_size: windows per backbone forward when filling the block cache.
-        cache_dir: feature cache root (default ``$EEGFM_CACHE``).
+        cache_dir: feature cache root (default: the cv run's ``data.cache_dir``, else ``$EEGFM_CACHE``).
         standardize_mean: z-score mean-pooled features with the training windows' statistics.
     """
 

@@ -104,8 +104,8 @@ def controls_markdown(ctx, hand, frozen, cv_reps, perms, paired, scrambled, iden
                      f"{bs['high']:+.4f}] | {_fmt(d['wilcoxon']['p_value'] if d['wilcoxon'] else None)} | "
                      f"{_fmt(d['sign_flip']['p_value'] if d['sign_flip'] else None)} | {bs['mode']} |")
     L += ["", "Intervals resample subjects within the fixed test folds (conditional on the fitted predictions; no "
-          "refitting, no comparator-selection or seed variance, §4.6). With 5 folds the smallest two-sided "
-          "Wilcoxon p is 0.0625.", ""]
+          f"refitting, no comparator-selection or seed variance, §4.6). With {len(ctx.fold_ids)} folds the smallest "
+          f"two-sided Wilcoxon p is {2.0 ** (1 - len(ctx.fold_ids)):.4g} (every fold the same sign).", ""]
     # permutation
     L += ["## (d) Label permutation (Control 3)", "", "| representation | observed | null mean ± SD | null max | p | N |",
           "|---|---|---|---|---|---|"]

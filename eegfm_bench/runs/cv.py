@@ -585,9 +585,15 @@ def _running_marker(out: Path, cid: str) -> Path:
     import socket
 
     d = out / "running"
-    d.mkdir(parents=True, exist_ok=True)
     p = d / (cid.replace("/", "__") + ".json")
-    p.write_text(json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(), "start": time.time()}))
+    for _ in range(3):  # another worker may remove the (then empty) folder between the two steps
+        d.mkdir(parents=True, exist_ok=True)
+        try:
+            p.write_text(json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(),
+                                     "start": time.time()}))
+            break
+        except FileNotFoundError:
+            continue
     return p
 
 
@@ -731,7 +737,9 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         used: dict[str, tuple[list, Any]] = {}
         for run in cfg["runs"]:
             w = windows_for(cfg, run["model"], windows)
-            used.setdefault(w.meta["cache_key"], ([], w))[0].append(run["model"])
+            models = used.setdefault(w.meta["cache_key"], ([], w))[0]
+            if run["model"] not in models:  # a model with several runs reads its windows once
+                models.append(run["model"])
         report = write_ingest_reports(out, list(used.values()))
         if report is not None and progress:
             tqdm.write(f"ingest report: {report}")
@@ -892,6 +900,10 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
         finally:
             if marker is not None:
                 marker.unlink(missing_ok=True)
+                try:
+                    marker.parent.rmdir()  # only when no other cell (another worker's) is running
+                except OSError:
+                    pass
         bar.update(1)
     bar.close()
     if worker:

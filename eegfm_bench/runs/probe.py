@@ -88,7 +88,7 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
             frozen = init.backbone
         rows = run_fold_probes(model, ws, tr, va, te, fold=ck.fold, out_dir=out, experiment=run.experiment, task=run.task,
                         model_name=ck.model, source_head=ck.head, frozen_backbone=frozen, poolings=pc["poolings"],
-                        cache_dir=pc["cache_dir"], batch_size=pc["forward_batch_size"], probe_kwargs=fit_kw,
+                        cache_dir=pc["cache_dir"] or run.config["data"].get("cache_dir"), batch_size=pc["forward_batch_size"], probe_kwargs=fit_kw,
                         checkpoint=str(ck.path), seed=run.seed, trainer=cfg["trainer"], done=done, write=zero,
                         merge=not worker)
         current |= {str(r["config_hash"]) for r in rows}

@@ -51,7 +51,7 @@ def test_local_workers_give_the_sequential_rows_and_status_resumes_what_is_missi
     pd.testing.assert_frame_equal(_comparable(seq), _comparable(loc))
     parts = sorted((tmp_path / "loc" / "parts").iterdir())
     assert len(parts) == 3 and len({p.name.split("-")[2] for p in parts}) == 2  # 3 cells, written by 2 workers
-    assert (tmp_path / "loc" / "summary.md").is_file() and not list((tmp_path / "loc" / "running").iterdir())
+    assert (tmp_path / "loc" / "summary.md").is_file() and not (tmp_path / "loc" / "running").exists()
     # a worker killed mid-cell: its cell has no row (parts are atomic) and a stale marker of a dead process
     killed = next(p for p in parts if (pd.read_parquet(p)["fold"] == "2").any())
     killed.unlink()
@@ -59,6 +59,7 @@ def test_local_workers_give_the_sequential_rows_and_status_resumes_what_is_missi
     assert not (fold2 / "last.ckpt").exists()  # a finished cell keeps best.ckpt only
     shutil.copy(fold2 / "best.ckpt", fold2 / "last.ckpt")  # what the killed worker left: its last epoch
     (tmp_path / "loc" / "results.csv").unlink()
+    (tmp_path / "loc" / "running").mkdir()
     (tmp_path / "loc" / "running" / "x.json").write_text(json.dumps(
         {"cell": "eegnet/full/flatten/fold2/" + seq.config_hash.iloc[0], "host": os.uname().nodename,
          "pid": 2 ** 22 + 12345, "start": 0}))
