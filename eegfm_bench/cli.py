@@ -249,6 +249,7 @@ def _main(argv: list[str]) -> int:
     rp.add_argument("--title", help="the page's title")
     mo = sub.add_parser("models", help="list backbones (and the user models a cv config declares)")
     mo.add_argument("--config", action="append", help="a cv config: also list its user_models (dry run of each)")
+    mo.add_argument("--no-progress", action="store_true", help="accepted for symmetry with the other commands")
     sub.add_parser("tasks", help="list tasks (the presets)")
     rob = sub.add_parser("robustness", help="paper 003 Tables 10-17 + Figure 2 over the sweeps of several tasks",
                          description="Combine the sweeps of several tasks into one table per perturbation type and "

@@ -612,7 +612,8 @@ def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
             log.warning("%s: AttnLRP cannot run (%s); computing %s instead (lrp_fallback: %s)", backbone, problem,
                         fallback, fallback)
             return fallback
-        raise UnsupportedMethodError(f"{backbone}: {problem}; or set `lrp_fallback: gxi` in the attribution config")
+        raise UnsupportedMethodError(f"{problem if problem.startswith(backbone) else backbone + ': ' + problem}; "
+                                     "or set `lrp_fallback: gxi` in the attribution config")
     if method in supported_methods(backbone):
         return method
     if method == "gradcam":

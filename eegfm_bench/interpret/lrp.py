@@ -532,6 +532,12 @@ def user_lrp_problem(backbone: str) -> str | None:
     return _USER_LRP_CHECKED[key]
 
 
+def _names_param(name: str, entry: str) -> bool:
+    """Whether an ``additive_params`` entry names parameter ``name``: its last dotted part, or a dotted suffix
+    (``channel`` and ``model.channel`` name ``model.channel``; ``han`` does not)."""
+    return name == entry or name.endswith("." + entry)
+
+
 LRP_CLOSURE_TOLERANCE = 1e-3
 """Largest relative error of the dry run's relevance budget (input + attention sink vs the readout)."""
 
@@ -562,7 +568,7 @@ def adapter_lrp_problem(adapter: nn.Module, backbone: str, spec: dict) -> str | 
         return str(err)
     params = [n for n, _ in adapter.named_parameters()]
     for a in pm.additive_params:
-        if not any(n.rsplit(".", 1)[-1] == a or n.endswith(a) for n in params):
+        if not any(_names_param(n, a) for n in params):
             return (f"lrp.additive_params {a!r} matches no parameter of {backbone}; fix: a name (suffix) among "
                     f"{[n for n in params if n.rsplit('.', 1)[-1] not in _STANDARD_PARAMS][:20] or params[:20]}")
 
@@ -590,8 +596,10 @@ def adapter_lrp_problem(adapter: nn.Module, backbone: str, spec: dict) -> str | 
     ok = z.abs() > 0.1 * z.abs().max()
     err = ((r + sink - z).abs() / z.abs())[ok]
     if err.numel() and float(err.max()) > LRP_CLOSURE_TOLERANCE:
-        cand = [n for n in params if n.rsplit(".", 1)[-1] not in _STANDARD_PARAMS
-                and not any(n.rsplit(".", 1)[-1] == a or n.endswith(a) for a in pm.additive_params)]
+        owners = {n for n, mod in adapter.named_modules() if next(mod.children(), None) is not None}
+        cand = [n for n in params if n.rsplit(".", 1)[-1] not in _STANDARD_PARAMS  # held by a container module:
+                and n.rpartition(".")[0] in owners  # an embedding added to activations, not a leaf layer's weight
+                and not any(_names_param(n, a) for a in pm.additive_params)]
         return (f"{backbone}: with biases and lrp.additive_params zeroed the relevance does not close (input + "
                 f"attention sink = {float(((r + sink) / z)[ok].mean()):.3f} x the readout, relative error up to "
                 f"{float(err.max()):.1e}), so some operation has no LRP rule here; fix: declare additive parameters "
@@ -746,7 +754,7 @@ def zero_biases(model: nn.Module, patch_map: PatchMap | None = None) -> list[str
     with torch.no_grad():
         for name, p in model.named_parameters():
             leaf = name.rsplit(".", 1)[-1]
-            if leaf == "bias" or leaf.endswith("_bias") or leaf in extra or name.endswith(extra or ("\0",)):
+            if leaf == "bias" or leaf.endswith("_bias") or any(_names_param(name, e) for e in extra):
                 p.zero_()
                 zeroed.append(name)
         for name, m in model.named_modules():

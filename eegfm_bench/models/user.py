@@ -194,15 +194,17 @@ def _import(path: str, what: str = "class_path"):
                              + (f"; did you mean {mod}.{near[0]}" if near else "")) from None
 
 
-def _normalise(spec: dict) -> dict:
-    """Fill the declaration's defaults (a dict as written in a config, or already resolved)."""
+def _normalise(spec: dict, name: str | None = None) -> dict:
+    """Fill the declaration's defaults (a dict as written in a config, or already resolved); ``name`` only
+    names the model in the errors."""
+    who = f"user model {name}" if name else "user model"
     base = asdict(UserModelConfig(class_path=spec.get("class_path", "")))
     unknown = sorted(set(spec) - set(base))
     if unknown:
         import difflib
 
         hint = {k: difflib.get_close_matches(k, list(base), n=1) for k in unknown}
-        raise UserModelError(f"user model: unknown key(s) {unknown}"
+        raise UserModelError(f"{who}: unknown key(s) {unknown}"
                              + "".join(f"; did you mean {v[0]!r} for {k!r}" for k, v in hint.items() if v)
                              + f"; valid: {sorted(base)}")
     out = {**base, **spec}
@@ -215,34 +217,34 @@ def _normalise(spec: dict) -> dict:
 
             hint = [f"did you mean {difflib.get_close_matches(b, allowed, n=1)[0]!r} for {b!r}" for b in bad
                     if difflib.get_close_matches(b, allowed, n=1)]
-            raise UserModelError(f"user model: unknown key(s) {bad} in {key}" + (f"; {'; '.join(hint)}" if hint else "")
+            raise UserModelError(f"{who}: unknown key(s) {bad} in {key}" + (f"; {'; '.join(hint)}" if hint else "")
                                  + f"; valid: {sorted(allowed)}")
     out["channels"] = {**base["channels"], **(spec.get("channels") or {})}
     out["lrp"] = {**base["lrp"], **(spec.get("lrp") or {})}
     for k, v in out["lrp"].items():
         if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
-            raise UserModelError(f"user model: lrp.{k} must be a list of strings, got {v!r}")
+            raise UserModelError(f"{who}: lrp.{k} must be a list of strings, got {v!r}")
     for k, positive in (("sfreq", True), ("window_s", True), ("l_freq", False), ("h_freq", False), ("scale", True)):
         v = out[k]
         if v is None and k in ("l_freq", "h_freq", "scale"):
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (positive and v <= 0) or v < 0:
-            raise UserModelError(f"user model: {k} = {v!r}; fix: a number{' > 0' if positive else ' >= 0'} "
+            raise UserModelError(f"{who}: {k} = {v!r}; fix: a number{' > 0' if positive else ' >= 0'} "
                                  f"({'Hz' if 'freq' in k else 's' if k == 'window_s' else 'volts to the input unit'})"
                                  + (" or null" if k in ("l_freq", "h_freq", "scale") else ""))
     if out["token_layout"] not in (None, "channel_major", "patch_major"):
-        raise UserModelError(f"user model: token_layout {out['token_layout']!r}; fix: channel_major, patch_major or "
+        raise UserModelError(f"{who}: token_layout {out['token_layout']!r}; fix: channel_major, patch_major or "
                              "null")
     if not isinstance(out["cls_tokens"], int) or out["cls_tokens"] < 0:
-        raise UserModelError(f"user model: cls_tokens {out['cls_tokens']!r}; fix: a whole number >= 0")
+        raise UserModelError(f"{who}: cls_tokens {out['cls_tokens']!r}; fix: a whole number >= 0")
     pc = out["pretraining_corpora"]
     if pc is not None and (not isinstance(pc, (list, tuple)) or not all(isinstance(x, str) for x in pc)):
-        raise UserModelError(f"user model: pretraining_corpora must be a list of dataset names, got {pc!r}")
+        raise UserModelError(f"{who}: pretraining_corpora must be a list of dataset names, got {pc!r}")
     if out["channels"]["kind"] not in ("any", "names", "positions"):
-        raise UserModelError(f"user model: channels.kind {out['channels']['kind']!r}; fix: any, names or positions")
+        raise UserModelError(f"{who}: channels.kind {out['channels']['kind']!r}; fix: any, names or positions")
     if out["pretrained"] is not None:
         if not out["pretrained"].get("path"):
-            raise UserModelError("user model: pretrained needs a path; fix: pretrained: {path: FILE, sha256: HEX}")
+            raise UserModelError(f"{who}: pretrained needs a path; fix: pretrained: {{path: FILE, sha256: HEX}}")
         out["pretrained"] = {"sha256": None, **out["pretrained"]}
     return out
 
@@ -296,7 +298,7 @@ def load_user_weights(module: nn.Module, pre: dict) -> str:
 
 def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
     """A :class:`BackboneAdapter` subclass for one declaration (see the module docstring)."""
-    spec = _normalise(spec)
+    spec = _normalise(spec, name)
     ch = spec["channels"]
     scale = spec["scale"] if spec["scale"] is not None else _UNIT_SCALE.get(spec["unit"])
     if scale is None:
@@ -521,7 +523,7 @@ def register_user_models(specs: dict | None) -> list[str]:
 
     names = []
     for name, spec in (specs or {}).items():
-        spec = _normalise(dict(spec))
+        spec = _normalise(dict(spec), name)
         if name in BACKBONES.names() and name not in _REGISTERED:
             raise UserModelError(f"user model {name!r} has the name of a built-in backbone; fix: another name")
         if _REGISTERED.get(name) != spec:
@@ -556,7 +558,7 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
     UserModelError
         Naming what is wrong and the fix.
     """
-    spec = _normalise(dict(spec))
+    spec = _normalise(dict(spec), name)
     if spec["pretrained"]:  # the file and its sha256 now; the strict load happens on the data's montage
         path = Path(spec["pretrained"]["path"]).expanduser()
         if not path.is_file():

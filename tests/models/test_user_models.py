@@ -290,6 +290,9 @@ def test_attnlrp_refuses_what_a_user_model_does_not_declare(caplog):
         resolve_method("attnlrp", "lrp_manual", None)
     with pytest.raises(UnsupportedMethodError, match="additive_params 'chann' matches no parameter.*model.channel"):
         resolve_method("attnlrp", "lrp_typo", None)
+    register_user_models({"lrp_suffix": {**SDPA_SPEC, "lrp": {**SDPA_SPEC["lrp"], "additive_params": ["hannel"]}}})
+    with pytest.raises(UnsupportedMethodError, match="additive_params 'hannel' matches no parameter"):
+        resolve_method("attnlrp", "lrp_suffix", None)  # a dotted suffix, not any string suffix
     assert resolve_method("attnlrp", "lrp_tanh", "gxi") == "gxi"
     assert resolve_method("attnlrp", "lrp_tanh_ok", None) == "attnlrp"
     assert resolve_method("attnlrp", "lrp_ok", None) == "attnlrp"
