@@ -206,37 +206,32 @@ _USER_ATTENTION_CHECKED: dict[str, str | None] = {}
 
 
 def _user_attention_problem(backbone: str, spec: dict) -> str | None:
-    """Why per-channel attention maps cannot be drawn for a user model, found on one random batch before any data
-    is read (a config check, like the declaration's dry run): every block needs an attention module, and its
-    softmax matrices must map to channels by the declared layout. Cached per declaration."""
-    from eegfm_bench.models.backbones import BACKBONES
-    from eegfm_bench.models.user import DRY_RUN_CHANNELS, UserModelError
+    """Why per-channel attention maps (paper 003 App. I.4) cannot be drawn for a user model, found on one random
+    batch ``(2, n_chans, n_times)`` before any data is read (a config check, like the declaration's dry run:
+    :func:`~eegfm_bench.models.user.dry_run_check`): every block needs an attention module, and its softmax
+    matrices must map to channels by the declared layout. Cached per declaration."""
+    from eegfm_bench.models.user import dry_run_check
 
-    key = f"{backbone}:{sorted(spec.items())!r}"
-    if key not in _USER_ATTENTION_CHECKED:
-        names = list(spec["channels"]["names"]) or DRY_RUN_CHANNELS
-        n_times = int(round(spec["sfreq"] * spec["window_s"]))
-        problem = None
+    def check(ad, spec):
+        ad.eval()
+        missing = [i for i, m in enumerate(_user_attention_modules(ad)) if m is None]
+        if missing:
+            return (f"no attention maps for user model {backbone!r}: blocks {missing} hold no nn.MultiheadAttention "
+                    "and no module declared in lrp.attention; fix: declare the attention modules (lrp.attention) or "
+                    "drop it from attention.models")
+        names = list(ad.ch_names)
+        handles = _user_hooks(ad, 2, len(names), {})
         try:
-            ad = BACKBONES.get(backbone)(names, n_times, 2, declared_weights=False).eval()
-            missing = [i for i, m in enumerate(_user_attention_modules(ad)) if m is None]
-            if missing:
-                problem = (f"no attention maps for user model {backbone!r}: blocks {missing} hold no "
-                           "nn.MultiheadAttention and no module declared in lrp.attention; fix: declare the attention "
-                           "modules (lrp.attention) or drop it from attention.models")
-            else:
-                store: dict[int, list] = {}
-                handles = _user_hooks(ad, 2, len(names), store)
-                try:
-                    with torch.no_grad():
-                        ad.tokens(torch.randn(2, len(names), n_times), names)
-                finally:
-                    for h in handles:
-                        h.remove()
-        except (UnsupportedMethodError, UserModelError) as err:
-            problem = str(err)
-        _USER_ATTENTION_CHECKED[key] = problem
-    return _USER_ATTENTION_CHECKED[key]
+            with torch.no_grad():
+                ad.tokens(torch.randn(2, len(names), ad.n_times), names)
+        except UnsupportedMethodError as err:
+            return str(err)
+        finally:
+            for h in handles:
+                h.remove()
+        return None
+
+    return dry_run_check(backbone, check, _USER_ATTENTION_CHECKED)
 
 
 class AttentionExtractor(L.LightningModule):

@@ -508,28 +508,12 @@ _USER_LRP_CHECKED: dict[str, str | None] = {}
 
 
 def user_lrp_problem(backbone: str) -> str | None:
-    """Why AttnLRP cannot run on a user model, found before any data is read (None when it can).
+    """Why AttnLRP (paper 003 App. I.1) cannot run on a user model, found before any data is read (None when it
+    can): :func:`adapter_lrp_problem` on the model built for its dry run
+    (:func:`~eegfm_bench.models.user.dry_run_check`), cached per declaration."""
+    from eegfm_bench.models.user import dry_run_check
 
-    Builds the encoder (random init) on the declared channels (or the 10-20 system's 19), patches a copy and
-    runs one forward and backward through it, so unreviewed leaf modules, functional activations of torch's
-    transformer layers and declared attention modules that make no ``scaled_dot_product_attention`` call are
-    found here. Cached per declaration.
-    """
-    from eegfm_bench.models.backbones import BACKBONES
-    from eegfm_bench.models.user import DRY_RUN_CHANNELS, UserModelError, user_spec
-
-    spec = user_spec(backbone)
-    key = f"{backbone}:{sorted(spec.items())!r}"
-    if key not in _USER_LRP_CHECKED:
-        names = list(spec["channels"]["names"]) or DRY_RUN_CHANNELS
-        n_times = int(round(spec["sfreq"] * spec["window_s"]))
-        try:
-            adapter = BACKBONES.get(backbone)(names, n_times, 2, declared_weights=False)
-        except UserModelError as err:
-            _USER_LRP_CHECKED[key] = str(err)
-        else:
-            _USER_LRP_CHECKED[key] = adapter_lrp_problem(adapter, backbone, spec)
-    return _USER_LRP_CHECKED[key]
+    return dry_run_check(backbone, lambda ad, spec: adapter_lrp_problem(ad, backbone, spec), _USER_LRP_CHECKED)
 
 
 def _names_param(name: str, entry: str) -> bool:
@@ -545,7 +529,7 @@ _STANDARD_PARAMS = ("weight", "bias", "in_proj_weight", "in_proj_bias", "weight_
 
 
 def adapter_lrp_problem(adapter: nn.Module, backbone: str, spec: dict) -> str | None:
-    """:func:`user_lrp_problem` on a built user adapter; the problem's text, or None.
+    """Whether AttnLRP's rules (paper 003 App. I.1) cover a built user adapter: the problem's text, or None.
 
     Three checks, in order:
 

@@ -533,6 +533,31 @@ def register_user_models(specs: dict | None) -> list[str]:
     return names
 
 
+def dry_run_check(model: str, check, cache: dict) -> str | None:
+    """``check(adapter, spec)`` on a registered user model built for its dry run — random init (declared weights
+    are not loaded), the declared channels or the 10-20 system's 19 (:data:`DRY_RUN_CHANNELS`), the declared
+    window — before any data is read; the problem it reports (a string) or None, cached in ``cache`` per
+    declaration. A declaration that does not build is the problem.
+
+    Used by the AttnLRP (:func:`~eegfm_bench.interpret.lrp.user_lrp_problem`) and attention-map
+    (:func:`~eegfm_bench.interpret.attention.check_attention_support`) checks.
+    """
+    from eegfm_bench.models.backbones import BACKBONES
+
+    spec = user_spec(model)
+    key = f"{model}:{sorted(spec.items())!r}"
+    if key not in cache:
+        names = list(spec["channels"]["names"]) or DRY_RUN_CHANNELS
+        n_times = int(round(spec["sfreq"] * spec["window_s"]))
+        try:
+            adapter = BACKBONES.get(model)(names, n_times, 2, declared_weights=False)
+        except UserModelError as err:
+            cache[key] = str(err)
+        else:
+            cache[key] = check(adapter, spec)
+    return cache[key]
+
+
 def user_spec(model: str) -> dict | None:
     """The declaration of a registered user model (None for built-in backbones)."""
     return _REGISTERED.get(model)
@@ -597,6 +622,9 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
     if not params or all(p.grad is None or not torch.any(p.grad != 0) for p in params):
         raise UserModelError(f"user model {name}: no gradient reaches its parameters from the tokens; fix: tokens must "
                              "be computed by the module's own parameters (not detached / under no_grad)")
+    from eegfm_bench.interpret.lrp import adapter_lrp_problem
+
+    lrp = adapter_lrp_problem(ad, name, spec)  # on a copy; before LoRA wraps the targets below
     if spec["lora_targets"]:
         from eegfm_bench.models.adaptation import LoraTargetError, resolve_targets
 
@@ -613,10 +641,6 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
                 raise UserModelError(f"user model {name}: LoRA on {spec['lora_targets']}: {err}") from None
     elif lora:
         raise UserModelError(f"user model {name}: regime lora but no lora_targets declared; fix: lora_targets")
-    from eegfm_bench.interpret.lrp import adapter_lrp_problem
-
-    lrp = adapter_lrp_problem(make_user_adapter(name, {**spec, "pretrained": None})(names, n_times, n_outputs),
-                              name, spec)
     return {"n_tokens": ad.n_tokens(), "d_model": ad.d_model, "n_blocks": len(ad.blocks),
             "n_params": sum(p.numel() for p in ad.model.parameters()), "attnlrp": lrp or "ok"}
 

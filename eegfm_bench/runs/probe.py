@@ -142,7 +142,7 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
 
     from tqdm.auto import tqdm
 
-    from eegfm_bench.interpret.attention import ATTENTION_BACKBONES, check_attention_support, mean_channel_attention
+    from eegfm_bench.interpret.attention import check_attention_support, mean_channel_attention
     from eegfm_bench.interpret.lrp import UnsupportedMethodError
     from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
     from eegfm_bench.models.features import state_hash
@@ -168,7 +168,7 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
         return True
 
     for ck in cks:
-        if ck.model not in ATTENTION_BACKBONES and not supported(ck.model):
+        if not supported(ck.model):
             log.info("attention maps: skipping %s (no softmax attention, or a user model without token_layout)",
                      ck.model)
             continue

@@ -107,6 +107,28 @@ def test_a_channel_the_data_lacks_is_named_before_any_cell_trains(tmp_path, monk
     spec = {**SPEC, "channels": {"kind": "names", "names": ["C3", "Cz", "C4", "X9"]}}
     with pytest.raises(ConfigError, match=r"tiny_tf needs electrodes \['X9'\] that the dataset lacks"):
         run_cv(_cv(tmp_path / "o", spec), progress=False)
+    # declared weights of another architecture stop the run once, on the data's montage, before any cell trains
+    from safetensors.torch import save_file
+
+    import user_encoder
+
+    wide = user_encoder.TinyEEGTransformer(64, 512, **{**SPEC["init_args"], "d_model": 8})
+    save_file({k: v.contiguous() for k, v in wide.state_dict().items()}, str(tmp_path / "wide.safetensors"))
+    bad = {**SPEC, "pretrained": {"path": str(tmp_path / "wide.safetensors")}}
+    with pytest.raises(ConfigError, match=r"tiny_tf on the data's 64 channels: pretrained weights .* do not match"):
+        run_cv(_cv(tmp_path / "o2", bad), progress=False)
+
+
+@requires_data
+def test_channels_a_names_model_leaves_out_are_said(tmp_path, capsys):
+    from eegfm_bench.runs.cv import enumerate_cells, load_config
+
+    spec = {**SPEC, "channels": {"kind": "names", "names": ["C3", "Cz", "C4"]}}
+    cfg = load_config(_cv(tmp_path / "o", spec, runs=[{"model": "tiny_tf", "regime": "head_only", "heads": ["mean"]}]))
+    enumerate_cells(cfg, {}, write=True)
+    out = capsys.readouterr().out
+    assert "user model tiny_tf reads its 3 declared channels (channels.kind: names), in their order; the data's " \
+           "other 61 channels are not given to it" in out and "'Fp1'" in out
 
 
 def test_declared_channel_names_are_selected_and_ordered_by_name():
