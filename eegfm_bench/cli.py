@@ -204,6 +204,9 @@ OVERRIDES_HELP = ("Any config key can be set on the command line after --config:
 
 def _main(argv: list[str]) -> int:
     _quiet_third_party_warnings()
+    if os.environ.get("EEGFM_DATA") and not Path(os.environ["EEGFM_DATA"]).expanduser().is_absolute():
+        # made absolute once, against the working directory, so workers and jobs started elsewhere read the same root
+        os.environ["EEGFM_DATA"] = str(Path(os.environ["EEGFM_DATA"]).expanduser().absolute())
     if argv and argv[0] in ("fit", "validate", "test", "predict"):
         _lightning_cli(argv)
         return 0

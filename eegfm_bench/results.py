@@ -38,6 +38,24 @@ def config_hash(cfg: dict) -> str:
     return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+PROVENANCE_PACKAGES = ("torch", "lightning", "braindecode", "mne", "numpy", "scikit-learn", "peft")
+"""The libraries whose versions every result row records (``library_versions``)."""
+
+
+def library_versions() -> str:
+    """``torch=2.14.1;lightning=2.6.6;...`` for :data:`PROVENANCE_PACKAGES` (``missing`` where not installed): the
+    versions that change the numbers, recorded in every row so that a row keeps its provenance wherever it goes."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for pkg in PROVENANCE_PACKAGES:
+        try:
+            out.append(f"{pkg}={version(pkg)}")
+        except PackageNotFoundError:
+            out.append(f"{pkg}=missing")
+    return ";".join(out)
+
+
 def code_version() -> str:
     """``eegfm_bench`` version plus the git commit of the source tree when available (``+dirty`` if modified)."""
     from importlib.metadata import PackageNotFoundError, version

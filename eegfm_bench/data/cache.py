@@ -1,7 +1,8 @@
 """The cache root's entries: listing and pruning (``eegfm-bench cache``).
 
 The cache root (``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``; a config's ``data.cache_dir``) holds window sets
-(``<task>-<key>/``, :mod:`eegfm_bench.data.windows`), frozen-backbone features (``features/<backbone>-<key>/``,
+(``<task>-<key>/``, :mod:`eegfm_bench.data.windows`), each recording's windows before they are put together
+(``recordings/<task>-<key>/``: a killed build resumes from them, an edited file re-reads only its own), frozen-backbone features (``features/<backbone>-<key>/``,
 :mod:`eegfm_bench.models.features`), the file-digest index ``sha256.json`` and the ingest reports of failed builds
 (``failed/``). Entries are keyed by content, so an entry of an old config or an edited file is never served again,
 but it stays on disk until pruned. Each open from the cache touches the entry's ``LAST_USED`` file, so pruning goes
@@ -33,7 +34,7 @@ class CacheEntry:
     Attributes
     ----------
     kind : str
-        ``windows``, ``features``, ``partial`` (an unfinished build) or ``failed`` (an ingest report of a build
+        ``windows``, ``recording`` (one recording's windows), ``features``, ``partial`` (an unfinished build) or ``failed`` (an ingest report of a build
         that failed).
     path : Path
     size_bytes : int
@@ -67,11 +68,11 @@ def cache_entries(root: str | Path) -> list[CacheEntry]:
     out: list[CacheEntry] = []
     if not root.is_dir():
         return out
-    for parent, kind in ((root, "windows"), (root / "features", "features")):
+    for parent, kind in ((root, "windows"), (root / "recordings", "recording"), (root / "features", "features")):
         if not parent.is_dir():
             continue
         for p in parent.iterdir():
-            if not p.is_dir() or p.name in ("features", "failed"):
+            if not p.is_dir() or p.name in ("features", "failed", "recordings", "reve"):
                 continue
             partial = ".tmp" in p.name or ".partial-" in p.name or not (p / "COMPLETE").is_file()
             out.append(_entry("partial" if partial else kind, p))

@@ -99,9 +99,22 @@ class DeclaredTask:
         return spec_hash(self.spec)
 
     def source(self, data_root=None):
-        root = Path(self.spec["root"]) if self.spec["root"] else Path(".")
+        """The task's :class:`~eegfm_bench.data.sources.Source` over its ``root``.
+
+        A relative ``root`` names a folder under the data root (:func:`~eegfm_bench.data.sources.resolve_data_root`,
+        made absolute against the working directory once). When no such folder exists there but one exists relative
+        to the working directory (a path that already spells out the data root, e.g. ``../shared/data/formats``), that
+        one is used and a line says so: a relative path is never joined to the data root twice.
+        """
+        root = Path(self.spec["root"]).expanduser() if self.spec["root"] else Path(".")
         if not root.is_absolute():
-            root = resolve_data_root(data_root) / root
+            base = resolve_data_root(data_root)
+            if not (base / root).exists() and root.exists():
+                print(f"task {self.name}: root {root} is not under the data root {base}; using {root.absolute()} "
+                      "(relative to the working directory)")
+                root = root.absolute()
+            else:
+                root = base / root
         src = SOURCES.get(self.spec["source"])(self.spec, root)
         if self.spec["source"] == "moabb" and not self.spec["labels"]["events"]:
             object.__setattr__(self, "spec", {**self.spec, "labels": {**self.spec["labels"],
@@ -170,6 +183,63 @@ def _excluded(names, ch: dict) -> set[str]:
 
 def _is_non_eeg(name: str, ch_type: str) -> bool:
     return ch_type in NON_EEG_TYPES or bool(NON_EEG_NAME.search(name))
+
+
+MNE_RUNNING_NUMBER = re.compile(r"^(?P<stem>.+)-(?P<n>\d+)$")
+"""How MNE renames a label that appears on several channels of a file: ``F1`` twice becomes ``F1-0``, ``F1-1``
+(``mne._fiff.meas_info._unique_channel_names``)."""
+
+
+def duplicate_labels(names: list[str]) -> dict[str, list[str]]:
+    """Labels that a file holds on several channels, from MNE's running-number renaming.
+
+    Parameters
+    ----------
+    names : list of str
+        Channel names as MNE read them.
+
+    Returns
+    -------
+    dict of str to list of str
+        ``{stem: [stem-0, stem-1, ...]}`` in channel order, for every stem whose ``-0`` and ``-1`` are both present
+        and which is not itself a channel (a lone ``A2-1`` or a bipolar ``C3-1`` is not a duplicate).
+    """
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for c in names:
+        m = MNE_RUNNING_NUMBER.match(c)
+        if m:
+            groups.setdefault(m.group("stem"), []).append((int(m.group("n")), c))
+    out = {}
+    for stem, members in groups.items():
+        nums = {n for n, _ in members}
+        if {0, 1} <= nums and stem not in names:
+            order = [c for c in names if c in {m for _, m in members}]
+            out[stem] = order
+    return out
+
+
+def _resolve_duplicate_labels(raw, types: dict, policy: str, rec: Recording, qc: RecordingQC) -> dict:
+    """Apply ``channels.duplicates`` to labels the file holds twice (MNE's ``F1-0``, ``F1-1``): the first keeps the
+    label, the others are dropped (``keep_first``, a finding), or refuse (``error``). Returns the updated types."""
+    dups = duplicate_labels(list(raw.ch_names))
+    if not dups:
+        return types
+    desc = "; ".join(f"{stem} on {len(m)} channels (MNE named them {', '.join(m)})" for stem, m in dups.items())
+    if policy == "error":
+        raise IngestError(f"{rec.recording}: the file holds one label on several channels: {desc}; fix: channels."
+                          "rename them apart (e.g. {F1-1: F2} if the second is mislabelled), channels.exclude the wrong "
+                          "one, or channels.duplicates: keep_first")
+    gone = [c for m in dups.values() for c in m[1:]]
+    raw.drop_channels(gone)
+    raw.rename_channels({m[0]: stem for stem, m in dups.items()})
+    for stem, m in dups.items():
+        for c in m[1:]:
+            qc.dropped[c] = f"a second channel labelled {stem} (channels.duplicates: keep_first)"
+        qc.renamed[m[0]] = stem
+    qc.find(f"duplicate channel labels: {desc}; kept the first of each, dropped {gone} (channels.duplicates: "
+            "keep_first)")
+    first = {m[0]: stem for stem, m in dups.items()}
+    return {first.get(c, c): t for c, t in types.items() if c not in gone}
 
 
 def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC):
@@ -251,6 +321,7 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
             raw.rename_channels(ren)
             qc.renamed.update(ren)
             types = {ren.get(c, c): t for c, t in types.items()}
+    types = _resolve_duplicate_labels(raw, types, ch["duplicates"], rec, qc)
     drop: dict[str, str] = {}
     excluded = _excluded(raw.ch_names, ch)
     unmatched = [e for e in ch["exclude"] if not any(_same_channel(e, c, ch) for c in raw.ch_names)]
@@ -293,6 +364,15 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
                 drop[c] = "no standard 10-05 name/position (channels.unknown: drop)"
                 continue
             new = c
+        first = next((k for k, v in canon.items() if v == new), None)
+        if first is not None:  # two spellings of one 10-05 name (FP1 and Fp1, T3 and T7)
+            if ch["duplicates"] == "error":
+                raise IngestError(f"{rec.recording}: channels {first!r} and {c!r} are both {new} after renaming; fix: "
+                                  "channels.exclude one of them, rename them apart, or channels.duplicates: keep_first")
+            drop[c] = f"a second {new} (as {first!r}, kept; channels.duplicates: keep_first)"
+            qc.find(f"channels {first!r} and {c!r} are both {new}: kept the first, dropped {c!r} "
+                    "(channels.duplicates: keep_first)")
+            continue
         canon[c] = new
     if ch["include"] is not None:
         wanted = list(ch["include"])
@@ -307,10 +387,6 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
                 drop[c] = "not in channels.include"
                 canon.pop(c)
         canon = {c: canon[c] for c in order}
-    dups = sorted({v for v in canon.values() if list(canon.values()).count(v) > 1})
-    if dups:
-        raise IngestError(f"{rec.recording}: channels {dups} appear twice after renaming; fix: exclude one of them "
-                          "(channels.exclude) or rename them apart")
     for c, why in drop.items():
         qc.dropped[c] = why
     if not canon:
@@ -526,10 +602,19 @@ def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: Re
         with capture_warnings(qc):
             ev, ids = mne.events_from_annotations(raw, event_id=present, verbose="warning")
         inv = {v: mapped[k] for k, v in ids.items()}
-        ev = ev[np.argsort(ev[:, 0], kind="stable")]
+        ann = raw.annotations
+        sel = np.flatnonzero([str(d) in present for d in ann.description])  # the rows of ev, in annotation order
+        durations, onsets = np.asarray(ann.duration, float)[sel], np.asarray(ann.onset, float)[sel]
+        order = np.argsort(ev[:, 0], kind="stable")
+        ev, durations, onsets = ev[order], durations[order], onsets[order]
+        nexts = _next_onsets(onsets, np.asarray(ann.onset, float), [str(d) for d in ann.description], rej)
+        crop_at: dict[int, int] = {}
         last_end = -1
-        for e in ev:
+        for e, dur, on, nxt in zip(ev, durations, onsets, nexts):
             c = inv[e[2]]
+            if dur > 0 and nxt is not None and on + dur > nxt + 1.0 / sfreq:
+                qc.past_event["event overruns the next annotation"] = \
+                    qc.past_event.get("event overruns the next annotation", 0) + 1
             qc.events[c] = qc.events.get(c, 0) + 1
             s = int(e[0] - raw.first_samp + round(w["tmin"] * sfreq))
             if s < 0 or s + n > T:
@@ -551,9 +636,24 @@ def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: Re
             if why:
                 qc.reject(why)
                 continue
+            if dur > 0 and w["tmin"] + window_s > dur + 1.0 / sfreq:  # the window runs into what follows the event
+                policy = w["past_event"]
+                if policy == "error":
+                    raise IngestError(f"{rec.recording}: the window of the {c} event at {on:.2f} s ends "
+                                      f"{w['tmin'] + window_s:g} s after its onset, but the event lasts {dur:g} s; fix: "
+                                      f"a window of at most {dur - w['tmin']:g} s (window_s), or windows.past_event: "
+                                      "keep | crop | drop")
+                qc.past_event["window longer than its event"] = \
+                    qc.past_event.get("window longer than its event", 0) + 1
+                if policy == "drop":
+                    qc.reject("runs past the end of its event (windows.past_event: drop)")
+                    continue
+                if policy == "crop":
+                    crop_at[len(starts)] = max(0, int(round((dur - w["tmin"]) * sfreq)))
             starts.append(s)
             ys.append(cls_idx[c])
             last_end = s + n
+        _past_event_lines(qc, w, window_s, durations, crop_at, n)
         if qc.overlapping_events and w["overlap"] == "keep":
             qc.act(f"kept {qc.overlapping_events} windows that overlap the previous event's window (windows.overlap: keep)")
             qc.find(f"{qc.overlapping_events} events overlap the previous event's window (kept; windows.overlap: keep)")
@@ -628,7 +728,45 @@ def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: Re
                                      or f"the recording ({T / sfreq:.2f} s) is shorter than one window"))
         return _empty(raw, n)
     X = np.stack([data[:, s:s + n] for s in starts])
+    if w["mode"] == "events":
+        for k, cut in crop_at.items():
+            X[k, :, cut:] = 0.0
     return X, np.asarray(ys, dtype=np.int64)
+
+
+def _next_onsets(onsets: np.ndarray, all_onsets: np.ndarray, descs: list[str], reject: list[str]) -> list:
+    """For each event onset (s), the onset of the next annotation after it (any description but the rejection
+    prefixes, e.g. ``BAD``), or None."""
+    keep = np.array([not any(d.upper().startswith(p.upper()) for p in reject) for d in descs], dtype=bool)
+    others = np.sort(all_onsets[keep]) if len(all_onsets) else all_onsets
+    out = []
+    for on in onsets:
+        i = np.searchsorted(others, on, side="right")
+        out.append(float(others[i]) if i < len(others) else None)
+    return out
+
+
+def _past_event_lines(qc: RecordingQC, w: dict, window_s: float, durations: np.ndarray, crop_at: dict, n: int) -> None:
+    """The report lines of ``windows.past_event`` and of events that overrun the next annotation (paper-agnostic:
+    a window that outlasts its event holds part of whatever follows, e.g. EEGMMIDB's next rest period)."""
+    over = qc.past_event.get("window longer than its event", 0)
+    if over:
+        d = durations[durations > 0]
+        span = f"{d.min():g}" if d.min() == d.max() else f"{d.min():g}-{d.max():g}"
+        what = (f"{over} window(s) run past the end of their event: the events last {span} s, the windows end "
+                f"{w['tmin'] + window_s:g} s after the onset")
+        if w["past_event"] == "keep":
+            qc.find(what + " (kept, holding part of what follows; windows.past_event: keep | crop | drop)")
+        elif w["past_event"] == "drop":
+            qc.act(what + " (dropped; windows.past_event: drop)")
+        else:
+            cut = sorted({n - c for c in crop_at.values()})
+            qc.act(what + f" (the last {cut[0] if len(cut) == 1 else f'{cut[0]}-{cut[-1]}'} samples of each set to 0; "
+                   "windows.past_event: crop)")
+    k = qc.past_event.get("event overruns the next annotation", 0)
+    if k:
+        qc.find(f"{k} event(s) last past the onset of the next annotation (overlapping annotations: check the "
+                "events' durations)")
 
 
 def balance_windows(task: DeclaredTask, y: np.ndarray, groups: np.ndarray, qcs: dict[str, RecordingQC],

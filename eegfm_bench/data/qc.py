@@ -166,6 +166,8 @@ class RecordingQC:
     windows_rejected: dict[str, int] = field(default_factory=dict)  # reason -> count
     windows_per_class: dict[str, int] = field(default_factory=dict)
     preprocessing: dict = field(default_factory=dict)
+    reference: dict = field(default_factory=dict)  # {"reference", "n_channels", "channels"}: over the final channels
+    past_event: dict[str, int] = field(default_factory=dict)  # windows longer than their event / events overrunning
     warnings: list[str] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)  # what deserves attention (strict: each is an error)
     actions: list[str] = field(default_factory=list)  # what ingestion changed
@@ -307,7 +309,11 @@ class IngestReport:
                 "subjects": len(subj), "subjects_kept": sum(s["status"] == "kept" for s in subj.values()),
                 "windows_kept": sum(r.windows_kept for r in self.recordings), "windows_rejected": rejected,
                 "findings": sum(len(r.findings) for r in self.recordings),
-                "warnings": sum(len(r.warnings) for r in self.recordings)}
+                "warnings": sum(len(r.warnings) for r in self.recordings),
+                "windows_past_event": sum(r.past_event.get("window longer than its event", 0) for r in self.recordings),
+                "events_overrunning": sum(r.past_event.get("event overruns the next annotation", 0)
+                                          for r in self.recordings),
+                "reference": _reference_summary(self.recordings)}
 
     def to_dict(self) -> dict:
         return {"task": self.task, "settings": self.settings, "totals": self.totals(), "subjects": self.subjects(),
@@ -320,7 +326,9 @@ class IngestReport:
         rej = ", ".join(f"{v} {k}" for k, v in sorted(t["windows_rejected"].items())) or "none"
         lines = [f"ingest {self.task}: {t['recordings_kept']}/{t['recordings']} recordings and {t['subjects_kept']}/"
                  f"{t['subjects']} subjects kept, {t['windows_kept']} windows (rejected: {rej}); {t['findings']} "
-                 f"finding(s), {t['warnings']} reader warning(s)"]
+                 f"finding(s), {t['warnings']} reader warning(s)"
+                 + (f"; reference: {t['reference']}" if t.get("reference") else "")
+                 + (f"; {t['windows_past_event']} window(s) longer than their event" if t["windows_past_event"] else "")]
         for w in self.source_warnings:
             lines.append(f"  dataset: {w}")
         for s, v in self.subjects().items():
@@ -380,12 +388,23 @@ class IngestReport:
                 L += [f"- **{r.recording}**: " + " | ".join(r.warnings)]
         pp = [r for r in self.recordings if r.preprocessing]
         if pp:
-            L += ["", "## Preprocessing per recording", "", "| recording | native Hz | → Hz | band (Hz) | notch | reference | "
+            L += ["", "## Preprocessing per recording", "",
+                  "The common average reference is computed last, over the window set's final channels (after every "
+                  "channel selection); the column lists the channels it was computed over. Resampling is polyphase "
+                  "unless the column says otherwise (a window does not depend on the recording's length).", "",
+                  "| recording | native Hz | → Hz (resampling) | band (Hz) | notch | reference (channels) | "
                   "scale → unit | window (s) |", "|---|---|---|---|---|---|---|---|"]
             for r in pp:
                 p = r.preprocessing
-                L.append(f"| {r.recording} | {p.get('native_sfreq')} | {p.get('sfreq')} | {p.get('l_freq')}–"
-                         f"{p.get('h_freq')} | {p.get('notch')} | {p.get('reference')} | {p.get('scale')} → "
+                ref = r.reference or {}
+                if ref.get("reference") == "average":
+                    chans = ref.get("channels") or []
+                    shown = ", ".join(chans) if len(chans) <= 8 else ", ".join(chans[:6]) + f", … ({len(chans)})"
+                    ref_txt = f"average over {ref.get('n_channels')} ({shown})"
+                else:
+                    ref_txt = ref.get("reference") or p.get("reference")
+                L.append(f"| {r.recording} | {p.get('native_sfreq')} | {p.get('sfreq')} ({p.get('resample') or 'none'}) "
+                         f"| {p.get('l_freq')}–{p.get('h_freq')} | {p.get('notch')} | {ref_txt} | {p.get('scale')} → "
                          f"{p.get('unit')} | {p.get('window_s')} |")
         return "\n".join(L) + "\n"
 
@@ -409,6 +428,17 @@ class IngestReport:
                   skipped_subjects=d.get("skipped_subjects", {}))
         rep.recordings = [RecordingQC(**r) for r in d.get("recordings", [])]
         return rep
+
+
+def _reference_summary(recs: list[RecordingQC]) -> str:
+    """``average over 19 channels`` (the channel counts of the kept recordings' references), ``none``, or ''."""
+    refs = [r.reference for r in recs if r.status == "kept" and r.reference]
+    if not refs:
+        return ""
+    if all(x.get("reference") != "average" for x in refs):
+        return "none"
+    n = sorted({int(x.get("n_channels") or 0) for x in refs if x.get("reference") == "average"})
+    return f"average over {n[0] if len(n) == 1 else f'{n[0]}-{n[-1]}'} channels"
 
 
 def _short(renamed: dict[str, str], n: int = 4) -> str:

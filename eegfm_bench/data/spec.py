@@ -24,6 +24,8 @@
         stride_s: null               # fixed mode: step between window starts (default: the window length)
         overlap: keep                # events whose windows overlap: keep | drop (the later one) | error
         past_end: drop               # a window running past the end of the data: drop | error
+        past_event: keep             # a window longer than its event (into the next period): keep (reported) | crop
+                                     #   (samples after the event's end set to 0) | drop | error
         reject_annotations: [BAD]    # windows overlapping annotations starting with these are rejected
         balance: null                # {ratios: {ictal: 1, interictal: 3}, per: subject, seed: 0, subsample: null,
                                      #  max_windows: null}
@@ -38,6 +40,8 @@
         flat: interpolate            # flat channels: interpolate (spherical spline, before the CAR) | drop_recording | keep | error
         mixed_rates: refuse          # channels at other rates in one file: refuse | eeg_only (keep the EEG rate's)
         montage: same                # recordings with other channel sets: same (error) | intersect (reported)
+        duplicates: keep_first       # one label twice in a file (MNE's F1-0, F1-1): keep_first (reported) | error
+        min_reference_channels: 8    # a common average over fewer channels is a finding (strict: an error)
       line_freq: 50                  # mains notch (Hz); null: none
       window_s: null                 # window length (s); null: the model's declared window
       reference: null                # average | none; null: the model's (bipolar montages need none)
@@ -131,6 +135,10 @@ class WindowsSpec:
         stride_s: fixed mode: step between window starts (default: the window length, no overlap).
         overlap: events whose windows overlap: ``keep`` both, ``drop`` the later one, or ``error``.
         past_end: a window that runs past the end of the data: ``drop`` (reported) or ``error``.
+        past_event: an event-locked window that runs past the end of its event (an annotation with a duration), into
+            whatever follows: ``keep`` it (a finding, counted per recording), ``crop`` (the samples after the event's
+            end are set to 0, so the window keeps its length and holds nothing of the next period; counted), ``drop``
+            it (counted) or ``error``. Events without a duration (0 s) are not checked.
         reject_annotations: windows overlapping an annotation whose description starts with one of these are rejected.
         balance: subsample classes to fixed ratios.
         span: fixed windows labelled by events: keep only the stretch around some classes' events.
@@ -142,6 +150,7 @@ class WindowsSpec:
     stride_s: Optional[float] = None
     overlap: Literal["keep", "drop", "error"] = "keep"
     past_end: Literal["drop", "error"] = "drop"
+    past_event: Literal["keep", "crop", "drop", "error"] = "keep"
     reject_annotations: list[str] = field(default_factory=lambda: ["BAD"])
     balance: Optional[BalanceSpec] = None
     span: Optional[SpanSpec] = None
@@ -163,6 +172,11 @@ class ChannelsSpec:
         mixed_rates: channels sampled at other rates in one file: ``refuse`` or ``eeg_only`` (read only the
             channels at the EEG rate; the others are dropped and reported; nothing is resampled to join them).
         montage: recordings whose kept channels differ: ``same`` (error naming them) or ``intersect``.
+        duplicates: one label on two channels of a file (MNE renames them ``F1-0``, ``F1-1``; or two spellings
+            of one 10-05 name): ``keep_first`` (the first keeps the name, the others are dropped; a finding) or
+            ``error``.
+        min_reference_channels: a common average reference over fewer channels than this is a finding (an error
+            under ``strict``): the average of a few channels carries each one's signal into the others.
     """
 
     include: Optional[list[str]] = None
@@ -174,6 +188,8 @@ class ChannelsSpec:
     flat: Literal["interpolate", "drop_recording", "keep", "error"] = "interpolate"
     mixed_rates: Literal["refuse", "eeg_only"] = "refuse"
     montage: Literal["same", "intersect"] = "same"
+    duplicates: Literal["keep_first", "error"] = "keep_first"
+    min_reference_channels: int = 8
 
 
 @dataclass
@@ -266,6 +282,12 @@ def parse_task_spec(spec: Union[dict, str], where: str = "task") -> dict:
     if out["source"] == "moabb" and out.get("root"):
         raise ConfigError(f"{where}.root: MOABB keeps its files in its own folder (MNE_DATA), so `root` would be "
                           "ignored; fix: remove root and set MNE_DATA (or the dataset's path in moabb.kwargs)")
+    for key in ("include", "exclude"):
+        names = out["channels"][key] or []
+        low = [m.lower() for m in names]
+        twice = [n for i, n in enumerate(names) if low.count(n.lower()) > 1 and low.index(n.lower()) == i]
+        if twice:
+            raise ConfigError(f"{where}.channels.{key} lists {twice} more than once; fix: list each channel once")
     if out["windows"]["mode"] == "events" and not (out["labels"]["events"] or out["source"] == "moabb"):
         raise ConfigError(f"{where}.windows.mode: events needs labels.events (annotation description -> class); "
                           "fix: add labels.events, or use windows.mode: fixed with recording-level labels")

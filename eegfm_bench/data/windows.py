@@ -28,11 +28,11 @@ from tqdm.auto import tqdm
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.ingest import (BENIGN_WARNINGS, DeclaredTask, balance_windows, cut_windows, ingest_recording,
                                      recording_label)
-from eegfm_bench.data.preprocessing import Preprocessing, apply_preprocessing
+from eegfm_bench.data.preprocessing import Preprocessing, apply_preprocessing, reference_windows
 from eegfm_bench.data.qc import IngestError, IngestReport, RecordingQC, capture_warnings, companion_files, file_sha256
 from eegfm_bench.data.sources import DataNotFoundError, RecordingReadError
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 
 class NonFiniteWindowError(IngestError):
@@ -220,8 +220,128 @@ def _dataset_preprocessing(per_rec: dict[str, dict]) -> dict:
     return out
 
 
+ASSEMBLY_KEYS = ("description", "obtain", "pretraining_aliases", "regions", "strict", "reference", "dataset")
+"""Task settings that act only when the recordings' windows are put together (or not on the windows at all): left
+out of a recording's cache key, so changing them re-reads no file."""
+
+
+def recording_key(task: DeclaredTask, rec, fp: dict, prep: Preprocessing) -> str:
+    """sha256 (16 hex) of what one recording's windows depend on: the task spec (less :data:`ASSEMBLY_KEYS`,
+    ``channels.montage``, ``channels.min_reference_channels`` and ``windows.balance``), the recording's identity
+    and content hash, the preprocessing (less the reference, applied at assembly) and the cache version."""
+    spec = {k: v for k, v in task.spec.items() if k not in ASSEMBLY_KEYS}
+    spec["channels"] = {k: v for k, v in spec["channels"].items() if k not in ("montage", "min_reference_channels")}
+    spec["windows"] = {k: v for k, v in spec["windows"].items() if k != "balance"}
+    prep_d = {k: v for k, v in prep.to_dict().items() if k not in ("reference", "source")}
+    ident = {"subject": rec.subject, "recording": rec.recording, "label": rec.label, "session": rec.session,
+             "run": rec.run, "path": str(rec.path) if rec.path is not None else None, "handle": rec.handle}
+    blob = json.dumps({"task": spec, "rec": ident, "sha256": fp["sha256"], "extra": fp["extra"], "prep": prep_d,
+                       "version": CACHE_VERSION}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _read_recording(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing) -> tuple[RecordingQC, Any]:
+    """One recording through ingestion, preprocessing and windowing (no reference yet): ``(qc, (names, X, y))``,
+    the windows ``None`` when the recording yields none (``qc`` says why). ``X`` is float32 in the model's unit.
+
+    Raises
+    ------
+    IngestError, RecordingReadError
+        A refusing policy, an unreadable file, or a reader / preprocessing finding under ``strict``.
+    """
+    qc = RecordingQC(recording=rec.recording, subject=rec.subject, session=rec.session, run=rec.run,
+                     path=str(rec.path) if rec.path is not None else rec.handle, files=fp["files"],
+                     sha256=fp["sha256"])
+    label = recording_label(task, rec, qc)
+    if qc.status != "kept":
+        return qc, None
+    raw = ingest_recording(task, src, rec, qc)
+    if raw is None:
+        return qc, None
+    with capture_warnings(qc):
+        raw, applied = apply_preprocessing(raw, prep, task.line_freq)
+    qc.preprocessing = applied
+    if applied.get("resample_trimmed_samples"):
+        k = applied["resample_trimmed_samples"]
+        qc.act(f"dropped the last {k} sample(s) ({k / applied['native_sfreq'] * 1e3:.1f} ms) so that the length is a "
+               f"multiple of the resampling ratio's denominator (polyphase resampling independent of the length)")
+    if task.spec["strict"] and [w for w in qc.warnings if not any(b in w for b in BENIGN_WARNINGS)]:
+        raise IngestError(f"{rec.recording}: preprocessing warnings {qc.warnings}; fix: repair the recording or "
+                          "set strict: false")
+    X, y = cut_windows(task, raw, rec, prep.window_s, qc, label)
+    if not len(y):
+        return qc, None
+    X = (X * prep.scale).astype(np.float32)
+    bad = ~np.isfinite(X).all(axis=(1, 2))
+    if bad.any():
+        msg = (f"windows {np.flatnonzero(bad).tolist()[:10]} hold NaN/Inf after preprocessing (flat or saturated "
+               "segments, or non-finite samples in the file)")
+        qc.find(msg)
+        if task.spec["strict"]:
+            raise NonFiniteWindowError(f"{rec.recording} ({rec.path}): {msg}; fix: inspect the file, exclude "
+                                       "the recording via `subjects`, or set strict: false to reject them")
+        qc.reject("non-finite samples after preprocessing", int(bad.sum()))
+        X, y = X[~bad], y[~bad]
+        if not len(y):
+            qc.drop("every window holds non-finite samples")
+            return qc, None
+    return qc, (list(raw.ch_names), X, y)
+
+
+def _recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path):
+    """A recording's windows from its own cache entry (``<cache>/recordings/<task>-<key>/``), built when missing.
+
+    Each recording is cached on its own, so a killed build resumes with the recordings still missing and an edited
+    file re-reads only its own recording. Returns ``(qc, windows or None, from_cache)``.
+    """
+    folder = root / f"{task.name}-{recording_key(task, rec, fp, prep)}"
+    if (folder / "COMPLETE").is_file():
+        d = json.loads((folder / "qc.json").read_text())
+        qc = RecordingQC(**d["qc"])
+        win = None
+        if d["names"] is not None:
+            win = (d["names"], np.load(folder / "X.npy", mmap_mode="r"), np.load(folder / "y.npy"))
+        if task.spec["strict"] and qc.findings:
+            raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "
+                              "the recording, or set strict: false (each finding goes in the ingest report)")
+        return qc, win, True
+    qc, win = _read_recording(task, src, rec, fp, prep)
+    if task.spec["strict"] and qc.findings:
+        raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "
+                          "the recording, or set strict: false (each finding goes in the ingest report)")
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp", dir=root))
+    if win is not None:
+        np.save(tmp / "X.npy", win[1])
+        np.save(tmp / "y.npy", win[2])
+    (tmp / "qc.json").write_text(json.dumps({"qc": qc.to_dict(), "names": win[0] if win else None}, default=str))
+    (tmp / "COMPLETE").write_text("ok\n")
+    _publish(tmp, folder)
+    return qc, win, False
+
+
+def _apply_reference(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC], reference: str) -> None:
+    """The common average reference over each part's final channels (in place), recorded per recording; a reference
+    over fewer than ``channels.min_reference_channels`` channels is a finding."""
+    least = int(task.spec["channels"].get("min_reference_channels") or 0)
+    for rec, names, X, _ in parts:
+        qc = qcs[rec.recording]
+        reference_windows(X, reference)
+        if qc.preprocessing:  # a recording's entry is shared by references: the applied one is this set's
+            qc.preprocessing = {**qc.preprocessing, "reference": reference}
+        qc.reference = {"reference": reference, "n_channels": len(names) if reference == "average" else 0,
+                        "channels": list(names) if reference == "average" else []}
+        if reference == "average" and len(names) < least:
+            qc.find(f"common average reference over only {len(names)} channel(s) ({', '.join(names)}); fewer than "
+                    f"channels.min_reference_channels = {least}: the average of so few channels carries each one's "
+                    "signal into the others. fix: keep more channels, reference: none, or lower "
+                    "channels.min_reference_channels")
+
+
 def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder: Path, key: str,
                  progress: bool, source_warnings: list[str] = (), skipped: dict | None = None) -> None:
+    """Build the window set: every recording from its own cache entry (:func:`_recording_entry`), then one channel
+    set (``channels.montage``), the reference over it, the class check and ``windows.balance``; publish atomically."""
     report = IngestReport(task.name, settings=task.spec, source_warnings=list(source_warnings),
                           skipped_subjects=dict(skipped or {}))
     if task.spec["strict"] and [w for w in source_warnings if not any(b in w for b in BENIGN_WARNINGS)]:
@@ -230,51 +350,21 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
     parts: list[tuple[Any, list[str], np.ndarray, np.ndarray]] = []
     qcs: dict[str, RecordingQC] = {}
     strict = bool(task.spec["strict"])
+    n_cached = 0
     try:
         for rec, fp in tqdm(list(zip(recs, fps)), desc=f"reading {task.name} ({prep.sfreq:g} Hz)",
                             disable=not progress, unit="rec"):
-            qc = RecordingQC(recording=rec.recording, subject=rec.subject, session=rec.session, run=rec.run,
-                             path=str(rec.path) if rec.path is not None else rec.handle, files=fp["files"],
-                             sha256=fp["sha256"])
+            qc, win, cached = _recording_entry(task, src, rec, fp, prep, folder.parent / "recordings")
+            n_cached += cached
             report.recordings.append(qc)
             qcs[rec.recording] = qc
-            label = recording_label(task, rec, qc)
-            if qc.status != "kept":
-                continue
-            raw = ingest_recording(task, src, rec, qc)
-            if raw is None:
-                continue
-            with capture_warnings(qc):
-                raw, applied = apply_preprocessing(raw, prep, task.line_freq)
-            qc.preprocessing = applied
-            if strict and [w for w in qc.warnings if not any(b in w for b in BENIGN_WARNINGS)]:
-                raise IngestError(f"{rec.recording}: preprocessing warnings {qc.warnings}; fix: repair the recording or "
-                                  "set strict: false")
-            X, y = cut_windows(task, raw, rec, prep.window_s, qc, label)
-            if strict and qc.findings:
-                raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "
-                                  "the recording, or set strict: false (each finding goes in the ingest report)")
-            if not len(y):
-                continue
-            X = (X * prep.scale).astype(np.float32)
-            bad = ~np.isfinite(X).all(axis=(1, 2))
-            if bad.any():
-                msg = (f"windows {np.flatnonzero(bad).tolist()[:10]} hold NaN/Inf after preprocessing (flat or saturated "
-                       "segments, or non-finite samples in the file)")
-                qc.find(msg)
-                if strict:
-                    raise NonFiniteWindowError(f"{rec.recording} ({rec.path}): {msg}; fix: inspect the file, exclude "
-                                               "the recording via `subjects`, or set strict: false to reject them")
-                qc.reject("non-finite samples after preprocessing", int(bad.sum()))
-                X, y = X[~bad], y[~bad]
-                if not len(y):
-                    qc.drop("every window holds non-finite samples")
-                    continue
-            parts.append((rec, list(raw.ch_names), X, y))
+            if win is not None:
+                parts.append((rec, win[0], np.array(win[1]), win[2]))
         if not parts:
             raise IngestError(f"task {task.name!r}: no recording yielded a window (" + "; ".join(
                 f"{q.recording}: {q.reason}" for q in report.recordings[:5]) + "); see the ingest report")
         parts = _check_montage(task, parts, qcs)
+        _apply_reference(task, parts, qcs, prep.reference)
         if strict and any(q.findings for q in report.recordings):
             q = next(q for q in report.recordings if q.findings)
             raise IngestError(f"{q.recording}: " + "; ".join(q.findings) + ". fix: one channel set for every recording "
@@ -290,28 +380,42 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
                               f"{dict(zip(task.class_names, found.tolist()))}); annotations mapped to no class: "
                               f"{unmapped or 'none'}. fix: map the right annotation / value to it (labels.events, "
                               "labels.map) or remove it from `classes`")
-        # ---- balance, then the per-recording counts
-        y_all = np.concatenate([p[3] for p in parts])
-        rec_all = np.concatenate([[p[0].recording] * len(p[3]) for p in parts])
-        sub_all = np.concatenate([[p[0].subject] * len(p[3]) for p in parts])
-        b = task.spec["windows"]["balance"] or {}
-        keep = balance_windows(task, y_all, sub_all if b.get("per", "subject") == "subject" else rec_all, qcs, rec_all)
-        keep_mask = np.zeros(len(y_all), dtype=bool)
-        keep_mask[keep] = True
-        final, off = [], 0
-        for rec, names, X, y in parts:
-            m = keep_mask[off:off + len(y)]
-            off += len(y)
-            qc = qcs[rec.recording]
-            if not m.any():
-                qc.drop("every window removed by windows.balance")
-                continue
-            final.append((rec, names, X[m], y[m]))
-            qc.windows_kept = int(m.sum())
-            qc.windows_per_class = {task.class_names[c]: int(n) for c, n in zip(*np.unique(y[m], return_counts=True))}
+        final = _balance(task, parts, qcs)
     except (IngestError, RecordingReadError, ConfigError) as err:
         where = _write_failed_report(report, folder)
         raise type(err)(f"{err}\n(ingest report of the recordings read so far: {where})") from err
+    if n_cached:
+        tqdm.write(f"windows of {n_cached}/{len(recs)} recordings from the per-recording cache "
+                   f"({folder.parent / 'recordings'}), {len(recs) - n_cached} read")
+    _write_window_set(task, final, fps, prep, folder, key, report)
+
+
+def _balance(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC]) -> list:
+    """``windows.balance`` over the parts, then each recording's kept counts (a part left empty is dropped)."""
+    y_all = np.concatenate([p[3] for p in parts])
+    rec_all = np.concatenate([[p[0].recording] * len(p[3]) for p in parts])
+    sub_all = np.concatenate([[p[0].subject] * len(p[3]) for p in parts])
+    b = task.spec["windows"]["balance"] or {}
+    keep = balance_windows(task, y_all, sub_all if b.get("per", "subject") == "subject" else rec_all, qcs, rec_all)
+    keep_mask = np.zeros(len(y_all), dtype=bool)
+    keep_mask[keep] = True
+    final, off = [], 0
+    for rec, names, X, y in parts:
+        m = keep_mask[off:off + len(y)]
+        off += len(y)
+        qc = qcs[rec.recording]
+        if not m.any():
+            qc.drop("every window removed by windows.balance")
+            continue
+        final.append((rec, names, X[m], y[m]))
+        qc.windows_kept = int(m.sum())
+        qc.windows_per_class = {task.class_names[c]: int(n) for c, n in zip(*np.unique(y[m], return_counts=True))}
+    return final
+
+
+def _write_window_set(task: DeclaredTask, final: list, fps, prep: Preprocessing, folder: Path, key: str,
+                      report: IngestReport) -> None:
+    """Write the assembled windows (memory-mapped ``X.npy``, labels, meta, the ingest report) and publish them."""
     ch_names = final[0][1]
     n = sum(len(p[3]) for p in final)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -336,6 +440,8 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
     meta = {"task": task.name, "dataset": task.dataset, "ch_names": ch_names, "sfreq": prep.sfreq,
             "class_names": list(task.class_names), "preprocessing": _dataset_preprocessing(per_rec),
             "preprocessing_per_recording": per_rec, "cache_key": key, "task_key": task.key,
+            "reference": {"reference": prep.reference, "channels": list(ch_names) if prep.reference == "average"
+                          else []},
             "files": [[f["recording"], ";".join(f["files"]), f["sha256"]] for f in fps], "n_windows": n,
             "ingest": report.totals()}
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))

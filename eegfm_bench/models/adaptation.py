@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from eegfm_bench.config import ConfigError
+
 REGIMES = ("head_only", "full", "lora")
 
 
@@ -183,6 +185,29 @@ def peft_config(cfg: dict, target_modules):
                          f"{sorted(fields - {'peft_type', 'task_type', 'revision', 'base_model_name_or_path'})}")
     kwargs["target_modules"] = target_modules
     return cls(**kwargs)
+
+
+def check_lora_section(cfg: dict, where: str) -> None:
+    """Validate a run's ``lora:`` section before any data is read (method, fields; targets are checked on the
+    built backbone).
+
+    Raises
+    ------
+    ConfigError
+        Not a mapping, an unknown PEFT method or a field the method's config lacks (the message lists the valid
+        ones and says the fix).
+    """
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{where} must be a mapping (r, lora_alpha, lora_dropout, target_modules, method, ...), got "
+                          f"a {type(cfg).__name__}")
+    full = dict(cfg)
+    if str(full.get("method", "lora")).lower() == "lora":
+        full = {**LORA_DEFAULTS, **full}
+    full.pop("target_modules", None)
+    try:
+        peft_config(full, ["_check_"])
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{where}: {err}; fix: correct or remove the key") from None
 
 
 def _peft_version() -> str:

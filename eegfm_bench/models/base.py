@@ -11,6 +11,7 @@ A backbone adapter wraps one braindecode model (never a re-implementation) and e
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +177,57 @@ class BackboneAdapter(nn.Module):
             return x, ch_names
         return x[:, order], [ch_names[i] for i in order]
 
+    def provenance(self) -> dict[str, str]:
+        """Extra provenance of the built model (files it read at construction, e.g. REVE's position bank sha256);
+        recorded in every result row. Empty by default."""
+        return {}
+
+    @property
+    def input_channels(self) -> list[str] | None:
+        """The dataset channels the model reads (a selecting adapter's choice, e.g. EEG-DINO's 19 of 64), or
+        ``None`` when it reads every channel it is given (interpolating variants included)."""
+        return None
+
+    @property
+    def data_reference(self) -> str:
+        """The reference of the windows this adapter is given (``average`` or ``none``): set from the window set
+        by :class:`~eegfm_bench.models.module.FMClassifier`, else the backbone's declared preprocessing."""
+        return getattr(self, "_data_reference", None) or self.preprocessing.reference
+
+    @data_reference.setter
+    def data_reference(self, value: str | None) -> None:
+        self._data_reference = value
+
+    def reference_selection(self, x: torch.Tensor, ch_names: list[str] | None) -> tuple[torch.Tensor, list[str] | None]:
+        """Keep only :attr:`input_channels` of ``x`` and recompute the common average over them.
+
+        A model that reads a subset of an average-referenced montage would otherwise get channels whose mean is
+        not 0 (the reference was computed over channels it never sees). Re-referencing over the subset gives
+        exactly the average reference over it (:func:`~eegfm_bench.data.preprocessing.reference_windows`).
+
+        Parameters
+        ----------
+        x : Tensor, shape (batch, n_chans, n_times)
+        ch_names : list of str or None
+            Names of ``x``'s channels (default: the build montage).
+
+        Returns
+        -------
+        x, ch_names
+            Unchanged when every given channel is read or the data are not average-referenced; else the read
+            channels, in the given order, re-referenced.
+        """
+        read = self.input_channels
+        if read is None or self.data_reference != "average":
+            return x, ch_names
+        given = list(ch_names) if ch_names is not None else list(self.ch_names)
+        wanted = {c.lower() for c in read}
+        keep = [i for i, c in enumerate(given) if c.lower() in wanted]
+        if len(keep) == len(given) or not keep or x.ndim != 3 or x.shape[1] != len(given):
+            return x, ch_names
+        x = x[:, keep]
+        return x - x.mean(dim=1, keepdim=True), [given[i] for i in keep]
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "tokens" in cls.__dict__ and not getattr(cls.__dict__["tokens"], "_canonical", False):
@@ -183,6 +235,7 @@ class BackboneAdapter(nn.Module):
 
             def tokens(self, x, ch_names=None, *args, _impl=impl, **kw):
                 x, ch_names = self.canonical_order(x, ch_names)
+                x, ch_names = self.reference_selection(x, ch_names)
                 return _impl(self, x, ch_names, *args, **kw)
 
             tokens.__doc__, tokens.__name__, tokens._canonical = impl.__doc__, "tokens", True
@@ -192,6 +245,20 @@ class BackboneAdapter(nn.Module):
     def blocks(self) -> list[nn.Module]:
         """Transformer / conv blocks in forward order (for probe and attention hooks)."""
         raise NotImplementedError
+
+
+def state_dict_sha256(module: nn.Module) -> str:
+    """sha256 (hex) of a module's state dict: every entry's name, dtype, shape and bytes, in order.
+
+    Recorded for the backbone at the start of every fold (``backbone_sha256`` in the rows), so a reader can check
+    that two cells started from the same weights (the same random init under the same seed, or the same checkpoint).
+    """
+    h = hashlib.sha256()
+    for k, v in module.state_dict().items():
+        t = v.detach().to("cpu").contiguous()
+        h.update(f"{k}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
 
 
 def checkpoint_dir() -> Path:

@@ -80,6 +80,10 @@ class FMClassifier(L.LightningModule):
     user_model : dict, optional
         The declaration of a user model named ``backbone`` (:mod:`eegfm_bench.models.user`): registered before
         the backbone is built, and saved with the checkpoint's hyper-parameters.
+    data_reference : {"average", "none"}, optional
+        The reference of the input windows (the window set's ``meta["reference"]``; default: the backbone's
+        declared preprocessing). With ``average``, a backbone that reads a subset of the channels re-references
+        them (:meth:`~eegfm_bench.models.base.BackboneAdapter.reference_selection`).
 
     Raises
     ------
@@ -94,7 +98,7 @@ class FMClassifier(L.LightningModule):
                  pretrained: str | None = None, init_seed: int = 0, lr: float = 1e-3, weight_decay: float = 1e-2,
                  warmup_epochs: float = 1.0, class_weights: list[float] | None = None,
                  backbone_kwargs: dict | None = None, head_kwargs: dict | None = None, lora: dict | None = None,
-                 user_model: dict | None = None):
+                 user_model: dict | None = None, data_reference: str | None = None):
         super().__init__()
         self.save_hyperparameters()
         from eegfm_bench.models.heads import HEADS
@@ -113,6 +117,7 @@ class FMClassifier(L.LightningModule):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
             self.backbone = adapter_cls(list(ch_names), int(n_times), n_outputs=n_classes, **(backbone_kwargs or {}))
+        self.backbone.data_reference = data_reference
         self.init = getattr(self.backbone, "init_label", None) or "random"
         if pretrained:
             from eegfm_bench.models.checkpoints import load_pretrained

@@ -395,6 +395,7 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
         def channel_contract(self) -> ChannelContract:
             return contract
 
+
         @property
         def d_model(self) -> int:
             return self._d_model
@@ -410,6 +411,8 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
                 present = {c.lower() for c in have}
                 wanted = [c for c in declared if c.lower() in present] if contract.variable else declared
                 x, ch_names = _gather(name, x, have, wanted), wanted
+                if len(wanted) < len(have) and self.data_reference == "average":  # the reference over what it reads
+                    x = x - x.mean(dim=1, keepdim=True)
             kw = {"ch_names": list(ch_names)} if self._takes_ch and ch_names is not None else {}
             # torch's fused nn.TransformerEncoder fast path (eval mode) bypasses the layers' Linear modules, so LoRA
             # adapters and attribution hooks on them would see nothing: run the modules one by one

@@ -300,7 +300,12 @@ def _ingest_line(rep: dict) -> str:
                      f"{t.get('subjects_kept', '?')} of {t.get('subjects', '?')} subjects kept, "
                      f"{t.get('windows_kept', '?')} windows, rejected windows: "
                      f"{', '.join(f'{k} {v}' for k, v in rej.items()) or 'none'}, {t.get('findings', 0)} finding(s), "
-                     f"{t.get('warnings', 0)} reader warning(s)")
+                     f"{t.get('warnings', 0)} reader warning(s)"
+                     + (f", reference: {t['reference']}" if t.get("reference") else "")
+                     + (f", {t['windows_past_event']} window(s) longer than their event (windows.past_event)"
+                        if t.get("windows_past_event") else "")
+                     + (f", {t['events_overrunning']} event(s) overrunning the next annotation"
+                        if t.get("events_overrunning") else ""))
     return "; ".join(parts) + "." if parts else ""
 
 

@@ -364,7 +364,11 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
         from eegfm_bench.data.tasks import resolve_task_path
 
         cfg["task"] = resolve_task_path(cfg["task"], Path(source).parent)
-    get_task(cfg["task"])  # a declared task is validated here, before any data is read
+    task = get_task(cfg["task"])  # a declared task is validated here, before any data is read
+    if task.class_names and len(task.class_names) < 2:
+        raise ConfigError(f"task {task.name!r} has one class ({list(task.class_names)}): nothing to classify; fix: "
+                          "list every class in `classes:` and map each to its events or labels")
+    check_out_dir(cfg["out_dir"], "out_dir")
     if not cfg["runs"]:
         raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
     check_trainer(cfg["trainer"], "trainer")
@@ -401,6 +405,10 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
             raise ConfigError(f"runs[{i}].lp_ft: {'unknown keys ' + str(bad_lp) if bad_lp else 'set but the regime is '}"
                               f"{'' if bad_lp else run['regime']}; fix: lp_ft: {{lp_max_epochs: N}} with regime lp_ft "
                               "or lp_lora")
+        if run.get("lora"):
+            from eegfm_bench.models.adaptation import check_lora_section
+
+            check_lora_section(run["lora"], f"runs[{i}].lora")
         run["optim"] = check_section(run.get("optim"), OptimConfig, f"runs[{i}].optim") or None
         run["trainer"] = check_trainer_section(run.get("trainer"), f"runs[{i}].trainer") or None
         if run["trainer"]:
@@ -424,6 +432,29 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
                                   f"num_nodes={nodes}); fix: find it once with --trainer.devices 1 (the size is in "
                                   "the rows, metric batch_size) and set data.batch_size to it")
     return cfg
+
+
+def check_out_dir(path, where: str) -> None:
+    """Refuse, before any data is read, an output folder that cannot be created or written (nothing is created).
+
+    Raises
+    ------
+    ConfigError
+        ``path`` is a file, or its nearest existing parent is not a writable folder; the message names the fix.
+    """
+    import os
+
+    p = Path(path).expanduser().absolute()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{where} {path} is a file, not a folder; fix: --{where} a folder path")
+    parent = p
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{where} {path} cannot be created: {parent} is a file; fix: --{where} another path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where} {path} cannot be {'written' if parent == p else 'created'}: {parent} is not "
+                          f"writable; fix: --{where} a folder you can write to")
 
 
 def cv_defaults() -> dict:
@@ -714,7 +745,8 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     from eegfm_bench.models.features import extract_features
     from eegfm_bench.models.module import FMClassifier
     from eegfm_bench.reports.cv import current_summary, write_summary
-    from eegfm_bench.results import ResultStore, classification_metrics, code_version
+    from eegfm_bench.models.base import state_dict_sha256
+    from eegfm_bench.results import ResultStore, classification_metrics, code_version, library_versions
     from eegfm_bench.runs.trainer import build_trainer, close_loggers, quiet_lightning
 
     cfg = load_config(config, args)
@@ -731,7 +763,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     tname = task_name(cfg["task"])
     spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
     windows: dict = {}
-    failures, code = [], code_version()
+    failures, code, libs = [], code_version(), library_versions()
     cells, current, split = enumerate_cells(cfg, windows, progress, splits_path=out / "splits.json", write=zero)
     if zero and not worker:
         used: dict[str, tuple[list, Any]] = {}
@@ -785,10 +817,13 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             build = dict(backbone=model_name, user_model=(cfg.get("user_models") or {}).get(model_name),
                          ch_names=dm.ch_names, n_times=dm.n_times, n_classes=dm.n_classes,
                          pretrained=run.get("pretrained"), init_seed=init_seed, class_weights=dm.class_weights,
-                         backbone_kwargs=run.get("backbone_kwargs"), lora=run.get("lora"), **optim)
+                         backbone_kwargs=run.get("backbone_kwargs"), lora=run.get("lora"),
+                         data_reference=(ws.meta.get("reference") or {}).get("reference"), **optim)
             model = FMClassifier(head="flatten" if head == "ridge" else head, regime=stage_regime,
                                  head_kwargs=None if head == "ridge" else head_kwargs_for(run, head), **build)
             init = model.init
+            start = {"backbone_sha256": state_dict_sha256(model.backbone), "library_versions": libs,
+                     **model.backbone.provenance()}
             key = dict(experiment=cfg["experiment"], task=tname, model=model_name, init=init, regime=regime,
                        head=head, fold=fold, seed=cfg["seed"], condition="clean")
             extra: dict[str, float] = {}
@@ -881,7 +916,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
             rows = [{**key, "metric": k, "value": v, "n_windows": int(len(pred)),
                      "n_subjects": int(pred["subject"].nunique()), "fold_unit": fold_unit, "config_hash": chash,
                      "code_version": code, "checkpoint": ckpt.best_model_path, "predictions": str(pred_path),
-                     "devices": int(trainer.world_size)} for k, v in m.items()]
+                     "devices": int(trainer.world_size), **start} for k, v in m.items()]
             if zero:
                 pred_path.parent.mkdir(exist_ok=True)
                 pred.to_csv(pred_path, index=False)

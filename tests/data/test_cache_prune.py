@@ -22,7 +22,8 @@ def test_prune_removes_unread_entries_and_leftover_builds_but_keeps_recently_rea
     (root / "eegmat-dead.tmpab12").mkdir()  # a build killed mid-way
     (root / "eegmat-dead.tmpab12" / "X.npy").write_bytes(b"\0" * 1000)
     entries = {e.path.name: e for e in cache_entries(root)}
-    assert sorted(e.kind for e in entries.values()) == ["partial", "windows", "windows"]
+    assert sorted(e.kind for e in entries.values() if e.kind != "recording") == ["partial", "windows", "windows"]
+    assert sum(e.kind == "recording" for e in entries.values()) == 8  # 4 recordings x 2 preprocessings
     old = time.time() - 90 * 86400
     for e in entries.values():  # everything built 90 days ago
         for f in [e.path, *e.path.iterdir()]:

@@ -105,6 +105,9 @@ def test_selection_reorders_by_name_and_ignores_extra_channels():
     extra = torch.randn(B, 2, x.shape[-1])
     x2 = torch.cat([x[:, perm], extra], dim=1)
     names2 = [CH19[i] for i in perm] + ["AF3", "AF4"]
+    # average-referenced data: the 19 channels it reads are re-referenced over themselves (issue 22)
+    torch.testing.assert_close(a.tokens(x2, names2), a.tokens(x - x.mean(dim=1, keepdim=True), CH19))
+    a.data_reference = "none"  # unreferenced data: the extra channels are only ignored
     torch.testing.assert_close(a.tokens(x2, names2), a.tokens(x, CH19))
 
 

@@ -146,8 +146,12 @@ def test_declared_channel_names_are_selected_and_ordered_by_name():
     assert ad.model.channel.shape[0] == 3  # built for the 3 declared channels, not the data's 4
     seen = []
     ad.model.embed.register_forward_pre_hook(lambda m, a: seen.append(a[0][0, :, 0, 0].tolist()))
+    ad.data_reference = "none"
     ad.tokens(x, data)
     assert seen[-1] == [3.0, 2.0, 0.0]  # C4, Cz, C3 (after the /100 input scaling)
+    ad.data_reference = "average"  # the 3 channels it reads are re-referenced over themselves (issue 22)
+    ad.tokens(x, data)
+    assert seen[-1] == pytest.approx([3 - 5 / 3, 2 - 5 / 3, 0 - 5 / 3])
     with pytest.raises(ChannelContractError, match="declared with fixed channels"):  # a removed channel
         ad.tokens(x[:, [0, 1, 3]], ["C3", "Fz", "C4"])
 

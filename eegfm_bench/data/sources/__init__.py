@@ -38,14 +38,26 @@ class RecordingReadError(RuntimeError):
 
 
 def resolve_data_root(data_root: str | os.PathLike | None = None) -> Path:
-    """Data root: ``data_root`` if given, else ``$EEGFM_DATA``, else MNE's data folder (``MNE_DATA`` or ``~/mne_data``)."""
+    """Data root: ``data_root`` if given, else ``$EEGFM_DATA``, else MNE's data folder (``MNE_DATA`` or ``~/mne_data``).
+
+    The path rule (one for every command): a relative data root — ``EEGFM_DATA=../shared/data``, ``--data.data_root``
+    or ``data_root:`` in a config — is relative to the working directory and made absolute here, once; a task's
+    relative ``root:`` is a folder under it (:meth:`~eegfm_bench.data.ingest.DeclaredTask.source`); ``out_dir`` and
+    ``cache_dir`` are relative to the working directory; a task YAML named in a config is looked up in the working
+    directory, then next to the config.
+
+    Returns
+    -------
+    Path
+        Absolute.
+    """
     import mne
 
     if data_root:
-        return Path(data_root).expanduser()
+        return Path(data_root).expanduser().absolute()
     if os.environ.get("EEGFM_DATA"):
-        return Path(os.environ["EEGFM_DATA"]).expanduser()
-    return Path(mne.get_config("MNE_DATA") or Path.home() / "mne_data").expanduser()
+        return Path(os.environ["EEGFM_DATA"]).expanduser().absolute()
+    return Path(mne.get_config("MNE_DATA") or Path.home() / "mne_data").expanduser().absolute()
 
 
 def download_allowed(download: bool | None = None) -> bool:

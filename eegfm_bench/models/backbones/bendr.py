@@ -108,6 +108,12 @@ class BENDRAdapter(BackboneAdapter):
         self._n_tokens = int(n)
 
     @property
+    def input_channels(self) -> list[str]:
+        """The dataset channels this model reads (:meth:`~eegfm_bench.models.base.BackboneAdapter.reference_selection`
+        re-references them when they are a subset)."""
+        return list(self._inputs)
+
+    @property
     def channel_contract(self) -> ChannelContract:
         if self.arch_kwargs.get("interpolate"):
             return NamedChannelContract(kind="positions", sfreq=self.preprocessing.sfreq, variable=False,

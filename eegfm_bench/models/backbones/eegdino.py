@@ -99,6 +99,12 @@ class EEGDINOAdapter(BackboneAdapter):
                                  default=list(EEGDINO_CHANNELS))
 
     @property
+    def input_channels(self) -> list[str]:
+        """The dataset channels this model reads (:meth:`~eegfm_bench.models.base.BackboneAdapter.reference_selection`
+        re-references them when they are a subset)."""
+        return list(self.model_ch_names)
+
+    @property
     def channel_contract(self) -> ChannelContract:
         return NamedChannelContract(kind="selection", sfreq=self.preprocessing.sfreq, names=tuple(self._selected()),
                                     variable=False, n_times=self.n_times, patch=200)

@@ -79,6 +79,12 @@ class LUNAAdapter(BackboneAdapter):
         self.model.final_layer = nn.Identity()
 
     @property
+    def input_channels(self) -> list[str] | None:
+        """The dataset channels this model reads (:meth:`~eegfm_bench.models.base.BackboneAdapter.reference_selection`
+        re-references them when they are a subset); ``None`` (every channel given) unless ``channels`` was set."""
+        return list(self.model_ch_names) if self.arch_kwargs.get("channels") is not None else None
+
+    @property
     def channel_contract(self) -> ChannelContract:
         patch = int(self.arch_kwargs.get("patch_size", 40))
         return NamedChannelContract(kind="positions", sfreq=self.preprocessing.sfreq, variable=True,

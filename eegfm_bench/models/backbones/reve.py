@@ -1,6 +1,7 @@
 """reve adapter (see :mod:`eegfm_bench.models.backbones`)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -175,6 +176,17 @@ class REVEAdapter(BackboneAdapter):
             layer.__class__ = _ResidualPair
         backbone.forward = _reve_backbone_forward.__get__(backbone)
         self._step = int(self.model.patch_size - self.model.patch_overlap)
+        self._bank_sha256 = hashlib.sha256((folder / "reve_positions.json").read_bytes()).hexdigest()
+
+    def provenance(self) -> dict[str, str]:
+        """The sha256 of the position bank REVE was built with (``reve_positions.json``)."""
+        return {"reve_positions_sha256": self._bank_sha256}
+
+    @property
+    def input_channels(self) -> list[str] | None:
+        """The dataset channels this model reads (:meth:`~eegfm_bench.models.base.BackboneAdapter.reference_selection`
+        re-references them when they are a subset); ``None`` (every channel given) unless ``channels`` was set."""
+        return list(self.model_ch_names) if self.arch_kwargs.get("channels") is not None else None
 
     @property
     def channel_contract(self) -> ChannelContract:
