@@ -162,6 +162,8 @@ def block_sweep(t: dict) -> str:
 
     sw = OUT / "sweep"
     df = ResultStore(sw).load()
+    if df.empty:  # no sweep was run: leave the README block as it is
+        raise FileNotFoundError(f"no sweep results under {sw}")
     df = add_labels(df)
     d = fold_deltas(df)
     means = d.groupby(["label", "condition"])["delta_pp"].mean().unstack()

@@ -13,6 +13,19 @@ its evidence) ends the attribution claim, and later gates are reported as ``not_
       probe beats the permutation null (p < α); for adaptation claims it also exceeds the scrambled-label
       adaptation.
 
+**How a gate that compares two arms decides.** Gates (ii) and (iv) compare two arms scored on the same windows:
+each decides on the *paired subject-cluster bootstrap interval* of the difference
+(:func:`eegfm_bench.stats.paired_cluster_bootstrap`, the interval of §4.6, default 95 %): ``pass`` when the interval
+lies above zero, ``fail`` when it lies at or below zero, and ``inconclusive`` when it straddles zero — the folds
+cannot tell the arms apart, so the claim ends there without being refuted. Without an interval the comparison of
+means is reported but decides nothing (``inconclusive``): two means with no uncertainty cannot tell noise from an
+effect (a chance-level eegmat adaptation, 0.501 vs 0.473 on folds split 2 / 2, passed gate (iv) on means alone).
+The permutation part of gate (iv) is the paper's test with its α. *Choice made where the paper is silent:* paper 001
+§4.2.2 and §4.2.4 report the random-init and scrambled-label contrasts descriptively (seeds share held-out subjects,
+so no interval across seeds); here the seeds' predictions on the same windows are compared pairwise, resampling
+subjects, which is an interval over subjects (not over seeds) — the unit the folds are built from. Each
+:class:`GateResult` says what decided it (``decided_by``).
+
 The framework is descriptive and post hoc (§3.6): it is not a prospective success criterion or an AUROC
 threshold. Matched random initialisation and scrambled-label adaptation need the model layer; this module takes
 their scores (:func:`random_init_contrast`, :func:`scrambled_label_contrast`) as inputs.
@@ -26,7 +39,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 GATES = (("i", "comparator"), ("ii", "paired uncertainty"), ("iii", "provenance"), ("iv", "controls"))
-STATUSES = ("pass", "fail", "missing", "not_reached")
+STATUSES = ("pass", "fail", "inconclusive", "missing", "not_reached")
 
 RELATED_SOURCES: dict[str, tuple[str, ...]] = {
     "tuh": ("tuh", "tueg", "tuheeg", "tuhcorpus", "tuab", "tuar", "tuev", "tusz", "tuep", "tusl",
@@ -116,6 +129,9 @@ class ClaimEvidence:
         Published pretraining inventory; None when unknown (gate iii is then ``missing``).
     random_init_scores : sequence of float, optional
         Matched fully-random-initialisation scores, one per seed.
+    random_init_ci : (float, float), optional
+        Paired subject-cluster interval of the model minus matched random init (mean over seeds), on the same
+        windows; decides that part of gate (iv).
     permutation_p : float, optional
         Label-permutation p-value of the observed-label probe.
     adaptation : bool
@@ -126,6 +142,11 @@ class ClaimEvidence:
         The same measurement after adaptation on the true labels (same schedule, same probe). When given, gate (iv)
         compares it — not ``model_score``, which may be another measurement (e.g. a cv head's own predictions) —
         with ``scrambled_label_score``.
+    scrambled_ci : (float, float), optional
+        Paired subject-cluster interval of correct- minus scrambled-label adaptation (mean over seeds, same windows);
+        decides that part of gate (iv).
+    ci_level : float
+        Coverage of the intervals (for the report).
     alpha : float
         Level for the permutation p-value.
     metric : str
@@ -146,17 +167,22 @@ class ClaimEvidence:
     scrambled_correct_score: float | None = None
     alpha: float = 0.05
     metric: str = "auroc"
+    random_init_ci: tuple[float, float] | None = None
+    scrambled_ci: tuple[float, float] | None = None
+    ci_level: float = 0.95
 
 
 @dataclass
 class GateResult:
-    """Outcome of one gate: ``status`` in :data:`STATUSES`, a one-line ``detail`` and the numbers used."""
+    """Outcome of one gate: ``status`` in :data:`STATUSES`, a one-line ``detail``, the numbers used and what decided
+    it (``decided_by``: the interval, the test and its α, the inventory, or a comparison of means)."""
 
     gate: str
     name: str
     status: str
     detail: str
     values: dict = field(default_factory=dict)
+    decided_by: str = ""
 
 
 @dataclass
@@ -182,9 +208,11 @@ def _gate_i(ev: ClaimEvidence) -> GateResult:
     best = float(ev.comparator_scores[best_family])
     margin = float(ev.model_score) - best
     vals = {"model": float(ev.model_score), "strongest_family": best_family, "strongest": best, "margin": margin}
+    how = "point estimates (the model's mean-fold score against the stronger family's; its uncertainty is gate ii)"
     if margin > 0:
-        return GateResult(g, name, "pass", f"{ev.model_score:.4f} > {best_family} {best:.4f} (+{margin:.4f})", vals)
-    return GateResult(g, name, "fail", f"{ev.model_score:.4f} does not exceed {best_family} {best:.4f}", vals)
+        return GateResult(g, name, "pass", f"{ev.model_score:.4f} > {best_family} {best:.4f} (+{margin:.4f})", vals,
+                          how)
+    return GateResult(g, name, "fail", f"{ev.model_score:.4f} does not exceed {best_family} {best:.4f}", vals, how)
 
 
 def _gate_ii(ev: ClaimEvidence) -> GateResult:
@@ -194,10 +222,28 @@ def _gate_ii(ev: ClaimEvidence) -> GateResult:
     lo, hi = map(float, ev.paired_ci)
     if lo > hi:
         raise ValueError(f"paired_ci {ev.paired_ci} has low > high")
-    vals = {"low": lo, "high": hi}
-    if lo > 0:
-        return GateResult(g, name, "pass", f"paired CI [{lo:.4f}, {hi:.4f}] excludes zero", vals)
-    return GateResult(g, name, "fail", f"paired CI [{lo:.4f}, {hi:.4f}] does not exclude zero", vals)
+    vals = {"low": lo, "high": hi, "level": ev.ci_level}
+    status, word = interval_decision(lo, hi)
+    how = f"paired subject-cluster bootstrap {ev.ci_level:.0%} interval of model − strongest comparator"
+    return GateResult(g, name, status, f"paired CI [{lo:+.4f}, {hi:+.4f}] {word}", vals, how)
+
+
+def interval_decision(low: float, high: float) -> tuple[str, str]:
+    """``(status, words)`` of a paired interval of A − B: ``pass`` above zero, ``fail`` at or below zero,
+    ``inconclusive`` when it straddles zero (module docstring).
+
+    Raises
+    ------
+    ValueError
+        ``low > high`` or a non-finite bound.
+    """
+    if not (np.isfinite(low) and np.isfinite(high)) or low > high:
+        raise ValueError(f"interval [{low}, {high}] is not a finite interval with low <= high")
+    if low > 0:
+        return "pass", "lies above zero"
+    if high <= 0:
+        return "fail", "lies at or below zero"
+    return "inconclusive", "straddles zero: the folds cannot decide"
 
 
 def _gate_iii(ev: ClaimEvidence, related) -> GateResult:
@@ -209,8 +255,10 @@ def _gate_iii(ev: ClaimEvidence, related) -> GateResult:
             "overlap": [list(h) for h in hits]}
     if hits:
         why = "; ".join(f"{c} ({r})" for c, r in hits)
-        return GateResult(g, name, "fail", f"pretraining overlaps {ev.evaluation_dataset}: {why}", vals)
-    return GateResult(g, name, "pass", f"no listed corpus overlaps {ev.evaluation_dataset}", vals)
+        return GateResult(g, name, "fail", f"pretraining overlaps {ev.evaluation_dataset}: {why}", vals,
+                          "the published pretraining inventory against the evaluation dataset's source family")
+    return GateResult(g, name, "pass", f"no listed corpus overlaps {ev.evaluation_dataset}", vals,
+                      "the published pretraining inventory against the evaluation dataset's source family")
 
 
 def _gate_iv(ev: ClaimEvidence) -> GateResult:
@@ -226,25 +274,42 @@ def _gate_iv(ev: ClaimEvidence) -> GateResult:
         return GateResult(g, name, "missing", "missing " + ", ".join(need))
     rand = float(np.mean(ev.random_init_scores))
     vals = {"random_init_mean": rand, "random_init_n": len(ev.random_init_scores),
-            "permutation_p": float(ev.permutation_p), "alpha": ev.alpha}
-    fails = []
-    if not ev.model_score > rand:
-        fails.append(f"not above matched random init ({ev.model_score:.4f} vs {rand:.4f})")
-    if not ev.permutation_p < ev.alpha:
-        fails.append(f"permutation p = {ev.permutation_p:.4g} not below {ev.alpha}")
+            "permutation_p": float(ev.permutation_p), "alpha": ev.alpha, "level": ev.ci_level}
+    parts: list[tuple[str, str]] = []  # (status, detail)
+    how = []
+    parts.append(_arm_part("above matched random init", float(ev.model_score), rand, ev.random_init_ci, vals,
+                           "random_init"))
+    how.append("random init: " + ("paired subject-cluster bootstrap interval" if ev.random_init_ci is not None
+                                  else "means only (no interval: decides nothing)"))
+    if ev.permutation_p < ev.alpha:
+        parts.append(("pass", f"permutation p = {ev.permutation_p:.4g} < α = {ev.alpha}"))
+    else:
+        parts.append(("fail", f"permutation p = {ev.permutation_p:.4g} not below α = {ev.alpha}"))
+    how.append(f"label permutation test, α = {ev.alpha}")
     if ev.adaptation:
         vals["scrambled_label_score"] = float(ev.scrambled_label_score)
         ref = ev.model_score if ev.scrambled_correct_score is None else float(ev.scrambled_correct_score)
         if ev.scrambled_correct_score is not None:
             vals["scrambled_correct_score"] = ref
-        if not ref > ev.scrambled_label_score:
-            fails.append(f"correct-label adaptation ({ref:.4f}) not above scrambled-label adaptation "
-                         f"({ev.scrambled_label_score:.4f})")
-    if fails:
-        return GateResult(g, name, "fail", "; ".join(fails), vals)
-    extra = ", above scrambled-label adaptation" if ev.adaptation else ""
-    return GateResult(g, name, "pass", f"above random init ({rand:.4f}), permutation p = {ev.permutation_p:.4g}"
-                      f"{extra}", vals)
+        parts.append(_arm_part("correct- above scrambled-label adaptation", ref, float(ev.scrambled_label_score),
+                               ev.scrambled_ci, vals, "scrambled"))
+        how.append("scrambled labels: " + ("paired subject-cluster bootstrap interval" if ev.scrambled_ci is not None
+                                          else "means only (no interval: decides nothing)"))
+    statuses = [st for st, _ in parts]
+    status = "fail" if "fail" in statuses else "inconclusive" if "inconclusive" in statuses else "pass"
+    return GateResult(g, name, status, "; ".join(d for _, d in parts), vals, "; ".join(how))
+
+
+def _arm_part(what: str, a: float, b: float, ci, vals: dict, key: str) -> tuple[str, str]:
+    """One two-arm comparison of gate (iv): decided by its paired interval of A − B, inconclusive without one."""
+    vals[f"{key}_margin"] = a - b
+    if ci is None:
+        return "inconclusive", (f"{what}: {a:.4f} vs {b:.4f} (margin {a - b:+.4f}) with no paired interval, so the "
+                                "comparison decides nothing")
+    lo, hi = map(float, ci)
+    vals[f"{key}_ci"] = [lo, hi]
+    status, word = interval_decision(lo, hi)
+    return status, f"{what}: margin {a - b:+.4f}, paired CI [{lo:+.4f}, {hi:+.4f}] {word}"
 
 
 def evaluate_gates(ev: ClaimEvidence, related: Mapping[str, Sequence[str]] | None = None) -> GateReport:
@@ -259,8 +324,8 @@ def evaluate_gates(ev: ClaimEvidence, related: Mapping[str, Sequence[str]] | Non
     Returns
     -------
     GateReport
-        Gates after the first ``fail``/``missing`` are ``not_reached``; ``attributed`` is True only when all
-        four pass.
+        Gates after the first ``fail`` / ``inconclusive`` / ``missing`` are ``not_reached``; ``attributed`` is True
+        only when all four pass.
 
     Raises
     ------

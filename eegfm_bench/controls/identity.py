@@ -1,11 +1,15 @@
 """Dataset-identity probe (paper 001 §4.4, Table 7).
 
 Can a linear probe tell which dataset a recording came from? Two datasets are restricted to their shared
-channels, windows are averaged to one vector per unit (recording, or subject), and a balanced logistic probe
-predicts dataset membership under stratified K-fold CV over units. Reported: AUROC in the full space, AUROC
-after in-fold PCA-50 (k capped by the training-fold size and the dimension), a permuted-label null (dataset
-labels shuffled across units, same folds) and balanced subsamples (``min(n_a, n_b)`` units drawn from the
-larger dataset). A ceiling AUROC means dataset membership is decodable; device, montage, preprocessing,
+channels, windows are averaged to one vector per unit (recording), and a balanced logistic probe predicts dataset
+membership under stratified K-fold CV over units, **grouped by subject** (``StratifiedGroupKFold``): every
+recording of a subject falls in one fold, so a probe cannot score by recognising a subject it saw in training
+(EEGMMIDB contributes several recordings per subject; with recording-level folds one subject sat on both sides and
+the permuted nulls rose to 0.52-0.58, above the paper's 0.488-0.506). Recording-level folds are available on
+request (``group_by="recording"``) and labelled so in the result. Reported: AUROC in the full space, AUROC after
+in-fold PCA-50 (k capped by the training-fold size and the dimension), a permuted-label null (dataset labels
+shuffled across *subjects*, so each subject's recordings keep one label, same grouping), reported with its mean,
+SD and 5-95 % range, and balanced subsamples (``min(n_a, n_b)`` subjects drawn from the larger dataset). A ceiling AUROC means dataset membership is decodable; device, montage, preprocessing,
 population and clinical composition are confounded within it (§4.4), so it is not diagnostic transfer.
 """
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
 from eegfm_bench.controls.probes import ProbeSpec, check_folds, fit_predict_folds
 
@@ -116,14 +120,22 @@ class IdentityResult:
     balanced_aurocs: np.ndarray
     fold_auroc_full: np.ndarray
     fold_auroc_pca: np.ndarray
+    group_by: str = "subject"
+    n_groups: tuple = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
         for k, v in d.items():
             if isinstance(v, np.ndarray):
                 d[k] = v.tolist()
-        d["null_mean"] = float(np.mean(self.null_aurocs)) if self.null_aurocs.size else None
+        nl = np.asarray(self.null_aurocs, dtype=float)
+        d["null_mean"] = float(np.mean(nl)) if nl.size else None
+        d["null_sd"] = float(np.std(nl, ddof=1)) if nl.size > 1 else None
+        d["null_q05"], d["null_q95"] = (float(np.quantile(nl, 0.05)), float(np.quantile(nl, 0.95))) if nl.size \
+            else (None, None)
         d["balanced_mean"] = float(np.mean(self.balanced_aurocs)) if self.balanced_aurocs.size else None
+        d["fold_unit"] = "recording folds grouped by subject" if self.group_by == "subject" else \
+            "recording folds, NOT grouped by subject (one subject may sit on both sides of a fold)"
         return d
 
 
@@ -138,7 +150,8 @@ def _cv_auroc(F, lab, folds, spec):
 def dataset_identity_probe(F_a: np.ndarray, units_a: Sequence, F_b: np.ndarray, units_b: Sequence, *,
                            names: tuple[str, str] = ("A", "B"), n_folds: int = 5, pca_k: int = 50, C: float = 1.0,
                            n_permutations: int = 20, n_balanced: int = 10, seed: int = 0,
-                           progress: bool = False) -> IdentityResult:
+                           progress: bool = False, subjects_a: Sequence | None = None,
+                           subjects_b: Sequence | None = None, group_by: str = "subject") -> IdentityResult:
     """Decode dataset membership from unit-mean representations (paper 001 §4.4).
 
     Parameters
@@ -166,6 +179,12 @@ def dataset_identity_probe(F_a: np.ndarray, units_a: Sequence, F_b: np.ndarray, 
     seed : int
     progress : bool
         tqdm bar over the null and balanced draws.
+    subjects_a, subjects_b : sequence, shape (n_windows,), optional
+        Subject per window (required for ``group_by="subject"``); the two datasets' ids are kept apart.
+    group_by : {"subject", "recording"}
+        ``subject`` (default): folds, the permuted null and the balanced draws work on subjects, every recording of
+        a subject in one fold; ``recording``: recordings as independent units (only on request: a subject with
+        several recordings can then sit on both sides of a fold, which inflates the AUROC).
 
     Returns
     -------
@@ -174,8 +193,8 @@ def dataset_identity_probe(F_a: np.ndarray, units_a: Sequence, F_b: np.ndarray, 
     Raises
     ------
     ValueError
-        If feature dimensions differ, or either dataset has fewer units than ``n_folds`` (too few recordings
-        for the requested folds).
+        If feature dimensions differ, either dataset has fewer units (subjects) than ``n_folds``, a recording maps
+        to two subjects, or ``group_by="subject"`` without the subjects.
     """
     from tqdm.auto import tqdm
 
@@ -183,42 +202,72 @@ def dataset_identity_probe(F_a: np.ndarray, units_a: Sequence, F_b: np.ndarray, 
     if F_a.ndim != 2 or F_b.ndim != 2 or F_a.shape[1] != F_b.shape[1]:
         raise ValueError(f"feature matrices must be 2-D with one dimension: got {F_a.shape} and {F_b.shape}; "
                          "fix: compute both on the shared channels (restrict_to_shared) and flatten")
-    Ua, _ = aggregate_units(F_a, units_a)
-    Ub, _ = aggregate_units(F_b, units_b)
-    for U, nm in ((Ua, names[0]), (Ub, names[1])):
-        if U.shape[0] < n_folds:
-            raise ValueError(f"dataset {nm!r} has {U.shape[0]} units (recordings) for {n_folds} folds; "
-                             f"fix: n_folds <= {U.shape[0]} or add recordings")
+    if group_by not in ("subject", "recording"):
+        raise ValueError(f"group_by {group_by!r}; fix: 'subject' (default) or 'recording'")
+    Ua, ids_a = aggregate_units(F_a, units_a)
+    Ub, ids_b = aggregate_units(F_b, units_b)
+    if group_by == "subject":
+        if subjects_a is None or subjects_b is None:
+            raise ValueError("group_by='subject' needs subjects_a and subjects_b (subject per window); fix: pass "
+                             "them, or group_by='recording' (recording-level folds, labelled as such)")
+        ga = _unit_subjects(units_a, subjects_a, ids_a, names[0])
+        gb = _unit_subjects(units_b, subjects_b, ids_b, names[1])
+    else:
+        ga, gb = np.asarray([f"{names[0]}:{u}" for u in ids_a]), np.asarray([f"{names[1]}:{u}" for u in ids_b])
+    for g, nm in ((ga, names[0]), (gb, names[1])):
+        if np.unique(g).size < n_folds:
+            raise ValueError(f"dataset {nm!r} has {np.unique(g).size} {group_by}s for {n_folds} folds; "
+                             f"fix: n_folds <= {np.unique(g).size} or add {group_by}s")
     rng = np.random.default_rng(seed)
 
-    def run(Ua_, Ub_, shuffle=False, pca=None):
+    def run(Ua_, Ub_, ga_, gb_, shuffle=False, pca=None):
         F = np.vstack([Ua_, Ub_])
+        groups = np.r_[ga_, gb_]
         lab = np.r_[np.zeros(len(Ua_), int), np.ones(len(Ub_), int)]
-        if shuffle:  # permute first, then stratify the folds on the permuted labels (both classes in every fold)
-            lab = lab[rng.permutation(lab.size)]
-        cv = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
-        folds = check_folds(list(cv.split(F, lab)), lab.size)
+        if shuffle:  # dataset labels permuted across groups (each group's units keep one label), then stratified
+            g_ids, g_inv = np.unique(groups, return_inverse=True)
+            g_lab = np.zeros(g_ids.size, int)
+            g_lab[g_inv] = lab
+            lab = g_lab[rng.permutation(g_ids.size)][g_inv]
+        cv = StratifiedGroupKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+        folds = check_folds(list(cv.split(F, lab, groups)), lab.size)
         spec = ProbeSpec(kind="logreg", C=C, pca=pca, cap_pca=True, seed=seed)
         return _cv_auroc(F, lab, folds, spec)
 
-    full, _ = run(Ua, Ub)
-    pca_f, ks = run(Ua, Ub, pca=pca_k)
-    null = np.array([run(Ua, Ub, shuffle=True)[0].mean()
+    full, _ = run(Ua, Ub, ga, gb)
+    pca_f, ks = run(Ua, Ub, ga, gb, pca=pca_k)
+    null = np.array([run(Ua, Ub, ga, gb, shuffle=True)[0].mean()
                      for _ in tqdm(range(n_permutations), desc="identity null", disable=not progress)])
-    n_min = min(len(Ua), len(Ub))
+    sa, sb = np.unique(ga), np.unique(gb)
+    n_min = min(sa.size, sb.size)
     bal = []
     for _ in tqdm(range(n_balanced), desc="identity balanced", disable=not progress):
-        ia = rng.choice(len(Ua), n_min, replace=False)
-        ib = rng.choice(len(Ub), n_min, replace=False)
-        bal.append(run(Ua[ia], Ub[ib])[0].mean())
+        ka = np.isin(ga, rng.choice(sa, n_min, replace=False))
+        kb = np.isin(gb, rng.choice(sb, n_min, replace=False))
+        bal.append(run(Ua[ka], Ub[kb], ga[ka], gb[kb])[0].mean())
     return IdentityResult(tuple(names), (len(Ua), len(Ub)), F_a.shape[1], n_folds, float(full.mean()),
-                          float(pca_f.mean()), int(min(ks)), null, np.array(bal), full, pca_f)
+                          float(pca_f.mean()), int(min(ks)), null, np.array(bal), full, pca_f, group_by,
+                          (int(sa.size), int(sb.size)))
+
+
+def _unit_subjects(units: Sequence, subjects: Sequence, ids: np.ndarray, name: str) -> np.ndarray:
+    """The subject of each unit id in ``ids`` (prefixed with the dataset name so the two never share an id)."""
+    units, subjects = np.asarray(units), np.asarray(subjects)
+    if subjects.shape != units.shape:
+        raise ValueError(f"{name}: {subjects.shape[0]} subjects for {units.shape[0]} windows")
+    out = []
+    for u in ids:
+        s = np.unique(subjects[units == u])
+        if s.size != 1:
+            raise ValueError(f"{name}: recording {u!r} belongs to subjects {s.tolist()}; fix: one subject per unit")
+        out.append(f"{name}:{s[0]}")
+    return np.asarray(out)
 
 
 def identity_from_windows(X_a: np.ndarray, ch_a: Sequence[str], units_a: Sequence, X_b: np.ndarray,
                           ch_b: Sequence[str], units_b: Sequence, sfreq: float, *, family: str = "simple",
                           names: tuple[str, str] = ("A", "B"), feature_kwargs: dict | None = None,
-                          **kwargs) -> IdentityResult:
+                          reference: str = "average", **kwargs) -> IdentityResult:
     """Identity probe on handcrafted features of two datasets' raw windows, on their shared channels.
 
     Parameters
@@ -237,6 +286,9 @@ def identity_from_windows(X_a: np.ndarray, ch_a: Sequence[str], units_a: Sequenc
     names : (str, str)
     feature_kwargs : dict, optional
         Passed to the feature family (e.g. ``study_summaries=False`` when only one channel is shared).
+    reference : {"average", "none"}
+        The windows' reference: with ``average``, a dataset restricted to the shared channels is re-referenced
+        over them (a common-mode offset left by dropped channels would tell the datasets apart by itself).
     **kwargs
         Passed to :func:`dataset_identity_probe`.
 
@@ -251,8 +303,13 @@ def identity_from_windows(X_a: np.ndarray, ch_a: Sequence[str], units_a: Sequenc
         and :func:`dataset_identity_probe` raise.
     """
     from eegfm_bench.controls.features import handcrafted_features
+    from eegfm_bench.data.preprocessing import reference_windows
 
     Xa, Xb, shared = restrict_to_shared(X_a, ch_a, X_b, ch_b, names)
+    Xa, Xb = np.array(Xa, dtype=np.float64), np.array(Xb, dtype=np.float64)
+    for X, ch in ((Xa, ch_a), (Xb, ch_b)):
+        if len(shared) < len(ch):  # the reference over the shared channels, not the dataset's own montage
+            reference_windows(X, reference)
     fk = feature_kwargs or {}
     Fa, _ = handcrafted_features(Xa, sfreq, shared, family=family, **fk)
     Fb, _ = handcrafted_features(Xb, sfreq, shared, family=family, **fk)

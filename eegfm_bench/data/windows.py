@@ -99,6 +99,46 @@ class WindowSet:
                          list(self.class_names), dict(self.meta))
 
 
+def window_reference(ws: "WindowSet") -> str:
+    """The reference a window set was built with (``average`` or ``none``; ``none`` when not recorded)."""
+    ref = (ws.meta.get("reference") or {}).get("reference") or (ws.meta.get("preprocessing") or {}).get("reference")
+    return ref if ref in ("average", "none") else "none"
+
+
+def select_channels(ws: "WindowSet", names: list[str]) -> "WindowSet":
+    """The windows of ``ws`` on the channels ``names`` (in that order), re-referenced over them when ``ws`` is
+    average-referenced (the reference always covers the final channel set; :func:`reference_windows`).
+
+    Parameters
+    ----------
+    ws : WindowSet
+    names : list of str
+        Channel names of ``ws`` (case-insensitive).
+
+    Returns
+    -------
+    WindowSet
+        ``X`` read into memory, shape ``(n_windows, len(names), n_times)``; ``meta["reference"]`` lists ``names``.
+
+    Raises
+    ------
+    ValueError
+        A name ``ws`` lacks (all of them are named).
+    """
+    low = {c.lower(): i for i, c in enumerate(ws.ch_names)}
+    missing = [c for c in names if c.lower() not in low]
+    if missing:
+        raise ValueError(f"the windows lack channels {missing} (they have {list(ws.ch_names)})")
+    idx = [low[c.lower()] for c in names]
+    X = np.asarray(ws.X[:, idx], dtype=np.float32)
+    ref = window_reference(ws)
+    if len(idx) < len(ws.ch_names):
+        reference_windows(X, ref)
+    meta = {**ws.meta, "reference": {"reference": ref, "channels": list(names) if ref == "average" else []}}
+    return WindowSet(X, ws.y, ws.subject, ws.recording, ws.window_index, ws.provenance, [ws.ch_names[i] for i in idx],
+                     ws.sfreq, list(ws.class_names), meta)
+
+
 def task_preprocessing(task: DeclaredTask, prep: Preprocessing) -> Preprocessing:
     """The backbone's preprocessing with the task's ``window_s`` / ``reference`` where the task declares them."""
     over = {}

@@ -10,7 +10,7 @@ import numpy as np
 
 from eegfm_bench.controls.gates import GATES, GateReport
 
-_MARK = {"pass": "✓", "fail": "✗", "missing": "?", "not_reached": "–"}
+_MARK = {"pass": "✓", "fail": "✗", "inconclusive": "≈", "missing": "?", "not_reached": "–"}
 
 
 def _fmt(v, nd=4):
@@ -35,8 +35,16 @@ def gates_markdown(reports: Sequence[GateReport]) -> str:
             stop = f"({r.stopped_at})"
             why = next(x.detail for x in r.gates if x.gate == r.stopped_at).replace("|", "/")
         lines.append(f"| {r.model} | {r.task} | {marks} | {stop} | {why} |")
-    return "\n".join(lines) + "\n\nLegend: ✓ pass, ✗ fail, ? evidence missing, – not reached (an earlier gate ended " \
-                              "the claim). The framework is descriptive (paper 001 §3.6).\n"
+    lines += ["", "Legend: ✓ pass, ✗ fail, ≈ inconclusive (the paired interval straddles zero: the folds cannot "
+              "decide), ? evidence missing, – not reached (an earlier gate ended the claim). The framework is "
+              "descriptive (paper 001 §3.6).", "", "How each gate was decided:", ""]
+    seen: dict[str, str] = {}
+    for r in reports:
+        for x in r.gates:
+            if x.decided_by and x.status != "not_reached":
+                seen.setdefault(f"({x.gate}) {x.name}", x.decided_by)
+    lines += [f"- {k}: {v}" for k, v in seen.items()] or ["- (no gate was reached)"]
+    return "\n".join(lines) + "\n"
 
 
 def write_gate_report(reports: Sequence[GateReport], json_path: str | Path, md_path: str | Path) -> None:

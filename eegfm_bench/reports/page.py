@@ -552,8 +552,16 @@ def controls_sections(ctrl_dirs: Sequence[Path]) -> list[Section]:
             cells += [_text(g.get("stopped_at") or "—"), _text("yes" if g.get("attributed") else "no")]
             rows.append(cells)
         metric = gates[0].get("metric", "auroc") if gates else "auroc"
+        how = {}
+        for g in gates:
+            for gg in g["gates"]:
+                if gg.get("decided_by") and gg["status"] != "not_reached":
+                    how.setdefault(f"({gg['gate']}) {gg['name']}", gg["decided_by"])
         sec = Section("controls", f"Negative controls ({d.name}; paper 001)",
-                      f"Each claim passes the gates in order; the first failed gate stops it. Metric {metric}"
+                      "Each claim passes the gates in order; the first gate that does not pass (fail, inconclusive "
+                      "— its paired interval straddles zero — or missing evidence) stops it. "
+                      + ("How each gate was decided: " + "; ".join(f"{k}: {v}" for k, v in how.items()) + ". "
+                         if how else "") + f"Metric {metric}"
                       + (f"; {rep['n_windows']} windows, {rep['n_subjects']} subjects, folds {rep['folds']}, "
                          f"stronger handcrafted family: {rep.get('stronger_family')}" if rep else "") + ".")
         sec.tables.append(Table("Gate table: status and evidence of every gate per claim (intervals are 95 % "

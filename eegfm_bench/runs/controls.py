@@ -70,6 +70,8 @@ import pandas as pd
 import yaml
 
 from eegfm_bench.config import ConfigError, check_trainer_section, command_parser, merge_config, parse_config
+from eegfm_bench.data.preprocessing import reference_windows
+from eegfm_bench.data.windows import select_channels, window_reference
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
 
 DEFAULT_FEATURE_PREPROCESSING = {
@@ -246,6 +248,8 @@ class ControlsIdentity:
         seed: seed.
         subjects: per-task subject subsets.
         max_windows_per_subject: per subject cap.
+        group_by: ``subject`` (default: every recording of a subject in one fold; the null permutes subjects) or
+            ``recording`` (recording-level folds, labelled so in the report).
     """
 
     tasks: Optional[list[Union[str, dict[str, Any]]]] = None
@@ -258,6 +262,7 @@ class ControlsIdentity:
     seed: int = 0
     subjects: Optional[dict[str, Any]] = None
     max_windows_per_subject: Optional[int] = None
+    group_by: Literal["subject", "recording"] = "subject"
 
 
 @dataclass
@@ -850,7 +855,7 @@ def _features(ctx: _Ctx, family: str, ws, ch_names: list[str], tag: str) -> np.n
     from eegfm_bench.controls.embeddings import row_keys
 
     rows = row_keys(ws.recording, ws.window_index)
-    h = _hash({"family": family, "ws": ws.meta.get("cache_key"), "rows": _hash(rows.tolist()),
+    h = _hash({"family": family, "ws": ws.meta.get("cache_key"), "rows": _hash(rows.tolist()), "ref": "final",
                "n": len(ws), "ch": ch_names, "welch": fc["welch_seconds"], "study": fc["study_summaries"]})
     path = ctx.out / "features" / f"{tag}-{family}-{h}.npy"
     if path.is_file():
@@ -863,6 +868,8 @@ def _features(ctx: _Ctx, family: str, ws, ch_names: list[str], tag: str) -> np.n
     step = 256
     for s in tqdm(range(0, len(ws), step), desc=f"{family} features ({tag})", disable=not ctx.progress, unit="chunk"):
         X = np.asarray(ws.X[s:s + step], dtype=np.float64)[:, sel]
+        if len(sel) < len(ws.ch_names):  # the reference over the channels kept (issue 22)
+            reference_windows(X, window_reference(ws))
         kw = {"welch_seconds": fc["welch_seconds"], "study_summaries": fc["study_summaries"]}
         F, _ = handcrafted_features(X, ws.sfreq, ch_names, family=family, **kw)
         parts.append(F)
@@ -1021,6 +1028,38 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
     w = out["levels"]["window"]["bootstrap"]
     ctx.note(f"paired {rep.name} − {comp_family}: {w['estimate']:+.4f} [{w['low']:+.4f}, {w['high']:+.4f}]")
     return out
+
+
+def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: str) -> tuple | None:
+    """Paired subject-cluster interval of the mean over ``pairs`` of (A − B) (gate iv's two-arm comparisons).
+
+    Each pair is two arms' out-of-fold probabilities ``(n_windows, n_classes)`` on the feature windows (a seed of
+    each arm). The pairs are bootstrapped with the same seed, so every replicate resamples the same subjects for all
+    of them; the mean of their replicates is the bootstrap of the mean difference (:mod:`eegfm_bench.controls.gates`
+    explains the choice). Returns ``(low, high)`` at ``bootstrap.level``, or None (with a note) when the bootstrap
+    cannot run (too few subjects per fold, a metric undefined in a fold).
+    """
+    from eegfm_bench.controls.probes import paired_comparison
+
+    b, metric = ctx.cfg["bootstrap"], ctx.cfg["metric"]
+    tested = np.concatenate([te for _, te in ctx.folds])
+    folds_sub = _reindex_folds(ctx.folds, tested)
+    samples = []
+    try:
+        for pa, pb in pairs:
+            ra, rb = _probe_result(ctx, pa), _probe_result(ctx, pb)
+            pc = paired_comparison(_SubResult(ra, tested), _SubResult(rb, tested), ctx.classes[ctx.y_idx[tested]],
+                                   folds_sub, ctx.subjects[tested], metric=metric, level="window",
+                                   n_boot=int(b["n_boot"]), level_ci=float(b["level"]), seed=int(b["seed"]))
+            samples.append(np.asarray(pc.bootstrap.samples, dtype=float))
+    except ValueError as err:
+        ctx.note(f"{what}: no paired interval ({err}); the gate reads inconclusive")
+        return None
+    mean = np.nanmean(np.stack(samples), axis=0)
+    a = (1 - float(b["level"])) / 2
+    lo, hi = np.quantile(mean[np.isfinite(mean)], [a, 1 - a])
+    ctx.note(f"{what}: paired {float(b['level']):.0%} interval [{lo:+.4f}, {hi:+.4f}] over {len(pairs)} pair(s)")
+    return float(lo), float(hi)
 
 
 class _SubResult:
@@ -1290,7 +1329,8 @@ def _identity(ctx: _Ctx) -> dict:
     res = dataset_identity_probe(Fs[0], wss[0].recording, Fs[1], wss[1].recording, names=names,
                                  n_folds=int(idc["n_folds"]), pca_k=int(idc["pca_k"]), C=float(idc["C"]),
                                  n_permutations=int(idc["n_permutations"]), n_balanced=int(idc["n_balanced"]),
-                                 seed=int(idc["seed"]), progress=ctx.progress)
+                                 seed=int(idc["seed"]), progress=ctx.progress, subjects_a=wss[0].subject,
+                                 subjects_b=wss[1].subject, group_by=idc["group_by"])
     d = res.to_dict()
     d.update(tasks=[ta, tb], shared_channels=shared, n_windows=[len(wss[0]), len(wss[1])],
              n_subjects=[int(np.unique(w.subject).size) for w in wss], family=idc["family"],
@@ -1340,15 +1380,14 @@ def _identity_encoder(ctx: _Ctx, m: dict, shared: list[str], names: tuple[str, s
     t0 = time.time()
     prep = BACKBONES.get(m["model"]).preprocessing.to_dict()
     subj = idc["subjects"] or {}
-    feats, units = [], []
+    feats, units, subjects = [], [], []
     adapter = None
     for t in idc["tasks"]:
         ws = _load_ws(ctx.cfg, t, prep, ctx.progress, subjects=subj.get(get_task(t).name),
                       max_windows=idc["max_windows_per_subject"])
         low = {c.lower(): i for i, c in enumerate(ws.ch_names)}
         idx = [low[c.lower()] for c in shared]
-        sub_ws = type(ws)(np.asarray(ws.X[:, idx]), ws.y, ws.subject, ws.recording, ws.window_index, ws.provenance,
-                          list(shared), ws.sfreq, list(ws.class_names), dict(ws.meta))
+        sub_ws = select_channels(ws, [ws.ch_names[i] for i in idx])  # re-referenced over the shared channels
         if adapter is None:
             adapter, _ = build_encoder(m["model"], list(shared), sub_ws.n_times, 2, init_seed=seed,
                                        pretrained=pretrained, backbone_kwargs=m.get("backbone_kwargs"))
@@ -1357,9 +1396,11 @@ def _identity_encoder(ctx: _Ctx, m: dict, shared: list[str], names: tuple[str, s
                                   progress=ctx.progress).array("tokens")
         feats.append(pool_tokens(tokens, m["pooling"]))
         units.append(ws.recording)
+        subjects.append(ws.subject)
     res = dataset_identity_probe(feats[0], units[0], feats[1], units[1], names=names, n_folds=int(idc["n_folds"]),
                                  pca_k=int(idc["pca_k"]), C=float(idc["C"]), n_permutations=int(idc["n_permutations"]),
-                                 n_balanced=int(idc["n_balanced"]), seed=int(idc["seed"]), progress=ctx.progress)
+                                 n_balanced=int(idc["n_balanced"]), seed=int(idc["seed"]), progress=ctx.progress,
+                                 subjects_a=subjects[0], subjects_b=subjects[1], group_by=idc["group_by"])
     d = res.to_dict()
     d.update(model=m["model"], init=init, pooling=m["pooling"], n_dims=int(feats[0].shape[1]),
              seconds=time.time() - t0, note=f"{m['model']} ({init}) built on the {len(shared)} shared channels, "
@@ -1452,7 +1493,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
     reports, context = [], []
 
     def claim(rep: Rep, *, random_scores, perm_p, perm_src, adaptation=False, scrambled_score=None,
-              scrambled_correct=None, extra=None):
+              scrambled_correct=None, extra=None, random_ci=None, scrambled_ci=None):
         corpora, prov_note = _provenance(rep.model, rep.init, ctx.task)
         pr = paired.get(rep.name)
         ci = None if pr is None else (pr["levels"]["window"]["bootstrap"]["low"],
@@ -1461,7 +1502,9 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
                            model_score=_score(rep, metric), comparator_scores=comp_scores, paired_ci=ci,
                            pretraining_corpora=corpora, random_init_scores=random_scores, permutation_p=perm_p,
                            adaptation=adaptation, scrambled_label_score=scrambled_score,
-                           scrambled_correct_score=scrambled_correct, alpha=alpha, metric=metric)
+                           scrambled_correct_score=scrambled_correct, alpha=alpha, metric=metric,
+                           random_init_ci=random_ci, scrambled_ci=scrambled_ci,
+                           ci_level=float(ctx.cfg["bootstrap"]["level"]))
         r = evaluate_gates(ev, related=related)
         reports.append(r)
         context.append({"claim": rep.name, "source": rep.source, "init": rep.init, "provenance": prov_note,
@@ -1472,14 +1515,17 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
         m_cfg = next(m for m in ctx.cfg["models"] if m["model"] == model)
         rnd = {lab: r for lab, r in by_init.items() if lab.startswith("random")}
         first_random[model] = rnd[f"random#seed{m_cfg['init_seeds'][0]}"]
+        rci = None
         if "pretrained" in by_init:
             rep = by_init["pretrained"]
             rs = [_score(r, metric) for r in rnd.values()]
+            rci = _arm_interval(ctx, [(rep.result.proba, r.result.proba) for r in rnd.values()],
+                                f"gate (iv) {rep.name} − matched random init")
         else:
             rep = first_random[model]
             rs = None
         pp = perms.get(rep.name)
-        claim(rep, random_scores=rs, perm_p=None if pp is None else pp["p_value"],
+        claim(rep, random_scores=rs, random_ci=rci, perm_p=None if pp is None else pp["p_value"],
               perm_src=None if pp is None else f"frozen {ctx.spec_for('frozen').kind} probe of {rep.name}",
               extra={"random_init": None if rs is not None else "no pretrained checkpoint configured: the claim is "
                      "the random-init representation itself, so 'pretrained > matched random init' has no evidence"})
@@ -1498,7 +1544,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
             used_scr.add(key)
         claim(rep, random_scores=None, perm_p=None if pp is None else pp["p_value"],
               perm_src=None if pp is None else f"frozen {ctx.spec_for('frozen').kind} probe of {frozen_rep.name} (same backbone)",
-              adaptation=adaptation,
+              adaptation=adaptation, scrambled_ci=None if scr is None else _scrambled_interval(ctx, scr),
               scrambled_score=None if scr is None else float(np.mean([v["score"] for v in scr["runs"]["scrambled"].values()])),
               scrambled_correct=None if scr is None else float(np.mean([v["score"] for v in scr["runs"]["correct"].values()])),
               extra={"random_init": "cv claims carry no matched random-init contrast here" if not rep.init.startswith(
@@ -1511,11 +1557,22 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
         pp = perms.get(frozen_rep.name) if frozen_rep is not None else None
         claim(rep, random_scores=None, perm_p=None if pp is None else pp["p_value"],
               perm_src=None if pp is None else f"frozen {ctx.spec_for('frozen').kind} probe of {frozen_rep.name} (same backbone)",
-              adaptation=True,
+              adaptation=True, scrambled_ci=_scrambled_interval(ctx, scr),
               scrambled_score=float(np.mean([v["score"] for v in scr["runs"]["scrambled"].values()])),
               scrambled_correct=float(np.mean([v["score"] for v in scr["runs"]["correct"].values()])),
               extra={"random_init": "adaptation from random init: no pretrained checkpoint to contrast"})
     return reports, context
+
+
+def _scrambled_interval(ctx: _Ctx, scr: dict) -> tuple | None:
+    """Gate (iv)'s correct- minus scrambled-label interval: the probe predictions of each seed, paired."""
+    runs = scr["runs"]
+    seeds = [s for s in runs["correct"] if s in runs["scrambled"] and "proba" in runs["correct"][s]
+             and "proba" in runs["scrambled"][s]]
+    if not seeds:
+        return None
+    return _arm_interval(ctx, [(runs["correct"][s]["proba"], runs["scrambled"][s]["proba"]) for s in seeds],
+                         f"gate (iv) {scr['model']} {scr['regime']}: correct − scrambled labels")
 
 
 # ================================================================================================ report

@@ -11,7 +11,7 @@ def evidence(**over):
     base = dict(model="REVE", task="chbmit_ictal", evaluation_dataset="CHB-MIT", model_score=0.793,
                 comparator_scores={"simple": 0.700, "enhanced": 0.715}, paired_ci=(0.01, 0.11),
                 pretraining_corpora=["TUEG", "SEED"], random_init_scores=[0.691, 0.696, 0.687],
-                permutation_p=0.0099)
+                random_init_ci=(0.06, 0.14), permutation_p=0.0099)
     base.update(over)
     return G.ClaimEvidence(**base)
 
@@ -34,9 +34,12 @@ def test_stops_at_the_first_failure_even_if_later_gates_would_fail_or_pass():
     assert rep.stopped_at == "i" and not rep.attributed
     # the stronger family decides: above simple (0.70) but below enhanced (0.715) still fails
     assert G.evaluate_gates(evidence(model_score=0.71)).stopped_at == "i"
-    # CHB-MIT paper case: CI [-0.36, 11.22] pp crosses zero; later positive controls cannot rescue it
+    # CHB-MIT paper case: CI [-0.36, 11.22] pp crosses zero: the folds cannot decide; later controls cannot rescue it
     rep = G.evaluate_gates(evidence(paired_ci=(-0.0036, 0.1122)))
-    assert statuses(rep) == ["pass", "fail", "not_reached", "not_reached"]
+    assert statuses(rep) == ["pass", "inconclusive", "not_reached", "not_reached"] and rep.stopped_at == "ii"
+    assert "straddles zero" in rep.gates[1].detail and "bootstrap" in rep.gates[1].decided_by
+    # an interval below zero refutes
+    assert statuses(G.evaluate_gates(evidence(paired_ci=(-0.08, -0.01))))[1] == "fail"
     # provenance fails -> controls not reached even though they would pass
     rep = G.evaluate_gates(evidence(evaluation_dataset="TUAB", pretraining_corpora=["TUH EEG Corpus (TUEG)"]))
     assert statuses(rep) == ["pass", "pass", "fail", "not_reached"]
@@ -44,15 +47,46 @@ def test_stops_at_the_first_failure_even_if_later_gates_would_fail_or_pass():
 
 
 def test_gate_iv_needs_random_init_and_permutation_and_scrambled_for_adaptation():
-    rep = G.evaluate_gates(evidence(random_init_scores=[0.80, 0.81]))
-    assert rep.stopped_at == "iv" and "random init" in rep.gates[3].detail
+    # above random init by the means, but the paired interval straddles zero: inconclusive, not a pass
+    rep = G.evaluate_gates(evidence(random_init_scores=[0.78, 0.79], random_init_ci=(-0.02, 0.05)))
+    assert rep.stopped_at == "iv" and rep.gates[3].status == "inconclusive" and "random init" in rep.gates[3].detail
+    rep = G.evaluate_gates(evidence(random_init_scores=[0.80, 0.81], random_init_ci=(-0.04, -0.005)))
+    assert rep.gates[3].status == "fail"
+    rep = G.evaluate_gates(evidence(random_init_ci=None))  # means only: they decide nothing
+    assert rep.gates[3].status == "inconclusive" and "no paired interval" in rep.gates[3].detail
     rep = G.evaluate_gates(evidence(permutation_p=0.099))
-    assert rep.stopped_at == "iv" and "permutation p" in rep.gates[3].detail
+    assert rep.stopped_at == "iv" and rep.gates[3].status == "fail" and "permutation p" in rep.gates[3].detail
+    assert "α = 0.05" in rep.gates[3].decided_by
     rep = G.evaluate_gates(evidence(adaptation=True))
     assert rep.gates[3].status == "missing" and "scrambled-label" in rep.gates[3].detail
-    rep = G.evaluate_gates(evidence(adaptation=True, scrambled_label_score=0.80))
+    rep = G.evaluate_gates(evidence(adaptation=True, scrambled_label_score=0.80, scrambled_ci=(-0.03, -0.001)))
     assert rep.gates[3].status == "fail"
-    assert G.evaluate_gates(evidence(adaptation=True, scrambled_label_score=0.60)).attributed
+    assert G.evaluate_gates(evidence(adaptation=True, scrambled_label_score=0.60, scrambled_ci=(0.1, 0.28))).attributed
+    # a fail anywhere in gate (iv) wins over an inconclusive part
+    rep = G.evaluate_gates(evidence(permutation_p=0.2, random_init_ci=(-0.01, 0.2)))
+    assert rep.gates[3].status == "fail"
+
+
+def test_a_chance_level_adaptation_is_inconclusive_at_gate_iv():
+    """Issue 23: eegmat at chance (correct-label arm 0.501, scrambled 0.473, folds split 2 / 2) passed gate (iv) on
+    means; decided by its paired interval (which straddles zero) it is inconclusive, and on means alone too."""
+    chance = dict(model_score=0.80, adaptation=True, scrambled_correct_score=0.501, scrambled_label_score=0.473)
+    rep = G.evaluate_gates(evidence(**chance, scrambled_ci=(-0.041, 0.094)))
+    assert rep.gates[3].status == "inconclusive" and not rep.attributed
+    assert rep.gates[3].values["scrambled_margin"] == pytest.approx(0.028)
+    assert "paired CI [-0.0410, +0.0940] straddles zero" in rep.gates[3].detail
+    assert G.evaluate_gates(evidence(**chance)).gates[3].status == "inconclusive"
+    # a real +5.9 pp advantage whose interval lies above zero passes
+    real = dict(chance, scrambled_correct_score=0.62, scrambled_label_score=0.561)
+    assert G.evaluate_gates(evidence(**real, scrambled_ci=(0.012, 0.101))).gates[3].status == "pass"
+
+
+def test_interval_decision_rule():
+    assert G.interval_decision(0.001, 0.2)[0] == "pass"
+    assert G.interval_decision(-0.2, 0.0)[0] == "fail"
+    assert G.interval_decision(-0.2, 0.001)[0] == "inconclusive"
+    with pytest.raises(ValueError):
+        G.interval_decision(0.2, 0.1)
 
 
 def test_missing_evidence_ends_the_claim():
@@ -81,8 +115,10 @@ def test_json_and_markdown_report(tmp_path):
     assert data[1]["gates"][2]["status"] == "not_reached"
     md = (tmp_path / "gates.md").read_text()
     lines = [ln for ln in md.splitlines() if ln.startswith("| BIOT")]
-    assert lines and "| ✓ | ✗ | – | – | (ii) |" in lines[0]
+    assert lines and "| ✓ | ≈ | – | – | (ii) |" in lines[0]
     assert "| REVE | chbmit_ictal | ✓ | ✓ | ✓ | ✓ | — |" in md
+    assert "≈ inconclusive" in md and "How each gate was decided:" in md
+    assert "- (ii) paired uncertainty: paired subject-cluster bootstrap 95% interval" in md
 
 
 def test_model_layer_hooks():

@@ -62,7 +62,8 @@ def test_identity_probe_separates_eegmmidb_from_eegmat(data_root):
     mat = load_windows("eegmat", prep, data_root=data_root, subjects=list(range(8)), progress=False)
     res = identity_from_windows(np.asarray(mi.X), mi.ch_names, mi.recording, np.asarray(mat.X), mat.ch_names,
                                 mat.recording, prep.sfreq, family="simple", names=("eegmmidb", "eegmat"), n_folds=5,
-                                pca_k=50, n_permutations=20, n_balanced=5, seed=0)
+                                pca_k=50, n_permutations=20, n_balanced=5, seed=0, subjects_a=mi.subject,
+                                subjects_b=mat.subject)
     assert res.n_units == (18, 16)  # 6 subjects x runs 4/8/12; 8 subjects x (rest, arithmetic)
     assert res.n_features == 9 * 19 + 2
     assert res.auroc_full >= 0.95
@@ -70,6 +71,9 @@ def test_identity_probe_separates_eegmmidb_from_eegmat(data_root):
     assert res.pca_k <= 50
     assert abs(float(np.mean(res.null_aurocs)) - 0.5) < 0.12
     assert float(np.mean(res.balanced_aurocs)) >= 0.95
+    d = res.to_dict()
+    assert res.group_by == "subject" and res.n_groups == (6, 8) and d["null_sd"] > 0
+    assert d["null_q05"] <= d["null_mean"] <= d["null_q95"] and "grouped by subject" in d["fold_unit"]
 
 
 # ------------------------------------------------------------------------------------------- CLI end to end
