@@ -85,8 +85,14 @@ def load_paired(cfg: dict):
     return make_paired_views(ws, d.get("views", ("original", "average", "Cz")))
 
 
-def train_encoder(pw, split: np.ndarray, enc: dict, seed: int, threads: int, trainer_cfg: dict | None = None):
+def train_encoder(pw, split: np.ndarray, enc: dict, seed: int, threads: int, trainer_cfg: dict | None = None,
+                  val: np.ndarray | None = None):
     """Train one task-only encoder on every view of the training windows; return it in eval mode.
+
+    With ``val`` (a mask of validation windows) the encoder is fine-tuned on the task until its validation AUROC
+    (every view of the validation subjects) stops improving (``encoder.patience`` epochs) and the best epoch is kept,
+    so the audit runs on an encoder that has learned the task (issue 23: a fixed 10-epoch schedule left two of three
+    seeds at chance on held-out subjects, and the audit then "certified" encoders that relied on nothing).
 
     Parameters
     ----------
@@ -126,9 +132,29 @@ def train_encoder(pw, split: np.ndarray, enc: dict, seed: int, threads: int, tra
                          backbone_kwargs=dict(enc.get("backbone_kwargs") or {}))
     g = torch.Generator().manual_seed(seed)
     loader = DataLoader(WindowDataset(lw, tr_rows), batch_size=int(enc["batch_size"]), shuffle=True, generator=g)
-    trainer = build_trainer({**(trainer_cfg or {"accelerator": "cpu", "devices": 1}),
-                             "max_epochs": int(enc["max_epochs"]), "deterministic": True}, loggers=False)
-    trainer.fit(model, loader)
+    tr_cfg = {**(trainer_cfg or {"accelerator": "cpu", "devices": 1}), "max_epochs": int(enc["max_epochs"]),
+              "deterministic": True}
+    if val is None or not val.any():
+        trainer = build_trainer(tr_cfg, loggers=False)
+        trainer.fit(model, loader)
+        return model.eval()
+    import tempfile
+
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+    va_rows = np.flatnonzero(np.repeat(val, K))
+    vloader = DataLoader(WindowDataset(lw, va_rows), batch_size=int(enc["batch_size"]), shuffle=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = ModelCheckpoint(dirpath=tmp, monitor="val/auroc", mode="max", save_top_k=1, save_weights_only=True)
+        trainer = build_trainer(tr_cfg, loggers=False, enable_checkpointing=True,
+                                callbacks=[EarlyStopping("val/auroc", mode="max", patience=int(enc.get("patience", 5))),
+                                           ckpt])
+        trainer.fit(model, loader, vloader)
+        best = torch.load(ckpt.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
+        model.load_state_dict(best)
+        model.best_val_auroc = float(ckpt.best_model_score) if ckpt.best_model_score is not None else float("nan")
+        model.best_epoch = int(Path(ckpt.best_model_path).stem.split("epoch=")[1].split("-")[0]) \
+            if "epoch=" in ckpt.best_model_path else -1
     return model.eval()
 
 
@@ -292,13 +318,16 @@ def run(config: str | Path, threads: int = 2) -> dict:
         npz = out / f"embeddings_seed{seed}_{key}.npz"
         if not npz.exists():
             ts = time.time()
-            model = train_encoder(pw, np.where(enc_mask, "train", "other"), enc, seed, threads, cfg.get("trainer"))
+            model = train_encoder(pw, np.where(enc_mask, "train", "other"), enc, seed, threads, cfg.get("trainer"),
+                                  val=(split == "val") if enc.get("select_on_val", True) else None)
             emb, logit = embed(model, pw, trainer_cfg=cfg.get("trainer"))
             te, tr = split == "test", split == "train"
             enc_auroc = {v: _auroc(pw.y[te], logit[te, k]) for k, v in enumerate(pw.views)}
             # diagnostic: how separable the task is on the subjects the heads are fitted on (~1 when the encoder
             # was trained on them: the induced view-label association then adds little for the exposed head)
             enc_auroc["heads_train"] = _auroc(np.repeat(pw.y[tr], len(pw.views)), logit[tr].reshape(-1))
+            enc_auroc["best_val"] = float(getattr(model, "best_val_auroc", float("nan")))
+            enc_auroc["best_epoch"] = int(getattr(model, "best_epoch", -1))
             tmp = npz.with_suffix(".tmp.npz")
             np.savez(tmp, emb=emb.astype(np.float32), y=pw.y, provenance=np.array(pw.views, dtype=str),
                      subject=pw.subject.astype(str), record=pw.recording.astype(str), split=split,

@@ -112,3 +112,28 @@ class TinySpatialTransformer(TinySDPATransformer):
         for blk in self.blocks:
             t = blk(t)
         return self.norm(t.reshape(b, n, c, d).transpose(1, 2).reshape(b, c * n, d))
+
+
+class SkipsABlock(TinyEEGTransformer):
+    """Declares ``extra`` among its blocks but never calls it (the dry run must refuse the declaration)."""
+
+    def __init__(self, n_chans: int, n_times: int, patch: int = 128, d_model: int = 32, depth: int = 2,
+                 n_heads: int = 4):
+        super().__init__(n_chans, n_times, patch, d_model, depth, n_heads)
+        self.extra = nn.Linear(d_model, d_model)
+
+
+class DetachedTokens(TinyEEGTransformer):
+    """Returns its tokens detached from the graph (no gradient can reach any parameter)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x).detach()
+
+
+class ParameterFreeTokens(TinyEEGTransformer):
+    """Tokens made from the input alone; the parameters enter only multiplied by 0 (they get zero gradients)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, t = x.shape
+        tok = x.reshape(b, c * (t // self.patch), self.patch)[..., : self.embed.out_features] / 100.0
+        return tok + 0.0 * self.channel.sum()

@@ -360,6 +360,35 @@ def conservation_check(model: nn.Module, x: torch.Tensor, target, backbone: str,
     return summarize_conservation(per, backbone, attention_rule=attention_rule, tolerance=tolerance, warn=warn)
 
 
+RANDOMISATION_THRESHOLD = 0.7
+"""A map whose Spearman rank correlation with the map of a weight-randomised (or label-randomised) model is at or
+above this **fails the sanity check** (Adebayo et al. 2018, "Sanity checks for saliency maps", §3-4: a method whose
+maps survive randomisation of the model or of the training labels is insensitive to what the model learned; the
+paper shows such methods keep rank correlations near 1 while gradient-based maps fall towards 0). The paper gives no
+cut-off; 0.7 is the conventional lower bound of a *strong* correlation (Schober, Boer and Schwarte 2018, Anesth.
+Analg. 126(5):1763-1768: 0.70-0.89 strong, >= 0.90 very strong). It is applied, for every method (G×I, AttnLRP,
+GradCAM), to the |R| maps (channels x times, ``randomisation_spearman``, as in Adebayo et al.'s Fig. 2) and to the
+topomaps (channel values, ``randomisation_spearman_channel``: what the product's figures show); either one at or
+above the threshold fails. Measured on the quickstart's EEGNet at cc42c99 (5 folds, 6 windows each): GradCAM's map
+0.003 but its topomap 0.942 under model randomisation and 0.972 under data randomisation (flagged: the topography
+comes from the input, not the model); Gradient×Input 0.493 / 0.472 (model) and 0.552 / 0.641 (data), passes."""
+
+
+def sanity_verdict(spearman: float, threshold: float = RANDOMISATION_THRESHOLD) -> str:
+    """``"fails sanity check"`` when ``spearman >= threshold`` (:data:`RANDOMISATION_THRESHOLD`), ``"passes"``
+    below it, ``"not computed"`` for NaN.
+
+    Parameters
+    ----------
+    spearman : float
+        Mean Spearman rank correlation of the |R| maps of the trained model and of its randomised copy (model
+        randomisation) or of a model trained on permuted labels (data randomisation).
+    """
+    if spearman is None or not np.isfinite(spearman):
+        return "not computed"
+    return "fails sanity check" if spearman >= threshold else "passes"
+
+
 def randomise_parameters(model: nn.Module, seed: int = 0) -> nn.Module:
     """A copy with every parameter re-initialised (model-parameter randomisation, Adebayo et al. 2018).
 
@@ -486,13 +515,16 @@ class AttributionModule(L.LightningModule):
         (:func:`randomise_parameters` with ``seed``).
     lrp_kwargs : dict
         ``epsilon`` and ``attention_rule`` of AttnLRP.
+    label_randomised : LogitModel, optional
+        The same cell trained on permuted training labels (Adebayo et al. 2018's data randomisation test): the
+        ``randomisation`` windows also get :func:`randomisation_per_window` against it (``drand:`` outputs).
 
     The step returns ``index``, ``R:<method>`` ``(batch, n_chans, n_times)`` and, NaN where not computed,
     ``cons:<key>`` ``(batch,)`` and ``rand:<method>:<key>`` (``(batch,)`` or ``(batch, n_chans)``).
     """
 
     def __init__(self, model: nn.Module, methods: Sequence[str], targets: dict, *, conservation=(), randomisation=(),
-                 seed: int = 0, lrp_kwargs: dict | None = None):
+                 seed: int = 0, lrp_kwargs: dict | None = None, label_randomised: nn.Module | None = None):
         super().__init__()
         self.model = model
         self.methods = list(methods)
@@ -500,6 +532,7 @@ class AttributionModule(L.LightningModule):
         self.cons, self.rand = {int(i) for i in conservation}, {int(i) for i in randomisation}
         self.lrp_kwargs = dict(lrp_kwargs or {})
         self.randomised = randomise_parameters(model, seed) if self.rand else None
+        self.label_randomised = label_randomised if self.rand else None
 
     @property
     def backbone(self) -> str:
@@ -532,6 +565,12 @@ class AttributionModule(L.LightningModule):
                                "channel": np.zeros((0, x.shape[1])), "channel_random": np.zeros((0, x.shape[1]))}
                     for k, v in per.items():
                         out[f"rand:{m}:{k}"] = _fill(v, mask)
+                    if self.label_randomised is not None:  # data randomisation: a model trained on permuted labels
+                        per = randomisation_per_window(self.model, self.label_randomised, x[mask], tgt[mask], m,
+                                                       self.backbone, **kw) if mask.any() else \
+                            {k: v[:0] for k, v in per.items()}
+                        for k, v in per.items():
+                            out[f"drand:{m}:{k}"] = _fill(v, mask)
         return out
 
 
@@ -631,7 +670,8 @@ def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
 def attribute_windows(model: nn.Module, dataset, methods: Sequence[str], *, percentile: float = 75.0,
                       max_windows: int | None = None, batch_size: int = 8, lrp_fallback: str | None = None,
                       epsilon: float = 0.0, attention_rule: str = "attnlrp", conservation_windows: int = 4,
-                      randomisation_windows: int = 8, seed: int = 0, trainer: dict | None = None) -> dict:
+                      randomisation_windows: int = 8, seed: int = 0, trainer: dict | None = None,
+                      label_randomised: nn.Module | None = None) -> dict:
     """Select, explain and normalise windows (App. I.1) with each method, plus sanity checks, in two Trainer passes.
 
     1. ``Trainer.predict`` (:class:`ProbaModule`) predicts every window of ``dataset``;
@@ -651,6 +691,8 @@ def attribute_windows(model: nn.Module, dataset, methods: Sequence[str], *, perc
     methods : sequence of {"gxi", "attnlrp", "gradcam"}
     trainer : dict, optional
         A ``trainer:`` section (devices, strategy, precision); default one device, fp32.
+    label_randomised : LogitModel, optional
+        The cell trained on permuted labels: adds the data-randomisation check (``checks["data_randomisation"]``).
 
     Returns
     -------
@@ -679,7 +721,8 @@ def attribute_windows(model: nn.Module, dataset, methods: Sequence[str], *, perc
     lrp_kw = {"epsilon": epsilon, "attention_rule": attention_rule}
     module = AttributionModule(model, list(todo), dict(zip(ids.tolist(), target.tolist())),
                                conservation=ids[:conservation_windows].tolist() if "attnlrp" in todo else (),
-                               randomisation=ids[:randomisation_windows].tolist(), seed=seed, lrp_kwargs=lrp_kw)
+                               randomisation=ids[:randomisation_windows].tolist(), seed=seed, lrp_kwargs=lrp_kw,
+                               label_randomised=label_randomised)
     out = predict_gathered(module, Subset(dataset, [pos_of[int(i)] for i in ids]), trainer, batch_size=batch_size,
                            inference_mode=False)
     order = np.searchsorted(out["index"], ids)  # back to decreasing confidence
@@ -695,6 +738,10 @@ def attribute_windows(model: nn.Module, dataset, methods: Sequence[str], *, perc
             per = {k: out[f"rand:{method}:{k}"][order][:nr]
                    for k in ("spearman", "spearman_signed", "channel", "channel_random")}
             checks["randomisation"] = summarize_randomisation(per)
+            if label_randomised is not None:
+                per = {k: out[f"drand:{method}:{k}"][order][:nr]
+                       for k in ("spearman", "spearman_signed", "channel", "channel_random")}
+                checks["data_randomisation"] = summarize_randomisation(per)
         res[method] = FoldMaps(method, requested, Rn.astype(np.float16), channel_maps(Rn), y[sel], conf, ids,
                                list(model.ch_names), int(len(y)), int((probs.argmax(1) == y).sum()), checks)
     return res
@@ -736,9 +783,10 @@ def aggregate(folds: Sequence[FoldMaps] | Sequence[dict], n_classes: int) -> dic
 
 # ============================================================================================ per cell and fold
 def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acfg: dict,
-                 trainer: dict | None = None) -> dict:
+                 trainer: dict | None = None, label_randomised=None) -> dict:
     """The fold's test windows under ``condition`` (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`: the
-    same per-window noise and masks as the sweep), then :func:`attribute_windows` with the config's settings.
+    same per-window noise and masks as the sweep), then :func:`attribute_windows` with the config's settings
+    (``label_randomised``: the cell's FMClassifier trained on permuted labels, for the data-randomisation check).
 
     Raises
     ------
@@ -766,7 +814,8 @@ def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acf
     if ds.error:
         raise RuntimeError(f"condition {condition!r} cannot be applied: {ds.error.splitlines()[0]}")
     model = LogitModel.from_classifier(clf, ds.ch_names)
-    return attribute_windows(model, ds, acfg["methods"], percentile=float(acfg["percentile"]),
+    lr = LogitModel.from_classifier(label_randomised, ds.ch_names) if label_randomised is not None else None
+    return attribute_windows(model, ds, acfg["methods"], percentile=float(acfg["percentile"]), label_randomised=lr,
                              max_windows=acfg["max_windows_per_fold"], batch_size=int(acfg["batch_size"]),
                              lrp_fallback=acfg["lrp_fallback"], epsilon=float(acfg["epsilon"]),
                              attention_rule=acfg["attention_rule"], conservation_windows=int(acfg["conservation_windows"]),
@@ -791,6 +840,12 @@ def _fold_rows(base: dict, fm: FoldMaps) -> list[dict]:
         rows += [{**base, "metric": f"{fm.method}:randomisation_spearman", "value": rnd["spearman"]},
                  {**base, "metric": f"{fm.method}:randomisation_spearman_signed", "value": rnd["spearman_signed"]},
                  {**base, "metric": f"{fm.method}:randomisation_spearman_channel", "value": rnd["spearman_channel"]}]
+    drnd = fm.checks.get("data_randomisation")
+    if drnd:
+        rows += [{**base, "metric": f"{fm.method}:data_randomisation_spearman", "value": drnd["spearman"]},
+                 {**base, "metric": f"{fm.method}:data_randomisation_spearman_signed", "value": drnd["spearman_signed"]},
+                 {**base, "metric": f"{fm.method}:data_randomisation_spearman_channel",
+                  "value": drnd["spearman_channel"]}]
     for r in rows:
         r.setdefault("n_windows", fm.n_test)
         r["requested_method"] = fm.requested

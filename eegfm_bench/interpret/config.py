@@ -117,6 +117,9 @@ class AttributionConfig:
         conservation_windows: windows per fold for the conservation check.
         randomisation_windows: windows per fold for the randomisation test (0 skips).
         seed: seed of the randomised copy.
+        data_randomisation: also run Adebayo et al.'s data randomisation test: each cell and fold is retrained
+            (the cv's recipe) on training labels permuted within the training subjects, and its maps are compared
+            with the trained cell's on the same windows (one extra fit per cell and fold).
     """
 
     methods: list[str] = field(default_factory=lambda: ["gxi", "attnlrp"])
@@ -131,6 +134,7 @@ class AttributionConfig:
     conservation_windows: int = 4
     randomisation_windows: int = 8
     seed: int = 0
+    data_randomisation: bool = False
 
 
 @dataclass

@@ -620,11 +620,14 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
         if silent:
             raise UserModelError(f"user model {name}: blocks {silent} are not called by the forward that gives the "
                                  "tokens; fix: a blocks pattern of modules on that path")
-    t.float().pow(2).mean().backward()
     params = [p for p in ad.model.parameters() if p.requires_grad]
+    no_grad = (f"user model {name}: no gradient reaches its parameters from the tokens; fix: tokens must be computed "
+               "by the module's own parameters (not detached / under no_grad)")
+    if not t.requires_grad:  # detached or computed under no_grad: backward would raise torch's own error
+        raise UserModelError(no_grad)
+    t.float().pow(2).mean().backward()
     if not params or all(p.grad is None or not torch.any(p.grad != 0) for p in params):
-        raise UserModelError(f"user model {name}: no gradient reaches its parameters from the tokens; fix: tokens must "
-                             "be computed by the module's own parameters (not detached / under no_grad)")
+        raise UserModelError(no_grad)
     from eegfm_bench.interpret.lrp import adapter_lrp_problem
 
     lrp = adapter_lrp_problem(ad, name, spec)  # on a copy; before LoRA wraps the targets below

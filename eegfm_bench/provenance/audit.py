@@ -198,7 +198,8 @@ class AuditReport:
     verify : dict or None
         ``G`` after removal, random controls, utility change, refitted probe.
     verdict : str
-        "no reliance", "certified" or "refused".
+        "no reliance", "certified", "refused", or "not assessable" (the encoder's task score is not above chance by
+        its interval: nothing to certify).
     reasons : list of str
     notes : list of str
         Caveats that do not change the verdict (e.g. bootstrap replicates dropped for an empty cell, a control
@@ -412,6 +413,7 @@ def run_audit(emb, y, provenance, subject, record, split, config: AuditConfig | 
         report = _paired(emb, y, prov, subject, record, masks, cfg, h)
     else:
         report = _observational(emb, y, prov, subject, record, masks, cfg, h)
+    _assessable(report)
     report.notes = _notes(report)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -422,14 +424,27 @@ def run_audit(emb, y, provenance, subject, record, split, config: AuditConfig | 
     return report
 
 
+def _assessable(r: AuditReport) -> None:
+    """Replace the verdict by ``not assessable`` when the encoder shows no task utility on held-out subjects.
+
+    The control head's AUROC (independent regime) must be above chance (0.5) by its subject-cluster interval: an
+    encoder at chance has learned nothing whose reliance on provenance could be certified or refused — removing a
+    direction from it brings G to zero and would "certify" a model that relies on nothing (seen on the eegmat demo's
+    chance-level seeds). The verdict it would otherwise have had is kept in the first reason.
+    """
+    cu = r.stress.get("control_utility")
+    if cu is None or cu["above_chance"]:
+        return
+    r.reasons = [f"not assessable: the encoder's task score (control-head AUROC, independent regime) is "
+                 f"{cu['estimate']:.3f} [{cu['low']:.3f}, {cu['high']:.3f}], not above chance (0.5) by its "
+                 "subject-cluster interval, so there is no working model to certify or refuse (the stress and "
+                 f"removal results would have read '{r.verdict}'); fix: audit an encoder that has learned the task "
+                 "(e.g. fine-tune it on the task first)"] + list(r.reasons)
+    r.verdict = "not assessable"
+
+
 def _notes(r: AuditReport) -> list[str]:
     notes = []
-    cu = r.stress.get("control_utility")
-    if cu is not None and not cu["above_chance"]:
-        notes.append(f"the control head's AUROC (independent regime) is {cu['estimate']:.3f} [{cu['low']:.3f}, "
-                     f"{cu['high']:.3f}], not above chance (0.5): its subject-cluster interval includes chance, so "
-                     "the audited heads show no demonstrated task utility on held-out subjects and the verdict "
-                     f"'{r.verdict}' says little about a useful model")
     cis = {"G": r.stress["G"]}
     if r.verify is not None:
         cis.update({k: r.verify[k] for k in ("G_after", "reduction")})

@@ -23,7 +23,7 @@ __all__ = ["RandomSubspaces", "haar_basis", "random_subspaces", "has_reliance", 
            "RANDOM_MATCH_MODES", "VERDICTS"]
 
 RANDOM_MATCH_MODES = ("energy", "energy_any", "rank")
-VERDICTS = ("no reliance", "certified", "refused")
+VERDICTS = ("no reliance", "certified", "refused", "not assessable")
 
 
 def haar_basis(d: int, r: int, rng: np.random.Generator) -> np.ndarray:

@@ -130,8 +130,10 @@ def controls_markdown(ctx, hand, frozen, cv_reps, perms, paired, scrambled, iden
         c = s["contrast"]
         L += [f"- {s['model']} {s['regime']} / {s['head']} (schedule from {s['schedule_from']}; {s.get('schedule', '')}; "
               f"seeds {s['seeds']}): scored by the {s.get('scored_by', 'adapted head')}: correct labels "
-              f"{c['correct_mean']:.4f}, scrambled labels {c['scrambled_mean']:.4f}, Δ = {c['delta_pp']:+.1f} pp "
-              "(descriptive, unpaired; not an equivalence test)"]
+              f"{c['correct_mean']:.4f}, scrambled labels {c['scrambled_mean']:.4f}, Δ = {c['delta_pp']:+.1f} pp"
+              + (f", paired subject-cluster {ctx.cfg['bootstrap']['level']:.0%} interval [{s['paired_ci'][0]:+.4f}, "
+                 f"{s['paired_ci'][1]:+.4f}] (decides gate iv; not an equivalence test)" if s.get("paired_ci")
+                 else " (no paired interval could be computed: gate iv reads inconclusive)")]
         h = s.get("runs_head") or {}
         if h.get("correct") and h.get("scrambled"):
             hc = sum(v["score"] for v in h["correct"].values()) / len(h["correct"])

@@ -507,7 +507,8 @@ def probe_sections(probe_dirs: Sequence[Path], attention_dirs: Sequence[Path]) -
 
 def attribution_sections(attr_dirs: Sequence[Path]) -> list[Section]:
     """Attribution topomaps with their conservation and randomisation checks."""
-    from eegfm_bench.reports.attribution import checks_table
+    from eegfm_bench.interpret.attribution import RANDOMISATION_THRESHOLD, sanity_verdict
+    from eegfm_bench.reports.attribution import SANITY_METRICS, checks_table
 
     secs = []
     for d in attr_dirs:
@@ -517,14 +518,18 @@ def attribution_sections(attr_dirs: Sequence[Path]) -> list[Section]:
         t = checks_table(df)
         sec = Section("attribution", "Attribution (paper 003 §6, App. I.1-I.2)",
                       "Conservation: input relevance / logit (must be 1 for a conserving rule); randomisation: "
-                      "Spearman correlation of the maps of the trained vs a weight-randomised model (low passes).")
+                      "Spearman correlation of the maps of the trained vs a weight-randomised model (low passes); a "
+                      f"method fails the sanity check at {RANDOMISATION_THRESHOLD} or more (Adebayo et al. 2018).")
         if not t.empty:
-            rows = [[_text(r.model), _text(r.regime), _text(r.head), _text(r.condition), _text(r.metric),
-                     _pm(r.mean, r.std), Cell(_fmt(r.min), _num(r.min)), Cell(_fmt(r.max), _num(r.max)),
-                     Cell(str(int(r.n_folds)), int(r.n_folds))] for r in t.itertuples()]
+            rows = []
+            for r in t.itertuples():
+                verdict = sanity_verdict(r.mean) if str(r.metric).endswith(SANITY_METRICS) else ""
+                rows.append([_text(r.model), _text(r.regime), _text(r.head), _text(r.condition), _text(r.metric),
+                             _pm(r.mean, r.std), Cell(_fmt(r.min), _num(r.min)), Cell(_fmt(r.max), _num(r.max)),
+                             Cell(str(int(r.n_folds)), int(r.n_folds)), _text(verdict)])
             sec.tables.append(Table("Attribution sanity checks per model (mean ± SD over folds).",
                                     ["model", "regime", "head", "condition", "check", "mean ± SD", "min", "max",
-                                     "folds"], rows, "attribution"))
+                                     "folds", "sanity"], rows, "attribution"))
         sel = df[df["metric"].astype(str).str.endswith(":n_selected")]
         n_win = int(sel["value"].astype(float).sum()) if not sel.empty else 0
         n_folds = int(df["fold"].nunique())

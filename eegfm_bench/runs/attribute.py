@@ -21,6 +21,56 @@ def attribution_unit(ck) -> str:
     return f"{ck.cell}/fold{ck.fold}"
 
 
+def label_randomised_model(run, ck, ws, root: Path, seed: int):
+    """The cell ``ck`` retrained on permuted training labels: Adebayo et al. (2018)'s data randomisation test.
+
+    The cv's recipe for the cell (its run entry, optimiser, trainer, batch size, init seed and split) through
+    :func:`eegfm_bench.controls.adapt.train_fold`, with the labels of the fold's training and validation subjects
+    permuted (:func:`~eegfm_bench.controls.adapt.scrambled_source_labels`, scheme ``auto``: within subject where the
+    subjects carry both classes) and the test labels untouched. Cached as a checkpoint under
+    ``<root>/data_randomisation/``, so a rerun reuses it. LP-FT cells are retrained with their fine-tuning stage's
+    regime only (no linear-probing stage); ridge cells have no training loop and are not supported.
+
+    Returns
+    -------
+    FMClassifier
+        In eval mode.
+
+    Raises
+    ------
+    ConfigError
+        A ridge cell (the fix: leave it out of ``select.heads`` or turn data_randomisation off).
+    """
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
+    from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
+    from eegfm_bench.runs.cv import LP_FT, fixed_batch_size, head_kwargs_for, run_init_seed, run_optim, run_trainer
+    from eegfm_bench.runs.output import load_fold_model
+
+    if ck.head == "ridge":
+        raise ConfigError(f"{ck.cell}: data_randomisation retrains the cell, and a ridge head has no training loop; "
+                          "fix: leave ridge cells out of select.heads, or attribution.data_randomisation: false")
+    folder = root / "data_randomisation"
+    tag = f"{ck.cell}-{ck.config_hash[:8]}"
+    best = folder / "adaptation" / tag / f"fold{ck.fold}" / "best.ckpt"
+    if best.is_file():
+        return load_fold_model(best)
+    cfg, r = run.config, run.run_of(ck.model, ck.regime, ck.head)
+    sp = cfg["split"]
+    spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
+    groups = ws.subject if spec.group_by == "subject" else ws.recording
+    split = save_or_verify(make_split(ws.y, groups, spec, run.task), run.dir / "splits.json", write=False)
+    tr, va, _ = run.fold_indices(ws, ck.fold)
+    y_perm, _ = scrambled_source_labels(ws.y, ws.subject, np.concatenate([tr, va]), "auto", seed=seed + ck.fold)
+    train_fold(task=cfg["task"], model=ck.model, regime=LP_FT.get(ck.regime, ck.regime), head=ck.head, fold=ck.fold,
+               split=split, ws=ws, seed=int(cfg["seed"]), init_seed=run_init_seed(cfg, r),
+               trainer_cfg=run_trainer(cfg, r), optim=run_optim(cfg, r), batch_size=fixed_batch_size(cfg["data"]),
+               out_dir=folder, tag=tag, backbone_kwargs=r.get("backbone_kwargs"), head_kwargs=head_kwargs_for(r, ck.head),
+               lora=r.get("lora"), pretrained=r.get("pretrained"), y_train=y_perm,
+               user_model=(cfg.get("user_models") or {}).get(ck.model))
+    return load_fold_model(best)
+
+
 def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
                     worker_units: Sequence[str] | None = None) -> dict:
     """``eegfm-bench attribute``: maps of every selected cv cell, fold, condition and method.
@@ -95,9 +145,11 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
         ws = run.windows(ck.model)
         _, _, te = run.fold_indices(ws, ck.fold)
         clf = load_fold_model(ck.path)
+        lab = label_randomised_model(run, ck, ws, root, int(acfg["seed"])) if acfg["data_randomisation"] else None
         for condition in acfg["conditions"]:
             try:
-                res = explain_fold(clf, ws, te, condition=condition, acfg=acfg, trainer=cfg["trainer"])
+                res = explain_fold(clf, ws, te, condition=condition, acfg=acfg, trainer=cfg["trainer"],
+                                   label_randomised=lab)
             except NoWindowsSelectedError as err:
                 log.warning("%s fold %d %s: %s", ck.cell, ck.fold, condition, err)
                 skipped.append({"cell": ck.cell, "fold": ck.fold, "condition": condition, "reason": str(err)})

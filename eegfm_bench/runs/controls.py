@@ -1567,12 +1567,17 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
 def _scrambled_interval(ctx: _Ctx, scr: dict) -> tuple | None:
     """Gate (iv)'s correct- minus scrambled-label interval: the probe predictions of each seed, paired."""
     runs = scr["runs"]
+    if "paired_ci" in scr:
+        return scr["paired_ci"]
     seeds = [s for s in runs["correct"] if s in runs["scrambled"] and "proba" in runs["correct"][s]
              and "proba" in runs["scrambled"][s]]
     if not seeds:
         return None
-    return _arm_interval(ctx, [(runs["correct"][s]["proba"], runs["scrambled"][s]["proba"]) for s in seeds],
-                         f"gate (iv) {scr['model']} {scr['regime']}: correct − scrambled labels")
+    if "paired_ci" not in scr:  # once per entry (a cv claim and the entry's own claim share it)
+        scr["paired_ci"] = _arm_interval(ctx, [(runs["correct"][s]["proba"], runs["scrambled"][s]["proba"])
+                                               for s in seeds],
+                                         f"gate (iv) {scr['model']} {scr['regime']}: correct − scrambled labels")
+    return scr["paired_ci"]
 
 
 # ================================================================================================ report
@@ -1783,6 +1788,7 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None) 
             s["rep" if lab == "correct" else "rep_scrambled"] = rep
         s["contrast"] = scrambled_label_contrast([v["score"] for v in s["runs"]["correct"].values()],
                                                  [v["score"] for v in s["runs"]["scrambled"].values()])
+        _scrambled_interval(ctx, s)  # gate (iv)'s paired interval, from the per-seed predictions (dropped next)
         for lab in ("correct", "scrambled"):
             for v in s["runs"][lab].values():
                 v.pop("proba")

@@ -321,12 +321,16 @@ def test_control4_can_fail_an_adaptation_that_ignores_labels(tmp_path):
     assert c["delta"] == 0.0 and c["correct_mean"] == c["scrambled_mean"]
     from eegfm_bench.controls.gates import ClaimEvidence, evaluate_gates
 
+    # the paired interval of two identical arms is exactly [0, 0]: at or below zero, so gate (iv) fails (issue 23)
+    assert s["paired_ci"] == [0.0, 0.0]
     ev = ClaimEvidence(model="x", task="eegmat", evaluation_dataset="eegmat", model_score=0.9,
                        comparator_scores={"simple": 0.5}, paired_ci=(0.1, 0.3), pretraining_corpora=[],
-                       random_init_scores=[0.5], permutation_p=0.01, adaptation=True,
-                       scrambled_label_score=c["scrambled_mean"], scrambled_correct_score=c["correct_mean"])
+                       random_init_scores=[0.5], random_init_ci=(0.2, 0.5), permutation_p=0.01, adaptation=True,
+                       scrambled_label_score=c["scrambled_mean"], scrambled_correct_score=c["correct_mean"],
+                       scrambled_ci=tuple(s["paired_ci"]))
     g4 = next(g for g in evaluate_gates(ev).to_dict()["gates"] if g["gate"] == "iv")
-    assert g4["status"] == "fail" and "not above scrambled-label adaptation" in g4["detail"]
+    assert g4["status"] == "fail" and "lies at or below zero" in g4["detail"]
+    assert "paired subject-cluster" in (tmp_path / "o" / "controls_report.md").read_text()
 
 
 @requires_data

@@ -128,3 +128,62 @@ def test_gxi_runs_on_every_backbone(backbone, kw):
     x = torch.randn(2, len(CHS), 400, generator=torch.Generator().manual_seed(0))
     R = gradient_x_input(lm, x, torch.tensor([0, 1]))
     assert R.shape == x.shape and torch.isfinite(R).all() and R.abs().sum() > 0
+
+
+def test_a_method_that_ignores_the_weights_fails_the_sanity_check(trained_eegnet, monkeypatch):
+    """Issue 23: a "method" whose map is the input itself does not change when the weights are randomised
+    (Spearman 1): ``checks.md`` and the verdict say ``fails sanity check``; Gradient×Input on the same windows
+    passes."""
+    import pandas as pd
+
+    import eegfm_bench.interpret.attribution as A
+    from eegfm_bench.reports.attribution import checks_markdown, checks_table, sanity_table
+
+    X, y = synthetic(4, seed=2)
+    lm = LogitModel.from_classifier(trained_eegnet)
+    x, t = torch.from_numpy(X), torch.from_numpy(y)
+    real = A.attribute
+
+    def ignores_weights(model, x, target, method, backbone, **kw):
+        return x.detach().clone() if method == "input" else real(model, x, target, method, backbone, **kw)
+    monkeypatch.setattr(A, "attribute", ignores_weights)
+    flat = randomisation_test(lm, x, t, "input", "eegnet", seed=3)
+    gxi = randomisation_test(lm, x, t, "gxi", "eegnet", seed=3)
+    assert flat["spearman"] == pytest.approx(1.0) and A.sanity_verdict(flat["spearman"]) == "fails sanity check"
+    assert gxi["spearman"] < A.RANDOMISATION_THRESHOLD and A.sanity_verdict(gxi["spearman"]) == "passes"
+    base = dict(model="eegnet", regime="full", head="flatten", condition="clean")
+    df = pd.DataFrame([{**base, "fold": f, "metric": f"{m}:randomisation_spearman", "value": r["spearman"]}
+                       for f in (0, 1) for m, r in (("input", flat), ("gxi", gxi))])
+    table = checks_table(df)
+    md = checks_markdown(table)
+    assert "| input | model randomisation | 1.000 | nan | **fails sanity check** |" in md
+    assert "⚠ fails sanity check" in md and "| gxi | model randomisation |" in md
+    assert {v["method"]: v["verdict"] for v in sanity_table(table)} == {"input": "fails sanity check",
+                                                                         "gxi": "passes"}
+    # a topomap that survives randomisation fails too, even when the map itself changes (GradCAM on EEGNet)
+    topo = pd.DataFrame([{**base, "fold": f, "metric": m, "value": v} for f in (0, 1)
+                         for m, v in (("gradcam:randomisation_spearman", 0.003),
+                                      ("gradcam:randomisation_spearman_channel", 0.942))])
+    (v,) = sanity_table(checks_table(topo))
+    assert v["verdict"] == "fails sanity check" and v["spearman_topomap"] == pytest.approx(0.942)
+
+
+def test_data_randomisation_compares_with_a_model_trained_on_permuted_labels(trained_eegnet, data):
+    """Adebayo et al.'s data randomisation: the trained EEGNet's G×I maps against those of the same architecture
+    trained on permuted labels (rows ``gxi:data_randomisation_spearman``); G×I passes, and a map that ignores
+    the model would correlate 1 (previous test)."""
+    from interpret_synth import TINY_EEGNET, build, train
+
+    from eegfm_bench.interpret.attribution import _fold_rows
+
+    X, y = data
+    perm = np.random.default_rng(0).permutation(len(y))
+    shuffled = train(build("eegnet", TINY_EEGNET), X, y[perm], epochs=8, lr=1e-2)
+    Xt, yt = synthetic(40, seed=1)
+    lm = LogitModel.from_classifier(trained_eegnet)
+    res = attribute_fold(lm, Xt, yt, np.arange(len(yt)), ["gxi"], conservation_windows=0, randomisation_windows=6,
+                         label_randomised=LogitModel.from_classifier(shuffled))
+    d = res["gxi"].checks["data_randomisation"]
+    assert d["n_windows"] == 6 and d["spearman_signed"] < 0.5 and d["spearman"] < 0.7, d
+    rows = {r["metric"]: r["value"] for r in _fold_rows({"fold": 0}, res["gxi"])}
+    assert rows["gxi:data_randomisation_spearman"] == pytest.approx(d["spearman"])

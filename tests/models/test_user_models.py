@@ -530,3 +530,21 @@ def test_editing_the_encoder_file_or_its_weights_changes_the_cell_hash_and_the_f
                .state_dict().items()}, str(weights))
     assert keys(spec)[0] != edited[0]  # new weights, no sha256 declared: retrained
     sys.modules.pop("edited_encoder", None)
+
+
+@pytest.mark.parametrize("cls, over, match", [
+    ("SkipsABlock", {"blocks": "extra"}, r"blocks \['extra'\] are not called by the forward that gives the tokens; "
+                                         r"fix: a blocks pattern of modules on that path"),
+    ("DetachedTokens", {}, r"no gradient reaches its parameters from the tokens; fix: tokens must be computed by the "
+                           r"module's own parameters \(not detached / under no_grad\)"),
+    ("ParameterFreeTokens", {"blocks": None}, r"no gradient reaches its parameters from the tokens; fix: tokens must be computed by "
+                                r"the module's own parameters"),
+])
+def test_each_dry_run_refusal_gives_its_documented_message(cls, over, match):
+    """Issue 23: a declared block the forward never calls, detached tokens (raised torch's own RuntimeError
+    before) and tokens no parameter contributes to are refused by the dry run, each with its message."""
+    from eegfm_bench.models.user import UserModelError, check_user_model
+
+    spec = {**SPEC, "class_path": f"user_encoder.{cls}", "lora_targets": [], **over}
+    with pytest.raises(UserModelError, match=match):
+        check_user_model("broken", spec)

@@ -109,15 +109,18 @@ def test_localized_direction_carrying_the_target_is_refused(refused):
     assert any("utility fails" in s for s in r.reasons)
 
 
-def test_control_head_at_chance_is_flagged_without_changing_the_verdict(certified):
+def test_an_encoder_at_chance_is_not_assessable(certified):
+    """Issue 23: an encoder whose task score is not above chance by its interval cannot be certified (removal
+    brings G to 0 on an encoder that relies on nothing): the verdict says ``not assessable``, with the verdict
+    the stress and removal results would have given."""
     cu = certified.stress["control_utility"]
-    assert cu["above_chance"] and cu["low"] > 0.6 and not any("not above chance" in n for n in certified.notes)
+    assert cu["above_chance"] and cu["low"] > 0.6 and certified.verdict == "certified"
     r = run_audit(*paired_data(seed=2, mu_u=0.0), FAST)  # the target leaves no trace in the embedding
     cu = r.stress["control_utility"]
     assert cu["low"] <= 0.5 <= cu["high"] and not cu["above_chance"]
-    assert r.verdict in ("no reliance", "certified", "refused")  # the verdict itself follows the paper's rules
-    assert any("not above chance (0.5)" in n and r.verdict in n for n in r.notes)
-    assert "not above chance" in r.to_markdown()
+    assert r.verdict == "not assessable"
+    assert r.reasons[0].startswith("not assessable: the encoder's task score") and "would have read '" in r.reasons[0]
+    assert "**Verdict: not assessable.**" in r.to_markdown()
 
 
 def test_provenance_absent_from_embedding_gives_zero_lpi_and_no_reliance():
