@@ -427,6 +427,15 @@ def _run(a, source, overrides) -> int:
         table = run_cv(source, args=list(overrides) + _launcher_args(a), progress=progress, force=a.force)
         if is_global_zero():
             print(to_markdown(table))
+            side = table.attrs.get("side_by_side")
+            if side is not None and not side.empty:
+                from eegfm_bench.runs.confound import VERDICT_LEGEND
+
+                conf = table.attrs["confound"]
+                print("\nheadline and confound-checked balanced accuracy (the task's default confound variations; "
+                      "confound: off turns them off):\n")
+                print(to_markdown(side))
+                print("\n" + VERDICT_LEGEND.format(chance=f"{conf['chance'].iloc[0]:.3f}"))
     elif a.cmd == "check":
         from eegfm_bench.runs.cv import check_config
 

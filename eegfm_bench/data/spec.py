@@ -46,6 +46,8 @@
       window_s: null                 # window length (s); null: the model's declared window
       reference: null                # average | none; null: the model's (bipolar montages need none)
       strict: false                  # every ingestion finding is an error
+      confound: null                 # the task's default confound variations (cv runs them unless confound: off);
+                                     #   null: offset+band for event-locked windows, none for fixed ones
 
 A mapping may start from a preset and override some of its settings: ``task: {preset: tuab, root: /data/tuab}``
 (nested sections are merged key by key).
@@ -214,6 +216,9 @@ class TaskSpec:
         reference: ``average`` (common average reference) or ``none`` (default: the model's); bipolar or
             already-referenced montages need ``none``.
         strict: every ingestion finding is an error.
+        confound: the default confound variations of the task (:mod:`eegfm_bench.runs.confound`: ``offset``,
+            ``band``, ``offset+band``, ``frontal``), run by every cv unless ``confound: off``; null: ``[offset+band]``
+            for event-locked windows (``windows.mode: events``), none for fixed windows; ``[]``: none.
         files: source ``files``: ``glob`` (str or list), ``pattern`` (regex with groups subject / session / run /
             label on the path relative to root), ``table`` (CSV / TSV / JSON listing the files), ``subject`` (one
             subject), ``annotations`` (a companion annotation file per recording), ``reader_kwargs``
@@ -242,6 +247,7 @@ class TaskSpec:
     window_s: Optional[float] = None
     reference: Optional[Literal["average", "none"]] = None
     strict: bool = False
+    confound: Optional[list[str]] = None
     files: Optional[dict[str, Any]] = None
     bids: Optional[dict[str, Any]] = None
     braindecode: Optional[dict[str, Any]] = None
@@ -294,6 +300,22 @@ def parse_task_spec(spec: Union[dict, str], where: str = "task") -> dict:
     return out
 
 
+NOT_WINDOW_KEYS = ("description", "obtain", "confound")
+"""Task settings that change no window (documentation, and which confound variations a cv runs): left out of
+:func:`spec_hash`, so editing them rebuilds nothing."""
+
+
 def spec_hash(spec: dict) -> str:
-    """sha256 (16 hex) of a resolved task spec (every setting that changes the windows)."""
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """sha256 (16 hex) of a resolved task spec (every setting that changes the windows; :data:`NOT_WINDOW_KEYS`
+    left out)."""
+    blob = {k: v for k, v in spec.items() if k not in NOT_WINDOW_KEYS}
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def default_confound_variations(spec: dict) -> list[str]:
+    """The confound variations a cv of this task runs by default (issue 24): the task's ``confound`` list when it
+    declares one, else ``["offset+band"]`` for event-locked windows (paper 003 / NeuroAtlas's motor-imagery
+    filtering: 1 s after the cue, 4-40 Hz) and none for fixed windows."""
+    if spec.get("confound") is not None:
+        return list(spec["confound"])
+    return ["offset+band"] if (spec.get("windows") or {}).get("mode") == "events" else []

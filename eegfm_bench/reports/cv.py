@@ -61,13 +61,56 @@ def current_summary(store, experiment: str, current: dict):
     return summary_table(df) if not df.empty else pd.DataFrame()
 
 
+def confound_side_by_side(table: pd.DataFrame, confound: pd.DataFrame) -> pd.DataFrame:
+    """The headline balanced accuracy beside every confound-checked one, with its interval, Δ and verdict (issue 24).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`summary_table` (one row per model × init × regime × head).
+    confound : DataFrame
+        ``confound.csv`` rows of the current cells (:func:`eegfm_bench.runs.confound.compare`).
+
+    Returns
+    -------
+    DataFrame
+        One row per cell: model, init, regime, head, the headline, then per condition ``<condition>`` (checked
+        mean [95 % CI], Δ [95 % CI]) and ``verdict (<condition>)``; empty when there is no confound row.
+    """
+    if table.empty or confound is None or confound.empty:
+        return pd.DataFrame()
+    out = table[["model", "init", "regime", "head", "balanced_accuracy"]].rename(
+        columns={"balanced_accuracy": "headline balanced_accuracy"}).copy()
+    for cond, g in confound.groupby("condition", sort=True):
+        cells, verdicts = {}, {}
+        for r in g.itertuples():
+            ci = f" [{r.checked_low:.3f}, {r.checked_high:.3f}]" if np.isfinite(getattr(r, "checked_low", np.nan)) else ""
+            cells[(r.model, r.regime, r.head)] = (f"{r.variation_mean:.3f}{ci} (Δ {r.delta:+.3f} [{r.low:+.3f}, "
+                                                  f"{r.high:+.3f}])")
+            verdicts[(r.model, r.regime, r.head)] = getattr(r, "verdict", "") or ""
+        keys = list(zip(out["model"], out["regime"], out["head"]))
+        out[cond] = [cells.get(k, "–") for k in keys]
+        out[f"verdict ({cond})"] = [verdicts.get(k, "–") for k in keys]
+    return out
+
+
 def write_summary(path: str | Path, table: pd.DataFrame, *, experiment: str, task: str, scheme: str,
-                  fold_unit: str) -> Path:
-    """Write the cv's ``summary.md``: a header naming the protocol, then the table (or ``(no results)``)."""
+                  fold_unit: str, confound: pd.DataFrame | None = None) -> Path:
+    """Write the cv's ``summary.md``: a header naming the protocol, the table (or ``(no results)``), and, when the
+    confound check ran, the headline beside the confound-checked scores with a verdict per cell."""
     md = to_markdown(table) if not table.empty else "(no results)"
     rec = ", RECORDING-level folds: windows of one subject can be in train and test" if fold_unit == "recording" else ""
     header = (f"# {experiment}: {task}, {scheme} ({fold_unit}-grouped{rec}), mean ± std over folds (rows of the "
               "current config only)\n\n")
+    side = confound_side_by_side(table, confound)
+    if not side.empty:
+        from eegfm_bench.runs.confound import VERDICT_LEGEND
+
+        chance = confound["chance"].iloc[0] if "chance" in confound else float("nan")
+        md += ("\n\n## Headline and confound-checked (balanced accuracy)\n\nEach cell retrained on the same folds "
+               "and seeds with the task's default confound variations (`confound: off` turns them off); the checked "
+               "score with its 95 % subject-cluster interval, and Δ = checked − headline (paired, same interval).\n\n"
+               + to_markdown(side) + "\n\n" + VERDICT_LEGEND.format(chance=f"{chance:.3f}"))
     path = Path(path)
     path.write_text(header + md + "\n")
     return path

@@ -47,8 +47,11 @@ class ConfoundConfig:
     """The confound check of a cv (:mod:`eegfm_bench.runs.confound`).
 
     Args:
-        enabled: run it after the headline cells (``eegfm-bench confound --cv <out_dir>`` runs it on a finished cv).
-        variations: which of ``offset``, ``band``, ``offset+band``, ``frontal``.
+        enabled: run it after the headline cells; null (default): on whenever the task has default variations
+            (every event-locked task: :func:`~eegfm_bench.data.spec.default_confound_variations`); ``confound: off``
+            (or ``false``) turns it off. ``eegfm-bench confound --cv <out_dir>`` runs it on a finished cv.
+        variations: which of ``offset``, ``band``, ``offset+band``, ``frontal``; null: the task's defaults
+            (``offset+band`` for event-locked windows; a preset may declare others, e.g. ``frontal`` for ERPs).
         offset_s: seconds after the cue where the offset windows start.
         keep_length: offset windows keep their length (end later) instead of keeping their end.
         band: the restricted band, Hz.
@@ -56,8 +59,8 @@ class ConfoundConfig:
         n_boot: bootstrap replicates of the paired interval.
     """
 
-    enabled: bool = False
-    variations: list[str] = field(default_factory=lambda: ["offset", "band", "offset+band"])
+    enabled: Optional[bool] = None
+    variations: Optional[list[str]] = None
     offset_s: float = 1.0
     keep_length: bool = False
     band: list[float] = field(default_factory=lambda: [4.0, 40.0])
@@ -76,6 +79,35 @@ def label(variation: str, cc: dict) -> str:
         else:
             parts.append(v)
     return "confound=" + "+".join(parts)
+
+
+ALL_ON_REQUEST = ["offset", "band", "offset+band"]
+"""What ``eegfm-bench confound --cv`` runs for a task without default variations (nothing declared, fixed windows
+excepted): each of offset and band alone and together."""
+
+
+def resolve_confound(cc, task_spec: dict) -> dict:
+    """The confound section with ``enabled`` and ``variations`` resolved against the task (issue 24: safe by
+    default): ``confound: off`` / ``false`` → disabled; ``enabled: null`` → on when the task has default variations;
+    ``variations: null`` → the task's defaults (:func:`~eegfm_bench.data.spec.default_confound_variations`)."""
+    from dataclasses import asdict
+
+    from eegfm_bench.data.spec import default_confound_variations
+
+    base = asdict(ConfoundConfig())
+    if cc is False or cc is None:
+        out = {**base, "enabled": False}
+    elif cc is True:
+        out = {**base, "enabled": True}
+    else:
+        out = {**base, **dict(cc)}
+    defaults = default_confound_variations(task_spec)
+    if out["variations"] is None:
+        out["variations"] = defaults if defaults or out["enabled"] is not True else \
+            [v for v in ALL_ON_REQUEST if "offset" not in v or (task_spec.get("windows") or {}).get("mode") == "events"]
+    if out["enabled"] is None:
+        out["enabled"] = bool(out["variations"])
+    return out
 
 
 def check_confound(cc: dict | None, task_spec: dict) -> None:
@@ -202,14 +234,49 @@ def compare(head_dir: Path, head_cfg: dict, var_dir: Path, var_cfg: dict, condit
                                       g[[f"{c}_h" for c in pc]].to_numpy(), g["subject_h"].astype(str).to_numpy(),
                                       g["fold"].to_numpy(), metric="balanced_accuracy", target="mean_fold",
                                       stratify=False, n_boot=n_boot, seed=seed)
+        n_cls = len(pc)
+        chance = 1.0 / n_cls
+        flat = np.full((len(g), n_cls), 1.0 / n_cls)  # a constant prediction scores exactly chance in every fold
+        sc = paired_cluster_bootstrap(g["y_h"].to_numpy(), g[[f"{c}_v" for c in pc]].to_numpy(), flat,
+                                      g["subject_h"].astype(str).to_numpy(), g["fold"].to_numpy(),
+                                      metric="balanced_accuracy", target="mean_fold", stratify=False, n_boot=n_boot,
+                                      seed=seed)
         h, v = np.asarray(per["h"]), np.asarray(per["v"])
         out.append({"model": mo, "regime": rg, "head": hd, "condition": condition, "folds": len(folds),
                     "headline_hash": _hash_of(head_dir, mo, rg, hd), "variation_hash": _hash_of(var_dir, mo, rg, hd),
                     "n_windows": int(len(g)), "n_windows_headline": n_a,
                     "headline_mean": float(h.mean()), "headline_sd": float(h.std(ddof=1)) if h.size > 1 else np.nan,
                     "variation_mean": float(v.mean()), "variation_sd": float(v.std(ddof=1)) if v.size > 1 else np.nan,
-                    "delta": float(ci.estimate), "low": float(ci.low), "high": float(ci.high)})
+                    "delta": float(ci.estimate), "low": float(ci.low), "high": float(ci.high),
+                    "chance": chance, "checked_low": chance + float(sc.low), "checked_high": chance + float(sc.high),
+                    "verdict": confound_verdict(chance + float(sc.low), chance, float(ci.high))})
     return out
+
+
+VERDICTS = ("survives", "partly", "does not survive")
+
+
+def confound_verdict(checked_low: float, chance: float, delta_high: float) -> str:
+    """The verdict of one cell under one confound variation (issue 24).
+
+    * ``survives``: the confound-checked score's 95 % subject-cluster interval lies above chance *and* the paired
+      difference from the headline is not significantly negative (its interval reaches 0 or above);
+    * ``partly``: the checked score is above chance, but significantly below the headline (part of the headline was
+      the confound);
+    * ``does not survive``: the checked score's interval reaches chance.
+
+    Parameters
+    ----------
+    checked_low : float
+        Lower bound of the checked balanced accuracy's interval (mean over folds).
+    chance : float
+        1 / n_classes (balanced accuracy of any constant prediction).
+    delta_high : float
+        Upper bound of the interval of (checked − headline).
+    """
+    if not checked_low > chance:
+        return "does not survive"
+    return "survives" if delta_high >= 0 else "partly"
 
 
 def confound_markdown(table: pd.DataFrame, head_cfg: dict) -> str:
@@ -222,13 +289,37 @@ def confound_markdown(table: pd.DataFrame, head_cfg: dict) -> str:
              " Balanced accuracy, window level, mean ± SD over folds; Δ = variation − headline (paired on the windows "
              "both hold, mean over folds) with a 95 % subject-cluster bootstrap interval (subjects resampled within "
              "each test fold).", "",
-             "| model | regime | head | headline | condition | confound-checked | Δ [95 % CI] | windows |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in table.itertuples():
-        lines.append(f"| {r.model} | {r.regime} | {r.head} | {r.headline_mean:.3f} ± {r.headline_sd:.3f} | "
-                     f"{r.condition} | {r.variation_mean:.3f} ± {r.variation_sd:.3f} | {r.delta:+.3f} "
-                     f"[{r.low:+.3f}, {r.high:+.3f}] | {r.n_windows} of {r.n_windows_headline} |")
+             "| model | regime | head | headline | condition | confound-checked [95 % CI] | Δ [95 % CI] | verdict | "
+             "windows |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in ordered(table).itertuples():
+        lines.append(f"| {r.model} | {r.regime} | {r.head} | {_pm(r.headline_mean, r.headline_sd)} | "
+                     f"{r.condition} | {_pm(r.variation_mean, r.variation_sd)} {_ci(r)} | {r.delta:+.3f} "
+                     f"[{r.low:+.3f}, {r.high:+.3f}] | {getattr(r, 'verdict', '') or ''} | "
+                     f"{r.n_windows} of {r.n_windows_headline} |")
+    lines += ["", VERDICT_LEGEND.format(chance=f"{table['chance'].iloc[0]:.3f}" if "chance" in table and len(table)
+                                        else "1/K")]
     return "\n".join(lines) + "\n"
+
+
+VERDICT_LEGEND = ("Verdict: **survives** — the confound-checked score's 95 % subject-cluster interval lies above chance "
+                  "({chance}) and Δ is not significantly negative; **partly** — above chance but significantly below "
+                  "the headline; **does not survive** — the interval reaches chance.")
+
+
+def _pm(m: float, sd: float) -> str:
+    return f"{m:.3f} ± {sd:.3f}" if np.isfinite(sd) else f"{m:.3f}"
+
+
+def _ci(r) -> str:
+    lo, hi = getattr(r, "checked_low", np.nan), getattr(r, "checked_high", np.nan)
+    return f"[{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) else ""
+
+
+def ordered(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the one fixed model order of every table (model, regime, head, then the condition)."""
+    if table.empty:
+        return table
+    return table.sort_values(["model", "regime", "head", "condition"], kind="stable")
 
 
 def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Sequence[str]] = None) -> pd.DataFrame:
@@ -285,4 +376,5 @@ def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Seque
     return table
 
 
-__all__ = ["ConfoundConfig", "run_confound", "check_confound", "derive", "label", "compare", "VARIATIONS", "FRONTAL"]
+__all__ = ["ConfoundConfig", "run_confound", "check_confound", "resolve_confound", "derive", "label", "compare",
+           "VARIATIONS", "FRONTAL"]

@@ -316,8 +316,9 @@ class CVConfig:
             :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
         user_models: encoders outside this package, by import path, with the declaration the adapter contract
             needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
-        confound: the confound check of an event-locked task (:mod:`eegfm_bench.runs.confound`): every cell again
-            with windows starting after the cue-evoked response and in a restricted band, beside the headline.
+        confound: the confound check (:mod:`eegfm_bench.runs.confound`), on by default for every event-locked task
+            (issue 24): every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the
+            task's default variations), beside the headline with a verdict; ``confound: off`` turns it off.
         compile: ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
             arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
             hash (a compiled graph computes the same function; kernels may round differently).
@@ -334,7 +335,7 @@ class CVConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     compile: Optional[Union[bool, dict[str, Any]]] = None
     user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
-    confound: ConfoundConfig = field(default_factory=ConfoundConfig)
+    confound: Union[ConfoundConfig, bool] = field(default_factory=ConfoundConfig)
 
 
 def cv_parser():
@@ -414,9 +415,10 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
         if run["trainer"]:
             check_trainer(run_trainer(cfg, run), f"runs[{i}].trainer")
     from eegfm_bench.data.tasks import resolve_task_spec
-    from eegfm_bench.runs.confound import check_confound
+    from eegfm_bench.runs.confound import check_confound, resolve_confound
 
-    check_confound(cfg.get("confound"), resolve_task_spec(cfg["task"]))
+    cfg["confound"] = resolve_confound(cfg.get("confound"), resolve_task_spec(cfg["task"]))
+    check_confound(cfg["confound"], resolve_task_spec(cfg["task"]))
     d = cfg["data"]
     if d["batch_size"] != "auto" and int(d["batch_size"]) < 1 or int(d["max_batch_size"]) < 1:
         raise ConfigError(f"data.batch_size = {d['batch_size']}, data.max_batch_size = {d['max_batch_size']}; fix: "
@@ -971,10 +973,15 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     if (cfg.get("confound") or {}).get("enabled"):  # the headline's confound check, on the same folds and seeds
         from eegfm_bench.runs.confound import run_confound
 
-        table.attrs["confound"] = run_confound(cfg, progress=progress)
+        conf = run_confound(cfg, progress=progress)
+        table.attrs["confound"] = conf
         if zero:
+            from eegfm_bench.reports.cv import confound_side_by_side
             from eegfm_bench.reports.page import refresh
 
+            write_summary(out / "summary.md", table, experiment=cfg["experiment"], task=tname, scheme=spec.scheme,
+                          fold_unit=fold_unit, confound=conf)
+            table.attrs["side_by_side"] = confound_side_by_side(table, conf)
             refresh([out], quiet=not progress)
     return table
 

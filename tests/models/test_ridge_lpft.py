@@ -65,7 +65,7 @@ def test_ridge_mlp_and_lp_ft_in_a_cv(tmp_path, monkeypatch):
         return out
 
     monkeypatch.setattr(L.Trainer, "fit", fit)
-    cfg = {"experiment": "rl", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "seed": 0,
+    cfg = {"experiment": "rl", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "seed": 0, "confound": False,
            "data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 6, "batch_size": 16},
            "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0]},
            "trainer": {"max_epochs": 3, "patience": 3},
@@ -115,7 +115,7 @@ def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
     from eegfm_bench.config import ConfigError
     from eegfm_bench.runs.cv import check_config, head_kwargs_for, load_config
 
-    base = {"experiment": "hk", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"),
+    base = {"experiment": "hk", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "confound": False,
             "data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 4, "batch_size": 8},
             "split": {"scheme": "kfold", "k": 3, "n_val_groups": 1, "folds": [0]}, "trainer": {"max_epochs": 1}}
     tiny = {"num_layers": 2, "num_heads": 2, "conv_out_channels": 4}

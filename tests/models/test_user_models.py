@@ -22,7 +22,7 @@ SPEC = {"class_path": "user_encoder.TinyEEGTransformer", "init_args": {"patch": 
 
 
 def _cv(out: Path, spec=SPEC, runs=None, **over) -> dict:
-    cfg = {"experiment": "byom", "task": "eegmmidb_mi", "out_dir": str(out), "seed": 0,
+    cfg = {"experiment": "byom", "task": "eegmmidb_mi", "out_dir": str(out), "seed": 0, "confound": False,
            "data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 6, "batch_size": 16},
            "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0, 1]},
            "trainer": {"max_epochs": 2, "patience": 2},

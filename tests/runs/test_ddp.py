@@ -23,7 +23,7 @@ from eegfm_testutils import DATA, requires_data
 
 pytestmark = [requires_data, pytest.mark.slow]
 
-CV = {"experiment": "ddp", "task": "eegmmidb_mi", "seed": 0,
+CV = {"experiment": "ddp", "task": "eegmmidb_mi", "seed": 0, "confound": False,
       "data": {"subjects": [1, 2, 3, 4, 5], "batch_size": 8},
       "split": {"scheme": "kfold", "k": 5, "seed": 0, "n_val_groups": 1, "folds": [0]},
       "trainer": {"max_epochs": 1, "patience": 1, "accelerator": "cpu", "deterministic": True},
