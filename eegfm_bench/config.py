@@ -220,7 +220,9 @@ def _check_mappings(schema: type | None, raw: dict, where: str, trainer: bool = 
                               f"{', '.join(sorted(valid))}. fix: correct or remove `{k}`")
     for f in fields(schema):
         default = f.default_factory() if callable(getattr(f, "default_factory", None)) else f.default
-        if f.name in raw and is_dataclass(default) and raw[f.name] is not None and not isinstance(raw[f.name], dict):
+        takes_bool = bool in getattr(f.type, "__args__", ()) or "bool" in str(f.type)  # e.g. `confound: off`
+        if f.name in raw and is_dataclass(default) and raw[f.name] is not None and not isinstance(raw[f.name], dict) \
+                and not (takes_bool and isinstance(raw[f.name], bool)):
             valid = ", ".join(g.name for g in fields(default))
             raise ConfigError(f"{where}: `{f.name}` must be a mapping of `key: value` lines, got a "
                               f"{type(raw[f.name]).__name__}; fix: e.g. `{f.name}: {{{fields(default)[0].name}: ...}}` "

@@ -20,6 +20,10 @@ import sys
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eegfm_testutils import DATA, HAVE_DATA, requires_data  # noqa: E402,F401
 
+# Modules that bind ``load_windows`` at import: imported before any test patches ``eegfm_bench.data.windows`` (a
+# first import under a test's monkeypatch would keep the fake for the rest of the session).
+import eegfm_bench.data.datamodule  # noqa: E402,F401
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache(tmp_path_factory):

@@ -83,7 +83,8 @@ def checks_markdown(table) -> str:
             flag = " ⚠" if abs(r.mean - 1) > CONSERVATION_TOLERANCE else ""
         elif r.metric.endswith(SANITY_METRICS):
             flag = " ⚠ fails sanity check" if sanity_verdict(r.mean) == "fails sanity check" else ""
-        lines.append(f"| {r.model} | {r.regime} | {r.head} | {r.condition} | {r.metric} | {r.mean:.3f} ± {std:.3f}"
+        mean_sd = f"{r.mean:.3f}" if np.isnan(r.std) else f"{r.mean:.3f} ± {std:.3f}"  # one fold: a plain mean
+        lines.append(f"| {r.model} | {r.regime} | {r.head} | {r.condition} | {r.metric} | {mean_sd}"
                      f"{flag} | {r.min:.3f} | {r.max:.3f} | {r.n_folds} |")
     verdicts = sanity_table(table)
     if verdicts:

@@ -81,6 +81,7 @@ class Section:
     figures: list[Figure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     pre: str = ""
+    commands: str = ""
 
 
 def _num(v) -> float | None:
@@ -235,8 +236,37 @@ def _inits(frames: Sequence[pd.DataFrame]) -> list[str]:
     return sorted(vals)
 
 
-def run_section(src: Sources, frames: Sequence[pd.DataFrame]) -> Section:
-    """The run: what was measured, on which data, with which weights (always first)."""
+def reproduce_commands(src: Sources) -> list[str]:
+    """The commands that reproduce the page, in the order they ran, with the config each result folder saved (its
+    paths as the config gives them: run from the working directory the commands ran in)."""
+    cmds = []
+    for d in src.cv:
+        cfg = _yaml(d / "config.yaml")
+        cmds.append(f"eegfm-bench cv --config {Path(cfg.get('out_dir') or d) / 'config.yaml'}")
+    for d in src.sweeps:
+        cfg = _yaml(d / "sweep.yaml")
+        cmds.append(f"eegfm-bench sweep --config {Path(cfg.get('out_dir') or d) / 'sweep.yaml'}")
+    for kind, lst in (("probe", src.probes), ("attribute", src.attribution)):
+        for d in lst:
+            cfg = _yaml(d / "interpret.yaml")
+            if cfg:
+                cmds.append(f"eegfm-bench {kind} --config {Path(cfg.get('out_dir') or d.parent) / d.name / 'interpret.yaml'}")
+    for d in src.controls:
+        cfg = _yaml(d / "config.yaml")
+        if cfg:
+            cmds.append(f"eegfm-bench controls --config {Path(cfg.get('out_dir') or d) / 'config.yaml'}")
+    for p in src.audits:
+        if (p.parent.parent / f"{p.parent.name}.yaml").is_file():
+            cmds.append(f"eegfm-bench audit --config {p.parent.parent / (p.parent.name + '.yaml')}")
+    if src.cv:
+        cmds.append("eegfm-bench report " + " ".join(str(_yaml(d / "config.yaml").get("out_dir") or d) for d in src.cv))
+    return cmds
+
+
+def run_section(src: Sources, frames: Sequence[pd.DataFrame], page_dir: Path | None = None) -> Section:
+    """The run: what was measured, on which data, with which weights (always first); result folders relative to the
+    page (``page_dir``) and the commands that reproduce it."""
+    rel = (lambda p: os.path.relpath(p, page_dir)) if page_dir is not None else str
     sec = Section("run", "The run")
     inits = _inits(frames)
     random = [i for i in inits if i.split(": ", 1)[1].startswith("random")]
@@ -255,22 +285,27 @@ def run_section(src: Sources, frames: Sequence[pd.DataFrame]) -> Section:
                            f"seed {sp.get('seed', '?')}"),
                      _text(", ".join(f"{r['model']}/{r.get('regime', 'full')}/{'+'.join(r.get('heads', []))}"
                                      for r in cfg.get("runs", []))),
-                     _text(str(d))])
+                     _text(rel(d))])
     for d in src.sweeps:
         cfg = _yaml(d / "sweep.yaml")
         rows.append([_text(d.name), _text("sweep"), _text(""), _text(f"cv run {cfg.get('cv_out_dir', '?')}"),
                      _text(f"{len(cfg.get('conditions') or [])} conditions, perturbation seed {cfg.get('seed', '?')}"),
-                     _text(str(d))])
+                     _text(rel(d))])
     for kind, lst in (("probes", src.probes), ("attention", src.attention), ("attribution", src.attribution),
                       ("controls", src.controls)):
         for d in lst:
-            rows.append([_text(d.name), _text(kind), _text(""), _text(""), _text(""), _text(str(d))])
+            rows.append([_text(d.name), _text(kind), _text(""), _text(""), _text(""), _text(rel(d))])
     for p in src.audits:
-        rows.append([_text(p.stem), _text("audit"), _text(""), _text(""), _text(""), _text(str(p))])
+        rows.append([_text(p.stem), _text("audit"), _text(""), _text(""), _text(""), _text(rel(p))])
     if rows:
-        sec.tables.append(Table("Result folders on this page (each read from its result store; only rows of the "
-                                "current config hashes).", ["name", "command", "task", "split / source", "contents",
-                                                             "folder"], rows, "folders"))
+        sec.tables.append(Table("Result folders on this page, relative to it (each read from its result store; only "
+                                "rows of the current config hashes).", ["name", "command", "task", "split / source",
+                                                                        "contents", "folder"], rows, "folders"))
+    cmds = reproduce_commands(src)
+    if cmds:
+        sec.notes.append("Reproduce this page (from the working directory the commands ran in; each config is the "
+                         "resolved one the command saved):")
+        sec.commands = "\n".join(cmds)
     for d in src.cv:
         ing = d / "ingest_report.json"
         if ing.is_file():
@@ -309,7 +344,8 @@ def _ingest_line(rep: dict) -> str:
     return "; ".join(parts) + "." if parts else ""
 
 
-def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_accuracy") -> Path:
+def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_accuracy",
+                        chance: float | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -325,6 +361,9 @@ def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_ac
         v = d.loc[d["label"] == lab, "value"].to_numpy()
         ax.scatter(i + rng.uniform(-0.08, 0.08, v.size), v, s=22, alpha=0.8, color="C0", zorder=3)
         ax.errorbar(i + 0.22, v.mean(), yerr=v.std(ddof=1) if v.size > 1 else 0, fmt="s", color="k", ms=5, capsize=3)
+    if chance is not None:
+        ax.axhline(chance, ls="--", lw=1, color="0.4", zorder=1)
+        ax.text(len(labels) - 0.5, chance, f" chance {chance:.3f}", va="bottom", ha="right", fontsize=7, color="0.3")
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylabel(metric.replace("_", " "))
     ax.grid(axis="y", alpha=0.3)
@@ -332,6 +371,74 @@ def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_ac
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _span(values) -> str:
+    """``"144"`` when every fold has the same count, else ``"120-160"``."""
+    v = pd.to_numeric(pd.Series(values), errors="coerce").dropna().astype(int)
+    if v.empty:
+        return "?"
+    return str(v.iloc[0]) if v.min() == v.max() else f"{v.min()}-{v.max()}"
+
+
+def _class_names(cv_dir: Path) -> list[str]:
+    """The task's class names (label order) of a cv run, from its config; [] when the task cannot be resolved."""
+    from eegfm_bench.data.tasks import get_task
+
+    try:
+        return list(get_task(_yaml(cv_dir / "config.yaml").get("task")).class_names)
+    except Exception:  # noqa: BLE001  (a page must render even for a task file no longer at its path)
+        return []
+
+
+def _predictions_path(recorded: str, cv_dir: Path) -> Path | None:
+    p = Path(str(recorded))
+    for cand in (p, cv_dir / "predictions" / p.name):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _recall_table(cv_dir: Path, df: pd.DataFrame, names: list[str]) -> tuple[Table | None, list[str]]:
+    """Per-class recall per cell (mean ± SD over folds, from the test predictions), and a flag for every fold whose
+    predictions are all one class (balanced accuracy exactly chance, whatever the AUROC says)."""
+    rows_df = df[(df["metric"] == "balanced_accuracy") & df.get("predictions", pd.Series(dtype=str)).notna()] \
+        if "predictions" in df else pd.DataFrame()
+    if rows_df.empty:
+        return None, []
+    auroc = df[df["metric"] == "auroc"].set_index(["model", "regime", "head", "fold"])["value"]
+    per: dict = {}
+    flags = []
+    for r in rows_df.sort_values(["model", "regime", "head", "fold"]).itertuples():
+        path = _predictions_path(r.predictions, cv_dir)
+        if path is None:
+            continue
+        p = pd.read_csv(path)
+        cols = [c for c in p.columns if c.startswith("p") and c[1:].isdigit()]
+        pred = p[cols].to_numpy().argmax(1)
+        y = p["y"].to_numpy()
+        k = len(cols)
+        rec = [float(np.mean(pred[y == c] == c)) if np.any(y == c) else np.nan for c in range(k)]
+        per.setdefault((r.model, r.regime, r.head), []).append(rec)
+        if np.unique(pred).size == 1:
+            a = auroc.get((r.model, r.regime, r.head, r.fold), np.nan)
+            flags.append(f"⚠ {r.model}/{r.regime}/{r.head} fold {r.fold} predicts one class for every window "
+                         f"({names[pred[0]] if pred[0] < len(names) else pred[0]}): balanced accuracy is chance by "
+                         f"construction" + (f" while its AUROC is {float(a):.3f} (the scores rank, the threshold does "
+                                             "not separate)" if np.isfinite(float(a)) else ""))
+    if not per:
+        return None, flags
+    k = max(len(v[0]) for v in per.values())
+    labels = [names[c] if c < len(names) else f"class {c}" for c in range(k)]
+    rows = []
+    for key, recs in sorted(per.items()):
+        a = np.asarray(recs, dtype=float)
+        rows.append([_text(x) for x in key] + [_pm(np.nanmean(a[:, c]), np.nanstd(a[:, c], ddof=1) if len(a) > 1
+                                                   else np.nan) for c in range(k)]
+                    + [Cell(str(len(a)), len(a))])
+    return (Table("Recall per class (mean ± SD over folds, window level): a model that predicts one class scores chance "
+                  "balanced accuracy with one recall at 1.", ["model", "regime", "head"] + [f"recall {c}" for c in labels]
+                  + ["folds"], rows, "recall"), flags)
 
 
 def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
@@ -349,37 +456,60 @@ def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
     agg = d.groupby(by + ["metric"])["value"].agg(["mean", "std", "count"]).reset_index()
     rows = []
     metrics = [m for m in SUMMARY_METRICS if m in set(agg["metric"])]
+    names = _class_names(cv_dir)
+    chance = 1.0 / len(names) if names else None
+    per_fold = d[d["metric"] == "balanced_accuracy"]
     for key, g in agg.groupby(by, sort=True):
         vals = {r.metric: r for r in g.itertuples()}
+        f = per_fold[(per_fold[by] == pd.Series(dict(zip(by, key)))).all(axis=1)]
         rows.append([_text(k) for k in key] + [_pm(vals[m].mean, vals[m].std) if m in vals else Cell("n/a")
                                                 for m in metrics]
-                    + [Cell(str(int(g["count"].max())), int(g["count"].max()))])
+                    + [Cell(str(int(g["count"].max())), int(g["count"].max())),
+                       _text(_span(f["n_windows"]) + " / " + _span(f["n_subjects"])),
+                       Cell(_fmt(chance), chance)])
     sec = Section("clean", f"Clean performance ({cv_dir.name})",
                   f"{cv_dir.name}: mean ± SD over {n_folds} subject-grouped test folds, window-level (the rows of "
-                  "`summary.md`).")
-    sec.tables.append(Table("Clean test performance per model × init × regime × head (mean ± SD over folds).",
-                            by + metrics + ["folds"], rows, "clean"))
+                  "`summary.md`); chance (balanced accuracy of any constant prediction) = "
+                  f"{_fmt(chance)}" + (f" ({len(names)} classes: {', '.join(names)})" if names else "") + ".")
+    sec.tables.append(Table("Clean test performance per model × init × regime × head (mean ± SD over folds), the test "
+                            "windows and subjects of each fold (range over folds) and the chance level.",
+                            by + metrics + ["folds", "test windows / subjects per fold", "chance"], rows, "clean"))
+    recall, flags = _recall_table(cv_dir, df, names)
+    if recall is not None:
+        sec.tables.append(recall)
+    sec.notes += flags
     inits = ", ".join(sorted(set(d["init"].astype(str))))
-    png = _fold_points_figure(df, assets / f"{cv_dir.name}_folds.png")
+    png = _fold_points_figure(df, assets / f"{cv_dir.name}_folds.png", chance=chance)
     sec.figures.append(_figure(png, f"Balanced accuracy of every test fold (dots; {n_folds} folds) with mean ± SD "
-                                    f"(squares), per model / regime / head; init {inits}; {cv_dir.name}."))
+                                    f"(squares), per model / regime / head, and the chance level (dashed); init "
+                                    f"{inits}; {cv_dir.name}."))
     out = [sec]
     from eegfm_bench.runs.confound import current_rows
 
     c = current_rows(cv_dir)
     if not c.empty:
-        csec = Section("confound", f"Confound check ({cv_dir.name}; issue 16)",
+        csec = Section("confound", f"Confound check ({cv_dir.name})",
                        "Every headline cell retrained on windows that start after the cue-evoked response and/or in a "
                        "restricted band, same folds and seeds: if the headline collapses, it was not the task. Δ = "
                        "variation − headline (balanced accuracy, paired on the windows both hold, mean over folds) with "
                        "a 95 % subject-cluster bootstrap interval.")
-        rows = [[_text(r.model), _text(r.regime), _text(r.head), _pm(r.headline_mean, r.headline_sd), _text(r.condition),
-                 _pm(r.variation_mean, r.variation_sd),
-                 Cell(f"{r.delta:+.3f} [{r.low:+.3f}, {r.high:+.3f}]", float(r.delta)),
-                 Cell(f"{int(r.n_windows)} of {int(r.n_windows_headline)}", int(r.n_windows))] for r in c.itertuples()]
-        csec.tables.append(Table("Headline vs confound-checked balanced accuracy (mean ± SD over folds).",
+        from eegfm_bench.runs.confound import VERDICT_LEGEND, ordered
+
+        rows = []
+        for r in ordered(c).itertuples():
+            lo, hi = getattr(r, "checked_low", np.nan), getattr(r, "checked_high", np.nan)
+            rows.append([_text(r.model), _text(r.regime), _text(r.head), _pm(r.headline_mean, r.headline_sd),
+                         _text(r.condition), _pm(r.variation_mean, r.variation_sd),
+                         _text(f"[{lo:.3f}, {hi:.3f}]" if pd.notna(lo) else "—"),
+                         Cell(f"{r.delta:+.3f} [{r.low:+.3f}, {r.high:+.3f}]", float(r.delta)),
+                         _text(getattr(r, "verdict", "") if isinstance(getattr(r, "verdict", ""), str) else ""),
+                         Cell(f"{int(r.n_windows)} of {int(r.n_windows_headline)}", int(r.n_windows))])
+        csec.tables.append(Table("Headline vs confound-checked balanced accuracy (mean ± SD over folds), the checked "
+                                 "score's 95 % subject-cluster interval, Δ with its interval, and the verdict.",
                                  ["model", "regime", "head", "headline", "condition", "confound-checked",
-                                  "Δ [95 % CI]", "windows"], rows, "confound"))
+                                  "checked 95 % CI", "Δ [95 % CI]", "verdict", "windows"], rows, "confound"))
+        ch = c["chance"].iloc[0] if "chance" in c and pd.notna(c["chance"].iloc[0]) else None
+        csec.notes.append(VERDICT_LEGEND.format(chance=_fmt(ch) if ch is not None else "1/K"))
         out.append(csec)
     heads = df.groupby(["model", "regime"])["head"].nunique()
     if (heads > 1).any():
@@ -420,7 +550,7 @@ def _perturbation_type(condition: str) -> str:
 
 def robustness_sections(sweep_dir: Path) -> list[Section]:
     """Robustness per perturbation type: Δ pp from clean with ∗/∇ marks, and the degradation curves."""
-    from eegfm_bench.reports.sweep import add_labels, degradation_table, fold_deltas, resolve_reference
+    from eegfm_bench.reports.sweep import add_labels, degradation_table, delta_intervals, fold_deltas, resolve_reference
 
     df = _rows(sweep_dir)
     if df.empty:
@@ -433,27 +563,48 @@ def robustness_sections(sweep_dir: Path) -> list[Section]:
     order = {c: i for i, c in enumerate(cfg.get("conditions") or conds)}
     conds.sort(key=lambda c: order.get(c, len(order)))
     n_folds = int(df["fold"].nunique())
+    alpha = float(cfg.get("alpha", 0.05) or 0.05)
+    reachable = n_folds >= 2 and 2.0 / 2 ** n_folds < alpha  # the smallest two-sided Wilcoxon p with n folds
+    if not ref:
+        marks_txt = "No reference model: no ∗/∇ marks."
+    elif reachable:
+        marks_txt = (f"∗ / ∇: significantly less / more degradation than {ref} (Wilcoxon signed-rank over folds, Holm "
+                     f"across models, α = {alpha:g}).")
+    else:
+        marks_txt = (f"No ∗/∇ marks: with {n_folds} folds the smallest two-sided Wilcoxon p is "
+                     f"{2.0 / 2 ** n_folds if n_folds else 1:.3g}, so no comparison with {ref} can reach α = "
+                     f"{alpha:g} (6 folds or more can); the intervals below are the evidence.")
+    ci = delta_intervals(sweep_dir, df)
+    ci_of = {(r.label, r.condition): r for r in ci.itertuples()} if not ci.empty else {}
+    clean_of = df[(df["metric"] == "balanced_accuracy") & (df["condition"] == "clean")].assign(
+        value=lambda x: x["value"].astype(float)).groupby("label")["value"].mean()
     sec = Section("robustness", f"Robustness under test-time perturbations ({sweep_dir.name})",
                   f"Δ = balanced accuracy change from clean in percentage points, paired per fold, mean over "
-                  f"{n_folds} folds; each model on its own fold's test windows, no retraining (paper 003 §5, App. D). "
-                  + (f"∗ / ∇: significantly less / more degradation than {ref} (Wilcoxon signed-rank over folds, "
-                     "Holm across models, α = 0.05)." if ref else "No reference model: no marks."))
+                  f"{n_folds} folds, with its 95 % subject-cluster bootstrap interval (subjects resampled within each "
+                  "test fold, from the saved per-window predictions), beside the clean score; each model on its own "
+                  f"fold's test windows, no retraining (paper 003 §5, App. D). {marks_txt} Models in one fixed order "
+                  "(by name) in every table.")
     by_type: dict[str, list[str]] = {}
     for c in conds:
         by_type.setdefault(_perturbation_type(c), []).append(c)
-    alpha = float(cfg.get("alpha", 0.05) or 0.05)
     for kind, cs in by_type.items():
         means, marks, _ = degradation_table(deltas, cs, reference=ref, alpha=alpha)
         if means.empty:
             continue
         rows = []
-        for lab in means.index:
-            rows.append([_text(lab)] + [Cell(("—" if not np.isfinite(means.loc[lab, c]) else
-                                              f"{means.loc[lab, c]:+.1f}") + (marks.loc[lab, c] or ""),
-                                             _num(means.loc[lab, c])) for c in means.columns])
-        sec.tables.append(Table(f"{kind}: Δ balanced accuracy (pp) per condition; Average = mean over these "
-                                "conditions.", ["model"] + [str(c) for c in means.columns], rows,
-                                f"robustness:{kind}"))
+        for lab in sorted(means.index):
+            cells = [_text(lab), Cell(_fmt(clean_of.get(lab)), _num(clean_of.get(lab)))]
+            for c in means.columns:
+                m = means.loc[lab, c]
+                txt = ("—" if not np.isfinite(m) else f"{m:+.1f}") + (marks.loc[lab, c] or "")
+                r = ci_of.get((lab, c))
+                if r is not None and np.isfinite(r.low_pp):
+                    txt += f" [{r.low_pp:+.1f}, {r.high_pp:+.1f}]"
+                cells.append(Cell(txt, _num(m)))
+            rows.append(cells)
+        sec.tables.append(Table(f"{kind}: Δ balanced accuracy (pp) per condition [95 % subject-cluster interval] "
+                                "beside the clean balanced accuracy; Average = mean over these conditions.",
+                                ["model", "clean"] + [str(c) for c in means.columns], rows, f"robustness:{kind}"))
     na = df[df["metric"] == "not_applicable"]
     for lab, g in na.groupby("label"):
         for note, gg in g.groupby("note"):
@@ -584,6 +735,19 @@ def controls_sections(ctrl_dirs: Sequence[Path]) -> list[Section]:
         if srows:
             sec.tables.append(Table(f"Window-level {metric} of every representation (mean ± SD over folds).",
                                     ["representation", "source", "init", metric, "folds"], srows, "controls_scores"))
+        prows = []
+        for name, pr in sorted((rep.get("paired") or {}).items()):
+            b = ((pr.get("levels") or {}).get("window") or {}).get("bootstrap") or {}
+            if not b:
+                continue
+            prows.append([_text(name), _text(pr.get("comparator")), Cell(_fmt(b.get("estimate_a")), _num(b.get("estimate_a"))),
+                          Cell(_fmt(b.get("estimate_b")), _num(b.get("estimate_b"))),
+                          Cell(f"{b['estimate']:+.3f} [{b['low']:+.3f}, {b['high']:+.3f}]", _num(b.get("estimate")))])
+        if prows:
+            sec.tables.append(Table(f"Paired Δ {metric} of each claim minus the stronger handcrafted family (window "
+                                    "level, mean over folds) with its 95 % subject-cluster interval (gate ii), beside "
+                                    "both scores.", ["claim", "comparator", "claim score", "comparator score",
+                                                     "Δ [95 % CI]"], prows, "controls_paired"))
         secs.append(sec)
     return secs
 
@@ -702,7 +866,7 @@ def build_sections(dirs: Sequence[str | os.PathLike], assets: Path) -> tuple[Sou
         seen[s.id] = seen.get(s.id, 0) + 1
         if seen[s.id] > 1:
             s.id = f"{s.id}-{seen[s.id]}"
-    return src, [run_section(src, frames)] + body
+    return src, [run_section(src, frames, assets.parent)] + body
 
 
 def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None,
@@ -731,9 +895,12 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
         raise ValueError(f"nothing to report under {', '.join(map(str, dirs))}: no cv run (cells.json), sweep "
                          "(sweep.yaml), probes/, attribution/, gates.json or audit_*.json; fix: pass the out_dir of "
                          "an eegfm-bench command")
-    meta = {"title": title or f"eegfm_bench report: {', '.join(d.name for d in dirs)}",
+    experiments = list(dict.fromkeys(str(_yaml(d / "config.yaml").get("experiment")) for d in src.cv
+                                     if _yaml(d / "config.yaml").get("experiment")))
+    meta = {"title": title or (f"{', '.join(experiments)}: eegfm_bench report" if experiments else
+                               f"eegfm_bench report: {', '.join(d.name for d in dirs)}"),
             "generated": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "code_version": code_version(),
-            "dirs": [str(d) for d in dirs]}
+            "dirs": [os.path.relpath(d, out) for d in dirs]}
     env = _env()
     out.mkdir(parents=True, exist_ok=True)
     html = env.get_template("report.html.j2").render(meta=meta, sections=sections)

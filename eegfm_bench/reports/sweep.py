@@ -298,6 +298,72 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
     return path
 
 
+def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
+                    metric: str = "balanced_accuracy") -> pd.DataFrame:
+    """Δ from clean per model and condition with its 95 % subject-cluster bootstrap interval (issue 24).
+
+    From the per-window predictions the sweep saves (``predictions/<cell>-<hash8>-fold<k>/<condition>.csv``): the
+    condition's and the clean predictions of the same windows, paired, subjects resampled within each test fold
+    (:func:`eegfm_bench.stats.paired_cluster_bootstrap`, mean-fold target). Cached in ``delta_ci.csv`` keyed by the
+    rows' config hashes, so a page refresh recomputes nothing.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The sweep's current rows with ``label`` (:func:`add_labels`).
+
+    Returns
+    -------
+    DataFrame
+        ``label``, ``condition``, ``clean`` (mean over folds), ``delta_pp``, ``low_pp``, ``high_pp``; empty without
+        saved predictions. A pair the bootstrap cannot score (too few subjects per fold) has NaN bounds.
+    """
+    from eegfm_bench.stats import paired_cluster_bootstrap
+
+    out = Path(out_dir)
+    key = ",".join(sorted(set(df["config_hash"].astype(str)))) + f"|{n_boot}|{seed}|{metric}"
+    cache = out / "delta_ci.csv"
+    if cache.is_file():
+        c = pd.read_csv(cache)
+        if not c.empty and str(c["key"].iloc[0]) == key:
+            return c.drop(columns="key")
+    from eegfm_bench.runs.cv import run_label
+
+    cells = df[(df["metric"] == metric) & (df["condition"] == "clean")]
+    rows = []
+    for lab, g in cells.groupby("label"):
+        folders = []
+        for r in g.itertuples():
+            folders.append((int(r.fold), out / "predictions" /
+                            f"{run_label(r.model, r.regime, r.head)}-{str(r.config_hash)[:8]}-fold{int(r.fold)}"))
+        if not all((f / "clean.csv").is_file() for _, f in folders):
+            continue
+        clean = {k: pd.read_csv(f / "clean.csv") for k, f in folders}
+        conds = sorted({p.stem for _, f in folders for p in f.glob("*.csv")} - {"clean"})
+        for cond in conds:
+            if not all((f / f"{cond}.csv").is_file() for _, f in folders):
+                continue
+            ys, pa, pb, subj, fold = [], [], [], [], []
+            for k, f in folders:
+                a = pd.read_csv(f / f"{cond}.csv")
+                b = clean[k].set_index("index").loc[a["index"]]
+                cols = [c for c in a.columns if c.startswith("p") and c[1:].isdigit()]
+                ys.append(a["y"].to_numpy()); pa.append(a[cols].to_numpy()); pb.append(b[cols].to_numpy())
+                subj.append(a["subject"].astype(str).to_numpy()); fold.append(np.full(len(a), k))
+            try:
+                ci = paired_cluster_bootstrap(np.concatenate(ys), np.vstack(pa), np.vstack(pb), np.concatenate(subj),
+                                              np.concatenate(fold), metric=metric, target="mean_fold",
+                                              stratify=False, n_boot=n_boot, seed=seed)
+                d, lo, hi = 100 * ci.estimate, 100 * ci.low, 100 * ci.high
+            except ValueError:
+                d, lo, hi = np.nan, np.nan, np.nan
+            rows.append({"label": lab, "condition": cond, "clean": float(g["value"].astype(float).mean()),
+                         "delta_pp": d, "low_pp": lo, "high_pp": hi})
+    table = pd.DataFrame(rows, columns=["label", "condition", "clean", "delta_pp", "low_pp", "high_pp"])
+    table.assign(key=key).to_csv(cache, index=False)
+    return table
+
+
 def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet", metric: str = "balanced_accuracy",
                  alpha: float = 0.05, chance: float | None = None, filter_notes: Sequence[str] = (),
                  experiment: str | None = None, task: str | None = None,

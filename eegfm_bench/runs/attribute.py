@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import yaml
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +205,8 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
             hparams={"cv_dir": str(run.dir), **{f"attribution.{k}": str(v) for k, v in acfg.items()}},
             experiment=run.experiment)
     (root / "checks.md").write_text(checks_markdown(table))
+    (root / "interpret.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))  # the page's
+    # reproduce block names it
     (root / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
     paths["checks"] = root / "checks.md"
     from eegfm_bench.reports.page import refresh, report_root

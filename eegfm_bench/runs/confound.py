@@ -301,9 +301,9 @@ def confound_markdown(table: pd.DataFrame, head_cfg: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-VERDICT_LEGEND = ("Verdict: **survives** — the confound-checked score's 95 % subject-cluster interval lies above chance "
-                  "({chance}) and Δ is not significantly negative; **partly** — above chance but significantly below "
-                  "the headline; **does not survive** — the interval reaches chance.")
+VERDICT_LEGEND = ("Verdict: survives — the confound-checked score's 95 % subject-cluster interval lies above chance "
+                  "({chance}) and Δ is not significantly negative; partly — above chance but significantly below the "
+                  "headline; does not survive — the interval reaches chance.")
 
 
 def _pm(m: float, sd: float) -> str:

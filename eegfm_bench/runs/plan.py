@@ -38,16 +38,52 @@ def _measure(model: str, ch_names: list[str], n_times: int, run: dict, batch: in
 def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measure: bool = True) -> dict:
     """The plan of a cv config as a dict (cells, jobs, passes, estimate); see the module docstring.
 
+    The confound check the cv runs after its headline cells (on by default for event-locked tasks) is planned too:
+    each variation's cells, jobs and estimate under ``confound``, and in the total estimate.
+
     Raises
     ------
     ConfigError
         From the config, as ``eegfm-bench cv`` would.
     """
-    from eegfm_bench.results import ResultStore
-    from eegfm_bench.runs.cv import cell_id, cell_key, done_cells, enumerate_cells, load_config, run_trainer, windows_for
-    from eegfm_bench.runs.launch import chunks
+    from eegfm_bench.runs.confound import derive, label
+    from eegfm_bench.runs.cv import load_config
 
     cfg = load_config(config, args)
+    table: dict = {}
+    if bench:
+        for r in json.loads(Path(bench).read_text()):
+            if "error" not in r:
+                table.setdefault(r["model"], {**r, "source": f"{bench} ({r['device']})"})
+    head = _plan_part(cfg, table, measure)
+    conf = []
+    cc = cfg.get("confound") or {}
+    if cc.get("enabled"):
+        for v in cc["variations"]:
+            part = _plan_part(load_config(derive(cfg, v)), table, measure)
+            conf.append({"condition": label(v, cc), "out_dir": part["out_dir"], "n_cells": part["n_cells"],
+                         "n_todo": len(part["todo"]), "n_jobs": part["n_jobs"], "seconds": part["seconds"]})
+    est = None
+    if table or not head["todo"]:
+        est = (head["seconds"] + sum(c["seconds"] for c in conf)) / 3600.0
+    return {"config": cfg["experiment"], "out_dir": head["out_dir"], "n_cells": head["n_cells"],
+            "n_done": head["n_cells"] - len(head["todo"]), "todo": head["todo"], "launcher": head["launcher"],
+            "n_jobs": head["n_jobs"], "backbone_passes_saved_by_cache": head["passes_saved"],
+            "throughput": {m: {k: v for k, v in t.items() if k in ("fwd_per_s", "fwd_bwd_per_s", "source")}
+                           for m, t in table.items()},
+            "estimate_device_hours": est,
+            "estimate_headline_device_hours": head["seconds"] / 3600.0 if est is not None else None,
+            "confound": [{**c, "estimate_device_hours": c.pop("seconds") / 3600.0 if est is not None else None}
+                         for c in conf],
+            "heads": {f"{m}/{r}/{h}": c for (m, r, h), c in head["current"].items()}}
+
+
+def _plan_part(cfg: dict, table: dict, measure: bool) -> dict:
+    """Cells, jobs, backbone passes and seconds of one resolved cv config (the headline or a confound variation)."""
+    from eegfm_bench.results import ResultStore
+    from eegfm_bench.runs.cv import cell_id, cell_key, done_cells, enumerate_cells, run_trainer, windows_for
+    from eegfm_bench.runs.launch import chunks
+
     out = Path(cfg["out_dir"])
     windows: dict = {}
     cells, current, split = enumerate_cells(cfg, windows, progress=False)
@@ -56,11 +92,6 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
     lc = cfg.get("launcher") or {"kind": "none"}
     jobs = chunks([cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], lc) \
         if lc["kind"] != "none" else ([[None] * len(todo)] if todo else [])
-    table = {}
-    if bench:
-        for r in json.loads(Path(bench).read_text()):
-            if "error" not in r:
-                table.setdefault(r["model"], {**r, "source": f"{bench} ({r['device']})"})
     rows, passes_saved, seconds = [], 0, 0.0
     extracted = set()
     for c in todo:
@@ -87,13 +118,8 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
         rows.append({"cell": cell_id(run["model"], run["regime"], c.head, fold, c.chash), "epochs": epochs,
                      "windows": {"train": n_train, "val": n_val, "test": n_test},
                      "backbone_passes": {"forward": fwd, "forward_backward": bwd}})
-    return {"config": cfg["experiment"], "out_dir": str(out), "n_cells": len(cells), "n_done": len(cells) - len(todo),
-            "todo": rows, "launcher": lc["kind"], "n_jobs": len(jobs),
-            "backbone_passes_saved_by_cache": int(passes_saved),
-            "throughput": {m: {k: v for k, v in t.items() if k in ("fwd_per_s", "fwd_bwd_per_s", "source")}
-                           for m, t in table.items()},
-            "estimate_device_hours": seconds / 3600.0 if table or not todo else None,
-            "heads": {f"{m}/{r}/{h}": c for (m, r, h), c in current.items()}}
+    return {"out_dir": str(out), "n_cells": len(cells), "todo": rows, "launcher": lc["kind"], "n_jobs": len(jobs),
+            "passes_saved": int(passes_saved), "seconds": seconds, "current": current}
 
 
 def plan_markdown(p: dict) -> str:
@@ -115,9 +141,16 @@ def plan_markdown(p: dict) -> str:
     for m, t in p["throughput"].items():
         lines.append(f"- {m}: {t['fwd_per_s']:.1f} windows/s forward, {t['fwd_bwd_per_s']:.1f} forward + backward "
                      f"({t['source']})")
+    for c in p.get("confound") or []:
+        e = c["estimate_device_hours"]
+        lines.append(f"confound check {c['condition']} (run after the headline; `confound: off` skips it): "
+                     f"{c['n_cells']} cells ({c['n_todo']} to run), {c['n_jobs']} job(s)"
+                     + ("" if e is None else f", {e:.3f} device-hours"))
     est = p["estimate_device_hours"]
+    extra = f" (headline {p['estimate_headline_device_hours']:.3f} + confound check)" if p.get("confound") and \
+        est is not None else ""
     lines.append("estimate: " + ("no throughput (pass --bench FILE or drop --no-measure)" if est is None else
-                                 f"{est:.3f} device-hours at max_epochs ({est * 60:.1f} min)"))
+                                 f"{est:.3f} device-hours at max_epochs ({est * 60:.1f} min){extra}"))
     return "\n".join(lines)
 
 

@@ -110,6 +110,9 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
         import json
 
         (out / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
+        import yaml
+
+        (out / "interpret.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))  # reproduce
         table = pd.read_csv(paths["csv"])
         log_summary(cfg["trainer"], out, "probes", {
             f"probe/{r.model}/{r.curve}/{r.pooling}/block{int(r.block):02d}": r.mean for r in table.itertuples()},

@@ -496,7 +496,7 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
     from eegfm_bench.perturb.dataset import PerturbedWindows
     from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, SweepCondition, SweepModule, _details,
                                               not_applicable_reason, shared_backbone_groups)
-    from eegfm_bench.runs.trainer import build_trainer
+    from eegfm_bench.runs.trainer import build_trainer, close_loggers
 
     tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
     keys = list(models)
@@ -575,6 +575,7 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
             try:
                 t.test(module, dataloaders=loaders, verbose=False)
             finally:
+                close_loggers(t)  # each backbone group is its own tracker run (wandb would reuse the open one)
                 if pool is not None:
                     pool.shutdown(wait=False, cancel_futures=True)
                 for d in datasets:

@@ -34,7 +34,12 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("EEG
 CHECK_HEAD = """<script>window.__errors = []; window.addEventListener("error", function (e) {
   window.__errors.push(String(e.message)); });</script>"""
 CHECK_BODY = """<script>window.addEventListener("load", function () {
-  var out = {errors: window.__errors, images: [], sections: [], tables: {}, sorted: null};
+  var out = {errors: window.__errors, images: [], sections: [], tables: {}, sorted: null, title: document.title,
+             h1: document.querySelector("h1").textContent, notes: [], commands: null, captions: []};
+  document.querySelectorAll("ul.notes li").forEach(function (li) { out.notes.push(li.textContent); });
+  document.querySelectorAll("figcaption").forEach(function (c) { out.captions.push(c.textContent); });
+  var cmd = document.querySelector("pre[data-commands]");
+  if (cmd) { out.commands = cmd.textContent; }
   Array.prototype.forEach.call(document.images, function (i) { out.images.push(i.naturalWidth); });
   document.querySelectorAll("section").forEach(function (s) { out.sections.push(s.dataset.section); });
   function rows(t) { return Array.prototype.map.call(t.tBodies[0].rows, function (r) {
@@ -94,7 +99,8 @@ def experiment(tmp_path_factory):
     (root / "cv.yaml").write_text(yaml.safe_dump(cv))
     _run(["cv", "--config", str(root / "cv.yaml")])
     sweep = {"cv_out_dir": str(root / "qs"), "out_dir": str(root / "qs" / "sweep"), "reference": "eegnet",
-             "conditions": ["clean", "white_snr=0dB", "pink_snr=-5dB", "dropout_p=0.3_zero", "dropout_p=0.3_removed"]}
+             "conditions": ["clean", "white_snr=0dB", "pink_snr=-5dB", "dropout_p=0.3_zero", "dropout_p=0.3_removed"],
+             "trainer": {"loggers": ["csv", "wandb"]}}
     (root / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     _run(["sweep", "--config", str(root / "sweep.yaml")])
     interp = {"cv_dir": str(root / "qs"), "out_dir": str(root / "qs" / "interpret"),
@@ -127,6 +133,10 @@ def experiment(tmp_path_factory):
     return root
 
 
+def html_text(folder: Path) -> str:
+    return (folder / "report.html").read_text()
+
+
 def _current(folder: Path) -> pd.DataFrame:
     from eegfm_bench.results import ResultStore
 
@@ -146,6 +156,9 @@ def test_every_command_refreshes_the_experiment_page(experiment):
     assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html  # nothing fetched
     assert "Init of every model: eegnet: random; labram: random" in md
     assert html.count("data:image/png;base64,") >= 5  # folds, curves, probes, attention, topomaps: embedded
+    # trackers: every backbone group of the sweep (EEGNet; LaBraM's two heads share one) is its own wandb run per fold
+    runs = sorted((experiment / "qs" / "sweep" / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2 * 3, runs
 
 
 @needs_chromium
@@ -157,7 +170,7 @@ def test_the_page_in_chromium_shows_every_section_image_and_the_stores_numbers(e
     seen = browse(qs / "report.html", tmp_path)
     assert seen["errors"] == []
     assert seen["images"] and all(w > 0 for w in seen["images"]), seen["images"]
-    assert seen["sections"] == ["run", "clean", "pooling", "robustness", "probes", "attribution"]
+    assert seen["sections"] == ["run", "clean", "confound", "pooling", "robustness", "probes", "attribution"]
     # clean table = mean ± SD over folds of the cv store's current rows
     df = _current(qs)
     ba = df[(df.metric == "balanced_accuracy") & (df.condition == "clean")].copy()
@@ -166,6 +179,32 @@ def test_the_page_in_chromium_shows_every_section_image_and_the_stores_numbers(e
             ba.groupby(["model", "regime", "head"])}
     got = {(row[0], row[2], row[3]): row[4] for row in seen["tables"]["clean"]}
     assert got == want
+    # beside every score: the test windows / subjects of each fold and the chance level (issue 24)
+    n = df[(df.metric == "balanced_accuracy") & (df.condition == "clean")]
+    want_n = {}
+    for (m, r, h), g in n.groupby(["model", "regime", "head"]):
+        w, sub = g.n_windows.astype(int), g.n_subjects.astype(int)
+        span = lambda v: str(v.min()) if v.min() == v.max() else f"{v.min()}-{v.max()}"  # noqa: E731
+        want_n[(m, r, h)] = f"{span(w)} / {span(sub)}"
+    assert {(row[0], row[2], row[3]): row[-2] for row in seen["tables"]["clean"]} == want_n
+    assert {row[-1] for row in seen["tables"]["clean"]} == {"0.500"}
+    assert any("chance level (dashed)" in c for c in seen["captions"])
+    # per-class recall per cell, in the one fixed model order (model, regime, head)
+    rec = seen["tables"]["recall"]
+    assert [tuple(r[:3]) for r in rec] == sorted(tuple(r[:3]) for r in rec) and len(rec) == 3
+    # the confound check ran by default: checked score with its interval, Δ with its interval, a verdict
+    conf = seen["tables"]["confound"]
+    assert conf and all(r[4] == "confound=offset1s+band4-40" for r in conf)
+    assert all(r[8] in ("survives", "partly", "does not survive") for r in conf)
+    assert all(r[6].startswith("[") and "[" in r[7] for r in conf)
+    assert any(nt.startswith("Verdict: survives") for nt in seen["notes"])
+    # the experiment's name in the title, folders relative to the page, the commands that reproduce it
+    assert seen["title"].startswith("page: eegfm_bench report") and seen["h1"] == seen["title"]
+    folders = {r[0]: r[-1] for r in seen["tables"]["folders"]}
+    assert folders["qs"] == "." and folders["sweep"] == "sweep"
+    assert seen["commands"].splitlines()[0] == f"eegfm-bench cv --config {qs / 'config.yaml'}"
+    assert f"eegfm-bench sweep --config {qs / 'sweep' / 'sweep.yaml'}" in seen["commands"]
+    assert f"eegfm-bench attribute --config {qs / 'interpret' / 'attribution' / 'interpret.yaml'}" in seen["commands"]
     # clicking the header sorts the rows by the mean, ascending
     means = [float(v.split(" ± ")[0]) for v in seen["sorted"]]
     assert means == sorted(means) and len(means) == 3
@@ -176,9 +215,18 @@ def test_the_page_in_chromium_shows_every_section_image_and_the_stores_numbers(e
     # robustness: one table per perturbation type, Δ pp from the sweep store
     sw = add_labels(_current(qs / "sweep"))
     means_w, marks_w, _ = degradation_table(fold_deltas(sw), ["white_snr=0dB"], reference="eegnet")
-    white = {row[0]: row[1] for row in seen["tables"]["robustness:white noise (SNR in dB)"]}
+    wt = seen["tables"]["robustness:white noise (SNR in dB)"]
+    white = {row[0]: row[2].split(" [")[0] for row in wt}
     assert white == {lab: f"{means_w.loc[lab, 'white_snr=0dB']:+.1f}" + marks_w.loc[lab, "white_snr=0dB"]
                      for lab in means_w.index}
+    assert [row[0] for row in wt] == sorted(row[0] for row in wt)  # one fixed order, not ranked
+    clean_sw = sw[(sw.metric == "balanced_accuracy") & (sw.condition == "clean")].assign(
+        value=lambda x: x.value.astype(float)).groupby("label").value.mean()
+    assert {row[0]: row[1] for row in wt} == {lab: f"{clean_sw[lab]:.3f}" for lab in white}
+    for row in wt:  # Δ with its 95 % subject-cluster interval, which holds the point estimate
+        lo, hi = (float(x) for x in row[2].split(" [")[1].rstrip("]").split(", "))
+        assert lo <= float(row[2].split(" [")[0].rstrip("∗∇")) + 0.05 and hi >= lo
+    assert "No ∗/∇ marks: with 3 folds the smallest two-sided Wilcoxon p is 0.25" in html_text(qs)
     assert {"robustness:pink noise (SNR in dB)", "robustness:random channel dropout, zero-padded",
             "robustness:random channel dropout, channels removed"} <= set(seen["tables"])
     # probes: per block, mean ± SD over folds of the probe store
@@ -205,6 +253,11 @@ def test_the_controls_page_shows_the_gate_table(experiment, tmp_path):
     got = {row[0]: [c.split(":")[0] for c in row[1:5]] for row in seen["tables"]["gates"]}
     assert got == {g["model"]: [x["status"] for x in g["gates"]] for g in gates}
     rep = json.loads((experiment / "controls" / "controls_report.json").read_text())
+    paired = {row[0]: row for row in seen["tables"]["controls_paired"]}
+    for name, pr in rep["paired"].items():  # Δ with its interval beside both scores (issue 24)
+        b = pr["levels"]["window"]["bootstrap"]
+        assert paired[name][4] == f"{b['estimate']:+.3f} [{b['low']:+.3f}, {b['high']:+.3f}]"
+        assert paired[name][2] == f"{b['estimate_a']:.3f}" and paired[name][3] == f"{b['estimate_b']:.3f}"
     scores = {row[0]: row[3] for row in seen["tables"]["controls_scores"]}
     for name, s in rep["scores"].items():
         v = np.asarray(s["auroc_window"], float)
@@ -218,3 +271,28 @@ def test_report_of_a_folder_without_results_names_the_fix(tmp_path):
         write_page([tmp_path])
     with pytest.raises(FileNotFoundError, match="no folder"):
         write_page([tmp_path / "missing"])
+
+
+def test_recall_per_class_and_a_fold_that_predicts_one_class_is_flagged(tmp_path):
+    """A fold whose predictions are all one class gets a flag naming its AUROC (balanced accuracy is chance by
+    construction there); per-class recall is the mean over folds of the crafted predictions."""
+    from eegfm_bench.reports.page import _recall_table
+
+    rows = []
+    for fold, preds in ((0, [0, 0, 1, 1]), (1, [0, 0, 0, 0])):  # fold 1 predicts class 0 for every window
+        p = pd.DataFrame({"index": range(4), "y": [0, 0, 1, 1],
+                          "p0": [0.9 if k == 0 else 0.2 for k in preds], "p1": [0.1 if k == 0 else 0.8 for k in preds]})
+        if fold == 1:
+            p["p0"], p["p1"] = [0.9, 0.8, 0.7, 0.6], [0.1, 0.2, 0.3, 0.4]  # ranks perfectly, threshold does not
+        path = tmp_path / "predictions" / f"eegnet-full-flatten-x-fold{fold}.csv"
+        path.parent.mkdir(exist_ok=True)
+        p.to_csv(path, index=False)
+        base = {"model": "eegnet", "regime": "full", "head": "flatten", "fold": fold, "predictions": str(path)}
+        rows += [{**base, "metric": "balanced_accuracy", "value": 1.0 if fold == 0 else 0.5},
+                 {**base, "metric": "auroc", "value": 1.0}]
+    table, flags = _recall_table(tmp_path, pd.DataFrame(rows), ["left", "right"])
+    assert table.columns == ["model", "regime", "head", "recall left", "recall right", "folds"]
+    (row,) = table.rows
+    assert [c.text for c in row[3:]] == ["1.000 ± 0.000", "0.500 ± 0.707", "2"]
+    assert len(flags) == 1 and "fold 1 predicts one class for every window (left)" in flags[0]
+    assert "AUROC is 1.000" in flags[0]

@@ -154,3 +154,143 @@ def test_derived_configs_change_only_their_variation(tmp_path):
     cfg2 = load_config({**base, "task": str(task_file)})
     t = derive(cfg2, "offset")["task"]
     assert t["name"] == "mine" and t["windows"]["tmin"] == 1.5 and "preset" not in t
+
+
+CH14 = ["Fp1", "Fp2", "F7", "F8", "F3", "Fz", "F4", "C3", "Cz", "C4", "P3", "P4", "O1", "O2"]
+
+
+def _write14(root: Path, kind: str, n_subjects: int = 8, n_events: int = 40, seed: int = 0) -> dict:
+    """As :func:`_write` on 14 channels: class b carries 10 Hz power on O1/O2 over the whole trial (``occipital``,
+    a real effect) or a 1 Hz half-wave on Fp1/Fp2/F7/F8 in the first second after the cue (``frontal``, an eye-
+    movement-like artefact)."""
+    import mne
+
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    n = int((n_events * 6 + 8) * SF)
+    t = np.arange(int(6 * SF)) / SF
+    for s in range(n_subjects):
+        x = rng.normal(0, 10e-6, (len(CH14), n))
+        onsets, labels = [], []
+        for e in range(n_events):
+            start = int((2 + 6 * e) * SF)
+            lab = "b" if (e + s) % 2 else "a"
+            if lab == "b":
+                if kind == "occipital":
+                    sig = 20e-6 * np.sin(2 * np.pi * 10 * t + rng.uniform(0, 2 * np.pi))
+                    chans = [CH14.index("O1"), CH14.index("O2")]
+                else:
+                    sig = np.where(t < 1.0, 60e-6 * np.sin(np.pi * t), 0.0)  # 1 Hz half-wave, first second
+                    chans = [CH14.index(c) for c in ("Fp1", "Fp2", "F7", "F8")]
+                for c in chans:
+                    x[c, start:start + t.size] += sig
+            onsets.append(start / SF)
+            labels.append(lab)
+        raw = mne.io.RawArray(x, mne.create_info(CH14, SF, "eeg"), verbose="error")
+        raw.set_annotations(mne.Annotations(onsets, [0.1] * len(onsets), labels))
+        raw.save(root / f"S{s:02d}_raw.fif", overwrite=True, verbose="error")
+    return {"name": f"syn14_{kind}", "source": "files", "root": str(root), "classes": ["a", "b"],
+            "files": {"glob": "*.fif", "pattern": r"^(?P<subject>S\d+)_raw\.fif$"},
+            "labels": {"events": {"a": "a", "b": "b"}}, "windows": {"mode": "events", "tmin": 0.0},
+            "line_freq": 50, "reference": "none"}
+
+
+def test_a_real_occipital_alpha_effect_survives_every_variation(tmp_path):
+    """Issue 24, the positive control: the check must keep an effect that is real. The label lives in 10 Hz power
+    over O1/O2 for the whole trial: above chance and not significantly lower under offset, band, offset+band and
+    without the frontal electrodes."""
+    from eegfm_bench.runs.cv import run_cv
+
+    task = _write14(tmp_path / "occ", "occipital")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = run_cv(_cfg(tmp_path, task, ["offset", "band", "offset+band", "frontal"]), progress=False)
+    conf = table.attrs["confound"].set_index("condition")
+    assert set(conf.index) == {"confound=offset1s", "confound=band4-40", "confound=offset1s+band4-40",
+                               "confound=frontal"}
+    assert (conf["verdict"] == "survives").all(), conf[["variation_mean", "checked_low", "low", "high", "verdict"]]
+    assert (conf["checked_low"] > 0.5).all() and (conf["chance"] == 0.5).all()
+    side = table.attrs["side_by_side"]
+    assert list(side.columns[:5]) == ["model", "init", "regime", "head", "headline balanced_accuracy"]
+    assert (side[[c for c in side.columns if c.startswith("verdict")]] == "survives").all().all()
+    md = (Path(tmp_path / task["name"]) / "summary.md").read_text()
+    assert "## Headline and confound-checked" in md and "| survives |" in md
+
+
+def test_a_frontal_1hz_transient_does_not_survive(tmp_path):
+    """The negative counterpart: the label is a cue-locked 1 Hz deflection on the frontal electrodes (what eye
+    movements toward a target look like): gone after the offset and outside 4-40 Hz, and without the frontal
+    electrodes."""
+    from eegfm_bench.runs.cv import run_cv
+
+    task = _write14(tmp_path / "fr", "frontal")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = run_cv(_cfg(tmp_path, task, ["offset+band", "frontal"]), progress=False)
+    conf = table.attrs["confound"].set_index("condition")
+    assert conf.loc["confound=offset1s+band4-40", "headline_mean"] > 0.85
+    assert (conf["verdict"] == "does not survive").all(), conf[["variation_mean", "checked_low", "verdict"]]
+
+
+def test_the_verdict_rule():
+    from eegfm_bench.runs.confound import confound_verdict
+
+    assert confound_verdict(checked_low=0.62, chance=0.5, delta_high=0.01) == "survives"
+    assert confound_verdict(checked_low=0.62, chance=0.5, delta_high=0.0) == "survives"  # Δ not significantly < 0
+    assert confound_verdict(checked_low=0.55, chance=0.5, delta_high=-0.05) == "partly"
+    assert confound_verdict(checked_low=0.50, chance=0.5, delta_high=0.1) == "does not survive"
+    assert confound_verdict(checked_low=0.30, chance=1 / 3, delta_high=0.1) == "does not survive"
+
+
+def test_side_by_side_table_from_a_crafted_store():
+    from eegfm_bench.reports.cv import confound_side_by_side
+
+    head = pd.DataFrame([{"model": "eegnet", "init": "random", "regime": "full", "head": "flatten",
+                          "balanced_accuracy": "0.780 ± 0.070"},
+                         {"model": "labram", "init": "random", "regime": "head_only", "head": "mean",
+                          "balanced_accuracy": "0.510 ± 0.030"}])
+    conf = pd.DataFrame([{"model": "eegnet", "regime": "full", "head": "flatten", "condition": "confound=x",
+                          "variation_mean": 0.60, "checked_low": 0.55, "checked_high": 0.65, "delta": -0.18,
+                          "low": -0.24, "high": -0.12, "verdict": "partly", "chance": 0.5}])
+    side = confound_side_by_side(head, conf)
+    assert side.loc[0, "confound=x"] == "0.600 [0.550, 0.650] (Δ -0.180 [-0.240, -0.120])"
+    assert side["verdict (confound=x)"].tolist() == ["partly", "–"]
+
+
+def test_default_variations_for_every_preset_and_confound_off(tmp_path, monkeypatch):
+    """Every event-locked preset carries default variations (offset+band for the motor-imagery ones), no
+    fixed-window preset does; ``confound: off`` (or false) runs none."""
+    from eegfm_bench.data.spec import default_confound_variations, parse_task_spec
+    from eegfm_bench.data.tasks import preset_names, preset_spec
+    from eegfm_bench.runs.cv import load_config
+
+    for name in preset_names():
+        spec = parse_task_spec(preset_spec(name), name)
+        got = default_confound_variations(spec)
+        if spec["windows"]["mode"] == "events":
+            assert got, name
+            if "mi" in name or "movement" in name or name == "hgd":
+                assert "offset+band" in got, name
+        else:
+            assert got == [], name
+    base = {"task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"),
+            "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}]}
+    on = load_config(base)["confound"]
+    assert on["enabled"] and on["variations"] == ["offset+band"]
+    for off in (False, {"enabled": False}):
+        assert not load_config({**base, "confound": off})["confound"]["enabled"]
+    assert not load_config({**base, "task": "eegmat"})["confound"]["enabled"]  # fixed windows: nothing by default
+    import eegfm_bench.runs.confound as C
+
+    monkeypatch.setattr(C, "run_confound", lambda *a, **k: pytest.fail("the confound check ran"))
+    from eegfm_bench.runs.cv import run_cv
+
+    cfg = {**base, "confound": False, "data": {"subjects": [1, 2, 3], "max_windows_per_subject": 2,
+                                               "batch_size": 8},
+           "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0]},
+           "trainer": {"max_epochs": 1, "patience": 1},
+           "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"],
+                     "backbone_kwargs": {"F1": 4, "D": 1, "kernel_length": 16}}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert "confound" not in run_cv(cfg, progress=False).attrs

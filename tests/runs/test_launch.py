@@ -124,7 +124,7 @@ def test_plan_counts_cells_jobs_cached_passes_and_hours(tmp_path, capsys):
     from eegfm_bench.runs.plan import plan_cv
 
     cfg = _cfg(tmp_path / "p", trainer={"max_epochs": 2, "patience": 1},
-               launcher={"kind": "local", "workers": 2},
+               launcher={"kind": "local", "workers": 2}, confound={"enabled": True, "variations": ["band"]},
                runs=[{"model": "eegnet", "regime": "full", "heads": ["flatten"],
                       "backbone_kwargs": {"F1": 4, "D": 1, "kernel_length": 16}},
                      {"model": "labram", "regime": "head_only", "heads": ["mean", "flatten"],
@@ -147,10 +147,18 @@ def test_plan_counts_cells_jobs_cached_passes_and_hours(tmp_path, capsys):
     assert p["backbone_passes_saved_by_cache"] == would - n_windows
     secs = sum(r["backbone_passes"]["forward"] / 100 + r["backbone_passes"]["forward_backward"] / 10 for r in full) \
         + n_windows / 50
-    assert p["estimate_device_hours"] == pytest.approx(secs / 3600)
+    assert p["estimate_headline_device_hours"] == pytest.approx(secs / 3600)
+    # the confound check the cv runs after the headline: the same 9 cells in the 4-40 Hz band
+    (cc,) = p["confound"]
+    assert cc["condition"] == "confound=band4-40" and cc["n_cells"] == 9 and cc["n_todo"] == 9
+    assert cc["estimate_device_hours"] == pytest.approx(p["estimate_headline_device_hours"])  # same passes per window
+    assert p["estimate_device_hours"] == pytest.approx(secs / 3600 + cc["estimate_device_hours"])
     path = _write(tmp_path / "p.yaml", cfg)
     assert main(["plan", "--config", path, "--bench", str(bench), "--no-measure"]) == 0
-    assert "9 cells (0 already have rows" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "9 cells (0 already have rows" in out and "confound check confound=band4-40" in out
+    off = plan_cv({**cfg, "confound": False}, bench=str(bench), measure=False)
+    assert off["confound"] == [] and off["estimate_device_hours"] == pytest.approx(secs / 3600)
 
 
 def test_launcher_settings_are_checked_before_any_data(tmp_path, monkeypatch):
