@@ -206,7 +206,7 @@ def _main(argv: list[str]) -> int:
     _quiet_third_party_warnings()
     if os.environ.get("EEGFM_DATA") and not Path(os.environ["EEGFM_DATA"]).expanduser().is_absolute():
         # made absolute once, against the working directory, so workers and jobs started elsewhere read the same root
-        os.environ["EEGFM_DATA"] = str(Path(os.environ["EEGFM_DATA"]).expanduser().absolute())
+        os.environ["EEGFM_DATA"] = os.path.abspath(Path(os.environ["EEGFM_DATA"]).expanduser())
     if argv and argv[0] in ("fit", "validate", "test", "predict"):
         _lightning_cli(argv)
         return 0

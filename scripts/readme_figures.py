@@ -8,6 +8,7 @@ Runs (unless ``--render-only``) the README's quickstart commands, each as its ow
     eegfm-bench probe     --config configs/experiment/interpret_quickstart.yaml
     eegfm-bench attribute --config configs/experiment/interpret_quickstart.yaml
     eegfm-bench confound  --cv results/quickstart
+    eegfm-bench cv        --config configs/experiment/positive_control_eegmmidb_eyes.yaml
 
 then rewrites the README blocks between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` from the result
 files those commands wrote (``results/quickstart/...``): the quickstart table and its cost, the condensed robustness
@@ -45,6 +46,7 @@ STEPS = {
     "probe": ["probe", "--config", "configs/experiment/interpret_quickstart.yaml"],
     "attribute": ["attribute", "--config", "configs/experiment/interpret_quickstart.yaml"],
     "confound": ["confound", "--cv", "results/quickstart"],
+    "eyes": ["cv", "--config", "configs/experiment/positive_control_eegmmidb_eyes.yaml"],
 }
 SWEEP_COLUMNS = [("white_snr=0dB", "white 0 dB"), ("white_snr=-15dB", "white −15 dB"), ("pink_snr=-5dB", "pink −5 dB"),
                  ("dropout_p=0.5_zero", "dropout p=0.5 zero-padded"), ("dropout_p=0.5_removed", "p=0.5 removed"),
@@ -88,9 +90,10 @@ def run_steps(steps: list[str], parallel: bool) -> dict:
     timings = json.loads(timings_path.read_text()) if timings_path.is_file() else {}
     order = [s for s in STEPS if s in steps]
     batches = [["cv"]] if "cv" in order else []
-    rest = [s for s in order if s not in ("cv", "confound")]  # the confound check retrains: alone, at the end
+    rest = [s for s in order if s not in ("cv", "confound", "eyes")]  # the retraining steps run alone, at the end
     batches += [rest] if parallel else [[s] for s in rest]
     batches += [["confound"]] if "confound" in order else []
+    batches += [["eyes"]] if "eyes" in order else []
     for batch in batches:
         procs = {}
         for s in batch:
@@ -140,20 +143,54 @@ def _code_versions(*paths: Path, condition: str | None = None) -> str:
     return ", ".join(sorted(vs)) or "?"
 
 
+def _summary_tables(out: Path) -> tuple[list[str], list[str], str]:
+    """The headline table, the headline-and-confound-checked table and its legend from a cv's ``summary.md``."""
+    text = (out / "summary.md").read_text()
+    head, _, rest = text.partition("## Headline and confound-checked")
+    side = [ln for ln in rest.splitlines() if ln.startswith("|")]
+    legend = next((ln for ln in rest.splitlines() if ln.startswith("Verdict:")), "")
+    return [ln for ln in head.splitlines() if ln.startswith("|")], side, legend
+
+
+def _split_cost(out: Path) -> str:
+    p = out / "timing.json"
+    if not p.is_file():
+        return ""
+    t = json.loads(p.read_text())
+    return f" ({_mmss(t['headline_s'])} for the headline cells, {_mmss(t['confound_s'])} for the confound check)"
+
+
 def block_quickstart(t: dict) -> str:
-    summary = (OUT / "summary.md").read_text().strip().splitlines()
-    table = [line for line in summary if line.startswith("|")]
+    table, side, legend = _summary_tables(OUT)
     rows = pd.read_csv(OUT / "results.csv")
     n_cells = rows[(rows.metric == "balanced_accuracy") & (rows.condition == "clean")].groupby(
         ["model", "regime", "head", "fold"]).ngroups
     cost = _cost(t["cv"]) if "cv" in t else "(not timed)"
-    return "\n".join([
+    lines = [
         f"Measured on this project's {t.get('cv', {}).get('cpus', '?')}-core CPU machine (no GPU) by "
-        f"`scripts/readme_figures.py` (code `{_code_versions(OUT / 'results.csv', condition='clean')}`): {cost}, "
-        f"{n_cells} cells, "
+        f"`scripts/readme_figures.py` (code `{_code_versions(OUT / 'results.csv', condition='clean')}`): {cost}"
+        f"{_split_cost(OUT)}, {n_cells} headline cells and their confound check, "
         f"{'no failures' if not _failures(OUT) else 'SEE failures.json'}. "
-        "The table it prints (also `results/quickstart/summary.md`; mean ± std over the 5 test folds, window-level):",
-        "", *table])
+        "The tables it prints (also `results/quickstart/summary.md`; mean ± std over the 5 test folds, window-level):",
+        "", *table]
+    if side:
+        lines += ["", "The headline beside the confound-checked score (run by default for every event-locked task; "
+                  "windows from 1 s after the cue, 4–40 Hz; the checked score and Δ with their 95 % subject-cluster "
+                  "intervals):", "", *side, "", legend]
+    return "\n".join(lines)
+
+
+def block_eyes(t: dict) -> str:
+    out = REPO / "results" / "positive_control_eyes"
+    if not (out / "summary.md").is_file():
+        raise FileNotFoundError(f"no {out / 'summary.md'}")
+    table, side, legend = _summary_tables(out)
+    cost = _cost(t["eyes"]) if "eyes" in t else "(not timed)"
+    return "\n".join([
+        f"`eegfm-bench cv --config configs/experiment/positive_control_eegmmidb_eyes.yaml` ({cost}{_split_cost(out)}; "
+        f"code `{_code_versions(out / 'results.csv', condition='clean')}`): eyes open vs closed, the 7 staged subjects "
+        "with baseline runs, one subject per test fold, the quickstart's models; the check's variations for fixed "
+        "windows: the 4–40 Hz band and the montage without the frontal electrodes:", "", *side, "", legend])
 
 
 def block_sweep(t: dict) -> str:
@@ -268,7 +305,7 @@ def block_confound(t: dict) -> str:
 
 
 BLOCKS = {"quickstart": block_quickstart, "sweep": block_sweep, "probes": block_probes,
-          "attribution": block_attribution, "confound": block_confound}
+          "attribution": block_attribution, "confound": block_confound, "eyes": block_eyes}
 
 
 def render(timings: dict) -> list[str]:

@@ -230,17 +230,21 @@ def compare(head_dir: Path, head_cfg: dict, var_dir: Path, var_cfg: dict, condit
             for s in ("h", "v"):
                 per[s].append(classification_metrics(gf["y_h"].to_numpy(),
                                                       gf[[f"{c}_{s}" for c in pc]].to_numpy())["balanced_accuracy"])
-        ci = paired_cluster_bootstrap(g["y_h"].to_numpy(), g[[f"{c}_v" for c in pc]].to_numpy(),
-                                      g[[f"{c}_h" for c in pc]].to_numpy(), g["subject_h"].astype(str).to_numpy(),
-                                      g["fold"].to_numpy(), metric="balanced_accuracy", target="mean_fold",
-                                      stratify=False, n_boot=n_boot, seed=seed)
         n_cls = len(pc)
         chance = 1.0 / n_cls
         flat = np.full((len(g), n_cls), 1.0 / n_cls)  # a constant prediction scores exactly chance in every fold
-        sc = paired_cluster_bootstrap(g["y_h"].to_numpy(), g[[f"{c}_v" for c in pc]].to_numpy(), flat,
-                                      g["subject_h"].astype(str).to_numpy(), g["fold"].to_numpy(),
-                                      metric="balanced_accuracy", target="mean_fold", stratify=False, n_boot=n_boot,
-                                      seed=seed)
+        args = (g["subject_h"].astype(str).to_numpy(), g["fold"].to_numpy())
+        kw = dict(metric="balanced_accuracy", target="mean_fold", stratify=False, n_boot=n_boot, seed=seed)
+        y, pv, ph = g["y_h"].to_numpy(), g[[f"{c}_v" for c in pc]].to_numpy(), g[[f"{c}_h" for c in pc]].to_numpy()
+        try:
+            ci = paired_cluster_bootstrap(y, pv, ph, *args, **kw)
+            sc = paired_cluster_bootstrap(y, pv, flat, *args, **kw)
+            why = ""
+        except ValueError as err:  # e.g. folds that mix one- and several-subject test sets: no interval, said so
+            nan = float("nan")
+            ci = sc = type("NoCI", (), {"estimate": float(np.mean(per["v"]) - np.mean(per["h"])), "low": nan,
+                                        "high": nan})()
+            why = f"no interval: {err}"
         h, v = np.asarray(per["h"]), np.asarray(per["v"])
         out.append({"model": mo, "regime": rg, "head": hd, "condition": condition, "folds": len(folds),
                     "headline_hash": _hash_of(head_dir, mo, rg, hd), "variation_hash": _hash_of(var_dir, mo, rg, hd),
@@ -249,7 +253,8 @@ def compare(head_dir: Path, head_cfg: dict, var_dir: Path, var_cfg: dict, condit
                     "variation_mean": float(v.mean()), "variation_sd": float(v.std(ddof=1)) if v.size > 1 else np.nan,
                     "delta": float(ci.estimate), "low": float(ci.low), "high": float(ci.high),
                     "chance": chance, "checked_low": chance + float(sc.low), "checked_high": chance + float(sc.high),
-                    "verdict": confound_verdict(chance + float(sc.low), chance, float(ci.high))})
+                    "verdict": f"not assessable ({why})" if why else
+                    confound_verdict(chance + float(sc.low), chance, float(ci.high))})
     return out
 
 

@@ -751,6 +751,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     from eegfm_bench.results import ResultStore, classification_metrics, code_version, library_versions
     from eegfm_bench.runs.trainer import build_trainer, close_loggers, quiet_lightning
 
+    t_start = time.time()
     cfg = load_config(config, args)
     out = Path(cfg["out_dir"])
     zero = is_global_zero()
@@ -973,9 +974,12 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     if (cfg.get("confound") or {}).get("enabled"):  # the headline's confound check, on the same folds and seeds
         from eegfm_bench.runs.confound import run_confound
 
+        t_head = time.time()
         conf = run_confound(cfg, progress=progress)
         table.attrs["confound"] = conf
         if zero:
+            (out / "timing.json").write_text(json.dumps({"headline_s": t_head - t_start,
+                                                         "confound_s": time.time() - t_head}))
             from eegfm_bench.reports.cv import confound_side_by_side
             from eegfm_bench.reports.page import refresh
 

@@ -54,10 +54,10 @@ def resolve_data_root(data_root: str | os.PathLike | None = None) -> Path:
     import mne
 
     if data_root:
-        return Path(data_root).expanduser().absolute()
+        return Path(os.path.abspath(Path(data_root).expanduser()))
     if os.environ.get("EEGFM_DATA"):
-        return Path(os.environ["EEGFM_DATA"]).expanduser().absolute()
-    return Path(mne.get_config("MNE_DATA") or Path.home() / "mne_data").expanduser().absolute()
+        return Path(os.path.abspath(Path(os.environ["EEGFM_DATA"]).expanduser()))
+    return Path(os.path.abspath(Path(mne.get_config("MNE_DATA") or Path.home() / "mne_data").expanduser()))
 
 
 def download_allowed(download: bool | None = None) -> bool:
