@@ -64,8 +64,9 @@ def _print_models() -> None:
 
 def _print_user_models(configs: list[str], extra: list[str]) -> None:
     """The user models of a cv config: declaration and the dry run's shapes (eegfm_bench.models.user)."""
+    from eegfm_bench.interpret.lrp import adapter_lrp_problem
     from eegfm_bench.models.user import check_user_model
-    from eegfm_bench.runs.cv import load_config
+    from eegfm_bench.runs.cells import load_config
 
     cfg = load_config(configs[0], [x for c in configs[1:] for x in ("--config", c)] + list(extra))
     print("| user model | class_path | tokens | blocks | channels | sfreq (Hz) | window (s) | unit | n_tokens × d_model "
@@ -73,7 +74,7 @@ def _print_user_models(configs: list[str], extra: list[str]) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     notes = []
     for name, spec in (cfg.get("user_models") or {}).items():
-        info = check_user_model(name, spec)
+        info = check_user_model(name, spec, checks={"attnlrp": adapter_lrp_problem})
         attr = "G×I, AttnLRP" if info["attnlrp"] == "ok" else "G×I (no AttnLRP, see below)"
         if info["attnlrp"] != "ok":
             notes.append(f"- {name}: AttnLRP cannot run: {info['attnlrp']}")
@@ -175,10 +176,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parsers() -> dict:
     """Command → its typed config parser (for ``--keys`` and ``--print-config``)."""
-    from eegfm_bench.interpret.config import interpret_parser
+    from eegfm_bench.runs.interpret_config import interpret_parser
     from eegfm_bench.runs.audit import audit_parser
     from eegfm_bench.runs.controls import controls_parser
-    from eegfm_bench.runs.cv import cv_parser
+    from eegfm_bench.runs.cells import cv_parser
     from eegfm_bench.runs.sweep import sweep_parser
 
     return {"cv": cv_parser, "check": cv_parser, "sweep": sweep_parser, "probe": lambda: interpret_parser("eegfm-bench probe"),
@@ -308,7 +309,7 @@ def _main(argv: list[str]) -> int:
         return 0
     if a.cmd == "confound":
         from eegfm_bench.runs.confound import run_confound
-        from eegfm_bench.runs.cv import load_config
+        from eegfm_bench.runs.cells import load_config
 
         cfg = load_config(Path(a.cv) / "config.yaml")
         cc = {**cfg["confound"], "enabled": True}
@@ -437,7 +438,7 @@ def _run(a, source, overrides) -> int:
                 print(to_markdown(side))
                 print("\n" + VERDICT_LEGEND.format(chance=f"{conf['chance'].iloc[0]:.3f}"))
     elif a.cmd == "check":
-        from eegfm_bench.runs.cv import check_config
+        from eegfm_bench.runs.cells import check_config
 
         check_config(source, overrides)
     elif a.cmd == "sweep":

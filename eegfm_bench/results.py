@@ -17,6 +17,7 @@ import subprocess
 import time
 import uuid
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -272,3 +273,45 @@ def _csv_types(df: pd.DataFrame) -> pd.DataFrame:
             if conv.notna().sum() == df[c].notna().sum():
                 df[c] = conv
     return df
+
+
+# ------------------------------------------------------------------------ cells: names and the done set
+def run_label(model: str, regime: str, head: str) -> str:
+    """Folder-style name of a cv run × head (``eegnet-full-flatten``)."""
+    return f"{model}-{regime}-{head}"
+
+
+def cell_dir_name(model: str, regime: str, head: str, chash: str) -> str:
+    """``<model>-<regime>-<head>-<hash[:8]>``: the folder of one cell's checkpoints under its config hash."""
+    return f"{run_label(model, regime, head)}-{chash[:8]}"
+
+
+@dataclass
+class Cell:
+    """One cell of a cv: a run entry, one of its heads, one fold, and the cell's config hash."""
+
+    run: dict
+    head: str
+    fold: int
+    chash: str
+
+
+def done_cells(store, experiment: str) -> set[tuple[str, str, str, str, str]]:
+    """``(model, regime, head, fold, config hash)`` of every cell of ``experiment`` with a clean test row in
+    ``store``, read once (the resumption check of ``cv``, ``status`` and ``plan``; values as strings)."""
+    df = store.load()
+    if df.empty:
+        return set()
+    d = df[(df["condition"].astype(str) == "clean") & (df["metric"] == "balanced_accuracy")
+           & (df["experiment"].astype(str) == str(experiment))]
+    return {(str(r.model), str(r.regime), str(r.head), str(r.fold), str(r.config_hash)) for r in d.itertuples()}
+
+
+def cell_key(c: "Cell") -> tuple[str, str, str, str, str]:
+    """The :func:`done_cells` key of a cell."""
+    return (c.run["model"], c.run["regime"], c.head, str(c.fold), c.chash)
+
+
+def cell_id(model: str, regime: str, head: str, fold: int, chash: str) -> str:
+    """``<model>/<regime>/<head>/fold<k>/<config hash>``: one cell, as jobs and ``eegfm-bench status`` name it."""
+    return f"{model}/{regime}/{head}/fold{fold}/{chash}"

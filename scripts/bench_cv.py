@@ -7,7 +7,7 @@ and forward passes, measured in one run:
   backward, AdamW step, warm-up + cosine step) then every validation batch (forward, balanced accuracy); then every
   test batch (forward, softmax);
 * ``lightning`` — :class:`~eegfm_bench.models.module.FMClassifier` on :class:`~eegfm_bench.data.datamodule.EEGDataModule`
-  through :func:`~eegfm_bench.runs.trainer.build_trainer` (``trainer.fit`` with a fixed number of epochs, no early
+  through :func:`~eegfm_bench.trainer.build_trainer` (``trainer.fit`` with a fixed number of epochs, no early
   stopping, no checkpointing, no logger; then ``trainer.test``), as ``eegfm-bench cv`` trains a cell.
 
 Printed ratio: ``lightning / bare`` (target ≤ 1.10; the framework's own overhead).
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
 
     from eegfm_bench.data.datamodule import EEGDataModule, WindowDataset
     from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.runs.trainer import build_trainer, quiet_lightning
+    from eegfm_bench.trainer import build_trainer, quiet_lightning
 
     quiet_lightning()
     dev = torch.device("cuda" if args.accelerator in ("cuda", "gpu") else "cpu")

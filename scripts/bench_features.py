@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     from eegfm_bench.data.windows import load_windows
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.features import extract_features
-    from eegfm_bench.runs.trainer import quiet_lightning
+    from eegfm_bench.trainer import quiet_lightning
 
     quiet_lightning()
     cls = BACKBONES.get("labram")

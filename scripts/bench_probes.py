@@ -48,7 +48,7 @@ def _rss_mb(field: str = "VmRSS") -> float:
 def _quickstart():
     """The quickstart config, LaBraM's windows (from the window cache), the split and LaBraM's optimiser settings."""
     from eegfm_bench.data.splits import SplitSpec, make_split
-    from eegfm_bench.runs.cv import load_config, run_optim, windows_for
+    from eegfm_bench.runs.cells import load_config, run_optim, windows_for
 
     cfg = load_config(REPO / "configs" / "experiment" / "quickstart.yaml")
     ws = windows_for(cfg, "labram", {}, False)
@@ -65,7 +65,7 @@ def _setup(fold: int, path: Path) -> None:
 
     from eegfm_bench.models.features import extract_features
     from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.runs.trainer import quiet_lightning
+    from eegfm_bench.trainer import quiet_lightning
 
     quiet_lightning()
     cfg, ws, split, optim = _quickstart()
@@ -102,7 +102,7 @@ def _one(method: str, setup: Path) -> dict:
 
         from eegfm_bench.data.datamodule import EEGDataModule
         from eegfm_bench.models.module import FMClassifier
-        from eegfm_bench.runs.trainer import build_trainer, quiet_lightning
+        from eegfm_bench.trainer import build_trainer, quiet_lightning
 
         quiet_lightning()
         cfg, ws, split, optim = _quickstart()

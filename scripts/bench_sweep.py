@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     from eegfm_bench.perturb.evaluate import condition_rows, not_applicable_reason
     from eegfm_bench.runs.sweep import evaluate_conditions
     from eegfm_bench.results import ResultStore
-    from eegfm_bench.runs.trainer import quiet_lightning
+    from eegfm_bench.trainer import quiet_lightning
 
     quiet_lightning()
     ws, rows, ctx, what = _windows(args)

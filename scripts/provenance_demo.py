@@ -114,7 +114,7 @@ def train_encoder(pw, split: np.ndarray, enc: dict, seed: int, threads: int, tra
 
     from eegfm_bench.data.datamodule import WindowDataset
     from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.runs.trainer import build_trainer
+    from eegfm_bench.trainer import build_trainer
 
     torch.set_num_threads(threads)
     L.seed_everything(seed, workers=True, verbose=False)

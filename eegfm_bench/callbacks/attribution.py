@@ -17,7 +17,7 @@ from eegfm_bench.callbacks.probes import single_device
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
 from eegfm_bench.results import ResultStore, code_version, config_hash
-from eegfm_bench.runs.output import best_fitted
+from eegfm_bench.trainer import best_fitted
 
 log = logging.getLogger(__name__)
 

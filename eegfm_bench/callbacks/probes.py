@@ -15,7 +15,7 @@ from torch import nn
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.interpret.probes import POOLINGS, check_pooling, run_fold_probes
 from eegfm_bench.reports.probes import write_report
-from eegfm_bench.runs.output import best_fitted
+from eegfm_bench.trainer import best_fitted
 
 
 def single_device(trainer) -> dict:

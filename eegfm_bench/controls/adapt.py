@@ -131,7 +131,7 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
 
     from eegfm_bench.data.datamodule import EEGDataModule
     from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.runs.trainer import build_trainer
+    from eegfm_bench.trainer import build_trainer
 
     groups = ws.subject if split.spec.group_by == "subject" else ws.recording
     _, _, test_idx = split.indices(groups, fold)

@@ -32,82 +32,16 @@ their scores (:func:`random_init_contrast`, :func:`scrambled_label_contrast`) as
 """
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from eegfm_bench.models.catalogue import RELATED_SOURCES, normalize_name  # noqa: F401  (gate iii's names)
+from eegfm_bench.models.catalogue import corpus_overlap as pretraining_overlap
+
 GATES = (("i", "comparator"), ("ii", "paired uncertainty"), ("iii", "provenance"), ("iv", "controls"))
 STATUSES = ("pass", "fail", "inconclusive", "missing", "not_reached")
-
-RELATED_SOURCES: dict[str, tuple[str, ...]] = {
-    "tuh": ("tuh", "tueg", "tuheeg", "tuhcorpus", "tuab", "tuar", "tuev", "tusz", "tuep", "tusl",
-            "templeuniversityhospital"),
-    "chbmit": ("chbmit", "chb", "chbmitscalpeeg"),
-    "sleepedf": ("sleepedf", "sleepedfx", "sleepcassette", "sleeptelemetry"),
-    "ds004504": ("ds004504", "miltiadous"),
-    "caueeg": ("caueeg",),
-    "ds003490": ("ds003490",),
-    "shhs": ("shhs",),
-    "seed": ("seed", "seediv", "seedv", "seedvig"),
-}
-"""Source families for gate (iii): names in one family are treated as the same or a closely related source
-distribution (§3.6 (iii)). Normalised names (lower case, alphanumerics only). Extend via ``related=``."""
-
-
-def normalize_name(name: str) -> str:
-    """Lower-case alphanumerics only: ``"CHB-MIT"`` → ``"chbmit"``, ``"TUH EEG"`` → ``"tuheeg"``."""
-    return re.sub(r"[^0-9a-z]", "", name.lower())
-
-
-def _family(name: str, related: Mapping[str, Sequence[str]]) -> str | None:
-    """Source family of ``name``: equal to a member, or containing a member of at least 6 characters
-    (``"Temple University Hospital EEG"`` contains ``templeuniversityhospital``; short ids such as ``tuh`` must
-    match a whole word, see :func:`pretraining_overlap`)."""
-    n = normalize_name(name)
-    for fam, members in related.items():
-        for m in {normalize_name(fam), *map(normalize_name, members)}:
-            if n == m or (len(m) >= 6 and m in n):
-                return fam
-    return None
-
-
-def pretraining_overlap(pretraining_corpora: Sequence[str], evaluation_dataset: str,
-                        related: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
-    """Pretraining corpora that are, contain, or share a source family with the evaluation dataset.
-
-    Parameters
-    ----------
-    pretraining_corpora : sequence of str
-        The model's published pretraining inventory (e.g. ``["TUEG", "SEED"]``).
-    evaluation_dataset : str
-        The evaluation cohort (e.g. ``"TUAB"``).
-    related : mapping, optional
-        Source families; default :data:`RELATED_SOURCES`.
-
-    Returns
-    -------
-    list of (corpus, reason)
-        Empty when no overlap is found. Reasons: ``"same dataset"``, ``"named in corpus"`` (the evaluation name
-        is a word of the corpus name), ``"same source family <fam>"``.
-    """
-    related = RELATED_SOURCES if related is None else related
-    ev = normalize_name(evaluation_dataset)
-    ev_fam = _family(evaluation_dataset, related)
-    hits = []
-    for corpus in pretraining_corpora:
-        c = normalize_name(corpus)
-        words = {normalize_name(w) for w in re.split(r"[\s,;/()+]+", corpus) if w}
-        if c == ev:
-            hits.append((corpus, "same dataset"))
-        elif ev in words:
-            hits.append((corpus, "named in corpus"))
-        elif ev_fam is not None and (_family(corpus, related) == ev_fam
-                                     or any(_family(w, related) == ev_fam for w in words)):
-            hits.append((corpus, f"same source family {ev_fam}"))
-    return hits
-
 
 @dataclass
 class ClaimEvidence:

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+from sklearn.model_selection import StratifiedGroupKFold
 
 from eegfm_bench.controls.probes import ProbeSpec, check_folds, fit_predict_folds
 

@@ -11,12 +11,18 @@ by when an entry was last read, not when it was built. Builds in progress (``<en
 """
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 USED = "LAST_USED"
+
+
+def default_cache_dir() -> Path:
+    """``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``."""
+    return Path(os.environ.get("EEGFM_CACHE", Path.home() / ".cache" / "eegfm_bench")).expanduser()
 
 
 def mark_used(folder: Path) -> None:
@@ -124,8 +130,6 @@ def cache_main(root: str | Path | None = None, *, prune: bool = False, older_tha
                partial_hours: float = 24.0, yes: bool = False) -> int:
     """``eegfm-bench cache``: list the cache root's entries; with ``prune``, the ones a prune would remove, and
     (with ``yes``) remove them. Returns the exit code."""
-    from eegfm_bench.data.windows import default_cache_dir
-
     root = Path(root).expanduser() if root else default_cache_dir()
     entries = cache_entries(root)
     if not prune:
@@ -145,4 +149,4 @@ def cache_main(root: str | Path | None = None, *, prune: bool = False, older_tha
     return 0
 
 
-__all__ = ["CacheEntry", "cache_entries", "prune_plan", "remove", "cache_table", "cache_main", "mark_used"]
+__all__ = ["default_cache_dir", "CacheEntry", "cache_entries", "prune_plan", "remove", "cache_table", "cache_main", "mark_used"]

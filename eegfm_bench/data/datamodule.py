@@ -6,6 +6,11 @@ Batches are dicts (DESIGN.md "Window batch"):
 ``subject`` / ``recording`` / ``window_index``); the montage is ``datamodule.ch_names``. In token mode
 (head-only training on a frozen backbone) ``x`` is replaced by ``tokens`` ``(batch, n_tokens, d_model)``
 read from the token cache.
+
+Import direction: this module reaches up to :mod:`eegfm_bench.models.backbones` (one of the package's two
+documented back-edges): a DataModule named by a backbone (``EEGDataModule(backbone="labram")``, the LightningCLI
+path) reads that backbone's declared preprocessing from the registry, so a user never types the sampling rate,
+band and unit a model was built for.
 """
 from __future__ import annotations
 

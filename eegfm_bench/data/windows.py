@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.ingest import (BENIGN_WARNINGS, DeclaredTask, balance_windows, cut_windows, ingest_recording,
                                      recording_label)
+from eegfm_bench.data.cache import default_cache_dir, mark_used
 from eegfm_bench.data.preprocessing import Preprocessing, apply_preprocessing, reference_windows
 from eegfm_bench.data.qc import IngestError, IngestReport, RecordingQC, capture_warnings, companion_files, file_sha256
 from eegfm_bench.data.sources import DataNotFoundError, RecordingReadError
@@ -37,11 +38,6 @@ CACHE_VERSION = 3
 
 class NonFiniteWindowError(IngestError):
     """A window contains NaN or Inf (raised under ``strict: true``; otherwise such windows are rejected)."""
-
-
-def default_cache_dir() -> Path:
-    """``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``."""
-    return Path(os.environ.get("EEGFM_CACHE", Path.home() / ".cache" / "eegfm_bench")).expanduser()
 
 
 @dataclass
@@ -231,8 +227,6 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
         built = True
     ws = _open_cache(folder)
     if not built:
-        from eegfm_bench.data.cache import mark_used
-
         mark_used(folder)
     if progress and not built:
         rep = folder / "ingest_report.json"

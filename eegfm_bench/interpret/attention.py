@@ -293,7 +293,7 @@ def channel_attention(adapter: nn.Module, x: torch.Tensor, ch_names: Sequence[st
     """
     from torch.utils.data import TensorDataset
 
-    from eegfm_bench.runs.trainer import predict_gathered
+    from eegfm_bench.trainer import predict_gathered
 
     names = list(ch_names) if ch_names is not None else list(adapter.ch_names)
     ds = _Dicts(TensorDataset(x.detach().cpu().float(), torch.arange(len(x))))
@@ -323,7 +323,7 @@ def mean_channel_attention(adapter: nn.Module, ws, rows: np.ndarray, batch_size:
     One ``Trainer.predict`` pass (:class:`AttentionExtractor`); under DDP every window is counted once.
     """
     from eegfm_bench.data.datamodule import WindowDataset
-    from eegfm_bench.runs.trainer import predict_gathered
+    from eegfm_bench.trainer import predict_gathered
 
     out = predict_gathered(AttentionExtractor(adapter, ws.ch_names), WindowDataset(ws, np.sort(rows)), trainer,
                            batch_size=batch_size)

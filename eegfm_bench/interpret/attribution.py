@@ -584,7 +584,7 @@ def _fill(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def predict_proba(model: nn.Module, X: np.ndarray, batch_size: int = 32, trainer: dict | None = None) -> np.ndarray:
     """Softmax probabilities ``(n, n_classes)`` (float64) of windows ``X`` ``(n, n_chans, n_times)`` in X's order
     (``Trainer.predict`` with :class:`ProbaModule`; ``trainer``: a ``trainer:`` section, default one device)."""
-    from eegfm_bench.runs.trainer import predict_gathered
+    from eegfm_bench.trainer import predict_gathered
 
     out = predict_gathered(ProbaModule(model), ArrayWindows(X, np.zeros(len(X), np.int64)), trainer,
                            batch_size=batch_size)
@@ -705,7 +705,7 @@ def attribute_windows(model: nn.Module, dataset, methods: Sequence[str], *, perc
     UnsupportedMethodError
         ``attnlrp`` for a backbone without a patch map and no ``lrp_fallback``.
     """
-    from eegfm_bench.runs.trainer import predict_gathered
+    from eegfm_bench.trainer import predict_gathered
 
     backbone = model.backbone_name
     todo: dict[str, str] = {}

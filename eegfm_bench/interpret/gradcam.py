@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 
-from eegfm_bench.interpret.lrp import UnsupportedMethodError
+from eegfm_bench.errors import UnsupportedMethodError
 
 
 class GradCAMUnsupportedError(UnsupportedMethodError):

@@ -62,6 +62,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from eegfm_bench.errors import UnsupportedMethodError  # noqa: F401  (re-exported: its old home)
+from eegfm_bench.interpret.gradcam import GRADCAM_LAYERS
 
 
 def _lxt():
@@ -86,9 +88,6 @@ def identity_rule_implicit(fn, x):
 def stop_gradient(x):
     return _lxt()[1].stop_gradient(x)
 
-
-class UnsupportedMethodError(ValueError):
-    """A backbone has no implementation for the requested interpretability method."""
 
 
 class UnsupportedModuleError(ValueError):
@@ -476,8 +475,6 @@ ATTRIBUTION_METHODS = ("gxi", "attnlrp", "gradcam")
 def supported_methods(backbone: str) -> list[str]:
     """Attribution methods available for ``backbone`` (``gxi`` always; ``attnlrp`` with a patch map; ``gradcam``
     with a GradCAM layer, :data:`eegfm_bench.interpret.gradcam.GRADCAM_LAYERS`)."""
-    from eegfm_bench.interpret.gradcam import GRADCAM_LAYERS
-
     from eegfm_bench.models.user import user_spec
 
     return (["gxi"] + (["attnlrp"] if backbone in PATCH_MAPS or user_spec(backbone) else [])

@@ -188,7 +188,7 @@ def fit_probe(X_train: np.ndarray, y_train: np.ndarray, X_val: np.ndarray, y_val
     from lightning.pytorch.callbacks import EarlyStopping
     from torch.utils.data import DataLoader, TensorDataset
 
-    from eegfm_bench.runs.trainer import build_trainer
+    from eegfm_bench.trainer import build_trainer
 
     if max_epochs < 1 or patience < 1:
         raise ProbeConfigError(f"max_epochs and patience must be ≥ 1, got {max_epochs}, {patience}")

@@ -425,7 +425,7 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
     from torch.utils.data import DataLoader
 
     from eegfm_bench.data.datamodule import WindowDataset
-    from eegfm_bench.runs.trainer import build_trainer, pad_to_ranks
+    from eegfm_bench.trainer import build_trainer, pad_to_ranks
 
     tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
     rows = np.arange(len(ws), dtype=np.int64) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
@@ -492,6 +492,6 @@ def pooled_outputs(model: nn.Module, dataset, *, trainer: dict | None = None, ba
         ``index`` ``(n,)``, ``embedding`` ``(n, d_model)``, ``logits`` ``(n, n_classes)``, sorted by window index,
         each window once under any number of devices.
     """
-    from eegfm_bench.runs.trainer import predict_gathered
+    from eegfm_bench.trainer import predict_gathered
 
     return predict_gathered(PooledOutputs(model), dataset, trainer, batch_size=batch_size)

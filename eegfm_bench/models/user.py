@@ -567,19 +567,27 @@ def user_spec(model: str) -> dict | None:
 
 
 def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None, n_outputs: int = 2,
-                     lora: bool = False) -> dict:
+                     lora: bool = False, checks: dict | None = None) -> dict:
     """One batch through a declared user model before any data is read: build it (random init: declared weights are
     only checked for their file and sha256 here, and loaded strictly on the data's montage) on the declared
     channels (or the 19 channels of the 10-20 system), check the tokens' shape, that the block pattern matches modules whose hooks
     fire, that gradients reach its parameters and that the LoRA targets match modules (with ``lora``, a run uses
     the LoRA regime: peft wraps them and the adapters must receive gradients).
 
+    Parameters
+    ----------
+    checks : dict of str to callable, optional
+        More checks of the built adapter, each ``check(adapter, name, spec) -> str | None`` (a problem, or None),
+        run before LoRA wraps the targets; e.g. ``{"attnlrp": eegfm_bench.interpret.lrp.adapter_lrp_problem}``
+        (``eegfm-bench models --config`` passes it: the interpretability layer sits above the models and is handed
+        in rather than imported here).
+
     Returns
     -------
     dict
-        ``n_tokens``, ``d_model``, ``n_blocks``, ``n_params``, and ``attnlrp``: ``ok``, or why AttnLRP cannot
-        run on it (:func:`~eegfm_bench.interpret.lrp.adapter_lrp_problem`; Gradient×Input always can). Not an
-        error here: only ``eegfm-bench attribute`` with method ``attnlrp`` refuses it.
+        ``n_tokens``, ``d_model``, ``n_blocks``, ``n_params``, and per check of ``checks``: ``ok``, or its problem
+        (e.g. why AttnLRP cannot run; Gradient×Input always can). Not an error here: only ``eegfm-bench attribute``
+        with method ``attnlrp`` refuses it.
 
     Raises
     ------
@@ -628,9 +636,7 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
     t.float().pow(2).mean().backward()
     if not params or all(p.grad is None or not torch.any(p.grad != 0) for p in params):
         raise UserModelError(no_grad)
-    from eegfm_bench.interpret.lrp import adapter_lrp_problem
-
-    lrp = adapter_lrp_problem(ad, name, spec)  # on a copy; before LoRA wraps the targets below
+    found = {k: (check(ad, name, spec) or "ok") for k, check in (checks or {}).items()}  # before LoRA wraps targets
     if spec["lora_targets"]:
         from eegfm_bench.models.adaptation import LoraTargetError, resolve_targets
 
@@ -648,7 +654,7 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
     elif lora:
         raise UserModelError(f"user model {name}: regime lora but no lora_targets declared; fix: lora_targets")
     return {"n_tokens": ad.n_tokens(), "d_model": ad.d_model, "n_blocks": len(ad.blocks),
-            "n_params": sum(p.numel() for p in ad.model.parameters()), "attnlrp": lrp or "ok"}
+            "n_params": sum(p.numel() for p in ad.model.parameters()), **found}
 
 
 __all__ = ["UserModelConfig", "UserChannels", "UserPretrained", "UserLRP", "UserModelError", "register_user_models",

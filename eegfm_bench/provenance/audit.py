@@ -6,6 +6,10 @@ the identity-disjoint test split, and returns an :class:`AuditReport` ending in 
 ``"certified"`` or ``"refused"`` — written as JSON and Markdown in the shape of the paper's App. B worked
 example. ``eegfm-bench audit`` runs it from a config (:func:`eegfm_bench.runs.audit.audit_main`).
 
+Import direction: :meth:`AuditReport.to_markdown` renders through :func:`eegfm_bench.reports.audit.audit_markdown`
+(one of the package's two documented back-edges): every report writer lives in ``reports/``, and an audit writes
+its Markdown beside its JSON wherever it runs (the command, the demo, a notebook).
+
 Two designs:
 
 * **paired** — ``emb`` of shape ``(n_windows, K, d)``: every window in K provenance views (e.g. reference

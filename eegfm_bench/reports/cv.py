@@ -104,7 +104,7 @@ def write_summary(path: str | Path, table: pd.DataFrame, *, experiment: str, tas
               "current config only)\n\n")
     side = confound_side_by_side(table, confound)
     if not side.empty:
-        from eegfm_bench.runs.confound import VERDICT_LEGEND
+        from eegfm_bench.reports.confound import VERDICT_LEGEND
 
         chance = confound["chance"].iloc[0] if "chance" in confound else float("nan")
         md += ("\n\n## Headline and confound-checked (balanced accuracy)\n\nEach cell retrained on the same folds "

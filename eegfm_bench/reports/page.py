@@ -484,7 +484,7 @@ def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
                                     f"(squares), per model / regime / head, and the chance level (dashed); init "
                                     f"{inits}; {cv_dir.name}."))
     out = [sec]
-    from eegfm_bench.runs.confound import current_rows
+    from eegfm_bench.reports.confound import current_rows
 
     c = current_rows(cv_dir)
     if not c.empty:
@@ -493,7 +493,7 @@ def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
                        "restricted band, same folds and seeds: if the headline collapses, it was not the task. Δ = "
                        "variation − headline (balanced accuracy, paired on the windows both hold, mean over folds) with "
                        "a 95 % subject-cluster bootstrap interval.")
-        from eegfm_bench.runs.confound import VERDICT_LEGEND, ordered
+        from eegfm_bench.reports.confound import VERDICT_LEGEND, ordered
 
         rows = []
         for r in ordered(c).itertuples():

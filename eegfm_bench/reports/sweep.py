@@ -327,7 +327,7 @@ def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int
         c = pd.read_csv(cache)
         if not c.empty and str(c["key"].iloc[0]) == key:
             return c.drop(columns="key")
-    from eegfm_bench.runs.cv import run_label
+    from eegfm_bench.results import run_label
 
     cells = df[(df["metric"] == metric) & (df["condition"] == "clean")]
     rows = []

@@ -45,7 +45,7 @@ def label_randomised_model(run, ck, ws, root: Path, seed: int):
     from eegfm_bench.config import ConfigError
     from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
     from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
-    from eegfm_bench.runs.cv import LP_FT, fixed_batch_size, head_kwargs_for, run_init_seed, run_optim, run_trainer
+    from eegfm_bench.runs.cells import LP_FT, fixed_batch_size, head_kwargs_for, run_init_seed, run_optim, run_trainer
     from eegfm_bench.runs.output import load_fold_model
 
     if ck.head == "ridge":
@@ -96,12 +96,12 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
 
     from eegfm_bench.distributed import is_global_zero
     from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
-    from eegfm_bench.interpret.config import load_interpret_config
+    from eegfm_bench.runs.interpret_config import load_interpret_config
     from eegfm_bench.interpret.topomap import plot_topomap_grid
     from eegfm_bench.reports.attribution import checks_markdown, checks_table, method_label, write_cell_maps
     from eegfm_bench.results import ResultStore, code_version, config_hash
     from eegfm_bench.runs.output import CVRun, load_fold_model
-    from eegfm_bench.runs.trainer import hashable_trainer
+    from eegfm_bench.trainer import hashable_trainer
 
     cfg = load_interpret_config(config, args)
     acfg, sel = cfg["attribution"], cfg["select"]
@@ -197,7 +197,7 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
                 unit="mean |R|", title=f"{run.task}, {condition}: attribution topomaps (App. I.1 selection)")
     df_all = store.load()
     table = checks_table(df_all[df_all["config_hash"].astype(str).isin(current)] if not df_all.empty else df_all)
-    from eegfm_bench.runs.trainer import log_summary
+    from eegfm_bench.trainer import log_summary
 
     if not table.empty:
         log_summary(cfg["trainer"], root, "attribution", {

@@ -27,114 +27,16 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from eegfm_bench.config import ConfigError
-
-VARIATIONS = ("offset", "band", "offset+band", "frontal")
-FRONTAL = ["Fp1", "Fpz", "Fp2", "AF7", "AF3", "AFz", "AF4", "AF8", "F7", "F8", "FT7", "FT8"]
-"""The prefrontal and lateral frontal electrodes of the ``frontal`` variation (10-05 names: Fp*, AF*, F7/F8,
-FT7/FT8) — the electrodes nearest the eyes and the temporal muscles."""
-
-
-@dataclass
-class ConfoundConfig:
-    """The confound check of a cv (:mod:`eegfm_bench.runs.confound`).
-
-    Args:
-        enabled: run it after the headline cells; null (default): on whenever the task has default variations
-            (every event-locked task: :func:`~eegfm_bench.data.spec.default_confound_variations`); ``confound: off``
-            (or ``false``) turns it off. ``eegfm-bench confound --cv <out_dir>`` runs it on a finished cv.
-        variations: which of ``offset``, ``band``, ``offset+band``, ``frontal``; null: the task's defaults
-            (``offset+band`` for event-locked windows; a preset may declare others, e.g. ``frontal`` for ERPs).
-        offset_s: seconds after the cue where the offset windows start.
-        keep_length: offset windows keep their length (end later) instead of keeping their end.
-        band: the restricted band, Hz.
-        frontal_channels: the electrodes the ``frontal`` variation removes.
-        n_boot: bootstrap replicates of the paired interval.
-    """
-
-    enabled: Optional[bool] = None
-    variations: Optional[list[str]] = None
-    offset_s: float = 1.0
-    keep_length: bool = False
-    band: list[float] = field(default_factory=lambda: [4.0, 40.0])
-    frontal_channels: list[str] = field(default_factory=lambda: list(FRONTAL))
-    n_boot: int = 2000
-
-
-def label(variation: str, cc: dict) -> str:
-    """The ``condition`` of a variation's rows: ``confound=offset1s``, ``confound=band4-40``, ..."""
-    parts = []
-    for v in variation.split("+"):
-        if v == "offset":
-            parts.append(f"offset{cc['offset_s']:g}s")
-        elif v == "band":
-            parts.append(f"band{cc['band'][0]:g}-{cc['band'][1]:g}")
-        else:
-            parts.append(v)
-    return "confound=" + "+".join(parts)
-
-
-ALL_ON_REQUEST = ["offset", "band", "offset+band"]
-"""What ``eegfm-bench confound --cv`` runs for a task without default variations (nothing declared, fixed windows
-excepted): each of offset and band alone and together."""
-
-
-def resolve_confound(cc, task_spec: dict) -> dict:
-    """The confound section with ``enabled`` and ``variations`` resolved against the task (issue 24: safe by
-    default): ``confound: off`` / ``false`` → disabled; ``enabled: null`` → on when the task has default variations;
-    ``variations: null`` → the task's defaults (:func:`~eegfm_bench.data.spec.default_confound_variations`)."""
-    from dataclasses import asdict
-
-    from eegfm_bench.data.spec import default_confound_variations
-
-    base = asdict(ConfoundConfig())
-    if cc is False or cc is None:
-        out = {**base, "enabled": False}
-    elif cc is True:
-        out = {**base, "enabled": True}
-    else:
-        out = {**base, **dict(cc)}
-    defaults = default_confound_variations(task_spec)
-    if out["variations"] is None:
-        out["variations"] = defaults if defaults or out["enabled"] is not True else \
-            [v for v in ALL_ON_REQUEST if "offset" not in v or (task_spec.get("windows") or {}).get("mode") == "events"]
-    if out["enabled"] is None:
-        out["enabled"] = bool(out["variations"])
-    return out
-
-
-def check_confound(cc: dict | None, task_spec: dict) -> None:
-    """Refuse a confound section that cannot apply, before any data is read.
-
-    Raises
-    ------
-    ConfigError
-        An unknown variation, an offset <= 0, a band that is not ``[lo, hi]`` with ``0 <= lo < hi``, or a task
-        whose windows are not locked to events (``windows.mode: events``).
-    """
-    if not cc or not cc.get("enabled"):
-        return
-    bad = [v for v in cc["variations"] if v not in VARIATIONS]
-    if bad or not cc["variations"]:
-        raise ConfigError(f"confound.variations {cc['variations']}: fix: a non-empty list of {list(VARIATIONS)}")
-    if not float(cc["offset_s"]) > 0:
-        raise ConfigError(f"confound.offset_s = {cc['offset_s']}; fix: seconds > 0 after the cue (default 1)")
-    b = cc["band"]
-    if len(b) != 2 or not 0 <= float(b[0]) < float(b[1]):
-        raise ConfigError(f"confound.band {b}; fix: [lo, hi] in Hz with 0 <= lo < hi (default [4, 40])")
-    mode = (task_spec.get("windows") or {}).get("mode")
-    if mode != "events" and any("offset" in v for v in cc["variations"]):
-        raise ConfigError(f"confound: the offset variation starts windows after the cue, but the task's windows are "
-                          f"not locked to events (windows.mode: {mode}); fix: variations without offset (band, frontal) "
-                          "or confound.enabled: false for this task")
-
+from eegfm_bench.reports.confound import VERDICT_LEGEND, confound_markdown, current_rows, ordered  # noqa: F401
+from eegfm_bench.runs.cells import load_config, run_cells, windows_for
+from eegfm_bench.runs.confound_config import (ALL_ON_REQUEST, FRONTAL, VARIATIONS, ConfoundConfig,  # noqa: F401
+                                              check_confound, label, resolve_confound)
 
 def derive(cfg: dict, variation: str) -> dict:
     """The cv config of one variation: same runs, folds and seeds; other windows; out_dir under ``confound/``."""
@@ -168,8 +70,6 @@ def derive(cfg: dict, variation: str) -> dict:
 
 def _preds(run_dir: Path, cfg: dict) -> pd.DataFrame:
     """Every cell's test predictions of a cv run (current config hashes), keyed by (recording, window_index)."""
-    from eegfm_bench.runs.cv import windows_for
-
     cells = json.loads((run_dir / "cells.json").read_text())
     hashes = {(c["model"], c["regime"], c["head"]): c["config_hash"] for c in cells}
     from eegfm_bench.results import ResultStore
@@ -194,17 +94,6 @@ def _hash_of(run_dir: Path, model: str, regime: str, head: str) -> str:
         if (c["model"], c["regime"], c["head"]) == (model, regime, head):
             return str(c["config_hash"])
     return ""
-
-
-def current_rows(out_dir: Path) -> pd.DataFrame:
-    """The rows of ``confound.csv`` whose headline cell is the run's current one (``cells.json``): a headline
-    retrained since (another config hash) leaves its old confound rows out."""
-    path = Path(out_dir) / "confound.csv"
-    if not path.is_file() or path.stat().st_size < 2:
-        return pd.DataFrame()
-    df = pd.read_csv(path)
-    cur = {str(c["config_hash"]) for c in json.loads((Path(out_dir) / "cells.json").read_text())}
-    return df[df["headline_hash"].astype(str).isin(cur)] if "headline_hash" in df else df.iloc[0:0]
 
 
 def compare(head_dir: Path, head_cfg: dict, var_dir: Path, var_cfg: dict, condition: str, n_boot: int,
@@ -284,49 +173,6 @@ def confound_verdict(checked_low: float, chance: float, delta_high: float) -> st
     return "survives" if delta_high >= 0 else "partly"
 
 
-def confound_markdown(table: pd.DataFrame, head_cfg: dict) -> str:
-    cc = head_cfg["confound"]
-    lines = [f"# Confound check: {head_cfg['experiment']}", "",
-             "Every headline cell retrained and tested on other windows, same folds and seeds (issue 16): "
-             f"`offset` starts the windows {cc['offset_s']:g} s after the cue "
-             f"({'same length' if cc['keep_length'] else 'same end, shorter'}); `band` narrows every model's "
-             f"band-pass to {cc['band'][0]:g}–{cc['band'][1]:g} Hz; `frontal` removes {', '.join(cc['frontal_channels'])}."
-             " Balanced accuracy, window level, mean ± SD over folds; Δ = variation − headline (paired on the windows "
-             "both hold, mean over folds) with a 95 % subject-cluster bootstrap interval (subjects resampled within "
-             "each test fold).", "",
-             "| model | regime | head | headline | condition | confound-checked [95 % CI] | Δ [95 % CI] | verdict | "
-             "windows |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in ordered(table).itertuples():
-        lines.append(f"| {r.model} | {r.regime} | {r.head} | {_pm(r.headline_mean, r.headline_sd)} | "
-                     f"{r.condition} | {_pm(r.variation_mean, r.variation_sd)} {_ci(r)} | {r.delta:+.3f} "
-                     f"[{r.low:+.3f}, {r.high:+.3f}] | {getattr(r, 'verdict', '') or ''} | "
-                     f"{r.n_windows} of {r.n_windows_headline} |")
-    lines += ["", VERDICT_LEGEND.format(chance=f"{table['chance'].iloc[0]:.3f}" if "chance" in table and len(table)
-                                        else "1/K")]
-    return "\n".join(lines) + "\n"
-
-
-VERDICT_LEGEND = ("Verdict: survives — the confound-checked score's 95 % subject-cluster interval lies above chance "
-                  "({chance}) and Δ is not significantly negative; partly — above chance but significantly below the "
-                  "headline; does not survive — the interval reaches chance.")
-
-
-def _pm(m: float, sd: float) -> str:
-    return f"{m:.3f} ± {sd:.3f}" if np.isfinite(sd) else f"{m:.3f}"
-
-
-def _ci(r) -> str:
-    lo, hi = getattr(r, "checked_low", np.nan), getattr(r, "checked_high", np.nan)
-    return f"[{lo:.3f}, {hi:.3f}]" if np.isfinite(lo) else ""
-
-
-def ordered(table: pd.DataFrame) -> pd.DataFrame:
-    """Rows in the one fixed model order of every table (model, regime, head, then the condition)."""
-    if table.empty:
-        return table
-    return table.sort_values(["model", "regime", "head", "condition"], kind="stable")
-
-
 def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Sequence[str]] = None) -> pd.DataFrame:
     """Run every variation of ``cfg["confound"]`` (after the headline cv in ``cfg["out_dir"]``) and write
     ``confound.md`` / ``confound.csv`` there; the variations' rows join the headline's store with their
@@ -339,7 +185,6 @@ def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Seque
     """
     from eegfm_bench.data.tasks import resolve_task_spec
     from eegfm_bench.results import ResultStore
-    from eegfm_bench.runs.cv import run_cv
 
     from eegfm_bench.distributed import is_global_zero
 
@@ -355,8 +200,7 @@ def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Seque
             from tqdm.auto import tqdm
 
             tqdm.write(f"confound check {cond}: {dcfg['out_dir']}")
-        run_cv(dcfg, progress=progress)
-        from eegfm_bench.runs.cv import load_config
+        run_cells(dcfg, progress=progress)
 
         dcfg = load_config(Path(dcfg["out_dir"]) / "config.yaml")
         vrows = ResultStore(dcfg["out_dir"]).load()

@@ -396,7 +396,7 @@ def load_config(path_or_dict, args=()) -> dict:
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.heads import HEADS
 
-    from eegfm_bench.runs.trainer import check_trainer
+    from eegfm_bench.trainer import check_trainer
 
     given: dict[int, bool] = {}  # a resolved config (a launcher's worker) carries each entry's seeds_given
     if isinstance(path_or_dict, dict) and path_or_dict.get("scrambled"):
@@ -1120,7 +1120,7 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None, *, units: set | None
 
     from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
     from eegfm_bench.controls.embeddings import align_rows, row_keys
-    from eegfm_bench.runs.cv import cv_defaults
+    from eegfm_bench.runs.cells import cv_defaults
 
     # schedule: the matching cv run's (when there is one), else the cv defaults, then the entry's overrides
     defaults = cv_defaults()
@@ -1134,7 +1134,7 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None, *, units: set | None
             run = match[0]
             base_tr = merge_config(cv_cfg["trainer"], run.get("trainer") or {}, "trainer.")
             base_opt = merge_config(cv_cfg["optim"], run.get("optim") or {}, "optim.")
-            from eegfm_bench.runs.cv import fixed_batch_size
+            from eegfm_bench.runs.cells import fixed_batch_size
 
             batch = fixed_batch_size(cv_cfg["data"], fallback=batch)  # `auto` in the cv run: this config's
             schedule_from = f"cv run {ctx.cfg['cv_out_dir']} ({entry['model']}/{entry['regime']}/{entry['head']})"
@@ -1834,7 +1834,7 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None) 
         "identity": identity, "gates": [r.to_dict() for r in gate_reports], "gate_context": gate_context,
         "notes": ctx.log, "wall_seconds": seconds}
     _write_json(out / "controls_report.json", summary)
-    from eegfm_bench.runs.trainer import log_summary
+    from eegfm_bench.trainer import log_summary
 
     log_summary(cfg["trainer"], out, "controls", {
         f"controls/{name}/{k}": float(np.nanmean(v)) for name, s in summary["scores"].items()

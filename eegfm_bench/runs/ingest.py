@@ -46,7 +46,7 @@ def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, 
 
 def ingest_from_config(config, overrides=(), progress: bool = True) -> Path | None:
     """``eegfm-bench ingest --config <cv config>``: the config's task, data selection and every run's model."""
-    from eegfm_bench.runs.cv import load_config
+    from eegfm_bench.runs.cells import load_config
 
     cfg = load_config(config, overrides)
     d = cfg["data"]

@@ -323,7 +323,7 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
     cfg = yaml.safe_load((out / "config.yaml").read_text())
     n_folds = len(json.loads((out / "splits.json").read_text())["folds"])
     folds = cfg["split"].get("folds") or list(range(n_folds))
-    from eegfm_bench.runs.cv import done_cells
+    from eegfm_bench.results import done_cells
 
     done = done_cells(ResultStore(out, write=False), cfg["experiment"])
     failed = {}

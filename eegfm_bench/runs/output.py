@@ -93,7 +93,7 @@ class CVRun:
     def __init__(self, cv_dir: str | Path, cv_config=None):
         import pandas as pd
 
-        from eegfm_bench.runs.cv import load_config
+        from eegfm_bench.runs.cells import load_config
 
         self.dir = Path(cv_dir)
         for name in ("config.yaml", "splits.json", "results.csv"):
@@ -147,14 +147,14 @@ class CVRun:
 
     def trainer_of(self, model: str, regime: str, head: str) -> dict:
         """The trainer settings a cell was trained with."""
-        from eegfm_bench.runs.cv import run_trainer
+        from eegfm_bench.runs.cells import run_trainer
 
         return run_trainer(self.config, self.run_of(model, regime, head))
 
     def verify(self, cv_config) -> None:
         """Refuse when ``cv_config`` gives other cell hashes than the run's (see the class docstring); the message
         names both hashes and the settings that differ between the file and the run's resolved ``config.yaml``."""
-        from eegfm_bench.runs.cv import cell_hash, load_config, windows_for
+        from eegfm_bench.runs.cells import cell_hash, load_config, windows_for
 
         cfg = load_config(cv_config)
         cache: dict = {}
@@ -241,7 +241,7 @@ class CVRun:
     # -------------------------------------------------------------------------------------------- data
     def windows(self, model: str) -> WindowSet:
         """The run's windows under ``model``'s declared preprocessing (read from the window cache)."""
-        from eegfm_bench.runs.cv import windows_for
+        from eegfm_bench.runs.cells import windows_for
 
         return windows_for(self.config, model, self._windows)
 
@@ -330,20 +330,3 @@ def load_initial_model(path: str | Path, map_location: str = "cpu"):
     return FMClassifier(**{**ck["hyper_parameters"], "regime": "head_only"}).eval()
 
 
-def best_fitted(trainer, pl_module):
-    """``(module, path)``: a CPU copy at the trainer's best checkpoint, or ``(pl_module, "")`` when none was saved.
-
-    Used by the probe and attribution callbacks after ``fit``: they analyse the model the cv tests (early stopping
-    keeps the best validation epoch, not the last). Loads with ``weights_only=True``.
-    """
-    import copy
-
-    import torch
-
-    cb = trainer.checkpoint_callback
-    best = getattr(cb, "best_model_path", "") if cb else ""
-    if not best:
-        return pl_module, ""
-    model = copy.deepcopy(pl_module).cpu()
-    model.load_state_dict(torch.load(best, map_location="cpu", weights_only=True)["state_dict"])
-    return model, best

@@ -47,7 +47,7 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
         From the config, as ``eegfm-bench cv`` would.
     """
     from eegfm_bench.runs.confound import derive, label
-    from eegfm_bench.runs.cv import load_config
+    from eegfm_bench.runs.cells import load_config
 
     cfg = load_config(config, args)
     table: dict = {}
@@ -81,7 +81,8 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
 def _plan_part(cfg: dict, table: dict, measure: bool) -> dict:
     """Cells, jobs, backbone passes and seconds of one resolved cv config (the headline or a confound variation)."""
     from eegfm_bench.results import ResultStore
-    from eegfm_bench.runs.cv import cell_id, cell_key, done_cells, enumerate_cells, run_trainer, windows_for
+    from eegfm_bench.results import cell_id, cell_key, done_cells
+    from eegfm_bench.runs.cells import enumerate_cells, run_trainer, windows_for
     from eegfm_bench.runs.launch import chunks
 
     out = Path(cfg["out_dir"])

@@ -40,7 +40,7 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
     """
     from tqdm.auto import tqdm
 
-    from eegfm_bench.interpret.config import load_interpret_config
+    from eegfm_bench.runs.interpret_config import load_interpret_config
     from eegfm_bench.interpret.probes import run_fold_probes
     from eegfm_bench.reports.probes import write_report
     from eegfm_bench.runs.output import CVRun, load_fold_model, load_initial_model
@@ -105,7 +105,7 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
                              title=f"{run.experiment} ({run.task}): block-wise linear probes", config_hashes=current)
         import pandas as pd
 
-        from eegfm_bench.runs.trainer import log_summary
+        from eegfm_bench.trainer import log_summary
 
         import json
 

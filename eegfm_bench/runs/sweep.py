@@ -138,9 +138,9 @@ def load_sweep_config(source, args: Sequence[str] = ()) -> dict:
         From the condition strings (see :func:`~eegfm_bench.perturb.evaluate.resolve_conditions`).
     """
     from eegfm_bench.perturb.evaluate import resolve_conditions
-    from eegfm_bench.runs.cv import load_config as load_cv_config
+    from eegfm_bench.runs.cells import load_config as load_cv_config
     from eegfm_bench.runs.output import CVRun
-    from eegfm_bench.runs.trainer import check_trainer
+    from eegfm_bench.trainer import check_trainer
 
     cfg = parse_config(sweep_parser(), source, args)
     if (cfg["cv_out_dir"] is None) == (cfg["cv_config"] is None):
@@ -245,9 +245,9 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     from eegfm_bench.perturb.regions import REGION_ROLES, MissingElectrodesWarning, resolve_region
     from eegfm_bench.reports.sweep import write_report
     from eegfm_bench.results import ResultStore, code_version, config_hash
-    from eegfm_bench.runs.cv import run_label
+    from eegfm_bench.results import run_label
     from eegfm_bench.runs.output import load_fold_model
-    from eegfm_bench.runs.trainer import quiet_lightning
+    from eegfm_bench.trainer import quiet_lightning
 
     cfg = load_sweep_config(config, args)
     run, cells, conditions = cfg["_run"], cfg["_cells"], cfg["_conditions"]
@@ -268,7 +268,7 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     # -- everything that can fail on names or data, before any model runs -------------------------------------
     by_prep: dict[tuple, dict] = {}
     for m in sorted({c.model for c in cells}):
-        from eegfm_bench.runs.cv import model_preprocessing
+        from eegfm_bench.runs.cells import model_preprocessing
 
         prep = model_preprocessing(run.config, m)  # the cv run's band / window settings applied
         key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
@@ -496,7 +496,7 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
     from eegfm_bench.perturb.dataset import PerturbedWindows
     from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, SweepCondition, SweepModule, _details,
                                               not_applicable_reason, shared_backbone_groups)
-    from eegfm_bench.runs.trainer import build_trainer, close_loggers
+    from eegfm_bench.trainer import build_trainer, close_loggers
 
     tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
     keys = list(models)

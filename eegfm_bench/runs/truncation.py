@@ -103,7 +103,7 @@ def run_depth_sweep(config, *, progress: bool = True) -> Path:
     table.to_csv(root / "depth_table.csv", index=False)
     lines = ["# Depth truncation (paper 003 App. I.6): balanced accuracy mean ± std over folds", "",
              "| model | regime | head | last block k | balanced accuracy | folds |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r.model} | {r.regime} | {r.head} | {r.depth} | {r.mean:.3f}{"" if pd.isna(r.std) else f" ± {r.std:.3f}"} "
+    lines += [f"| {r.model} | {r.regime} | {r.head} | {r.depth} | {r.mean:.3f}{'' if pd.isna(r.std) else f' ± {r.std:.3f}'} "
               f"| {r.n_folds} |" for r in table.itertuples()]
     (root / "depth_table.md").write_text("\n".join(lines) + "\n")
     fig, ax = plt.subplots(figsize=(5, 3.5))

@@ -143,7 +143,7 @@ def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys):
     assert time.time() - t0 < 30
     pd.testing.assert_frame_equal(before, pd.read_csv(out / "results.csv"))
     # changing a setting of a stored unit is refused instead of mixing two configs
-    from eegfm_bench.runs.cv import ConfigError
+    from eegfm_bench.runs.cells import ConfigError
 
     cfg2 = _tiny_config(out, probe={"kind": "logreg", "C": 0.1})
     with pytest.raises(ConfigError, match="other settings"):
@@ -153,7 +153,7 @@ def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------------ bad input
 def test_feature_window_too_short_is_rejected_before_reading_data(tmp_path):
     from eegfm_bench.runs.controls import load_config
-    from eegfm_bench.runs.cv import ConfigError
+    from eegfm_bench.runs.cells import ConfigError
 
     cfg = _tiny_config(tmp_path / "o", features={"families": ["simple"], "preprocessing": {"window_s": 1.0}})
     with pytest.raises(ConfigError, match=r"window_s = 1.0 s is shorter .* fix: window_s >= 2"):
@@ -162,7 +162,7 @@ def test_feature_window_too_short_is_rejected_before_reading_data(tmp_path):
 
 def test_unknown_keys_and_names_are_rejected(tmp_path):
     from eegfm_bench.runs.controls import load_config
-    from eegfm_bench.runs.cv import ConfigError
+    from eegfm_bench.runs.cells import ConfigError
 
     with pytest.raises(ConfigError, match="unknown key permutaton. Did you mean 'permutation'"):
         load_config({**_tiny_config(tmp_path / "o"), "permutaton": {"n": 5}})
@@ -189,7 +189,7 @@ def test_permutation_scheme_that_does_not_fit_the_labels(tmp_path):
 @requires_data
 def test_too_few_subjects_for_folds_or_bootstrap(tmp_path):
     from eegfm_bench.runs.controls import controls_main
-    from eegfm_bench.runs.cv import ConfigError
+    from eegfm_bench.runs.cells import ConfigError
 
     base = dict(scrambled=[], identity=None, models=[])
     few = _tiny_config(tmp_path / "a", data={"subjects": [0, 1, 2], "max_windows_per_subject": 2}, **base)

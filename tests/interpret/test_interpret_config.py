@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.interpret.config import InterpretConfigError, load_interpret_config
+from eegfm_bench.runs.interpret_config import InterpretConfigError, load_interpret_config
 
 BASE = {"cv_dir": "results/x", "out_dir": "results/x/interpret"}
 

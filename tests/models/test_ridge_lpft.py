@@ -113,7 +113,7 @@ def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
     """head_kwargs per head ({mlp: {...}, ridge: {...}}); a setting a head does not take is refused before any data
     is read with the per-head fix; `eegfm-bench check` runs the ridge head and an lp_ft regime."""
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.cv import check_config, head_kwargs_for, load_config
+    from eegfm_bench.runs.cells import check_config, head_kwargs_for, load_config
 
     base = {"experiment": "hk", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "confound": False,
             "data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 4, "batch_size": 8},
@@ -136,7 +136,7 @@ def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
 def test_a_ridge_cell_hash_ignores_what_cannot_change_a_closed_form_probe():
     """The ridge cell trains no batch: the optimiser, schedule and batch size leave its hash (no needless retrain),
     precision (the tokens' dtype) and the ridge grid do not; a trained head's hash takes them all."""
-    from eegfm_bench.runs.cv import cell_hash, load_config
+    from eegfm_bench.runs.cells import cell_hash, load_config
 
     def hashes(**over):
         cfg = load_config({"task": "eegmmidb_mi", "out_dir": "/tmp/x", "runs": [

@@ -15,6 +15,13 @@ import yaml
 
 from eegfm_testutils import requires_data
 
+def _lrp_check(ad, name, spec):
+    from eegfm_bench.interpret.lrp import adapter_lrp_problem
+
+    return adapter_lrp_problem(ad, name, spec)
+
+
+LRP = {"attnlrp": _lrp_check}
 SPEC = {"class_path": "user_encoder.TinyEEGTransformer", "init_args": {"patch": 128, "d_model": 16, "depth": 2,
                                                                         "n_heads": 2},
         "tokens": "output", "blocks": "encoder.layers.*", "channels": {"kind": "any"}, "sfreq": 128.0,
@@ -37,12 +44,12 @@ def test_dry_run_reports_shapes_and_adapter_contract():
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.user import check_user_model, register_user_models
 
-    info = check_user_model("tiny_tf", SPEC)
+    info = check_user_model("tiny_tf", SPEC, checks=LRP)
     assert {k: v for k, v in info.items() if k != "attnlrp"} == {"n_tokens": 19 * 4, "d_model": 16, "n_blocks": 2,
                                                                 "n_params": info["n_params"]}
     # its learned channel embedding is added to the activations: AttnLRP's budget closes only once it is declared
     assert "relevance does not close" in info["attnlrp"] and "undeclared candidates: ['model.channel']" in info["attnlrp"]
-    assert check_user_model("tiny_tf", {**SPEC, "lrp": {"additive_params": ["channel"]}})["attnlrp"] == "ok"
+    assert check_user_model("tiny_tf", {**SPEC, "lrp": {"additive_params": ["channel"]}}, checks=LRP)["attnlrp"] == "ok"
     register_user_models({"tiny_tf": SPEC})
     ad = BACKBONES.get("tiny_tf")(["C3", "Cz", "C4"], 512)
     x = torch.randn(5, 3, 512)
@@ -121,7 +128,7 @@ def test_a_channel_the_data_lacks_is_named_before_any_cell_trains(tmp_path, monk
 
 @requires_data
 def test_channels_a_names_model_leaves_out_are_said(tmp_path, capsys):
-    from eegfm_bench.runs.cv import enumerate_cells, load_config
+    from eegfm_bench.runs.cells import enumerate_cells, load_config
 
     spec = {**SPEC, "channels": {"kind": "names", "names": ["C3", "Cz", "C4"]}}
     cfg = load_config(_cv(tmp_path / "o", spec, runs=[{"model": "tiny_tf", "regime": "head_only", "heads": ["mean"]}]))
@@ -322,8 +329,8 @@ def test_attnlrp_refuses_what_a_user_model_does_not_declare(caplog):
     assert resolve_method("attnlrp", "lrp_tanh", "gxi") == "gxi"
     assert resolve_method("attnlrp", "lrp_tanh_ok", None) == "attnlrp"
     assert resolve_method("attnlrp", "lrp_ok", None) == "attnlrp"
-    assert check_user_model("lrp_ok", SDPA_SPEC)["attnlrp"] == "ok"
-    assert "Tanh" in check_user_model("lrp_tanh", tanh)["attnlrp"]
+    assert check_user_model("lrp_ok", SDPA_SPEC, checks=LRP)["attnlrp"] == "ok"
+    assert "Tanh" in check_user_model("lrp_tanh", tanh, checks=LRP)["attnlrp"]
     with pytest.raises(Exception, match="lrp.attention pattern 'nope.\\*' matches no module"):
         check_user_model("lrp_bad", {**SDPA_SPEC, "lrp": {"attention": ["nope.*"]}})
 
@@ -493,7 +500,7 @@ def test_editing_the_encoder_file_or_its_weights_changes_the_cell_hash_and_the_f
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.features import feature_key
     from eegfm_bench.models.user import register_user_models
-    from eegfm_bench.runs.cv import cell_hash, load_config
+    from eegfm_bench.runs.cells import cell_hash, load_config
 
     import user_encoder
 

@@ -18,7 +18,8 @@ import torch
 import yaml
 
 from eegfm_bench.cli import main
-from eegfm_bench.runs.cv import ConfigError, run_cv
+from eegfm_bench.runs.cv import run_cv
+from eegfm_bench.runs.cells import ConfigError
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.perturb.channels import dropout_mask

@@ -34,7 +34,9 @@ def test_robustness_section_marks_less_and_more_degradation_than_the_reference(t
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"reference": "eegnet", "conditions": ["white_snr=0dB"]}))
     (sec,) = robustness_sections(tmp_path)
     (table,) = sec.tables
-    cells = {row[0].text if hasattr(row[0], "text") else str(row[0]): row[1].text for row in table.rows}
+    assert table.columns[:3] == ["model", "clean", "white_snr=0dB"]  # the clean score beside Δ (issue 24)
+    cells = {row[0].text if hasattr(row[0], "text") else str(row[0]): row[2].text for row in table.rows}
     assert cells["robust"].endswith("∗") and cells["robust"].startswith("-5.")
     assert cells["fragile"].endswith("∇") and cells["fragile"].startswith("-35.")
     assert not cells["same"].endswith(("∗", "∇")) and not cells["eegnet"].endswith(("∗", "∇"))
+    assert "8 folds" in sec.intro and "No ∗/∇ marks" not in sec.intro  # 8 folds can reach α: the legend stays

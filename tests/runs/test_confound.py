@@ -80,7 +80,7 @@ def test_offset_removes_a_cue_locked_transient_and_keeps_10hz_power(tmp_path):
     assert {"clean", "confound=offset1s"} <= set(rows.condition)
     assert "confound=offset1s" in (out / "confound.md").read_text()
     # the offset windows start 1 s later and are 1 s shorter (EEGNet takes any length): 3 s at 128 Hz
-    from eegfm_bench.runs.cv import load_config, windows_for
+    from eegfm_bench.runs.cells import load_config, windows_for
 
     dcfg = load_config(out / "confound" / "offset" / "config.yaml")
     assert windows_for(dcfg, "eegnet", {}).n_times == 384
@@ -131,7 +131,7 @@ def test_derived_configs_change_only_their_variation(tmp_path):
     import yaml
 
     from eegfm_bench.runs.confound import FRONTAL, derive
-    from eegfm_bench.runs.cv import load_config, model_preprocessing
+    from eegfm_bench.runs.cells import load_config, model_preprocessing
 
     base = {"experiment": "d", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"),
             "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}], "confound": {"enabled": True}}
@@ -262,7 +262,7 @@ def test_default_variations_for_every_preset_and_confound_off(tmp_path, monkeypa
     fixed-window preset does; ``confound: off`` (or false) runs none."""
     from eegfm_bench.data.spec import default_confound_variations, parse_task_spec
     from eegfm_bench.data.tasks import preset_names, preset_spec
-    from eegfm_bench.runs.cv import load_config
+    from eegfm_bench.runs.cells import load_config
 
     for name in preset_names():
         spec = parse_task_spec(preset_spec(name), name)

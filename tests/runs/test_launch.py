@@ -180,7 +180,7 @@ def test_launcher_settings_are_checked_before_any_data(tmp_path, monkeypatch):
 
 def test_a_nested_typo_names_the_nested_section(tmp_path):
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.cv import load_config
+    from eegfm_bench.runs.cells import load_config
 
     cfg = _cfg(tmp_path / "t", launcher={"kind": "slurm", "slurm": {"partiton": "gpu"}})
     with pytest.raises(ConfigError, match=r"launcher.slurm.partiton. Did you mean 'partition'.*Valid keys of "

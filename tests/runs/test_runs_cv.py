@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.runs.cv import load_config, run_cv
+from eegfm_bench.runs.cv import run_cv
+from eegfm_bench.runs.cells import load_config
 
 from eegfm_testutils import requires_data
 
@@ -138,7 +139,7 @@ def test_analyses_refuse_a_cv_run_made_with_another_config(tmp_path):
 
 
 def test_equal_settings_hash_equally():
-    from eegfm_bench.runs.cv import cell_hash, load_config
+    from eegfm_bench.runs.cells import cell_hash, load_config
 
     base = {**TINY, "out_dir": "x"}
     run = base["runs"][0]

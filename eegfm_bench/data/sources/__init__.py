@@ -19,175 +19,19 @@ Registered sources (``SOURCES``):
 """
 from __future__ import annotations
 
-import os
-import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar
-
-from eegfm_bench.config import ConfigError, check_section
+from eegfm_bench.data.sources.base import (DataNotFoundError, Recording, RecordingReadError, Source, download_allowed,
+                                           resolve_data_root, select_subjects)
+from eegfm_bench.data.sources.bids import BIDSSource
+from eegfm_bench.data.sources.braindecode import BraindecodeSource
+from eegfm_bench.data.sources.eegmmidb import EEGMMIDBSource
+from eegfm_bench.data.sources.files import FilesSource
+from eegfm_bench.data.sources.moabb import MOABBSource
 from eegfm_bench.registry import Registry
 
-
-class DataNotFoundError(FileNotFoundError):
-    """Raised when recordings are missing; the message says where they go and how to get them."""
-
-
-class RecordingReadError(RuntimeError):
-    """Raised when a recording exists but cannot be read (e.g. a corrupted EDF)."""
-
-
-def resolve_data_root(data_root: str | os.PathLike | None = None) -> Path:
-    """Data root: ``data_root`` if given, else ``$EEGFM_DATA``, else MNE's data folder (``MNE_DATA`` or ``~/mne_data``).
-
-    The path rule (one for every command): a relative data root — ``EEGFM_DATA=../shared/data``, ``--data.data_root``
-    or ``data_root:`` in a config — is relative to the working directory and made absolute here, once; a task's
-    relative ``root:`` is a folder under it (:meth:`~eegfm_bench.data.ingest.DeclaredTask.source`); ``out_dir`` and
-    ``cache_dir`` are relative to the working directory; a task YAML named in a config is looked up in the working
-    directory, then next to the config.
-
-    Returns
-    -------
-    Path
-        Absolute.
-    """
-    import mne
-
-    if data_root:
-        return Path(os.path.abspath(Path(data_root).expanduser()))
-    if os.environ.get("EEGFM_DATA"):
-        return Path(os.path.abspath(Path(os.environ["EEGFM_DATA"]).expanduser()))
-    return Path(os.path.abspath(Path(mne.get_config("MNE_DATA") or Path.home() / "mne_data").expanduser()))
-
-
-def download_allowed(download: bool | None = None) -> bool:
-    """Whether missing files may be fetched (default yes, unless ``EEGFM_OFFLINE=1``)."""
-    if download is not None:
-        return bool(download)
-    return os.environ.get("EEGFM_OFFLINE", "0") not in ("1", "true", "yes")
-
-
-@dataclass(frozen=True)
-class Recording:
-    """One recording and what it contributes.
-
-    Attributes
-    ----------
-    subject : str
-    recording : str
-        Unique id within the task (used in windows' identities, folds by recording and the report).
-    path : Path or None
-        The file (None for sources that read through a handle, e.g. a braindecode dataset).
-    label : str or None
-        The class of every window of a recording-labelled task (a class *name*); None when labels come from
-        annotations.
-    session, run : str
-    handle : str
-        A source-specific key to find the recording again (e.g. the index into a braindecode dataset).
-    """
-
-    subject: str
-    recording: str
-    path: Path | None
-    label: str | None = None
-    session: str = ""
-    run: str = ""
-    handle: str = ""
-
-
-class Source:
-    """Base of the sources: options, recordings, reading (see the module docstring)."""
-
-    name: ClassVar[str] = "base"
-    options: ClassVar[type | None] = None
-
-    def __init__(self, spec: dict, root: Path):
-        self.spec, self.root = spec, Path(root)
-        self.opts = spec.get(spec["source"]) or {}
-        self.skipped: dict[str, str] = {}  # subjects present but not usable (subject -> why), for the report
-
-    @classmethod
-    def check_options(cls, opts: dict, where: str) -> dict:
-        """Validate the source's own options (unknown keys refused with close matches) and fill defaults."""
-        if cls.options is None:
-            if opts:
-                raise ConfigError(f"{where}: the {cls.name} source takes no options")
-            return {}
-        check_section(opts, cls.options, where)
-        return {**{f: getattr(cls.options(), f) if _has_default(cls.options, f) else None
-                   for f in cls.options.__dataclass_fields__}, **opts}
-
-    def recordings(self, subjects: list | None = None) -> list[Recording]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def read(self, rec: Recording):  # pragma: no cover - abstract
-        """The recording as stored: an ``mne.io.Raw`` (preloaded, volts, every channel, annotations)."""
-        raise NotImplementedError
-
-    def header_path(self, rec: Recording) -> Path | None:
-        """The file whose header declares the duration (EDF/BDF) and whose bytes are hashed."""
-        return rec.path
-
-    def companions(self, rec: Recording) -> list[Path]:
-        """Other files whose bytes make up the recording (e.g. a separate annotation file); hashed with it."""
-        return []
-
-    def fingerprint(self, rec: Recording) -> str:
-        """What identifies the recording's content beyond its files (e.g. a dataset version); '' by default."""
-        return ""
-
-
-def select_subjects(recs: list[Recording], subjects: list | None, where: str) -> list[Recording]:
-    """The recordings of ``subjects`` (every recording when None).
-
-    A requested subject matches a recording's subject id exactly, or, when the request is a number, an id whose
-    trailing digits are that number (``2`` → ``Subject02``, ``sub-002``, ``S002``).
-
-    Raises
-    ------
-    DataNotFoundError
-        A requested subject has no recording (or a number matches two ids); the message lists what is present.
-    """
-    if subjects is None:
-        return recs
-    present = sorted({r.subject for r in recs})
-    chosen: list[str] = []
-    for s in subjects:
-        s = str(s)
-        if s in present:
-            chosen.append(s)
-            continue
-        hits = [p for p in present if s.isdigit() and re.search(r"(\d+)$", p) and int(re.search(r"(\d+)$", p).group(1)) == int(s)]
-        if len(hits) != 1:
-            raise DataNotFoundError(f"{where}: subject {s!r} {'matches ' + str(hits) if hits else 'has no recording'}; "
-                                    f"present: {present[:20]}{' …' if len(present) > 20 else ''}")
-        chosen.append(hits[0])
-    want = set(chosen)
-    return [r for r in recs if r.subject in want]
-
-
-def _has_default(cls, name: str) -> bool:
-    import dataclasses
-
-    f = cls.__dataclass_fields__[name]
-    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-
-
 SOURCES: Registry[type[Source]] = Registry("data source")
-
-
-def _register() -> None:
-    from eegfm_bench.data.sources.bids import BIDSSource
-    from eegfm_bench.data.sources.braindecode import BraindecodeSource
-    from eegfm_bench.data.sources.eegmmidb import EEGMMIDBSource
-    from eegfm_bench.data.sources.files import FilesSource
-    from eegfm_bench.data.sources.moabb import MOABBSource
-
-    for cls in (FilesSource, BIDSSource, BraindecodeSource, MOABBSource, EEGMMIDBSource):
-        SOURCES.register(cls.name)(cls)
-
-
-_register()
+"""Every data source by name (a task's ``source:``)."""
+for _cls in (FilesSource, BIDSSource, BraindecodeSource, MOABBSource, EEGMMIDBSource):
+    SOURCES.register(_cls.name)(_cls)
 
 __all__ = ["SOURCES", "Source", "Recording", "DataNotFoundError", "RecordingReadError", "resolve_data_root",
            "download_allowed", "select_subjects"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.data.sources import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
+from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
 
 
 @dataclass

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from eegfm_bench.data.sources import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
+from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 
 
 @dataclass

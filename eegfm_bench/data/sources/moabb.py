@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from eegfm_bench.config import ConfigError, close_matches
-from eegfm_bench.data.sources import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
+from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 from eegfm_bench.data.sources.braindecode import no_network
 
 

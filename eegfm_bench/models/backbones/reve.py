@@ -34,7 +34,7 @@ def reve_positions_dir(folder: str | os.PathLike | None = None) -> Path:
     Parameters
     ----------
     folder : path, optional
-        Default: ``<window cache>/reve`` (:func:`eegfm_bench.data.windows.default_cache_dir`).
+        Default: ``<window cache>/reve`` (:func:`eegfm_bench.data.cache.default_cache_dir`).
 
     Returns
     -------
@@ -44,7 +44,7 @@ def reve_positions_dir(folder: str | os.PathLike | None = None) -> Path:
     from eegfm_bench.data.montage import standard_1005
 
     if folder is None:
-        from eegfm_bench.data.windows import default_cache_dir
+        from eegfm_bench.data.cache import default_cache_dir
 
         folder = Path(default_cache_dir()) / "reve"
     folder = Path(folder)

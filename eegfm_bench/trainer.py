@@ -315,3 +315,22 @@ def log_summary(tr: dict, out_dir: str | os.PathLike, name: str, metrics: dict, 
             except Exception:  # noqa: BLE001
                 pass
     return loggers
+
+
+def best_fitted(trainer, pl_module):
+    """``(module, path)``: a CPU copy at the trainer's best checkpoint, or ``(pl_module, "")`` when none was saved.
+
+    Used by the probe and attribution callbacks after ``fit``: they analyse the model the cv tests (early stopping
+    keeps the best validation epoch, not the last). Loads with ``weights_only=True``.
+    """
+    import copy
+
+    import torch
+
+    cb = trainer.checkpoint_callback
+    best = getattr(cb, "best_model_path", "") if cb else ""
+    if not best:
+        return pl_module, ""
+    model = copy.deepcopy(pl_module).cpu()
+    model.load_state_dict(torch.load(best, map_location="cpu", weights_only=True)["state_dict"])
+    return model, best

@@ -1,0 +1,970 @@
+"""``eegfm-bench cv``: every fold × model × head × regime of one task, result rows, summary table.
+
+The config (YAML files plus dotted overrides, typed by :class:`CVConfig`; see
+``configs/experiment/quickstart.yaml``)::
+
+    experiment: quickstart          # name recorded in every row
+    task: eegmmidb_mi
+    out_dir: results/quickstart     # results.csv/.parquet, splits.json, config.yaml, checkpoints/, logs/
+    seed: 0
+    data:    {data_root, cache_dir, subjects, max_windows_per_subject, batch_size, num_workers}
+    split:   {scheme: kfold|loso, k, seed, n_val_groups, group_by: subject|recording, folds: [0, 1] or null}
+    trainer: {any lightning.Trainer argument (max_epochs, devices, strategy, precision, ...), patience, loggers}
+    optim:   {lr, weight_decay, warmup_epochs}
+    runs:    - {model, regime, heads: [...], pretrained, init_seed, backbone_kwargs, head_kwargs, lora,
+                optim: {...}, trainer: {...}}
+
+Each cell (run × head × fold) is trained with early stopping on validation balanced accuracy and tested with
+its best checkpoint, both through :func:`~eegfm_bench.trainer.build_trainer`; a head-only cell first fills
+the token cache with ``Trainer.predict`` (:func:`~eegfm_bench.models.features.extract_features`).
+
+**Results are keyed by the cell's config hash** (:func:`cell_hash`: the model, head, regime, optimiser, the
+trainer settings that change training, the data and its preprocessing, the split and the seed). A rerun skips a
+cell only when rows with its current hash exist; a changed config retrains the cell and its new rows are stored
+*beside* the old ones under their own hash (checkpoints and predictions too: ``<run>-<hash>/``), so nothing is
+overwritten and changing a setting back finds the earlier cells again. The summary table, the sweep, the
+probes and the attribution read only the rows of the current config. ``force=True`` (``--force``) retrains and
+replaces the rows of the current hash.
+
+**DDP** (``trainer: {devices: N, strategy: ddp}``): the command runs on every rank (Lightning re-executes it per
+device); test predictions are gathered across ranks with the sampler's padding removed (each test window exactly
+once), and only rank 0 writes rows, predictions, the summary and every other file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Sequence, Union
+
+import numpy as np
+import yaml
+
+from eegfm_bench.config import ConfigError, check_section, check_trainer_section, command_parser, parse_config
+from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.results import Cell, cell_dir_name, cell_id, cell_key, done_cells, run_label  # noqa: F401
+from eegfm_bench.runs.confound_config import ConfoundConfig, check_confound, resolve_confound
+from eegfm_bench.runs.launch import LauncherConfig
+
+
+@dataclass
+class DataConfig:
+    """Which windows and how they are batched.
+
+    Args:
+        data_root: folder holding the staged datasets (default ``$EEGFM_DATA`` or MNE's data folder).
+        cache_dir: window / feature cache root (default ``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``).
+        subjects: subset of subjects (default: every subject present).
+        max_windows_per_subject: keep the first N windows per subject and class (tiny runs).
+        batch_size: windows per batch (per device under DDP), or ``auto``: Lightning's batch-size finder
+            (:func:`find_batch_size`) once per run × head on its first fold, capped by that fold's training windows
+            and ``max_batch_size``; the size it chose is in every row of the cell (metric ``batch_size``).
+        max_batch_size: the cap of ``batch_size: auto``.
+        num_workers: DataLoader worker processes.
+        band: restrict every model's band-pass to ``[lo, hi]`` Hz (``l_freq = max(model's, lo)``, ``h_freq =
+            min(model's, hi)``; the confound check's ``band`` variation).
+        window_shorten_s: windows this many seconds shorter than each model's declared length (the confound
+            check's ``offset`` variation keeps the window's end).
+    """
+
+    data_root: Optional[str] = None
+    cache_dir: Optional[str] = None
+    subjects: Optional[list[Union[int, str]]] = None
+    max_windows_per_subject: Optional[int] = None
+    batch_size: Union[int, Literal["auto"]] = 64
+    max_batch_size: int = 4096
+    num_workers: int = 0
+    band: Optional[list[float]] = None
+    window_shorten_s: float = 0.0
+
+
+def compiled(model, spec):
+    """``model`` with its ``forward`` (backbone tokens → head) compiled by ``torch.compile(**spec)`` for ``compile:
+    true | {kwargs}``. Only the forward: compiling the whole LightningModule would trace the torchmetrics updates of
+    its steps too (dynamo fails on torchmetrics' optional-import checks). Weights, checkpoints and hyper-parameters
+    are the uncompiled module's."""
+    if not spec:
+        return model
+    import torch
+
+    model.forward = torch.compile(model.forward, **({} if spec is True else dict(spec)))
+    return model
+
+
+LP_FT = {"lp_ft": "full", "lp_lora": "lora"}
+"""LP-FT regimes (linear probe first, then fine-tuning from that head) and the regime of their second stage."""
+
+RIDGE_ALPHAS = tuple(float(a) for a in np.logspace(-2, 6, 9))
+"""The ``ridge`` head's regularisation grid (``head_kwargs.alphas`` overrides it)."""
+
+
+def load_ridge(head, r: dict, n_classes: int) -> None:
+    """Put a ridge solution (:func:`~eegfm_bench.models.ridge.ridge_probe` with ``coef=True``) into a flatten
+    head's classifier, so that its logits are the ridge decision values: two classes as ``[-d, d]``.
+
+    Raises
+    ------
+    ValueError
+        If a class has no training or validation window (the ridge targets would miss it).
+    """
+    import torch
+
+    W, b = np.asarray(r["coef"]), np.asarray(r["intercept"])
+    if len(r["classes"]) != n_classes:
+        raise ValueError(f"ridge head: the training and validation windows hold classes {list(r['classes'])} of "
+                         f"{n_classes}; fix: folds whose training subjects cover every class")
+    if W.shape[0] == 1:
+        W, b = np.vstack([-W, W]), np.concatenate([-b, b])
+    with torch.no_grad():
+        head.classifier.weight.copy_(torch.as_tensor(W, dtype=head.classifier.weight.dtype))
+        head.classifier.bias.copy_(torch.as_tensor(b, dtype=head.classifier.bias.dtype))
+
+
+AUTO_MARGIN = 0.05
+"""Fraction the batch-size finder takes off the largest size that fitted (headroom for memory fragmentation)."""
+
+AUTO_INFERENCE_BATCH = 64
+"""Windows per forward of the inference passes (token cache, dry runs) when ``batch_size: auto`` (the batch size of
+a forward without gradients changes no number; only training batches are searched)."""
+
+
+def fixed_batch_size(data: dict, fallback: int = AUTO_INFERENCE_BATCH) -> int:
+    """``data.batch_size`` as a number: the configured one, or ``fallback`` when it is ``auto``."""
+    b = data.get("batch_size", fallback)
+    return int(fallback if b == "auto" else b)
+
+
+def find_batch_size(model, dm, tr: dict, cap: int) -> int:
+    """The largest training batch that fits on the device: Lightning's ``Tuner.scale_batch_size`` (binary search,
+    3 optimiser steps per trial, parameters restored afterwards) capped at ``cap`` windows, less Lightning's safety
+    margin (:data:`AUTO_MARGIN`, 5 %: a cap of 12 gives 11).
+
+    On a CPU nothing runs out of memory, so the search ends at the cap; use it on GPUs (e.g. with
+    ``configs/trainer/h100_bf16.yaml``). The search consumes random numbers; the caller reseeds before the fit.
+
+    Returns
+    -------
+    int
+        The batch size (per device), ``<= cap``.
+    """
+    from lightning.pytorch.tuner import Tuner
+
+    from eegfm_bench.trainer import build_trainer
+
+    t = build_trainer({**tr, "enable_progress_bar": False}, loggers=False)
+    init = int(min(cap, int(dm.hparams.batch_size)))
+    dm.hparams.batch_size = init
+    found = Tuner(t).scale_batch_size(model, datamodule=dm, mode="binsearch", init_val=init, max_val=int(cap),
+                                      steps_per_trial=3, max_trials=25, margin=AUTO_MARGIN)
+    return int(min(cap, found or init))
+
+
+def check_user_model_on_data(name: str, spec: dict, ws, checked: set, progress: bool = True) -> None:
+    """A user model on the data's montage, once per model before any cell trains: its declared weights load
+    strictly (so a wrong architecture stops here, not in every cell), and with ``channels.kind: names`` the data's
+    channels it leaves out are said.
+
+    Raises
+    ------
+    ConfigError
+        The weights do not load on this montage (naming why).
+    """
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.user import UserModelError, _normalise
+
+    if name in checked:
+        return
+    checked.add(name)
+    spec = _normalise(dict(spec))
+    ch = spec["channels"]
+    if ch["kind"] == "names" and progress:
+        keep = {c.lower() for c in ch["names"]}
+        left = [c for c in ws.ch_names if c.lower() not in keep]
+        if left:
+            from tqdm.auto import tqdm
+
+            tqdm.write(f"user model {name} reads its {len(ch['names'])} declared channels (channels.kind: names), in "
+                       f"their order; the data's other {len(left)} channels are not given to it: {left}")
+    if spec["pretrained"]:
+        try:
+            BACKBONES.get(name)(list(ws.ch_names), int(ws.n_times), 2)
+        except UserModelError as err:
+            raise ConfigError(f"user model {name} on the data's {len(ws.ch_names)} channels: {err}") from None
+
+
+def shared_batch_size(out: Path, key: str, compute) -> tuple[int, bool]:
+    """The ``batch_size: auto`` of one run × head, found once per cv out_dir and device and shared by every fold,
+    worker and rerun: ``<out>/batch_size_auto/<key>@<device>.json`` (``key`` carries the cell's config hash).
+
+    The first process to finish ``compute()`` publishes its size atomically (a hard link, which fails when the file
+    exists); a launcher's workers that searched at the same time take the published size instead of their own, so
+    every fold of the cell trains with one batch size.
+
+    Returns
+    -------
+    size : int
+    found_here : bool
+        Whether this process ran the search.
+    """
+    import torch
+
+    device = torch.cuda.get_device_name(0).replace(" ", "_") if torch.cuda.is_available() else "cpu"
+    path = Path(out) / "batch_size_auto" / f"{key}@{device}.json"
+    if path.is_file():
+        return int(json.loads(path.read_text())["batch_size"]), False
+    size = int(compute())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"batch_size": size, "device": device, "key": key}))
+    try:
+        os.link(tmp, path)
+        return size, True
+    except FileExistsError:
+        return int(json.loads(path.read_text())["batch_size"]), False
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@dataclass
+class SplitConfig:
+    """Subject-grouped folds (:mod:`eegfm_bench.data.splits`).
+
+    Args:
+        scheme: ``kfold`` (StratifiedGroupKFold) or ``loso``.
+        k: folds of ``kfold``.
+        seed: fold and validation-draw seed.
+        n_val_groups: validation subjects drawn from each fold's training subjects.
+        group_by: ``subject``, or ``recording`` for recording-level folds (rows then say ``fold_unit=recording``).
+        folds: subset of folds to run (default: all).
+    """
+
+    scheme: Literal["kfold", "loso"] = "kfold"
+    k: int = 5
+    seed: int = 0
+    n_val_groups: int = 1
+    group_by: Literal["subject", "recording"] = "subject"
+    folds: Optional[list[int]] = None
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with linear warm-up then cosine decay (per step).
+
+    Args:
+        lr: learning rate.
+        weight_decay: AdamW weight decay.
+        warmup_epochs: warm-up length in epochs.
+    """
+
+    lr: float = 1e-3
+    weight_decay: float = 1e-2
+    warmup_epochs: float = 1.0
+
+
+@dataclass
+class RunConfig:
+    """One model × regime with its heads.
+
+    Args:
+        model: registered backbone (``eegfm-bench models``).
+        regime: ``head_only`` (linear probing), ``lora`` or ``full`` fine-tuning, or LP-FT: ``lp_ft`` / ``lp_lora``
+            (the head is first trained on the frozen backbone's tokens, its best-validation weights start the full /
+            LoRA fine-tuning).
+        heads: pooling heads (``mean``, ``attention``, ``flatten``, ``mean_tile``, ``mlp``), or ``ridge``
+            (``head_only`` only): a closed-form ridge probe on the flattened cached tokens, alpha chosen on the
+            validation subjects (:mod:`eegfm_bench.models.ridge`), stored as a flatten head's weights.
+        lp_ft: LP-FT settings: ``lp_max_epochs`` (stage 1; default ``trainer.max_epochs``).
+        pretrained: hub id or local checkpoint folder (``null``: random init, ``init=random`` in every row).
+        init_seed: seed of the architecture's initialisation (default: the config's ``seed``).
+        backbone_kwargs: architecture overrides passed to the braindecode constructor.
+        head_kwargs: head overrides.
+        lora: peft settings (``r``, ``lora_alpha``, ``lora_dropout``, ``target_modules``, ``method``, ``use_dora``).
+        optim: this run's overrides of ``optim``.
+        trainer: this run's overrides of ``trainer``.
+    """
+
+    model: str
+    regime: Literal["head_only", "lora", "full", "lp_ft", "lp_lora"] = "full"
+    heads: list[str] = field(default_factory=lambda: ["flatten"])
+    pretrained: Optional[str] = None
+    init_seed: Optional[int] = None
+    backbone_kwargs: Optional[dict[str, Any]] = None
+    head_kwargs: Optional[dict[str, Any]] = None
+    lora: Optional[dict[str, Any]] = None
+    optim: Optional[dict[str, Any]] = None
+    trainer: Optional[dict[str, Any]] = None
+    lp_ft: Optional[dict[str, Any]] = None
+
+
+@dataclass
+class CVConfig:
+    """``eegfm-bench cv``: cross-validate models × heads × regimes on one task.
+
+    Args:
+        experiment: name recorded in every row.
+        task: a registered task (``eegfm-bench tasks``), a task YAML file, or a task mapping
+            (``{preset: tuab, root: /data/tuab}``, or a full declaration: see ``eegfm_bench.data.spec``).
+        out_dir: where rows, splits, checkpoints, predictions and logs go.
+        seed: training seed (fold ``k`` trains with ``seed + k``).
+        data: windows and batches.
+        split: folds.
+        optim: optimiser.
+        runs: the models to cross-validate.
+        launcher: where the cells run (``none``: this process; ``local`` workers; ``slurm``), see
+            :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
+        user_models: encoders outside this package, by import path, with the declaration the adapter contract
+            needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
+        confound: the confound check (:mod:`eegfm_bench.runs.confound`), on by default for every event-locked task
+            (issue 24): every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the
+            task's default variations), beside the headline with a verdict; ``confound: off`` turns it off.
+        compile: ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
+            arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
+            hash (a compiled graph computes the same function; kernels may round differently).
+    """
+
+    experiment: str = "experiment"
+    task: Union[str, dict[str, Any]] = "eegmmidb_mi"
+    out_dir: str = "results/experiment"
+    seed: int = 0
+    data: DataConfig = field(default_factory=DataConfig)
+    split: SplitConfig = field(default_factory=SplitConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    runs: list[RunConfig] = field(default_factory=list)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    compile: Optional[Union[bool, dict[str, Any]]] = None
+    user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    confound: Union[ConfoundConfig, bool] = field(default_factory=ConfoundConfig)
+
+
+def cv_parser():
+    """The ``eegfm-bench cv`` parser (``--config`` files, dotted overrides, every Trainer argument)."""
+    return command_parser("eegfm-bench cv", CVConfig, description=CVConfig.__doc__)
+
+
+def load_config(source, args: Sequence[str] = ()) -> dict:
+    """Read a cv config (YAML path or dict, plus dotted overrides), fill defaults and validate every name.
+
+    Each run's ``optim`` / ``trainer`` overrides are checked against the same schema, and every run's merged
+    trainer settings against this machine (:func:`~eegfm_bench.trainer.check_trainer`), before any data is read.
+
+    Raises
+    ------
+    ConfigError, UnknownNameError
+        Naming the bad key or value, the close matches and the fix.
+    """
+    from eegfm_bench.data.tasks import get_task
+    from eegfm_bench.models.adaptation import check_regime
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.heads import HEADS
+    from eegfm_bench.trainer import check_trainer
+
+    cfg = parse_config(cv_parser(), source, args)
+    if isinstance(source, (str, Path)):
+        from eegfm_bench.data.tasks import resolve_task_path
+
+        cfg["task"] = resolve_task_path(cfg["task"], Path(source).parent)
+    task = get_task(cfg["task"])  # a declared task is validated here, before any data is read
+    if task.class_names and len(task.class_names) < 2:
+        raise ConfigError(f"task {task.name!r} has one class ({list(task.class_names)}): nothing to classify; fix: "
+                          "list every class in `classes:` and map each to its events or labels")
+    check_out_dir(cfg["out_dir"], "out_dir")
+    if not cfg["runs"]:
+        raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
+    check_trainer(cfg["trainer"], "trainer")
+    from eegfm_bench.runs.launch import check_launcher
+
+    check_launcher(cfg.get("launcher"))
+    if cfg.get("user_models"):
+        from eegfm_bench.models.user import check_user_model, register_user_models
+
+        register_user_models(cfg["user_models"])
+        used = {r["model"]: r for r in cfg["runs"]}
+        for name, spec in cfg["user_models"].items():  # one batch through each, before any data is read
+            if name in used:
+                check_user_model(name, spec, lora=any(r["model"] == name and r["regime"] in ("lora", "lp_lora")
+                                                      and not (r.get("lora") or {}).get("target_modules")
+                                                      for r in cfg["runs"]))
+    for i, run in enumerate(cfg["runs"]):
+        BACKBONES.get(run["model"])
+        if run["regime"] not in LP_FT:
+            check_regime(run["regime"])
+        if run["regime"] in ("lora", "lp_lora") and not BACKBONES.get(run["model"]).lora_targets and not (run.get("lora") or {}).get("target_modules"):
+            raise ConfigError(f"runs[{i}]: {run['model']} declares no lora_targets (a supervised baseline trained "
+                              "from scratch); fix: use regime `full` for it, or give `lora: {target_modules: [...]}`")
+        for h in run["heads"]:
+            if h == "ridge":
+                if run["regime"] != "head_only":
+                    raise ConfigError(f"runs[{i}]: the ridge head is a closed-form probe of frozen tokens; fix: regime "
+                                      f"head_only for it (got {run['regime']})")
+                continue
+            HEADS.get(h)
+        check_head_kwargs(run, i)
+        bad_lp = sorted(set(run.get("lp_ft") or {}) - {"lp_max_epochs"})
+        if bad_lp or (run.get("lp_ft") and run["regime"] not in LP_FT):
+            raise ConfigError(f"runs[{i}].lp_ft: {'unknown keys ' + str(bad_lp) if bad_lp else 'set but the regime is '}"
+                              f"{'' if bad_lp else run['regime']}; fix: lp_ft: {{lp_max_epochs: N}} with regime lp_ft "
+                              "or lp_lora")
+        if run.get("lora"):
+            from eegfm_bench.models.adaptation import check_lora_section
+
+            check_lora_section(run["lora"], f"runs[{i}].lora")
+        run["optim"] = check_section(run.get("optim"), OptimConfig, f"runs[{i}].optim") or None
+        run["trainer"] = check_trainer_section(run.get("trainer"), f"runs[{i}].trainer") or None
+        if run["trainer"]:
+            check_trainer(run_trainer(cfg, run), f"runs[{i}].trainer")
+    from eegfm_bench.data.tasks import resolve_task_spec
+    cfg["confound"] = resolve_confound(cfg.get("confound"), resolve_task_spec(cfg["task"]))
+    check_confound(cfg["confound"], resolve_task_spec(cfg["task"]))
+    d = cfg["data"]
+    if d["batch_size"] != "auto" and int(d["batch_size"]) < 1 or int(d["max_batch_size"]) < 1:
+        raise ConfigError(f"data.batch_size = {d['batch_size']}, data.max_batch_size = {d['max_batch_size']}; fix: "
+                          "whole numbers >= 1 (or batch_size: auto)")
+    if d["batch_size"] == "auto":
+        for i, run in enumerate(cfg["runs"]):
+            tr = run_trainer(cfg, run)
+            dev, strat, nodes = tr.get("devices", 1), str(tr.get("strategy") or "auto"), int(tr.get("num_nodes") or 1)
+            if (dev not in (1, "1", "auto") and not (isinstance(dev, list) and len(dev) == 1)) or nodes > 1 \
+                    or strat.startswith(("ddp", "fsdp", "deepspeed")):
+                raise ConfigError(f"data.batch_size: auto runs Lightning's batch-size finder, which does not support "
+                                  f"distributed training (runs[{i}] trains with devices={dev}, strategy={strat}, "
+                                  f"num_nodes={nodes}); fix: find it once with --trainer.devices 1 (the size is in "
+                                  "the rows, metric batch_size) and set data.batch_size to it")
+    return cfg
+
+
+def check_out_dir(path, where: str) -> None:
+    """Refuse, before any data is read, an output folder that cannot be created or written (nothing is created).
+
+    Raises
+    ------
+    ConfigError
+        ``path`` is a file, or its nearest existing parent is not a writable folder; the message names the fix.
+    """
+    import os
+
+    p = Path(path).expanduser().absolute()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{where} {path} is a file, not a folder; fix: --{where} a folder path")
+    parent = p
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(f"{where} {path} cannot be created: {parent} is a file; fix: --{where} another path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where} {path} cannot be {'written' if parent == p else 'created'}: {parent} is not "
+                          f"writable; fix: --{where} a folder you can write to")
+
+
+def cv_defaults() -> dict:
+    """The default ``trainer`` and ``optim`` sections of a cv config (resolved)."""
+    cfg = parse_config(cv_parser(), {"runs": [{"model": "eegnet"}]})
+    return {"trainer": cfg["trainer"], "optim": cfg["optim"]}
+
+
+def run_trainer(cfg: dict, run: dict) -> dict:
+    """The trainer settings of one run: the config's ``trainer`` with the run's overrides."""
+    return {**cfg["trainer"], **(run.get("trainer") or {})}
+
+
+def run_optim(cfg: dict, run: dict) -> dict:
+    """The optimiser settings of one run."""
+    return {**cfg["optim"], **(run.get("optim") or {})}
+
+
+def cell_hash(cfg: dict, run: dict, head: str, data_key: str | None) -> str:
+    """The config hash of one cell (all its folds): everything that changes its numbers.
+
+    Hashes the model, regime and head with the run's pretrained id, init seed, architecture / head / LoRA
+    settings, the optimiser, the trainer settings that change training
+    (:func:`~eegfm_bench.trainer.hashable_trainer`: devices and precision included, progress bars and
+    loggers not), the data selection and batch size, the window set's cache key (files, their sizes and times, the
+    preprocessing), the split and the seed. Not hashed: paths (``data_root``, ``cache_dir``, ``out_dir``),
+    ``num_workers``, the run's other heads; a user model's ``lrp`` and ``pretraining_corpora`` (they change no number). A ``ridge``
+    cell (closed form on the cached tokens) hashes neither the optimiser, the batch size nor the training-only
+    trainer settings: only those an inference pass depends on (``precision``, ``inference_mode``,
+    ``deterministic``), so changing the schedule of the other cells does not retrain it.
+    """
+    from eegfm_bench.models.user import hashable_user_spec
+    from eegfm_bench.results import config_hash
+    from eegfm_bench.trainer import hashable_trainer
+
+    d = cfg["data"]
+    closed_form = head == "ridge"  # trains no batch: the optimiser, schedule and batch size cannot change it
+    user = (cfg.get("user_models") or {}).get(run["model"])
+    blob = {"task": cfg["task"], "model": run["model"], "regime": run["regime"], "head": head,
+            "pretrained": run.get("pretrained"), "init_seed": run_init_seed(cfg, run),
+            "backbone_kwargs": run.get("backbone_kwargs"), "head_kwargs": head_kwargs_for(run, head), "lora": run.get("lora"),
+            **({"lp_ft": run.get("lp_ft")} if run.get("lp_ft") else {}),
+            **({} if closed_form else {"optim": run_optim(cfg, run)}),
+            "trainer": hashable_trainer(run_trainer(cfg, run), inference=closed_form),
+            **({"user_model": hashable_user_spec(user)} if user else {}),
+            "data": {"subjects": d["subjects"], "max_windows_per_subject": d["max_windows_per_subject"],
+                     **({} if closed_form else {"batch_size": d["batch_size"]}), "windows": data_key},
+            "split": {k: v for k, v in cfg["split"].items() if k != "folds"}, "seed": cfg["seed"]}
+    return config_hash(blob)
+
+
+def head_kwargs_for(run: dict, head: str) -> dict | None:
+    """The ``head_kwargs`` of one head of a run: per head when every key names a head (``{mlp: {hidden: [256]},
+    ridge: {alphas: [...]}}``), else the run's one mapping for all its heads (``None`` when unset)."""
+    from eegfm_bench.models.heads import HEADS
+
+    hk = run.get("head_kwargs")
+    if hk and set(hk) <= set(HEADS.names()) | {"ridge"} and all(isinstance(v, dict) or v is None for v in hk.values()):
+        return hk.get(head) or None
+    return hk
+
+
+def check_head_kwargs(run: dict, i: int) -> None:
+    """Every head of a run takes its ``head_kwargs`` (checked before any data is read).
+
+    Raises
+    ------
+    ConfigError
+        A key that is not an argument of that head, naming the head's arguments and the per-head form.
+    """
+    import inspect
+
+    from eegfm_bench.models.heads import HEADS
+
+    for h in run["heads"]:
+        kw = head_kwargs_for(run, h) or {}
+        valid = {"alphas"} if h == "ridge" else set(inspect.signature(HEADS.get(h).__init__).parameters) - {
+            "self", "n_tokens", "d_model", "n_classes"}
+        bad = sorted(set(kw) - valid)
+        if bad:
+            raise ConfigError(f"runs[{i}].head_kwargs {bad} are not settings of the {h} head (it takes "
+                              f"{sorted(valid) or 'none'}); fix: per-head settings, e.g. head_kwargs: "
+                              "{mlp: {hidden: [256]}, ridge: {alphas: [0.1, 1, 10]}}")
+
+
+def run_init_seed(cfg: dict, run: dict) -> int:
+    return int(run["init_seed"] if run.get("init_seed") is not None else cfg["seed"])
+
+
+def model_preprocessing(cfg: dict, model: str):
+    """``model``'s declared preprocessing with the config's ``data.band`` / ``data.window_shorten_s`` applied.
+
+    Raises
+    ------
+    ConfigError
+        A band that leaves nothing of the model's (``lo >= hi`` after the intersection), or a window shortened
+        to nothing.
+    """
+    import dataclasses
+
+    from eegfm_bench.models.backbones import BACKBONES
+
+    prep = BACKBONES.get(model).preprocessing
+    d = cfg["data"]
+    over = {}
+    if d.get("band"):
+        lo, hi = (float(x) for x in d["band"])
+        l_new = max(lo, prep.l_freq or 0.0)
+        h_new = min(hi, prep.h_freq) if prep.h_freq else hi
+        if not l_new < h_new:
+            raise ConfigError(f"data.band {d['band']} and {model}'s {prep.l_freq}-{prep.h_freq} Hz leave no band")
+        over.update(l_freq=l_new, h_freq=h_new)
+    if d.get("window_shorten_s"):
+        w = float(prep.window_s) - float(d["window_shorten_s"])
+        if not w > 0:
+            raise ConfigError(f"data.window_shorten_s {d['window_shorten_s']} s leaves no window of {model}'s "
+                              f"{prep.window_s} s; fix: confound.offset_s below the window length, or "
+                              "confound.keep_length: true (the window keeps its length and ends later)")
+        over.update(window_s=w)
+    return dataclasses.replace(prep, **over) if over else prep
+
+
+def windows_for(cfg: dict, model: str, cache: dict, progress: bool = False):
+    """The task's windows under ``model``'s declared preprocessing (one load per preprocessing)."""
+    from eegfm_bench.data.windows import load_windows
+
+    d = cfg["data"]
+    prep = model_preprocessing(cfg, model)
+    key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
+    if key not in cache:
+        cache[key] = load_windows(cfg["task"], prep, data_root=d["data_root"], subjects=d["subjects"],
+                                  cache_dir=d["cache_dir"], max_windows_per_subject=d["max_windows_per_subject"],
+                                  progress=progress and is_global_zero())
+    return cache[key]
+
+
+def _running_marker(out: Path, cid: str) -> Path:
+    """``running/<cell>.json`` (host, pid, start): what ``eegfm-bench status`` reports as running; removed when the
+    cell ends (a killed process leaves it: status then checks the pid)."""
+    import os
+    import socket
+
+    d = out / "running"
+    p = d / (cid.replace("/", "__") + ".json")
+    for _ in range(3):  # another worker may remove the (then empty) folder between the two steps
+        d.mkdir(parents=True, exist_ok=True)
+        try:
+            p.write_text(json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(),
+                                     "start": time.time()}))
+            break
+        except FileNotFoundError:
+            continue
+    return p
+
+
+def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_path: Path | None = None,
+                    write: bool = False):
+    """Every cell of a cv config: ``(cells, {(model, regime, head): config hash}, split)``.
+
+    Loads (or builds) each run's windows into ``windows`` and makes the split; with ``splits_path`` the split is
+    saved there or verified against the saved one (:func:`~eegfm_bench.data.splits.save_or_verify`).
+
+    Raises
+    ------
+    ConfigError
+        If two models' preprocessing yield different subjects (they must share the folds).
+    SplitMismatchError
+        If the saved split differs from the recomputed one.
+    """
+    from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.data.tasks import task_name
+
+    sp = cfg["split"]
+    spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
+    tname = task_name(cfg["task"])
+    split = None
+    cells: list[Cell] = []
+    current: dict[tuple, str] = {}
+    checked: set[str] = set()
+    for run in cfg["runs"]:
+        ws = windows_for(cfg, run["model"], windows, progress)
+        declared = getattr(BACKBONES.get(run["model"]), "declared_contract", None)
+        if declared is not None:  # a user model: its channel contract against the windows, before any cell trains
+            from eegfm_bench.models.base import ChannelContractError
+
+            try:
+                declared.check(list(ws.ch_names), ws.sfreq, ws.n_times, run["model"])
+            except ChannelContractError as err:
+                raise ConfigError(f"user model {run['model']}: {err}") from None
+            check_user_model_on_data(run["model"], cfg["user_models"][run["model"]], ws, checked,
+                                     progress=write)
+        groups = ws.subject if spec.group_by == "subject" else ws.recording
+        if split is None:
+            split = make_split(ws.y, groups, spec, tname)
+            if splits_path is not None:
+                split = save_or_verify(split, splits_path, write=write)
+        elif sorted(np.unique(groups).tolist()) != split.groups:
+            have = set(np.unique(groups).tolist())
+            raise ConfigError(
+                f"{run['model']}'s preprocessing ({ws.sfreq:g} Hz, {ws.n_times / ws.sfreq:g} s windows) yields other "
+                f"{spec.group_by}s than the first model's: missing {sorted(set(split.groups) - have)[:8]}, extra "
+                f"{sorted(have - set(split.groups))[:8]} (recordings shorter than its window give it no window). Every "
+                "model of one cv run must be compared on the same folds. fix: give the task one `window_s` for all "
+                "models, drop the short recordings (data.subjects), or run this model in its own cv config")
+        folds = sp["folds"] if sp["folds"] is not None else range(len(split.folds))
+        for head in run["heads"]:
+            chash = cell_hash(cfg, run, head, ws.meta.get("cache_key"))
+            current[(run["model"], run["regime"], head)] = chash
+            for f in folds:
+                cells.append(Cell(run, head, int(f), chash))
+    return cells, current, split
+
+
+def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False,
+           worker_cells: Sequence[str] | None = None):
+    """Run every cell of a cv config and return the summary table of the current config (mean ± std over folds).
+
+    Writes (rank 0) ``config.yaml`` (resolved), ``splits.json`` (verified on reruns), ``results.csv`` /
+    ``.parquet``, ``summary.md``, ``predictions/``, ``checkpoints/`` and ``logs/`` under ``out_dir``.
+
+    Parameters
+    ----------
+    config : path or dict
+    args : sequence of str
+        Dotted overrides (``--trainer.devices 2``) and more ``--config`` files.
+    progress : bool
+    force : bool
+        Retrain every cell even if rows of its current config hash exist (they are replaced).
+    worker_cells : sequence of str, optional
+        Run only these cells (:func:`cell_id`) as a launcher's worker: rows go to the store as part files
+        (no merge), nothing shared is written, and the failures are returned instead of raised.
+
+    Raises
+    ------
+    SplitMismatchError
+        If ``splits.json`` exists and differs from the folds recomputed for this data and config.
+    FailedCellsError
+        At the end, if any cell failed (after every other cell ran; see ``failures.json``).
+    """
+    import lightning as L
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+    from tqdm.auto import tqdm
+
+    from eegfm_bench.data.datamodule import EEGDataModule
+    from eegfm_bench.data.splits import SplitSpec
+    from eegfm_bench.data.tasks import task_name
+    from eegfm_bench.data.windows import write_ingest_reports
+    from eegfm_bench.models.features import extract_features
+    from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.reports.cv import current_summary, write_summary
+    from eegfm_bench.models.base import state_dict_sha256
+    from eegfm_bench.results import ResultStore, classification_metrics, code_version, library_versions
+    from eegfm_bench.trainer import build_trainer, close_loggers, quiet_lightning
+
+    t_start = time.time()
+    cfg = load_config(config, args)
+    out = Path(cfg["out_dir"])
+    zero = is_global_zero()
+    worker = worker_cells is not None
+    lc = cfg.get("launcher") or {"kind": "none"}
+    if zero and not worker:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+    store = ResultStore(out, write=zero, merge=not worker)
+    quiet_lightning()
+    d, sp = cfg["data"], cfg["split"]
+    tname = task_name(cfg["task"])
+    spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
+    windows: dict = {}
+    failures, code, libs = [], code_version(), library_versions()
+    cells, current, split = enumerate_cells(cfg, windows, progress, splits_path=out / "splits.json", write=zero)
+    if zero and not worker:
+        used: dict[str, tuple[list, Any]] = {}
+        for run in cfg["runs"]:
+            w = windows_for(cfg, run["model"], windows)
+            models = used.setdefault(w.meta["cache_key"], ([], w))[0]
+            if run["model"] not in models:  # a model with several runs reads its windows once
+                models.append(run["model"])
+        report = write_ingest_reports(out, list(used.values()))
+        if report is not None and progress:
+            tqdm.write(f"ingest report: {report}")
+    if zero and not worker:  # the config hash of every cell of this config: what the sweep, probes and attribution read
+        (out / "cells.json").write_text(json.dumps(
+            [{"model": m, "regime": r, "head": h, "config_hash": c} for (m, r, h), c in current.items()], indent=1))
+    # decided once, identically on every rank (the store is not written before the first cell ends)
+    done = set() if force else done_cells(store, cfg["experiment"])  # one read of the store, not one per cell
+    todo = [c for c in cells if cell_key(c) not in done]
+    if worker:
+        wanted = set(worker_cells)
+        todo = [c for c in todo if cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) in wanted]
+    fold_unit = spec.group_by
+    if zero and not worker and len(todo) < len(cells):
+        tqdm.write(f"cv {cfg['experiment']}: {len(cells) - len(todo)} of {len(cells)} cells already have rows for their "
+                   f"current config hash (skipped; --force retrains them); {len(todo)} to train")
+    if not worker and lc["kind"] != "none" and todo:
+        from eegfm_bench.runs.launch import run_jobs
+
+        failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}},
+                            [cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], out,
+                            progress=progress and zero)
+        todo = []
+        store.merge()
+    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"cv {cfg['experiment']}",
+               disable=not (progress and zero) or (lc["kind"] != "none" and not worker), unit="cell")
+    auto_batch: dict[tuple, int] = {}  # batch_size: auto, found once per run x head
+    for cell in todo:
+        run, head, fold, chash = cell.run, cell.head, cell.fold, cell.chash
+        model_name, regime = run["model"], run["regime"]
+        bar.set_postfix_str(f"{model_name}/{regime}/{head} fold {fold}")
+        optim, tr = run_optim(cfg, run), run_trainer(cfg, run)
+        init_seed = run_init_seed(cfg, run)
+        ws = windows_for(cfg, model_name, windows)
+        name = run_label(model_name, regime, head)
+        cdir = cell_dir_name(model_name, regime, head, chash)
+        marker = _running_marker(out, cell_id(model_name, regime, head, fold, chash)) if zero else None
+        try:
+            L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
+            dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold, batch_size=fixed_batch_size(d),
+                               num_workers=d["num_workers"], ws=ws, split=split)
+            stage_regime = LP_FT.get(regime, regime)  # lp_ft / lp_lora: the fine-tuning stage's regime
+            build = dict(backbone=model_name, user_model=(cfg.get("user_models") or {}).get(model_name),
+                         ch_names=dm.ch_names, n_times=dm.n_times, n_classes=dm.n_classes,
+                         pretrained=run.get("pretrained"), init_seed=init_seed, class_weights=dm.class_weights,
+                         backbone_kwargs=run.get("backbone_kwargs"), lora=run.get("lora"),
+                         data_reference=(ws.meta.get("reference") or {}).get("reference"), **optim)
+            model = FMClassifier(head="flatten" if head == "ridge" else head, regime=stage_regime,
+                                 head_kwargs=None if head == "ridge" else head_kwargs_for(run, head), **build)
+            init = model.init
+            start = {"backbone_sha256": state_dict_sha256(model.backbone), "library_versions": libs,
+                     **model.backbone.provenance()}
+            key = dict(experiment=cfg["experiment"], task=tname, model=model_name, init=init, regime=regime,
+                       head=head, fold=fold, seed=cfg["seed"], condition="clean")
+            extra: dict[str, float] = {}
+            if regime in LP_FT:  # stage 1, linear probing: the head trained on the frozen backbone's tokens
+                import torch
+
+                lp = FMClassifier(head=head, regime="head_only", head_kwargs=head_kwargs_for(run, head), **build)
+                lp_feats = extract_features(lp.backbone, ws, parts=("tokens",), trainer=tr,
+                                            batch_size=fixed_batch_size(d), cache_dir=d["cache_dir"],
+                                            progress=progress)
+                lp_dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold,
+                                      batch_size=fixed_batch_size(d), num_workers=d["num_workers"], ws=ws, split=split)
+                lp_dm.use_tokens(lp_feats.array("tokens"))
+                lp_ckpt = ModelCheckpoint(dirpath=out / "checkpoints" / cdir / f"fold{fold}", filename="lp",
+                                          monitor="val/bacc", mode="max", save_top_k=1, enable_version_counter=False)
+                lp_tr = {**tr, "max_epochs": int((run.get("lp_ft") or {}).get("lp_max_epochs") or tr["max_epochs"])}
+                lp_trainer = build_trainer(lp_tr, out_dir=out, name=name, version=f"fold{fold}-{chash[:8]}-lp",
+                                           experiment=cfg["experiment"], enable_checkpointing=True,
+                                           callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]),
+                                                      lp_ckpt])
+                lp_trainer.fit(lp, lp_dm)
+                close_loggers(lp_trainer)
+                best_lp = torch.load(lp_ckpt.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
+                head_state = {k[len("head."):]: v for k, v in best_lp.items() if k.startswith("head.")}
+                model.head.load_state_dict(head_state)  # stage 2 starts from the probe's best head
+                extra["lp_epochs"] = float(lp_trainer.current_epoch)
+                extra["lp_val_bacc"] = float(lp_ckpt.best_model_score) if lp_ckpt.best_model_score is not None \
+                    else float("nan")
+                Path(lp_ckpt.best_model_path).unlink(missing_ok=True)
+                del lp, lp_dm, lp_trainer
+            if regime == "head_only":
+                feats = extract_features(model.backbone, ws, parts=("tokens",), trainer=tr,
+                                         batch_size=fixed_batch_size(d), cache_dir=d["cache_dir"], progress=progress)
+                dm.use_tokens(feats.array("tokens"))
+            if d["batch_size"] == "auto" and head != "ridge":  # a closed-form ridge cell trains no batch
+                if (model_name, regime, head) not in auto_batch:
+                    cap = min(int(d["max_batch_size"]), len(dm.train_idx))
+                    size, found_here = shared_batch_size(
+                        out, f"{model_name}-{regime}-{head}-{chash}", lambda: find_batch_size(model, dm, tr, cap))
+                    auto_batch[(model_name, regime, head)] = size
+                    if zero:
+                        tqdm.write(f"batch_size auto: {model_name}/{regime}/{head}: {size} windows per device "
+                                   + (f"(Lightning's batch-size finder on fold {fold}, capped at {cap}: "
+                                      "min(max_batch_size, training windows))" if found_here else
+                                      f"(found earlier for this cell's config and device: {out / 'batch_size_auto'})"))
+                    L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
+                dm.hparams.batch_size = auto_batch[(model_name, regime, head)]
+            ckpt = ModelCheckpoint(dirpath=out / "checkpoints" / cdir / f"fold{fold}", filename="best",
+                                   monitor="val/bacc", mode="max", save_top_k=1, enable_version_counter=False,
+                                   save_last=True)
+            last = out / "checkpoints" / cdir / f"fold{fold}" / "last.ckpt"
+            resume = str(last) if last.is_file() and not force else None  # a requeued / interrupted cell
+            if resume and zero:
+                tqdm.write(f"cell {model_name}/{regime}/{head} fold {fold}: resuming from {last}")
+            trainer = build_trainer(tr, out_dir=out, name=name, version=f"fold{fold}-{chash[:8]}",
+                                    experiment=cfg["experiment"], enable_checkpointing=True,
+                                    callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt])
+            for lg in trainer.loggers:
+                lg.log_hyperparams({**model.parameter_counts, "init": init, "config_hash": chash, "fold": fold})
+            t0 = time.time()
+            if head == "ridge":  # closed form on the cached tokens; the solution is the flatten head's weights
+                from eegfm_bench.models.ridge import ridge_probe
+
+                r = ridge_probe(feats.array("tokens"), ws.y, dm.train_idx, dm.val_idx, dm.test_idx,
+                                alphas=(head_kwargs_for(run, "ridge") or {}).get("alphas") or RIDGE_ALPHAS, coef=True)
+                load_ridge(model.head, r, dm.n_classes)
+                extra.update(ridge_alpha=r["alpha"], ridge_val_bacc=max(r["val_scores"].values()))
+                trainer.test(model, dm, verbose=False)  # the test loop and the checkpoint, as for every head
+                trainer.save_checkpoint(out / "checkpoints" / cdir / f"fold{fold}" / "best.ckpt", weights_only=True)
+                ckpt.best_model_path = str(out / "checkpoints" / cdir / f"fold{fold}" / "best.ckpt")
+            else:
+                fitted = compiled(model, cfg.get("compile"))
+                trainer.fit(fitted, dm, ckpt_path=resume)
+                trainer.test(fitted, dm, ckpt_path=ckpt.best_model_path or None, verbose=False)
+            close_loggers(trainer)
+            pred = model.test_predictions.copy()
+            if len(pred) != len(dm.test_idx) or not np.array_equal(np.sort(pred["index"].to_numpy()), np.sort(dm.test_idx)):
+                raise RuntimeError(f"the test loop predicted {len(pred)} windows, the fold holds {len(dm.test_idx)}")
+            pred["subject"] = ws.subject[pred["index"]]
+            pred["recording"] = ws.recording[pred["index"]]
+            pred_path = out / "predictions" / f"{cdir}-fold{fold}.csv"
+            probs = pred[[c for c in pred.columns if c.startswith("p") and c[1:].isdigit()]].to_numpy()
+            m = classification_metrics(pred["y"].to_numpy(), probs)
+            m["epochs"] = float(trainer.current_epoch)
+            m["fit_seconds"] = float(time.time() - t0)
+            m["head_params"] = float(model.parameter_counts["head_params"])
+            m["batch_size"] = float(dm.hparams.batch_size)
+            m.update(extra)
+            m["trainable_fraction"] = model.parameter_counts["trainable_params"] / model.parameter_counts["total_params"]
+            rows = [{**key, "metric": k, "value": v, "n_windows": int(len(pred)),
+                     "n_subjects": int(pred["subject"].nunique()), "fold_unit": fold_unit, "config_hash": chash,
+                     "code_version": code, "checkpoint": ckpt.best_model_path, "predictions": str(pred_path),
+                     "devices": int(trainer.world_size), **start} for k, v in m.items()]
+            if zero:
+                pred_path.parent.mkdir(exist_ok=True)
+                pred.to_csv(pred_path, index=False)
+            store.append(rows)
+            if zero:  # the cell is finished: last.ckpt only serves an interrupted cell's resumption
+                last.unlink(missing_ok=True)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # one failing cell must not lose the others
+            failures.append({"model": model_name, "regime": regime, "head": head, "fold": fold, "config_hash": chash,
+                             "cell": cell_id(model_name, regime, head, fold, chash),
+                             "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()})
+            if zero and not worker:
+                (out / "failures.json").write_text(json.dumps(failures, indent=1))
+                tqdm.write(f"cell {model_name}/{regime}/{head} fold {fold} failed: {type(err).__name__}: {err}")
+        finally:
+            if marker is not None:
+                marker.unlink(missing_ok=True)
+                try:
+                    marker.parent.rmdir()  # only when no other cell (another worker's) is running
+                except OSError:
+                    pass
+        bar.update(1)
+    bar.close()
+    if worker:
+        return failures
+    if zero and store.unmerged():  # rows of workers (this run's, or of a run killed before its merge)
+        store.merge()
+    table = current_summary(store, cfg["experiment"], current)
+    if zero:
+        if failures:
+            for f in failures:  # a dead job's failures name only the cell
+                if "model" not in f:
+                    m, r, h, k, c = f["cell"].split("/")
+                    f.update(model=m, regime=r, head=h, fold=int(k[4:]), config_hash=c)
+            (out / "failures.json").write_text(json.dumps(failures, indent=1))
+        elif (out / "failures.json").is_file():
+            (out / "failures.json").write_text("[]\n")
+        write_summary(out / "summary.md", table, experiment=cfg["experiment"], task=tname, scheme=spec.scheme,
+                      fold_unit=fold_unit)
+        from eegfm_bench.reports.page import refresh
+
+        refresh([out], quiet=not progress)  # the experiment's page (its analyses in sub-folders join it)
+    if failures:
+        from eegfm_bench.results import FailedCellsError
+
+        first = failures[0]
+        raise FailedCellsError(f"{len(failures)} cell(s) failed (first: {first['model']}/{first['regime']}/{first['head']} "
+                               f"fold {first['fold']}: {first['error'].splitlines()[0][:300]}); see "
+                               f"{out / 'failures.json'} for the tracebacks (all other cells were written; a rerun "
+                               "retries only the failed ones)")
+    table.attrs.update(t_start=t_start, config=cfg, summary={"experiment": cfg["experiment"], "task": tname,
+                                                 "scheme": spec.scheme, "fold_unit": fold_unit})
+    return table
+
+
+def check_config(config, args: Sequence[str] = ()) -> None:
+    """One batch through every configured run before a long cv run: a ``Trainer`` with ``fast_dev_run=1`` fits one
+    training and one validation batch of fold 0 (forward, loss, backward, metrics) per run × head.
+
+    Prints one line per run × head; raises the first error with its fix.
+    """
+    from eegfm_bench.data.datamodule import EEGDataModule
+    from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.trainer import build_trainer
+
+    cfg = load_config(config, args)
+    d, sp = cfg["data"], cfg["split"]
+    for run in cfg["runs"]:
+        dm = EEGDataModule(task=cfg["task"], backbone=run["model"], scheme=sp["scheme"], k=sp["k"],
+                           split_seed=sp["seed"], n_val_groups=sp["n_val_groups"], group_by=sp["group_by"],
+                           batch_size=min(4, fixed_batch_size(d)), data_root=d["data_root"], cache_dir=d["cache_dir"],
+                           subjects=d["subjects"], max_windows_per_subject=d["max_windows_per_subject"])
+        for head in run["heads"]:
+            m = FMClassifier(backbone=run["model"], user_model=(cfg.get("user_models") or {}).get(run["model"]),
+                             head="flatten" if head == "ridge" else head, regime=LP_FT.get(run["regime"], run["regime"]),
+                             ch_names=dm.ch_names,
+                             n_times=dm.n_times, n_classes=dm.n_classes, pretrained=run.get("pretrained"),
+                             backbone_kwargs=run.get("backbone_kwargs"),
+                             head_kwargs=None if head == "ridge" else head_kwargs_for(run, head),
+                             lora=run.get("lora"), **run_optim(cfg, run))
+            t = build_trainer(run_trainer(cfg, run), loggers=False, fast_dev_run=1)
+            t.fit(m, dm)
+            x = next(iter(dm.train_dataloader()))["x"]
+            if is_global_zero():
+                print(f"ok  {run['model']:>10s} {run['regime']:>9s} {head:>9s}  x{tuple(x.shape)} -> "
+                      f"logits({x.shape[0]}, {dm.n_classes})  init={m.init}  head params={m.parameter_counts['head_params']}  "
+                      f"train loss {float(t.callback_metrics.get('train/loss', float('nan'))):.3f}")

@@ -1,0 +1,98 @@
+"""The ``eegfm-bench probe`` / ``attribute`` config (:class:`InterpretConfig`): the analyses' sections
+(:mod:`eegfm_bench.interpret.config`) plus the cv run they read and where their units run; parsed and checked
+before any data or model is touched."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from eegfm_bench.config import ConfigError, command_parser, parse_config
+from eegfm_bench.interpret.config import (AttentionConfig, AttributionConfig, InterpretConfigError, ProbeConfig,
+                                          SelectConfig)
+from eegfm_bench.runs.launch import LauncherConfig, check_launcher
+
+
+@dataclass
+class InterpretConfig:
+    """``eegfm-bench probe`` / ``attribute``: analyses of a cv run's fold checkpoints (paper 003 §4, App. I).
+
+    Args:
+        experiment: name recorded in the rows (default: the cv run's).
+        cv_dir: the cv run's out_dir.
+        cv_config: the cv config file (its out_dir is used; its cell hashes must match the run's).
+        out_dir: where probes/, attention/ and attribution/ go.
+        select: which cells.
+        probe: block-wise probes.
+        attention: attention maps.
+        attribution: attribution maps.
+        launcher: where the units run (``none``: this process; ``local`` workers; ``slurm``): one unit is one
+            (model, fold) for ``probe`` and one (cell, fold) for ``attribute``, see :mod:`eegfm_bench.runs.launch`.
+    """
+
+    experiment: Optional[str] = None
+    cv_dir: Optional[str] = None
+    cv_config: Optional[str] = None
+    out_dir: Optional[str] = None
+    select: SelectConfig = field(default_factory=SelectConfig)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+    attribution: AttributionConfig = field(default_factory=AttributionConfig)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+
+
+def interpret_parser(prog: str = "eegfm-bench probe"):
+    return command_parser(prog, InterpretConfig, description=InterpretConfig.__doc__, training=False)
+
+
+def load_interpret_config(source, args: Sequence[str] = ()) -> dict:
+    """Read, fill defaults and validate an interpret config (before any data or model is touched).
+
+    Raises
+    ------
+    InterpretConfigError
+        Unknown keys (with close matches), missing ``cv_dir`` / ``out_dir``, unknown pooling / method / attention
+        rule / fallback, an unparsable condition string, trainer settings this machine cannot honour.
+    """
+    from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
+    from eegfm_bench.interpret.probes import POOLINGS
+    from eegfm_bench.perturb.conditions import parse_condition
+    from eegfm_bench.trainer import check_trainer
+
+    try:
+        cfg = parse_config(interpret_parser(), source, args)
+    except ConfigError as err:
+        raise InterpretConfigError(str(err)) from None
+    if cfg["cv_config"] is not None:
+        if cfg["cv_dir"] is not None:
+            raise InterpretConfigError("set one of `cv_dir` and `cv_config`, not both")
+        from eegfm_bench.runs.cells import load_config as load_cv_config
+
+        cfg["cv_dir"] = load_cv_config(cfg["cv_config"])["out_dir"]
+    for key in ("cv_dir", "out_dir"):
+        if not cfg[key]:
+            raise InterpretConfigError(f"`{key}` is required (cv_dir: the out_dir of an `eegfm-bench cv` run; "
+                                       "out_dir: where the analyses go)")
+    for p in cfg["probe"]["poolings"]:
+        if p not in POOLINGS:
+            raise InterpretConfigError(f"probe.poolings: unknown pooling {p!r}; valid: {POOLINGS}")
+    a = cfg["attribution"]
+    for m in a["methods"]:
+        if m not in ATTRIBUTION_METHODS:
+            raise InterpretConfigError(f"attribution.methods: unknown method {m!r}; valid: {ATTRIBUTION_METHODS}")
+    if a["lrp_fallback"] not in (None, "gxi"):
+        raise InterpretConfigError(f"attribution.lrp_fallback must be null or 'gxi', got {a['lrp_fallback']!r}")
+    if a["attention_rule"] not in ATTENTION_RULES:
+        raise InterpretConfigError(f"attribution.attention_rule must be one of {ATTENTION_RULES}")
+    if not 0 <= float(a["percentile"]) < 100:
+        raise InterpretConfigError(f"attribution.percentile must be in [0, 100), got {a['percentile']}")
+    for c in a["conditions"]:
+        parse_condition(c)
+    try:
+        check_trainer(cfg["trainer"], "trainer")
+        check_launcher(cfg.get("launcher"))
+    except ConfigError as err:
+        raise InterpretConfigError(str(err)) from None
+    return cfg
+
+
+__all__ = ["InterpretConfig", "interpret_parser", "load_interpret_config", "InterpretConfigError"]

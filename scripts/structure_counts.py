@@ -1,0 +1,157 @@
+"""The package's structure in numbers (issue 25): function-local imports, config lookups by string, long functions,
+import cycles between modules and package-level back-edges.
+
+Usage::
+
+    python scripts/structure_counts.py            # the counts
+    python scripts/structure_counts.py --list     # ... and every long function, cycle and back-edge
+
+An import is "function-local" when it sits inside a ``def``; a config lookup is ``<name>["key"]`` or
+``<name>.get("key")`` on a variable named like a config (``cfg``, ``d``, ``sp``, ``cc``, ``acfg``, ...). The import graph
+counts every import of an ``eegfm_bench`` module, module-level and function-local alike (a function-local import
+still ties the two modules). Packages are ordered by the floors of ``DESIGN.md`` (ground floor first); an edge from
+a lower floor to a higher one is a back-edge.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "eegfm_bench"  # --root changes it
+FLOORS = ["config", "errors", "registry", "distributed", "stats", "results", "trainer", "perturb", "data", "models",
+          "interpret", "controls", "provenance", "reports", "callbacks", "runs", "api", "cli", "__init__"]
+CONFIG_NAMES = {"cfg", "d", "sp", "cc", "acfg", "pc", "idc", "lc", "tr", "spec", "ch", "w", "lab", "opts", "entry", "run"}
+
+
+def modname(p: Path) -> str:
+    rel = p.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def floor(mod: str) -> int:
+    parts = mod.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    return FLOORS.index(top) if top in FLOORS else len(FLOORS)
+
+
+def resolve(mod: str, node: ast.ImportFrom, is_pkg: bool = False) -> str | None:
+    """The absolute module of an import (a package's ``__init__`` resolves ``from .x`` inside itself)."""
+    if node.level:
+        parts = mod.split(".")
+        base = parts[: len(parts) - node.level + (1 if is_pkg else 0)]
+        return ".".join(base + ([node.module] if node.module else []))
+    return node.module
+
+
+def scan():
+    local_own, local_other, lookups, long_fns = 0, 0, 0, []
+    edges: dict[str, set[str]] = {}
+    mods = {modname(p): p for p in PKG.rglob("*.py")}
+    for mod, p in mods.items():
+        tree = ast.parse(p.read_text())
+        edges.setdefault(mod, set())
+        funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        in_func = set()
+        for fn in funcs:
+            n = (fn.end_lineno or fn.lineno) - fn.lineno + 1
+            if n > 100:
+                long_fns.append((n, f"{p.relative_to(PKG.parent)}:{fn.name}"))
+            for x in ast.walk(fn):
+                if isinstance(x, (ast.Import, ast.ImportFrom)):
+                    in_func.add(id(x))
+        for x in ast.walk(tree):
+            if isinstance(x, (ast.Import, ast.ImportFrom)):
+                if isinstance(x, ast.Import):
+                    targets = [a.name for a in x.names]
+                else:  # `from eegfm_bench import stats` imports the module eegfm_bench.stats
+                    base = resolve(mod, x, p.name == "__init__.py") or ""
+                    targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in x.names]
+                own = [t for t in targets if t.startswith("eegfm_bench")]
+                if id(x) in in_func:  # one statement, one import
+                    local_own += bool(own)
+                    local_other += not own
+                for t in own:
+                    while t and t not in mods:
+                        t = t.rsplit(".", 1)[0] if "." in t else ""
+                    if t and t != mod:
+                        edges[mod].add(t)
+            if isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name) and x.value.id in CONFIG_NAMES \
+                    and isinstance(x.slice, ast.Constant) and isinstance(x.slice.value, str):
+                lookups += 1
+            if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "get" \
+                    and isinstance(x.func.value, ast.Name) and x.func.value.id in CONFIG_NAMES and x.args \
+                    and isinstance(x.args[0], ast.Constant) and isinstance(x.args[0].value, str):
+                lookups += 1
+    return local_own, local_other, lookups, sorted(long_fns, reverse=True), edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    import sys
+
+    sys.setrecursionlimit(10000)
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--root", type=Path, help="another checkout's eegfm_bench/ folder (e.g. to compare commits)")
+    a = ap.parse_args(argv)
+    global PKG
+    if a.root:
+        PKG = a.root.resolve()
+    local_own, local_other, lookups, long_fns, edges = scan()
+    cyc = cycles(edges)
+    back = sorted({(s.split(".")[1] if "." in s else s, t.split(".")[1] if "." in t else t)
+                   for s, ts in edges.items() for t in ts if floor(s) < floor(t)
+                   and s.split(".")[1:2] != t.split(".")[1:2]})
+    print(f"function-local imports: {local_own + local_other} ({local_own} of eegfm_bench modules)")
+    print(f"config lookups by string key: {lookups}")
+    print(f"functions over 100 lines: {len(long_fns)}" + (f" (longest: {long_fns[0][1]}, {long_fns[0][0]})"
+                                                          if long_fns else ""))
+    print(f"import cycles between modules: {len(cyc)}")
+    print(f"package-level back-edges: {len(back)}")
+    if a.list:
+        for n, f in long_fns:
+            print(f"  long  {n:4d}  {f}")
+        for c in cyc:
+            print("  cycle " + " <-> ".join(c))
+        for s, t in back:
+            print(f"  back  {s} -> {t}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
