@@ -1,0 +1,60 @@
+"""eegfm_bench: fine-tune and evaluate EEG foundation models the way the careful papers do.
+
+The public Python API (every name in ``__all__``), for notebooks and scripts; the commands of ``eegfm-bench`` call
+the same functions::
+
+    import eegfm_bench as eb
+
+    table = eb.run_cv("configs/experiment/quickstart.yaml")        # headline cells + the confound check
+    eb.sweep_main("configs/experiment/sweep_quickstart.yaml")       # test-time perturbations (paper 003 App. D)
+    eb.run_probes("configs/experiment/interpret_quickstart.yaml")   # block-wise probes (App. I.4)
+    eb.run_attribution("configs/experiment/interpret_quickstart.yaml")  # G×I / AttnLRP / GradCAM maps
+    eb.controls_main("configs/experiment/controls_eegmat.yaml")     # paper 001's negative controls
+    eb.audit_main({"embeddings": "emb.npz", "out_dir": "audit"})    # paper 000's provenance audit
+    ws = eb.load_windows("eegmat", eb.BACKBONES.get("eegnet").preprocessing)  # windows with their ingest report
+
+Names are imported on first use (the package itself imports nothing heavy), so ``import eegfm_bench`` is fast and
+``eegfm-bench --help`` starts at once.
+"""
+from __future__ import annotations
+
+import importlib
+
+_API = {
+    # commands
+    "run_cv": "eegfm_bench.runs.cv", "run_cells": "eegfm_bench.runs.cells", "check_config": "eegfm_bench.runs.cells",
+    "load_config": "eegfm_bench.runs.cells", "run_confound": "eegfm_bench.runs.confound",
+    "sweep_main": "eegfm_bench.runs.sweep", "run_probes": "eegfm_bench.runs.probe",
+    "run_attribution": "eegfm_bench.runs.attribute", "controls_main": "eegfm_bench.runs.controls",
+    "audit_main": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan", "write_page": "eegfm_bench.reports.page",
+    # data
+    "get_task": "eegfm_bench.data.tasks", "preset_names": "eegfm_bench.data.tasks",
+    "load_windows": "eegfm_bench.data.windows", "WindowSet": "eegfm_bench.data.windows",
+    "Preprocessing": "eegfm_bench.data.preprocessing", "EEGDataModule": "eegfm_bench.data.datamodule",
+    "make_split": "eegfm_bench.data.splits", "SplitSpec": "eegfm_bench.data.splits",
+    # models
+    "BACKBONES": "eegfm_bench.models.backbones", "HEADS": "eegfm_bench.models.heads",
+    "FMClassifier": "eegfm_bench.models.module", "register_user_models": "eegfm_bench.models.user",
+    # analyses and statistics
+    "paired_cluster_bootstrap": "eegfm_bench.stats", "wilcoxon_holm": "eegfm_bench.stats",
+    "sign_flip_test": "eegfm_bench.stats", "evaluate_gates": "eegfm_bench.controls.gates",
+    "ClaimEvidence": "eegfm_bench.controls.gates", "run_audit": "eegfm_bench.provenance.audit",
+    "ResultStore": "eegfm_bench.results", "build_trainer": "eegfm_bench.trainer",
+    # errors
+    "EEGFMError": "eegfm_bench.errors", "ConfigError": "eegfm_bench.config",
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    """The public names, imported from their module on first use (PEP 562)."""
+    if name in _API:
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'eegfm_bench' has no attribute {name!r}; the public API is eegfm_bench.__all__")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -142,9 +142,10 @@ def _quiet_third_party_warnings() -> None:
 
 
 def _is_user_error(err: BaseException) -> bool:
-    """An error this package raises about the user's input (config, names, data, channels): its class, or a base
-    class, is defined in ``eegfm_bench`` — these messages already name the fix."""
-    return any(getattr(c, "__module__", "").startswith("eegfm_bench") for c in type(err).__mro__)
+    """An error about the user's input (:func:`eegfm_bench.errors.is_user_error`): its message names the fix."""
+    from eegfm_bench.errors import is_user_error
+
+    return is_user_error(err)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,10 +24,12 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from eegfm_bench.errors import EEGFMError
+
 os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
 
 
-class ConfigError(ValueError):
+class ConfigError(EEGFMError, ValueError):
     """A config with an unknown key or an invalid value (the message lists the valid ones and the fix)."""
 
 

@@ -36,6 +36,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from eegfm_bench.errors import NotAResultFolderError
+
 log = logging.getLogger(__name__)
 
 REPORT_HTML = "report.html"
@@ -178,7 +180,7 @@ def discover(dirs: Sequence[str | os.PathLike]) -> Sources:
     for d in dirs:
         root = Path(d)
         if not root.is_dir():
-            raise FileNotFoundError(f"no folder {root}; fix: pass the out_dir of an eegfm-bench command")
+            raise NotAResultFolderError(f"no folder {root}; fix: pass the out_dir of an eegfm-bench command")
         for p in _rglob(root, "cells.json"):
             if (p.parent / "sweep.yaml").is_file():
                 add(s.sweeps, p.parent)
@@ -892,7 +894,7 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
     assets = out / "report_assets"
     src, sections = build_sections(dirs, assets)
     if len(sections) == 1 and not sections[0].tables:
-        raise ValueError(f"nothing to report under {', '.join(map(str, dirs))}: no cv run (cells.json), sweep "
+        raise NotAResultFolderError(f"nothing to report under {', '.join(map(str, dirs))}: no cv run (cells.json), sweep "
                          "(sweep.yaml), probes/, attribution/, gates.json or audit_*.json; fix: pass the out_dir of "
                          "an eegfm-bench command")
     experiments = list(dict.fromkeys(str(_yaml(d / "config.yaml").get("experiment")) for d in src.cv

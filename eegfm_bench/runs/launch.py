@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
 from eegfm_bench.config import ConfigError
+from eegfm_bench.errors import NotAResultFolderError
 
 
 @dataclass
@@ -316,7 +317,7 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
     out = Path(out_dir)
     for f in ("cells.json", "splits.json", "config.yaml"):
         if not (out / f).is_file():
-            raise FileNotFoundError(f"{out} has no {f}: not a cv output folder (or the run never started); fix: "
+            raise NotAResultFolderError(f"{out} has no {f}: not a cv output folder (or the run never started); fix: "
                                     "point status at a cv out_dir")
     import yaml
 

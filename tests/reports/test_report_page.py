@@ -267,7 +267,7 @@ def test_the_controls_page_shows_the_gate_table(experiment, tmp_path):
 def test_report_of_a_folder_without_results_names_the_fix(tmp_path):
     from eegfm_bench.reports.page import write_page
 
-    with pytest.raises(ValueError, match="nothing to report.*fix: pass the out_dir"):
+    with pytest.raises(FileNotFoundError, match="nothing to report.*fix: pass the out_dir"):
         write_page([tmp_path])
     with pytest.raises(FileNotFoundError, match="no folder"):
         write_page([tmp_path / "missing"])

@@ -80,3 +80,37 @@ def test_every_command_lists_its_keys_prints_its_resolved_config_and_refuses_unk
                  "--print-config"]) == 0
     resolved = yaml.safe_load(capsys.readouterr().out)
     assert resolved["trainer"]["loggers"] == ["tensorboard"] and "patience" not in resolved["trainer"]
+
+
+COMMANDS_WITH_CONFIG = ["cv", "check", "plan", "sweep", "probe", "attribute", "controls", "audit"]
+
+
+@pytest.mark.parametrize("argv", [
+    *[[c, "--config", "{tmp}/missing.yaml"] for c in COMMANDS_WITH_CONFIG],      # a missing file
+    *[[c, "--config", "{tmp}/badkey.yaml"] for c in ("cv", "check", "plan")],    # a bad key
+    ["sweep", "--config", "{tmp}/badkey_sweep.yaml"], ["probe", "--config", "{tmp}/badkey_interp.yaml"],
+    ["attribute", "--config", "{tmp}/badkey_interp.yaml"], ["controls", "--config", "{tmp}/badkey_controls.yaml"],
+    ["status", "{tmp}/empty"], ["report", "{tmp}/empty"], ["report", "{tmp}/missing_dir"],   # a wrong folder
+    ["confound", "--cv", "{tmp}/empty"], ["ingest", "--task", "nope", "--model", "eegnet", "--out", "{tmp}/o"],
+])
+def test_every_command_answers_a_user_error_in_one_line_with_exit_2(tmp_path, monkeypatch, capsys, argv):
+    """Issue 25: one error policy — every error a user can cause, from every command, is one block naming the fix
+    and exit status 2, never a traceback."""
+    from eegfm_bench.cli import main
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "badkey.yaml").write_text(yaml.safe_dump({"task": "eegmat", "out_dir": str(tmp_path / "o"),
+                                                          "trainer": {"max_epoch": 3},
+                                                          "runs": [{"model": "eegnet"}]}))
+    (tmp_path / "badkey_sweep.yaml").write_text(yaml.safe_dump({"cv_out_dir": str(tmp_path), "conditons": []}))
+    (tmp_path / "badkey_interp.yaml").write_text(yaml.safe_dump({"cv_dir": str(tmp_path), "out_dir": str(tmp_path),
+                                                                 "attribution": {"methds": ["gxi"]}}))
+    (tmp_path / "badkey_controls.yaml").write_text(yaml.safe_dump({"task": "eegmat", "out_dir": str(tmp_path),
+                                                                   "permutaion": {"n": 3}}))
+    monkeypatch.delenv("EEGFM_TRACEBACK", raising=False)
+    monkeypatch.setattr(sys, "argv", ["eegfm-bench", *[a.format(tmp=tmp_path) for a in argv]])
+    assert main() == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"eegfm-bench {argv[0]}: ") and "Traceback" not in err, err
+    assert "fix" in err.lower() or "did you mean" in err.lower(), err
+    assert len(err.strip().splitlines()) <= 6
