@@ -10,7 +10,7 @@ Runs (unless ``--render-only``) the README's quickstart commands, each as its ow
     eegfm-bench confound  --cv results/quickstart
     eegfm-bench cv        --config configs/experiment/positive_control_eegmmidb_eyes.yaml
 
-then rewrites the README blocks between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` from the result
+then rewrites the README's and docs/guide/quickstart.md's blocks between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` from the result
 files those commands wrote (``results/quickstart/...``): the quickstart table and its cost, the condensed robustness
 table, the block-probe ranges and the attribution checks. Timings are kept in ``results/quickstart/readme_timings.json``
 so that ``--render-only`` can rewrite the blocks without rerunning. Every number in those blocks comes from a file a
@@ -223,7 +223,7 @@ def block_sweep(t: dict) -> str:
     conc = any(t.get(s, {}).get("concurrent_with") for s in ("sweep", "probe", "attribute"))
     note = next((t[s]["note"] for s in ("sweep", "probe", "attribute") if t.get(s, {}).get("note")), "")
     return "\n".join([
-        f"Measured on the same CPU{', the three running concurrently' if conc else ''}{note} ({timing}; code "
+        f"Measured on this project's 2-core CPU (no GPU){', the three running concurrently' if conc else ''}{note} ({timing}; code "
         f"`{_code_versions(sw / 'results.csv')}`). Condensed from `results/quickstart/sweep/sweep.md` (Δ balanced "
         f"accuracy in percentage points from clean, mean over the {n_folds} folds; LaBraM random init; with "
         f"{n_folds} folds no Wilcoxon test can reach α = 0.05, so no ∗/∇ marks; noise drawn per window from "
@@ -308,23 +308,29 @@ BLOCKS = {"quickstart": block_quickstart, "sweep": block_sweep, "probes": block_
           "attribution": block_attribution, "confound": block_confound, "eyes": block_eyes}
 
 
+PAGES = (REPO / "README.md", REPO / "docs" / "guide" / "quickstart.md")  # the files that hold figure blocks
+
+
 def render(timings: dict) -> list[str]:
-    readme = REPO / "README.md"
-    text = readme.read_text()
+    """Rewrite every ``figures:<name>`` block of the README and the quickstart guide page; return the names done."""
     done = []
-    for name, fn in BLOCKS.items():
-        pat = re.compile(rf"(<!-- figures:{name} -->\n)(.*?)(\n<!-- /figures:{name} -->)", re.S)
-        if not pat.search(text):
-            print(f"README has no figures:{name} block; skipped")
-            continue
-        try:
-            body = fn(timings)
-        except FileNotFoundError as err:
-            print(f"figures:{name}: {err}; block left as it was")
-            continue
-        text = pat.sub(lambda m: m.group(1) + body + m.group(3), text)
-        done.append(name)
-    readme.write_text(text)
+    for page in PAGES:
+        text = page.read_text()
+        for name, fn in BLOCKS.items():
+            pat = re.compile(rf"(<!-- figures:{name} -->\n)(.*?)(\n<!-- /figures:{name} -->)", re.S)
+            if not pat.search(text):
+                continue
+            try:
+                body = fn(timings)
+            except FileNotFoundError as err:
+                print(f"figures:{name}: {err}; block left as it was")
+                continue
+            text = pat.sub(lambda m: m.group(1) + body + m.group(3), text)
+            done.append(f"{name} ({page.relative_to(REPO)})")
+        page.write_text(text)
+    missing = [n for n in BLOCKS if not any(d.startswith(n + " ") for d in done)]
+    if missing:
+        print("no block rewritten for:", ", ".join(missing))
     return done
 
 

@@ -243,9 +243,9 @@ def test_presets_carry_the_papers_label_definitions():
     assert (REPO / "configs" / "data" / "tuab.yaml").is_file()  # the presets are also under configs/data/
 
 
-def test_readme_lists_every_preset():
-    readme = (REPO / "README.md").read_text()
-    table = readme[readme.index("### Presets"):readme.index("## Data\n")]
+def test_the_data_guide_lists_every_preset():
+    guide = (REPO / "docs" / "guide" / "data.md").read_text()
+    table = guide[guide.index("### Presets"):guide.index("## Data\n")]
     assert {n for n in preset_names() if f"| `{n}` |" not in table} == set()
 
 
