@@ -74,7 +74,9 @@ def quiet_lightning() -> None:
                 ".*GPU available but not used.*", ".*Found .* module\\(s\\) in eval mode.*",
                 ".*You are using `torch.load` with `weights_only=False`.*", ".*recommended to use .*sync_dist=True.*",
                 ".*Checkpoint directory .* exists and is not empty.*", ".*predict_dataloader.*does not have many.*",
-                ".*Using `DistributedSampler` with the dataloaders.*"):  # padding is removed by window index
+                ".*Using `DistributedSampler` with the dataloaders.*",  # padding is removed by window index
+                # the product starts every Trainer itself (inside submitit's srun on SLURM): the hint does not apply
+                ".*The `srun` command is available on your system but is not used.*"):
         warnings.filterwarnings("ignore", message=pat)
 
 

@@ -41,3 +41,21 @@ def data_root() -> Path:
     if not HAVE_DATA:
         pytest.skip(f"staged EEG not found at {DATA}")
     return DATA
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real single-node SLURM cluster (``tests/slurm_cluster.py``), started once per session and stopped after.
+
+    Skipped where SLURM's packages or root are missing, unless ``EEGFM_REQUIRE_SLURM=1`` (CI), which fails instead.
+    """
+    import slurm_cluster as sc
+
+    why = sc.available()
+    if why:
+        if os.environ.get("EEGFM_REQUIRE_SLURM"):
+            pytest.fail(f"EEGFM_REQUIRE_SLURM is set but no SLURM cluster can be started: {why}")
+        pytest.skip(why)
+    info = sc.start()
+    yield info
+    sc.stop(info)

@@ -376,7 +376,7 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
     check_trainer(cfg["trainer"], "trainer")
     from eegfm_bench.runs.launch import check_launcher
 
-    check_launcher(cfg.get("launcher"))
+    check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
     if cfg.get("user_models"):
         from eegfm_bench.models.user import check_user_model, register_user_models
 

@@ -410,7 +410,7 @@ def load_config(path_or_dict, args=()) -> dict:
         raise ConfigError(f"the controls config needs {' and '.join(f'`{k}`' for k in missing)} (a full run takes "
                           "hours on CPU, so nothing is assumed); fix: start from configs/experiment/controls_eegmat.yaml")
     check_trainer(cfg["trainer"], "trainer")
-    check_launcher(cfg.get("launcher"))
+    check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
     get_task(cfg["task"])
     _user_models(cfg)
     fam = cfg["features"]["families"]

@@ -89,7 +89,7 @@ def load_interpret_config(source, args: Sequence[str] = ()) -> dict:
         parse_condition(c)
     try:
         check_trainer(cfg["trainer"], "trainer")
-        check_launcher(cfg.get("launcher"))
+        check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
     except ConfigError as err:
         raise InterpretConfigError(str(err)) from None
     return cfg

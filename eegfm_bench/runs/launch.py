@@ -87,13 +87,15 @@ class LauncherConfig:
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
 
 
-def check_launcher(lc: dict | None, where: str = "launcher") -> None:
-    """Validate a ``launcher:`` section before any data is read.
+def check_launcher(lc: dict | None, where: str = "launcher", trainer: dict | None = None) -> None:
+    """Validate a ``launcher:`` section before any data is read (``trainer``: the command's ``trainer:`` section,
+    whose ``accelerator`` and ``devices`` size a SLURM job).
 
     Raises
     ------
     ConfigError
-        ``workers`` or ``cells_per_job`` below 1; ``slurm`` without a partition or on a machine without SLURM.
+        ``workers`` or ``cells_per_job`` below 1; ``slurm`` without a partition, on a machine without SLURM, or
+        requesting GPUs on a partition that has none.
     """
     import shutil
 
@@ -103,31 +105,91 @@ def check_launcher(lc: dict | None, where: str = "launcher") -> None:
         if int(lc.get(k, 1)) < 1:
             raise ConfigError(f"{where}.{k} = {lc.get(k)}; fix: a whole number >= 1")
     if lc.get("kind") == "slurm":
-        slurm_parameters(lc)  # the partition
         if shutil.which("sbatch") is None:
+            slurm_parameters(lc, gpus_on_partition=None)  # the partition
             raise ConfigError(f"{where}.kind: slurm, but this machine has no SLURM (sbatch is not on PATH); fix: "
                               "launch from a SLURM login node, or use --launcher local --workers N here")
+        known = slurm_partitions()
+        if known and lc["slurm"].get("partition") and lc["slurm"]["partition"] not in known:
+            raise ConfigError(f"{where}.slurm.partition {lc['slurm']['partition']!r} is not a partition of this "
+                              f"cluster; fix: one of {', '.join(known)} (sinfo lists them)")
+        tr = trainer or {}
+        devices = tr.get("devices", 1) if isinstance(tr.get("devices", 1), int) else 1
+        slurm_parameters(lc, devices, str(tr.get("accelerator", "auto")))  # partition, GPUs the partition has
 
 
-def slurm_parameters(lc: dict, devices: int = 1, accelerator: str = "auto") -> dict:
+def slurm_partitions() -> list[str]:
+    """The partitions ``sinfo`` lists (empty when it cannot be asked)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("sinfo") is None:
+        return []
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return sorted({p.strip().rstrip("*") for p in out.stdout.split() if p.strip()}) if out.returncode == 0 else []
+
+
+def partition_gpus(partition: str) -> Optional[int]:
+    """GPUs per node of a SLURM partition from ``sinfo`` (``Gres`` ``gpu:N`` or ``gpu:<type>:N``; the most any of
+    its nodes has); 0 for a CPU-only partition, None when ``sinfo`` cannot tell (not installed, no such
+    partition, an error)."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("sinfo") is None:
+        return None
+    try:
+        out = subprocess.run(["sinfo", "-h", "-p", str(partition), "-o", "%G"], capture_output=True, text=True,
+                             timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    counts = [int(m.group(1)) for line in out.stdout.split() for m in [re.search(r"gpu(?::[^:,(]+)?:(\d+)", line)]
+              if m]
+    return max(counts) if counts else 0
+
+
+GPU_ACCELERATORS = ("gpu", "cuda")
+
+
+def slurm_parameters(lc: dict, devices: int = 1, accelerator: str = "auto", *,
+                     gpus_on_partition: Optional[int] = -1) -> dict:
     """submitit ``update_parameters`` keywords of a ``launcher:`` section (``slurm_*`` names).
 
     ``devices`` and ``accelerator`` are the trainer's: ``tasks_per_node = devices`` and, unless set,
-    ``gpus_per_node = devices`` (0 for ``accelerator: cpu``).
+    ``gpus_per_node = devices`` for a GPU accelerator, 0 for ``accelerator: cpu``, and for ``accelerator: auto``
+    what the partition has (``gpus_on_partition``; default: asked of ``sinfo`` by :func:`partition_gpus`):
+    ``devices`` GPUs on a GPU partition, none on a CPU-only one.
 
     Raises
     ------
     ConfigError
-        If no partition is given, or ``gpus_per_node`` is below ``devices`` on a GPU accelerator.
+        If no partition is given, ``gpus_per_node`` is below ``devices`` on a GPU accelerator, or a GPU is
+        requested (``accelerator: gpu`` / ``cuda`` or ``gpus_per_node`` > 0) on a partition whose nodes have none.
     """
     s = lc["slurm"]
     if not s.get("partition"):
         raise ConfigError("launcher.slurm.partition is not set; fix: the partition your jobs go to (sinfo lists them)")
     devices = max(1, int(devices))
     cpu = str(accelerator) == "cpu"
+    if gpus_on_partition == -1:
+        gpus_on_partition = partition_gpus(s["partition"]) if str(accelerator) != "cpu" else None
     gpus = s.get("gpus_per_node")
-    gpus = (0 if cpu else devices) if gpus is None else int(gpus)
-    if not cpu and gpus < devices:
+    if gpus is None:
+        no_gpu_here = gpus_on_partition == 0
+        gpus = 0 if cpu or (str(accelerator) == "auto" and no_gpu_here) else devices
+    gpus = int(gpus)
+    if gpus > 0 and gpus_on_partition == 0:
+        raise ConfigError(f"launcher.slurm.partition {s['partition']!r} has no GPUs (sinfo shows no gpu gres) but "
+                          f"the jobs would request {gpus} (trainer.accelerator: {accelerator}); fix: "
+                          "trainer.accelerator: cpu (or auto), or a GPU partition")
+    on_cpu = cpu or (str(accelerator) == "auto" and gpus == 0 and gpus_on_partition == 0)  # auto on a CPU partition
+    if not on_cpu and gpus < devices:
         raise ConfigError(f"launcher.slurm.gpus_per_node = {gpus} but trainer.devices = {devices}: Lightning would "
                           f"start {devices} tasks on {gpus} GPU(s); fix: gpus_per_node: {devices} (or null, which "
                           "follows devices)")
@@ -252,6 +314,152 @@ def _watch_parent(pid: int, every_s: float = 2.0) -> None:
     threading.Thread(target=loop, daemon=True, name="eegfm-parent-watch").start()
 
 
+class SubmissionError(ConfigError):
+    """SLURM refused a job array (a job limit, a bad partition or account, an impossible request); nothing runs."""
+
+
+def submit_jobs(ex, lc: dict, calls: list[tuple]) -> list:
+    """Submit one job per ``(fn, *args)`` of ``calls``: local workers one by one; SLURM as **one** job array
+    (one ``sbatch``, ``--array=0-(n-1)%array_parallelism``), so a refusal refuses the whole array before any job
+    runs.
+
+    Raises
+    ------
+    SubmissionError
+        When ``sbatch`` refuses the array (its message, and the fix).
+    """
+    if lc["kind"] != "slurm":
+        return [ex.submit(*c) for c in calls]
+    from submitit.core.utils import FailedJobError
+
+    import contextlib
+    import io
+
+    try:  # submitit prints sbatch's stderr before raising: it goes into the one-line error instead
+        with contextlib.redirect_stderr(io.StringIO()), ex.batch():
+            jobs = [ex.submit(*c) for c in calls]
+    except FailedJobError as err:
+        msg = " ".join(str(err).split())[:400]
+        raise SubmissionError(f"sbatch refused the job array of {len(calls)} job(s): {msg}; fix: check "
+                              "launcher.slurm (partition, account, qos, mem_gb, cpus_per_task, gpus_per_node) against "
+                              "`sinfo` / `sacctmgr show assoc`, or lower cells_per_job's job count under your job "
+                              "limit (launcher.cells_per_job packs more cells per job); no job was started") from None
+    return jobs
+
+
+def write_queue(out: Path, jobs: list, parts: list[list[str]]) -> Path:
+    """``<out>/jobs/queue.json``: the SLURM job id of every unit (what ``status`` asks ``squeue`` about)."""
+    import json
+
+    path = Path(out) / "jobs" / "queue.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = [{"job_id": str(j.job_id), "cells": list(p), "stdout": str(j.paths.stdout)} for j, p in zip(jobs, parts)]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(entries, indent=1))
+    tmp.replace(path)
+    return path
+
+
+def queue_states(job_ids: Sequence[str]) -> Optional[dict[str, str]]:
+    """SLURM state of each job id still in the queue (``squeue -r``: one line per array task; ``PENDING``,
+    ``RUNNING``, ``CONFIGURING``, ``COMPLETING``, ...); jobs that left the queue are absent. None without
+    ``squeue``."""
+    import shutil
+    import subprocess
+
+    if not job_ids or shutil.which("squeue") is None:
+        return None
+    try:
+        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    wanted = set(map(str, job_ids))
+    states = {}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in wanted:
+            states[parts[0]] = parts[1]
+    return states
+
+
+_ACCOUNTING_NOTED = False
+
+try:
+    from submitit.slurm.slurm import SlurmInfoWatcher as _SlurmInfoWatcher
+except ImportError:  # pragma: no cover - submitit is a dependency
+    _SlurmInfoWatcher = object
+
+
+class QueueInfoWatcher(_SlurmInfoWatcher):
+    """submitit's job-state watcher reading ``squeue`` instead of ``sacct`` (a cluster without accounting storage).
+
+    A job in the queue has its queue state (``PENDING``, ``RUNNING``, ...); a job that has left the queue is
+    ``COMPLETED`` for submitit, which then reads its result file (absent: the job failed, and submitit's error
+    carries the job's stderr)."""
+
+    def _make_command(self):
+        to_check = {x.split("_")[0] for x in self._registered - self._finished}
+        if not to_check:
+            return None
+        return ["squeue", "-h", "-r", "-o", "%i|%T|%N", "-j", ",".join(sorted(to_check))]
+
+    def update(self) -> None:
+        """One ``squeue`` call; a failed call (``-j`` with ids no longer known is an error) means they left."""
+        import subprocess
+        import time as _time
+
+        command = self._make_command()
+        if command is None:
+            return
+        self._num_calls += 1
+        try:
+            out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            text = out.stdout if out.returncode == 0 else ""
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        present = self.read_info("JobID|State|NodeList\n" + text)
+        self._info_dict.update(present)
+        if _time.time() - self._start_time > 5:  # a job registered a moment ago may not be in squeue's view yet
+            for jid in self._registered - self._finished:
+                if jid not in present:  # left the queue: finished, one way or the other
+                    self._info_dict[jid] = {"JobID": jid, "State": "COMPLETED", "NodeList": ""}
+        self._last_status_check = _time.time()
+
+
+def quiet_submitit_without_accounting(progress: bool = True) -> None:
+    """Without accounting storage (no ``slurmdbd``), ``sacct`` fails and submitit warns on every poll ("Bypassing
+    sacct error ..."): say once that job states come from the queue and the jobs' result files, and drop the
+    repeats."""
+    import logging
+    import shutil
+    import subprocess
+
+    global _ACCOUNTING_NOTED
+    if _ACCOUNTING_NOTED or shutil.which("sacct") is None:
+        return
+    try:
+        ok = subprocess.run(["sacct", "-n", "-X", "-j", "1"], capture_output=True, text=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if ok:
+        return
+
+    class _NoSacct(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "Bypassing sacct error" not in record.getMessage()
+
+    logging.getLogger("submitit").addFilter(_NoSacct())
+    import submitit
+
+    submitit.SlurmJob.watcher = QueueInfoWatcher(delay_s=60)  # every SlurmJob of this process asks squeue
+    _ACCOUNTING_NOTED = True
+    if progress:
+        print("launcher slurm: this cluster has no accounting storage (sacct fails): job states come from squeue and "
+              "the jobs' result files")
+
+
 def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: int | None = None,
              progress: bool = True, kind: str = "cv", collect: dict | None = None) -> list[dict]:
     """Submit the cells as jobs, wait for every job, and return the failures (one dict per failed cell).
@@ -274,7 +482,10 @@ def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: in
     threads = (int(lc["threads"]) if lc.get("threads") else max(1, (os.cpu_count() or 1) // max(1, len(parts)))) \
         if lc["kind"] == "local" else int(lc["slurm"]["cpus_per_task"])
     parent = os.getpid() if lc["kind"] == "local" else None
-    jobs = [ex.submit(CellJob(), cfg, p, threads, kind, parent) for p in parts]
+    jobs = submit_jobs(ex, lc, [(CellJob(), cfg, p, threads, kind, parent) for p in parts])
+    if lc["kind"] == "slurm":
+        write_queue(out, jobs, parts)
+        quiet_submitit_without_accounting(progress)
     if progress:
         tqdm.write(f"launcher {lc['kind']}: {len(cell_ids)} cells in {len(jobs)} jobs "
                    f"({', '.join(str(j.job_id) for j in jobs)}); logs under {folder}")
@@ -296,8 +507,8 @@ def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: in
     return failures
 
 
-__all__ = ["LauncherConfig", "SlurmConfig", "CellJob", "chunks", "make_executor", "run_jobs", "sbatch_preview",
-           "slurm_parameters"]
+__all__ = ["LauncherConfig", "SlurmConfig", "CellJob", "SubmissionError", "chunks", "make_executor", "partition_gpus",
+           "queue_states", "run_jobs", "sbatch_preview", "slurm_parameters", "submit_jobs", "write_queue"]
 
 
 def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
@@ -331,7 +542,7 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
     if (out / "failures.json").is_file():
         for f in json.loads((out / "failures.json").read_text()):
             failed[(f["model"], f["regime"], f["head"], str(f["fold"]), f["config_hash"])] = f["error"]
-    running = {}
+    running = queued_cells(out)
     for m in (out / "running").glob("*.json") if (out / "running").is_dir() else []:
         info = json.loads(m.read_text())
         alive = info["host"] != socket.gethostname() or _pid_alive(int(info["pid"]))
@@ -342,18 +553,35 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
         for k in folds:
             key = (c["model"], c["regime"], c["head"], str(k), str(c["config_hash"]))
             cid = f"{c['model']}/{c['regime']}/{c['head']}/fold{k}/{c['config_hash']}"
-            state = "done" if key in done else "running" if cid in running else "failed" if key in failed else \
-                "missing"
+            queued = running.get(cid, "")
+            state = "done" if key in done else ("pending" if queued.startswith("slurm job") and "PENDING" in queued
+                                                else "running") if cid in running else \
+                "failed" if key in failed else "missing"
             rows.append({"cell": cid, "state": state, "detail": running.get(cid) or failed.get(key, "")})
     todo = [r for r in rows if r["state"] in ("failed", "missing")]
-    busy = [r for r in rows if r["state"] == "running"]
-    if busy:  # resuming now would train the running cells a second time
-        cmd = (f"wait: {len(busy)} cell(s) are running (or kill their processes) before resuming with "
+    busy = [r for r in rows if r["state"] in ("running", "pending")]
+    if busy:  # resuming now would train the running (or queued) cells a second time
+        cmd = (f"wait: {len(busy)} cell(s) are running or queued (or kill their processes / scancel their jobs) "
+               f"before resuming with "
                f"eegfm-bench cv --config {out / 'config.yaml'}")
     else:  # config.yaml keeps the run's launcher section: the resume runs the way the run did
         cmd = f"eegfm-bench cv --config {out / 'config.yaml'}" if todo or ResultStore(out, write=False).unmerged() \
             else ""
     return rows, cmd
+
+
+def queued_cells(out: Path) -> dict[str, str]:
+    """Cells whose SLURM job is still in the queue (``<out>/jobs/queue.json`` read against ``squeue``):
+    ``{cell id: "slurm job <id> <STATE>"}``; empty without a queue file or without ``squeue``."""
+    import json
+
+    path = Path(out) / "jobs" / "queue.json"
+    if not path.is_file():
+        return {}
+    entries = json.loads(path.read_text())
+    states = queue_states([e["job_id"] for e in entries]) or {}
+    return {cid: f"slurm job {e['job_id']} {states[e['job_id']]}" for e in entries if e["job_id"] in states
+            for cid in e["cells"]}
 
 
 def _pid_alive(pid: int) -> bool:
@@ -374,7 +602,8 @@ def status_markdown(rows: list[dict], cmd: str, unmerged: bool = False) -> str:
     from collections import Counter
 
     n = Counter(r["state"] for r in rows)
-    lines = [f"{len(rows)} cells: " + ", ".join(f"{n[s]} {s}" for s in ("done", "running", "failed", "missing"))
+    lines = [f"{len(rows)} cells: " + ", ".join(f"{n[s]} {s}" for s in ("done", "running", "pending", "failed",
+                                                                      "missing") if s != "pending" or n[s])
              + ("; results.csv is older than the newest rows (a rerun merges them)" if unmerged else ""), "",
              "| cell | state | detail |", "|---|---|---|"]
     lines += [f"| {r['cell']} | {r['state']} | {r['detail'].splitlines()[0][:120] if r['detail'] else ''} |"

@@ -154,7 +154,7 @@ def load_sweep_config(source, args: Sequence[str] = ()) -> dict:
     check_trainer(cfg["trainer"], "trainer")
     from eegfm_bench.runs.launch import check_launcher
 
-    check_launcher(cfg.get("launcher"))
+    check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
     if cfg["cv_config"] is not None:
         cfg["cv_out_dir"] = load_cv_config(cfg["cv_config"])["out_dir"]
     run = CVRun(cfg["cv_out_dir"])
