@@ -336,3 +336,82 @@ def best_fitted(trainer, pl_module):
     model = copy.deepcopy(pl_module).cpu()
     model.load_state_dict(torch.load(best, map_location="cpu", weights_only=True)["state_dict"])
     return model, best
+
+
+try:
+    from lightning.pytorch.callbacks import Callback as _Callback
+except ImportError:  # pragma: no cover - lightning is a dependency
+    _Callback = object
+
+
+class ResumableRNG(_Callback):
+    """Random-number states in every checkpoint, restored when ``fit`` resumes from one.
+
+    A requeued or preempted cell resumes from its ``last.ckpt``; Lightning restores the weights, optimiser,
+    scheduler and loop counters but not the random streams, so without this the resumed epochs would shuffle as the
+    first epoch did (the training loader's generator starts again from its seed) and draw other dropout masks, and
+    the cell would end with other numbers than an uninterrupted run. Saved: torch's global CPU (and CUDA) state,
+    NumPy's and Python's; restored at the start of the first epoch after the resume. (The training loader's
+    shuffling generator is the datamodule's state: :meth:`EEGDataModule.state_dict`.) Reading a state consumes
+    nothing: uninterrupted runs are unchanged.
+    """
+
+    KEY = "eegfm_rng_states"
+
+    def __init__(self):
+        self._pending = None
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        import random
+
+        import numpy as np
+        import torch
+
+        kind, keys, pos, has_gauss, gauss = np.random.get_state()
+        version, internal, gauss_next = random.getstate()
+        # tensors and plain numbers only: every checkpoint loads with torch.load(weights_only=True)
+        states = {"torch": torch.get_rng_state(),
+                  "numpy": {"kind": str(kind), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+                            "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)},
+                  "python": {"version": int(version), "internal": torch.tensor(internal, dtype=torch.int64),
+                             "gauss_next": gauss_next}}
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            states["cuda"] = torch.cuda.get_rng_state_all()
+        checkpoint[self.KEY] = states
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        self._pending = checkpoint.get(self.KEY)
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        if not self._pending:
+            return
+        import random
+
+        import numpy as np
+        import torch
+
+        s, self._pending = self._pending, None
+        torch.set_rng_state(s["torch"])
+        n = s["numpy"]
+        np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+        py = s["python"]
+        random.setstate((py["version"], tuple(int(v) for v in py["internal"].tolist()), py["gauss_next"]))
+        if "cuda" in s and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(s["cuda"])
+
+
+def fit_callbacks(dirpath: str | os.PathLike, *, patience: int | None, filename: str = "best",
+                  monitor: str = "val/bacc", save_last: bool = False) -> tuple[list, Any]:
+    """The one early-stopping + checkpoint pair every training command uses, with :class:`ResumableRNG`.
+
+    Returns ``(callbacks, checkpoint)``: ``EarlyStopping(monitor, mode="max", patience)`` (none when ``patience``
+    is None: a fixed schedule), a ``ModelCheckpoint`` keeping the best epoch by ``monitor`` as ``<filename>.ckpt``
+    in ``dirpath`` (and ``last.ckpt`` with ``save_last``, what a requeued job resumes from), and the RNG states.
+    """
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+    ckpt = ModelCheckpoint(dirpath=dirpath, filename=filename, monitor=monitor, mode="max", save_top_k=1,
+                           enable_version_counter=False, save_last=save_last)
+    callbacks = ([EarlyStopping(monitor, mode="max", patience=int(patience))] if patience is not None else []) + \
+        [ckpt, ResumableRNG()]
+    return callbacks, ckpt

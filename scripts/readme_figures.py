@@ -7,7 +7,7 @@ Runs (unless ``--render-only``) the README's quickstart commands, each as its ow
     eegfm-bench sweep     --config configs/experiment/sweep_quickstart.yaml
     eegfm-bench probe     --config configs/experiment/interpret_quickstart.yaml
     eegfm-bench attribute --config configs/experiment/interpret_quickstart.yaml
-    eegfm-bench confound  --cv results/quickstart
+    eegfm-bench confound  --cv results/quickstart --variations offset band offset+band
     eegfm-bench cv        --config configs/experiment/positive_control_eegmmidb_eyes.yaml
 
 then rewrites the README's and docs/guide/quickstart.md's blocks between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` from the result
@@ -45,7 +45,7 @@ STEPS = {
     "sweep": ["sweep", "--config", "configs/experiment/sweep_quickstart.yaml"],
     "probe": ["probe", "--config", "configs/experiment/interpret_quickstart.yaml"],
     "attribute": ["attribute", "--config", "configs/experiment/interpret_quickstart.yaml"],
-    "confound": ["confound", "--cv", "results/quickstart"],
+    "confound": ["confound", "--cv", "results/quickstart", "--variations", "offset", "band", "offset+band"],
     "eyes": ["cv", "--config", "configs/experiment/positive_control_eegmmidb_eyes.yaml"],
 }
 SWEEP_COLUMNS = [("white_snr=0dB", "white 0 dB"), ("white_snr=-15dB", "white −15 dB"), ("pink_snr=-5dB", "pink −5 dB"),

@@ -127,11 +127,11 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
         If ``y_train`` changes test labels or has the wrong length.
     """
     import lightning as L
-    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+    from lightning.pytorch.callbacks import ModelCheckpoint
 
     from eegfm_bench.data.datamodule import EEGDataModule
     from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.trainer import build_trainer
+    from eegfm_bench.trainer import build_trainer, fit_callbacks
 
     groups = ws.subject if split.spec.group_by == "subject" else ws.recording
     _, _, test_idx = split.indices(groups, fold)
@@ -159,9 +159,7 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
                                enable_version_counter=False)
         callbacks = []
     else:
-        ckpt = ModelCheckpoint(dirpath=cell, filename="best", monitor="val/bacc", mode="max", save_top_k=1,
-                               enable_version_counter=False)
-        callbacks = [EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt]
+        callbacks, ckpt = fit_callbacks(cell, patience=tr["patience"])
     trainer = build_trainer(tr, out_dir=Path(out_dir) / "adaptation", name=tag, version=f"fold{fold}",
                             enable_checkpointing=not fixed_epochs, callbacks=callbacks)
     t0 = time.time()

@@ -155,12 +155,28 @@ class EEGDataModule(L.LightningDataModule):
 
     def _loader(self, idx, shuffle: bool) -> DataLoader:
         g = torch.Generator().manual_seed(self.hparams.split_seed + self.fold)
+        if shuffle:  # the shuffling stream of this fit: saved in every checkpoint, restored on resume
+            pending = getattr(self, "_resume_generator_state", None)
+            if pending is not None:
+                g.set_state(pending)
+                self._resume_generator_state = None
+            self._train_generator = g
         trainer = getattr(self, "trainer", None)
         on_cuda = trainer is not None and getattr(trainer.strategy.root_device, "type", "cpu") == "cuda"
         nw = self.hparams.num_workers
         return DataLoader(WindowDataset(self.ws, idx, self.tokens), batch_size=self.hparams.batch_size,
                           shuffle=shuffle, num_workers=nw, generator=g if shuffle else None,
                           pin_memory=on_cuda, persistent_workers=nw > 0)  # pinned host memory on CUDA only
+
+    def state_dict(self) -> dict:
+        """The training loader's shuffling generator (Lightning saves it in every checkpoint): a fit resumed from
+        ``last.ckpt`` draws the next epochs' orders from where the interrupted fit was, not from the seed again."""
+        g = getattr(self, "_train_generator", None)
+        return {"train_generator": g.get_state()} if g is not None else {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore :meth:`state_dict` (called by Lightning before the resumed fit builds its loaders)."""
+        self._resume_generator_state = state_dict.get("train_generator")
 
     def train_dataloader(self):
         return self._loader(self.train_idx, True)

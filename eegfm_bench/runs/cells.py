@@ -697,7 +697,6 @@ def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force:
         At the end, if any cell failed (after every other cell ran; see ``failures.json``).
     """
     import lightning as L
-    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
     from tqdm.auto import tqdm
 
     from eegfm_bench.data.datamodule import EEGDataModule
@@ -709,7 +708,7 @@ def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force:
     from eegfm_bench.reports.cv import current_summary, write_summary
     from eegfm_bench.models.base import state_dict_sha256
     from eegfm_bench.results import ResultStore, classification_metrics, code_version, library_versions
-    from eegfm_bench.trainer import build_trainer, close_loggers, quiet_lightning
+    from eegfm_bench.trainer import build_trainer, close_loggers, fit_callbacks, quiet_lightning
 
     t_start = time.time()
     cfg = load_config(config, args)
@@ -800,13 +799,12 @@ def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force:
                 lp_dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold,
                                       batch_size=fixed_batch_size(d), num_workers=d["num_workers"], ws=ws, split=split)
                 lp_dm.use_tokens(lp_feats.array("tokens"))
-                lp_ckpt = ModelCheckpoint(dirpath=out / "checkpoints" / cdir / f"fold{fold}", filename="lp",
-                                          monitor="val/bacc", mode="max", save_top_k=1, enable_version_counter=False)
+                lp_callbacks, lp_ckpt = fit_callbacks(out / "checkpoints" / cdir / f"fold{fold}", filename="lp",
+                                                      patience=tr["patience"])
                 lp_tr = {**tr, "max_epochs": int((run.get("lp_ft") or {}).get("lp_max_epochs") or tr["max_epochs"])}
                 lp_trainer = build_trainer(lp_tr, out_dir=out, name=name, version=f"fold{fold}-{chash[:8]}-lp",
                                            experiment=cfg["experiment"], enable_checkpointing=True,
-                                           callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]),
-                                                      lp_ckpt])
+                                           callbacks=lp_callbacks)
                 lp_trainer.fit(lp, lp_dm)
                 close_loggers(lp_trainer)
                 best_lp = torch.load(lp_ckpt.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
@@ -834,16 +832,15 @@ def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force:
                                       f"(found earlier for this cell's config and device: {out / 'batch_size_auto'})"))
                     L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
                 dm.hparams.batch_size = auto_batch[(model_name, regime, head)]
-            ckpt = ModelCheckpoint(dirpath=out / "checkpoints" / cdir / f"fold{fold}", filename="best",
-                                   monitor="val/bacc", mode="max", save_top_k=1, enable_version_counter=False,
-                                   save_last=True)
+            callbacks, ckpt = fit_callbacks(out / "checkpoints" / cdir / f"fold{fold}", patience=tr["patience"],
+                                            save_last=True)
             last = out / "checkpoints" / cdir / f"fold{fold}" / "last.ckpt"
             resume = str(last) if last.is_file() and not force else None  # a requeued / interrupted cell
             if resume and zero:
                 tqdm.write(f"cell {model_name}/{regime}/{head} fold {fold}: resuming from {last}")
             trainer = build_trainer(tr, out_dir=out, name=name, version=f"fold{fold}-{chash[:8]}",
                                     experiment=cfg["experiment"], enable_checkpointing=True,
-                                    callbacks=[EarlyStopping("val/bacc", mode="max", patience=tr["patience"]), ckpt])
+                                    callbacks=callbacks)
             for lg in trainer.loggers:
                 lg.log_hyperparams({**model.parameter_counts, "init": init, "config_hash": chash, "fold": fold})
             t0 = time.time()

@@ -145,3 +145,58 @@ def test_accelerator_auto_requests_what_the_partition_has(slurm_cluster):
     assert slurm_parameters(lc, 1, "auto", gpus_on_partition=4)["gpus_per_node"] == 1  # a GPU partition
     with pytest.raises(Exception, match="has no GPUs"):
         slurm_parameters(lc, 1, "gpu")
+
+
+def _make_eligible_now(job_id: str, timeout_s: float = 60) -> None:
+    """SLURM holds a requeued job for about 2 min (``Reason=BeginTime``); let it start at once."""
+    t0 = time.time()
+    while time.time() - t0 < timeout_s:
+        info = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
+        if "JobState=PENDING" in info:
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True)
+            return
+        time.sleep(0.3)
+
+
+def test_a_preempted_or_timed_out_job_resumes_from_its_last_checkpoint(slurm_cluster, tmp_path):
+    """Two cells as two array tasks, each interrupted once it has written ``last.ckpt``: task 0 gets SIGUSR2 (what
+    SLURM sends before the time limit or on preemption; submitit checkpoints and requeues it), task 1 is requeued
+    by ``scontrol requeue`` (preempted by the scheduler). Both resume from ``last.ckpt`` and give the rows of an
+    uninterrupted run."""
+    over = {"data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 15, "batch_size": 16},
+            "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0, 1]},
+            "trainer": {"max_epochs": 8, "patience": 8}}
+    seq_cfg, sl_cfg = tmp_path / "seq.yaml", tmp_path / "sl.yaml"
+    seq_cfg.write_text(yaml.safe_dump(_cfg(tmp_path / "seq", **over)))
+    # two cores per job, as the sequential run's two threads (8 epochs on other thread counts drift apart)
+    sl_cfg.write_text(yaml.safe_dump(_cfg(tmp_path / "sl", launcher=_slurm(slurm_cluster["partition"],
+                                                                             cpus_per_task=2), **over)))
+    assert _cli(["cv", "--config", str(seq_cfg), "--no-progress"]).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(sl_cfg), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    interrupted = {}
+    while proc.poll() is None and len(interrupted) < 2:
+        queue = tmp_path / "sl" / "jobs" / "queue.json"
+        for k in (0, 1):
+            if k in interrupted or not queue.is_file():
+                continue
+            if list((tmp_path / "sl" / "checkpoints").glob(f"*/fold{k}/last.ckpt")):
+                job = next(q["job_id"] for q in json.loads(queue.read_text()) if f"/fold{k}/" in q["cells"][0])
+                cmd = ["scancel", "--signal=USR2", job] if k == 0 else ["scontrol", "requeue", job]
+                assert subprocess.run(cmd, capture_output=True).returncode == 0
+                interrupted[k] = job
+        time.sleep(0.2)
+    assert len(interrupted) == 2, "a cell finished before it could be interrupted"
+    for job in interrupted.values():
+        _make_eligible_now(job)
+    printed = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, printed[-3000:]
+    for k, job in interrupted.items():
+        log = (tmp_path / "sl" / "jobs" / f"{job}_0_log.out").read_text() + \
+            (tmp_path / "sl" / "jobs" / f"{job}_0_log.err").read_text()
+        assert log.count("Starting with JobEnvironment") == 2, log[-2000:]  # it ran twice
+        assert f"fold {k}: resuming from" in log and "last.ckpt" in log, log[-2000:]
+    seq, sl = _rows(tmp_path / "seq"), _rows(tmp_path / "sl")
+    pd.testing.assert_frame_equal(seq.drop(columns="value"), sl.drop(columns="value"))
+    assert (seq.value - sl.value).abs().max() < 1e-3
