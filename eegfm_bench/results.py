@@ -9,6 +9,7 @@ leaves a half-written table; ``results.csv`` and ``results.parquet`` are merged 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ import subprocess
 import time
 import uuid
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,7 +153,13 @@ class ResultStore:
         Rewrite ``results.csv`` / ``.parquet`` after every append.
     """
 
-    _part_cache: dict = {}
+    _part_cache: "OrderedDict" = None  # (path, size) -> frame, least recently used first; set below the class
+    COMPACT_EVERY = 256
+    """A worker's append (``merge=False``) that finds more parts than this folds them into one (:meth:`compact`)."""
+    MAX_FOLDED = 8
+    """Compacted parts kept side by side before :meth:`compact` folds them too."""
+    COMPACT_ON_MERGE = 16
+    """:meth:`merge` first folds the parts when there are more than this."""
 
     def __init__(self, folder: str | os.PathLike, write: bool = True, merge: bool = True):
         self.folder = Path(folder)
@@ -170,28 +178,101 @@ class ResultStore:
             return []
         return sorted((p for p in self.parts_dir.iterdir() if p.suffix == ".parquet"), key=_part_order)
 
-    def _read_part(self, p: Path) -> pd.DataFrame:
-        key = (str(p.resolve()), p.stat().st_size)
-        df = self._part_cache.get(key)
+    def _read_part(self, p: Path, columns: tuple | None = None) -> pd.DataFrame:
+        """One part (``columns``: only those), from the process-wide LRU cache (parts never change in place)."""
+        cache = ResultStore._part_cache
+        key = (str(p.resolve()), p.stat().st_size, columns)
+        df = cache.get(key)
         if df is None:
-            df = pd.read_parquet(p)
-            if len(self._part_cache) > 20000:
-                self._part_cache.clear()
-            self._part_cache[key] = df
+            df = pd.read_parquet(p, columns=list(columns) if columns else None)
+            cache[key] = df
+            while len(cache) > PART_CACHE_SIZE:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(key)
         return df
+
+    def _read_parts(self, columns: tuple | None = None) -> list[pd.DataFrame]:
+        """Every part, oldest first; a part folded away by a concurrent :meth:`compact` is read again from the
+        listing that replaced it."""
+        for _ in range(5):
+            try:
+                return [self._read_part(p, columns) for p in self.parts()]
+            except FileNotFoundError:
+                continue  # compacted between the listing and the read: list again
+        return [self._read_part(p, columns) for p in self.parts()]
 
     def load(self) -> pd.DataFrame:
         """All current rows (empty frame with :data:`ROW_COLUMNS` if none), typed as ``pandas.read_csv`` of
         ``results.csv`` would type them."""
-        parts = self.parts()
-        if not parts:
+        frames = self._read_parts()
+        if not frames:
             if self.csv.is_file():
                 return pd.read_csv(self.csv, keep_default_na=True)
             return pd.DataFrame(columns=ROW_COLUMNS)
-        df = pd.concat([self._read_part(p) for p in parts], ignore_index=True)
+        df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         df = df.drop_duplicates(subset=[c for c in KEY_COLUMNS if c in df.columns], keep="last")
         df = _csv_types(df)
         return df[ROW_COLUMNS + [c for c in df.columns if c not in ROW_COLUMNS]].reset_index(drop=True)
+
+    def keys(self, **where) -> pd.DataFrame:
+        """The :data:`KEY_COLUMNS` of the current rows whose columns equal ``where`` (strings), without the values
+        or the typing :meth:`load` does: what ``done_cells`` (a job's start-up read, ``status``, ``plan``) needs,
+        at a fraction of the cost on a large store."""
+        frames = self._read_parts(tuple(KEY_COLUMNS))
+        if not frames:
+            if self.csv.is_file():
+                df = _part_frame(pd.read_csv(self.csv, keep_default_na=True)[KEY_COLUMNS])
+            else:
+                return pd.DataFrame(columns=KEY_COLUMNS)
+        else:
+            df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        mask = np.ones(len(df), dtype=bool)
+        for k, v in where.items():
+            mask &= df[k].to_numpy() == str(v)
+        return df[mask].drop_duplicates(keep="last")
+
+    # ------------------------------------------------------------------------------------------------ compaction
+    def compact(self, *, wait: bool = False, full: bool = False) -> Path | None:
+        """Fold the parts present now into one (the newest row of each key; parts written meanwhile stay as they
+        are) so that reading the store opens a handful of files at any size.
+
+        Leveled: the small parts are folded into a new compacted part, and the compacted parts themselves only
+        once there are more than :attr:`MAX_FOLDED` of them (or with ``full``), so the rows a worker rewrites
+        stay near-linear in the rows appended, not quadratic.
+
+        The compacted part is named after the newest part it holds, so it sorts before every part written after
+        them; it is written (atomically) before they are deleted, and readers that listed a deleted part list
+        again. One compaction at a time per folder (an ``fcntl`` lock on ``parts/.compact.lock``): with
+        ``wait=False`` a process that finds the lock taken returns at once. Returns the compacted part, or None.
+        """
+        import fcntl
+
+        if not self.write or not self.parts_dir.is_dir():
+            return None
+        with open(self.parts_dir / ".compact.lock", "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return None
+            try:
+                parts = self.parts()
+                folded = [p for p in parts if "-~compact-" in p.name]
+                if len(folded) <= self.MAX_FOLDED and not full:  # leveled: fold the small parts only, so a
+                    parts = [p for p in parts if p not in folded]  # worker never rewrites the whole store
+                if len(parts) < 2:
+                    return None
+                df = pd.concat([self._read_part(p) for p in parts], ignore_index=True)
+                df = df.drop_duplicates(subset=[c for c in KEY_COLUMNS if c in df.columns], keep="last")
+                head = max(_part_order(p)[0] for p in parts)
+                path = self.parts_dir / f"{head:020d}-~compact-{uuid.uuid4().hex[:8]}.parquet"
+                _atomic_write(_part_frame(df.reset_index(drop=True)), path)
+                for p in parts:
+                    with contextlib.suppress(FileNotFoundError):
+                        p.unlink()
+                return path
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def has(self, **key) -> bool:
         """True if at least one row matches every given identifying column."""
@@ -231,6 +312,8 @@ class ResultStore:
         _atomic_write(_part_frame(new), path)
         if self.merge_on_append:
             self.merge()
+        elif sum(1 for _ in self.parts_dir.glob("*.parquet")) > self.COMPACT_EVERY:
+            self.compact()  # a worker folds the parts when no other process is doing it
         return path
 
     def unmerged(self) -> bool:
@@ -243,11 +326,19 @@ class ResultStore:
     def merge(self) -> pd.DataFrame:
         """Write ``results.csv`` and ``results.parquet`` from every part present now (atomic replace); return
         the table."""
+        if self.write and len(self.parts()) > self.COMPACT_ON_MERGE:
+            self.compact(wait=True, full=True)
         df = self.load()
         if self.write and self.parts():
             _atomic_write(df, self.csv)
             _atomic_write(df.astype({c: str for c in df.columns if df[c].dtype == object}), self.parquet)
         return df
+
+
+PART_CACHE_SIZE = 4096
+"""Parts (per column selection) kept in memory by a process; an LRU, so a store of any size never empties it at
+once (a cleared cache made every load of a 20,000-part store read every file again)."""
+ResultStore._part_cache = OrderedDict()
 
 
 def _part_order(p: Path):
@@ -299,12 +390,11 @@ class Cell:
 def done_cells(store, experiment: str) -> set[tuple[str, str, str, str, str]]:
     """``(model, regime, head, fold, config hash)`` of every cell of ``experiment`` with a clean test row in
     ``store``, read once (the resumption check of ``cv``, ``status`` and ``plan``; values as strings)."""
-    df = store.load()
-    if df.empty:
+    d = store.keys(condition="clean", metric="balanced_accuracy", experiment=str(experiment))
+    if d.empty:
         return set()
-    d = df[(df["condition"].astype(str) == "clean") & (df["metric"] == "balanced_accuracy")
-           & (df["experiment"].astype(str) == str(experiment))]
-    return {(str(r.model), str(r.regime), str(r.head), str(r.fold), str(r.config_hash)) for r in d.itertuples()}
+    cols = [d[c].astype(str).to_numpy() for c in ("model", "regime", "head", "fold", "config_hash")]
+    return set(zip(*cols))
 
 
 def cell_key(c: "Cell") -> tuple[str, str, str, str, str]:

@@ -3,7 +3,7 @@
 The cache root (``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``; a config's ``data.cache_dir``) holds window sets
 (``<task>-<key>/``, :mod:`eegfm_bench.data.windows`), each recording's windows before they are put together
 (``recordings/<task>-<key>/``: a killed build resumes from them, an edited file re-reads only its own), frozen-backbone features (``features/<backbone>-<key>/``,
-:mod:`eegfm_bench.models.features`), the file-digest index ``sha256.json`` and the ingest reports of failed builds
+:mod:`eegfm_bench.models.features`), the file-digest index ``sha256.jsonl`` and the ingest reports of failed builds
 (``failed/``). Entries are keyed by content, so an entry of an old config or an edited file is never served again,
 but it stays on disk until pruned. Each open from the cache touches the entry's ``LAST_USED`` file, so pruning goes
 by when an entry was last read, not when it was built. Builds in progress (``<entry>.tmp*``,

@@ -10,7 +10,7 @@ the recording was kept. :class:`IngestReport` adds the per-subject outcome and w
 
 ``strict`` (a task setting) turns every finding into an :class:`IngestError` naming the recording and the fix.
 
-File hashes (:func:`file_sha256`) are computed once per file version and remembered in ``<cache>/sha256.json``
+File hashes (:func:`file_sha256`) are computed once per file version and remembered in ``<cache>/sha256.jsonl``
 under (real path, size, mtime, ctime, inode): an edit that keeps the size and even restores the mtime still changes
 the ctime, so a changed file is always re-hashed and its windows rebuilt.
 """
@@ -22,7 +22,6 @@ import json
 import logging
 import os
 import re
-import threading
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,7 +35,6 @@ class IngestError(ValueError):
 
 
 # ============================================================================================ file hashes
-_SHA_LOCK = threading.Lock()
 
 
 def companion_files(path: str | os.PathLike) -> list[Path]:
@@ -57,11 +55,41 @@ def companion_files(path: str | os.PathLike) -> list[Path]:
     return out
 
 
+_SHA_MEMO: dict[str, dict] = {}  # memo file -> {file-version key: digest}, read incrementally
+_SHA_MEMO_POS: dict[str, int] = {}  # bytes of the memo file already read
+
+
+def _sha_memo(cache_dir: str | os.PathLike) -> tuple[Path, dict]:
+    """The digest memo of ``cache_dir``: ``sha256.jsonl`` (one ``{"k": key, "sha256": digest}`` line per file
+    version, appended by every process) read from where this process stopped last time, plus a legacy
+    ``sha256.json`` read once. Linear in the files hashed (a whole-file rewrite per digest was quadratic)."""
+    path = Path(cache_dir) / "sha256.jsonl"
+    memo = _SHA_MEMO.setdefault(str(path), {})
+    if str(path) not in _SHA_MEMO_POS:
+        legacy = Path(cache_dir) / "sha256.json"
+        if legacy.is_file():
+            with contextlib.suppress(ValueError, OSError):
+                memo.update(json.loads(legacy.read_text()))
+        _SHA_MEMO_POS[str(path)] = 0
+    if path.is_file():
+        with open(path, "rb") as fh:
+            fh.seek(_SHA_MEMO_POS[str(path)])
+            tail = fh.read()
+        end = tail.rfind(b"\n") + 1  # complete lines only: a concurrent writer may be mid-line
+        for line in tail[:end].splitlines():
+            with contextlib.suppress(ValueError, KeyError):
+                rec = json.loads(line)
+                memo[rec["k"]] = rec["sha256"]
+        _SHA_MEMO_POS[str(path)] += end
+    return path, memo
+
+
 def file_sha256(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
     """sha256 (hex) of a recording's bytes (every companion file, in order), remembered per file version.
 
-    The memo ``<cache_dir>/sha256.json`` is keyed by (real path, size, mtime_ns, ctime_ns, inode) of every file;
-    any change re-hashes. Without ``cache_dir`` nothing is remembered.
+    The memo ``<cache_dir>/sha256.jsonl`` is keyed by (real path, size, mtime_ns, ctime_ns, inode) of every file;
+    any change re-hashes. Processes append one line per new digest (``O_APPEND``: concurrent writers never lose
+    a line) and each reads only what was appended since its last read. Without ``cache_dir`` nothing is remembered.
     """
     files = companion_files(path)
     stamps = []
@@ -69,11 +97,7 @@ def file_sha256(path: str | os.PathLike, cache_dir: str | os.PathLike | None = N
         st = f.stat()
         stamps.append(f"{os.path.realpath(f)}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}")
     key = "||".join(stamps)
-    memo_path = Path(cache_dir) / "sha256.json" if cache_dir else None
-    memo: dict = {}
-    if memo_path is not None and memo_path.is_file():
-        with contextlib.suppress(ValueError, OSError):
-            memo = json.loads(memo_path.read_text())
+    memo_path, memo = _sha_memo(cache_dir) if cache_dir else (None, {})
     if key in memo:
         return memo[key]
     h = hashlib.sha256()
@@ -83,16 +107,14 @@ def file_sha256(path: str | os.PathLike, cache_dir: str | os.PathLike | None = N
                 h.update(chunk)
     digest = h.hexdigest()
     if memo_path is not None:
-        with _SHA_LOCK:
-            memo_path.parent.mkdir(parents=True, exist_ok=True)
-            fresh = {}
-            if memo_path.is_file():
-                with contextlib.suppress(ValueError, OSError):
-                    fresh = json.loads(memo_path.read_text())
-            fresh[key] = digest
-            tmp = memo_path.with_name(f"{memo_path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(fresh))
-            os.replace(tmp, memo_path)
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        line = (json.dumps({"k": key, "sha256": digest}) + "\n").encode()
+        fd = os.open(memo_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line)  # one write of one line
+        finally:
+            os.close(fd)
+        memo[key] = digest
     return digest
 
 

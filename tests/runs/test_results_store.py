@@ -116,3 +116,79 @@ def test_window_cache_publish_keeps_an_entry_another_process_completed(tmp_path)
     (c / "COMPLETE").write_text("ok\n")
     _publish(c, final)
     assert (final / "X.npy").read_text() == "c"
+
+
+def _compacting_writer(folder, wid, n):
+    store = ResultStore(folder, merge=False)
+    store.COMPACT_EVERY = 8  # fold often: compactions race the other writer's appends
+    for i in range(n):
+        store.append([_row(f"{wid}-{i}", float(i), metric=f"m{j}") for j in range(3)])
+
+
+def test_compaction_folds_parts_keeps_the_newest_row_and_races_writers_without_loss(tmp_path):
+    store = ResultStore(tmp_path, merge=False)
+    for v in (0.1, 0.2, 0.3):  # the same key three times: the newest wins, before and after compaction
+        store.append([_row("0", v)])
+    store.append([_row("1", 0.9)])
+    before = store.load()
+    assert store.compact() is not None and len(store.parts()) == 1
+    after = store.load()
+    pd.testing.assert_frame_equal(before, after)
+    assert after.set_index("fold").value.to_dict() == {0: 0.3, 1: 0.9}
+    store.append([_row("0", 0.4)])  # a row written after the compaction still wins over the compacted one
+    assert store.load().set_index("fold").value[0] == 0.4
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_compacting_writer, args=(str(tmp_path / "race"), w, 40)) for w in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    race = ResultStore(tmp_path / "race")
+    df = race.load()
+    assert len(df) == 2 * 40 * 3 and not df.duplicated(["fold", "metric"]).any()  # no row lost or doubled
+    assert len(race.parts()) <= 2 * 8 + 1  # folded as it went (without compaction: 80 parts)
+
+
+def test_done_cells_reads_only_the_keys_and_agrees_with_the_full_load(tmp_path):
+    from eegfm_bench.results import done_cells
+
+    store = ResultStore(tmp_path, merge=False)
+    store.append([{**_row("0", 0.7), "experiment": "e", "condition": "clean", "model": "m", "regime": "r",
+                   "head": "h"}])
+    store.append([{**_row("1", 0.6), "experiment": "e", "condition": "noise", "model": "m", "regime": "r",
+                   "head": "h"}])  # not a clean row: not done
+    store.append([{**_row("2", 0.6, metric="auroc"), "experiment": "e", "condition": "clean", "model": "m",
+                   "regime": "r", "head": "h"}])  # no balanced accuracy: not done
+    store.append([{**_row("3", 0.6), "experiment": "other", "condition": "clean", "model": "m", "regime": "r",
+                   "head": "h"}])
+    assert done_cells(store, "e") == {("m", "r", "h", "0", "h1")}
+
+
+def test_the_digest_memo_is_appended_and_read_incrementally(tmp_path):
+    from eegfm_bench.data import qc
+
+    files = []
+    for i in range(30):
+        f = tmp_path / f"r{i}.bin"
+        f.write_bytes(os.urandom(64) + bytes([i]))
+        files.append(f)
+    cache = tmp_path / "cache"
+    first = [qc.file_sha256(f, cache) for f in files]
+    lines = (cache / "sha256.jsonl").read_text().splitlines()
+    assert len(lines) == 30  # one line per digest: never the whole memo rewritten
+    qc._SHA_MEMO.clear()
+    qc._SHA_MEMO_POS.clear()  # a new process: reads the memo once, hashes nothing again
+    import hashlib
+
+    calls = []
+    real = hashlib.sha256
+    hashlib.sha256 = lambda *a: calls.append(1) or real(*a)
+    try:
+        assert [qc.file_sha256(f, cache) for f in files] == first
+    finally:
+        hashlib.sha256 = real
+    assert not calls
+    files[3].write_bytes(b"edited")  # an edited file is hashed again and appended
+    assert qc.file_sha256(files[3], cache) == real(b"edited").hexdigest()
+    assert len((cache / "sha256.jsonl").read_text().splitlines()) == 31
