@@ -19,7 +19,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "eegfm_bench"  # --root changes it
-FLOORS = ["config", "errors", "registry", "distributed", "stats", "results", "trainer", "perturb", "data", "models",
+FLOORS = ["errors", "config", "registry", "distributed", "stats", "results", "trainer", "perturb", "data", "models",
           "interpret", "controls", "provenance", "reports", "callbacks", "runs", "api", "cli", "__init__"]
 CONFIG_NAMES = {"cfg", "d", "sp", "cc", "acfg", "pc", "idc", "lc", "tr", "spec", "ch", "w", "lab", "opts", "entry", "run"}
 
