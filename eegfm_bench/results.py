@@ -153,7 +153,7 @@ class ResultStore:
         Rewrite ``results.csv`` / ``.parquet`` after every append.
     """
 
-    _part_cache: "OrderedDict" = None  # (path, size) -> frame, least recently used first; set below the class
+    _part_cache: OrderedDict = OrderedDict()  # (path, size, columns) -> frame, least recently used first
     COMPACT_EVERY = 256
     """A worker's append (``merge=False``) that finds more parts than this folds them into one (:meth:`compact`)."""
     MAX_FOLDED = 8
@@ -338,7 +338,6 @@ class ResultStore:
 PART_CACHE_SIZE = 4096
 """Parts (per column selection) kept in memory by a process; an LRU, so a store of any size never empties it at
 once (a cleared cache made every load of a 20,000-part store read every file again)."""
-ResultStore._part_cache = OrderedDict()
 
 
 def _part_order(p: Path):

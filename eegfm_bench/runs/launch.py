@@ -23,7 +23,15 @@ Launchers (the ``launcher:`` section of a cv config, or ``--launcher`` / ``--wor
 """
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import logging
 import os
+import re
+import shutil
+import socket
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,8 +105,6 @@ def check_launcher(lc: dict | None, where: str = "launcher", trainer: dict | Non
         ``workers`` or ``cells_per_job`` below 1; ``slurm`` without a partition, on a machine without SLURM, or
         requesting GPUs on a partition that has none.
     """
-    import shutil
-
     if not lc:
         return
     for k in ("workers", "cells_per_job", "timeout_min"):
@@ -120,9 +126,6 @@ def check_launcher(lc: dict | None, where: str = "launcher", trainer: dict | Non
 
 def slurm_partitions() -> list[str]:
     """The partitions ``sinfo`` lists (empty when it cannot be asked)."""
-    import shutil
-    import subprocess
-
     if shutil.which("sinfo") is None:
         return []
     try:
@@ -136,10 +139,6 @@ def partition_gpus(partition: str) -> Optional[int]:
     """GPUs per node of a SLURM partition from ``sinfo`` (``Gres`` ``gpu:N`` or ``gpu:<type>:N``; the most any of
     its nodes has); 0 for a CPU-only partition, None when ``sinfo`` cannot tell (not installed, no such
     partition, an error)."""
-    import re
-    import shutil
-    import subprocess
-
     if shutil.which("sinfo") is None:
         return None
     try:
@@ -152,9 +151,6 @@ def partition_gpus(partition: str) -> Optional[int]:
     counts = [int(m.group(1)) for line in out.stdout.split() for m in [re.search(r"gpu(?::[^:,(]+)?:(\d+)", line)]
               if m]
     return max(counts) if counts else 0
-
-
-GPU_ACCELERATORS = ("gpu", "cuda")
 
 
 def slurm_parameters(lc: dict, devices: int = 1, accelerator: str = "auto", *,
@@ -332,9 +328,6 @@ def submit_jobs(ex, lc: dict, calls: list[tuple]) -> list:
         return [ex.submit(*c) for c in calls]
     from submitit.core.utils import FailedJobError
 
-    import contextlib
-    import io
-
     try:  # submitit prints sbatch's stderr before raising: it goes into the one-line error instead
         with contextlib.redirect_stderr(io.StringIO()), ex.batch():
             jobs = [ex.submit(*c) for c in calls]
@@ -349,8 +342,6 @@ def submit_jobs(ex, lc: dict, calls: list[tuple]) -> list:
 
 def write_queue(out: Path, jobs: list, parts: list[list[str]]) -> Path:
     """``<out>/jobs/queue.json``: the SLURM job id of every unit (what ``status`` asks ``squeue`` about)."""
-    import json
-
     path = Path(out) / "jobs" / "queue.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = [{"job_id": str(j.job_id), "cells": list(p), "stdout": str(j.paths.stdout)} for j, p in zip(jobs, parts)]
@@ -364,9 +355,6 @@ def queue_states(job_ids: Sequence[str]) -> Optional[dict[str, str]]:
     """SLURM state of each job id still in the queue (``squeue -r``: one line per array task; ``PENDING``,
     ``RUNNING``, ``CONFIGURING``, ``COMPLETING``, ...); jobs that left the queue are absent. None without
     ``squeue``."""
-    import shutil
-    import subprocess
-
     if not job_ids or shutil.which("squeue") is None:
         return None
     try:
@@ -407,9 +395,6 @@ class QueueInfoWatcher(_SlurmInfoWatcher):
 
     def update(self) -> None:
         """One ``squeue`` call; a failed call (``-j`` with ids no longer known is an error) means they left."""
-        import subprocess
-        import time as _time
-
         command = self._make_command()
         if command is None:
             return
@@ -421,21 +406,17 @@ class QueueInfoWatcher(_SlurmInfoWatcher):
             return
         present = self.read_info("JobID|State|NodeList\n" + text)
         self._info_dict.update(present)
-        if _time.time() - self._start_time > 5:  # a job registered a moment ago may not be in squeue's view yet
+        if time.time() - self._start_time > 5:  # a job registered a moment ago may not be in squeue's view yet
             for jid in self._registered - self._finished:
                 if jid not in present:  # left the queue: finished, one way or the other
                     self._info_dict[jid] = {"JobID": jid, "State": "COMPLETED", "NodeList": ""}
-        self._last_status_check = _time.time()
+        self._last_status_check = time.time()
 
 
 def quiet_submitit_without_accounting(progress: bool = True) -> None:
     """Without accounting storage (no ``slurmdbd``), ``sacct`` fails and submitit warns on every poll ("Bypassing
     sacct error ..."): say once that job states come from the queue and the jobs' result files, and drop the
     repeats."""
-    import logging
-    import shutil
-    import subprocess
-
     global _ACCOUNTING_NOTED
     if _ACCOUNTING_NOTED or shutil.which("sacct") is None:
         return
@@ -520,9 +501,6 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
     FileNotFoundError
         If ``out_dir`` holds no ``cells.json`` / ``splits.json`` (not a cv output folder, or never started).
     """
-    import json
-    import socket
-
     from eegfm_bench.results import ResultStore
 
     out = Path(out_dir)
@@ -573,8 +551,6 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
 def queued_cells(out: Path) -> dict[str, str]:
     """Cells whose SLURM job is still in the queue (``<out>/jobs/queue.json`` read against ``squeue``):
     ``{cell id: "slurm job <id> <STATE>"}``; empty without a queue file or without ``squeue``."""
-    import json
-
     path = Path(out) / "jobs" / "queue.json"
     if not path.is_file():
         return {}
