@@ -8,14 +8,23 @@ The cache root (``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``; a config's ``data.
 but it stays on disk until pruned. Each open from the cache touches the entry's ``LAST_USED`` file, so pruning goes
 by when an entry was last read, not when it was built. Builds in progress (``<entry>.tmp*``,
 ``<entry>.partial-*``) are left alone until they are older than ``partial_hours``: a leftover of a killed run.
+
+**One builder per entry** (:class:`BuildLock`): any number of processes or SLURM jobs that need the same missing
+entry at once build it once. The first takes an exclusive ``fcntl.flock`` on ``<entry>.lock``; the others print
+one line, wait for the lock and then open the entry the first one published. ``flock`` is honoured across the
+nodes of NFSv4 and of Lustre / GPFS mounted with ``flock``; on a filesystem without it every job builds its own
+copy and the first published one is kept (the entries are content-keyed, so that costs time, never correctness).
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tqdm.auto import tqdm
 
 USED = "LAST_USED"
 
@@ -31,6 +40,62 @@ def mark_used(folder: Path) -> None:
         (Path(folder) / USED).touch()
     except OSError:
         pass
+
+
+class BuildLock:
+    """An exclusive lock on building one cache entry, across processes and jobs (``fcntl.flock`` on
+    ``<folder>.lock``).
+
+    Use as ``with BuildLock(folder) as lock:`` and check the entry's ``COMPLETE`` again inside: a process that
+    waited finds the entry the holder published (``lock.waited_s`` > 0) and opens it instead of building.
+
+    Parameters
+    ----------
+    folder : path
+        The entry's final folder; the lock file sits beside it.
+    what : str
+        What is being built, for the waiting line (e.g. ``"window set eegmmidb_mi-…"``).
+    quiet : bool
+        No waiting line (DDP ranks other than 0).
+
+    Raises
+    ------
+    OSError
+        The lock file cannot be created (a read-only cache root): the message names the folder.
+    """
+
+    def __init__(self, folder: str | os.PathLike, what: str = "", quiet: bool = False):
+        self.folder = Path(folder)
+        self.path = self.folder.with_name(self.folder.name + ".lock")
+        self.what = what or self.folder.name
+        self.quiet = quiet
+        self.waited_s = 0.0
+        self._fh = None
+
+    def acquire(self) -> "BuildLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a")
+        try:
+            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not self.quiet:
+                tqdm.write(f"waiting for another process that is building {self.what} (lock {self.path})")
+            t0 = time.time()
+            fcntl.flock(self._fh, fcntl.LOCK_EX)
+            self.waited_s = max(time.time() - t0, 1e-6)
+        return self
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh, fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> "BuildLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 @dataclass
@@ -149,4 +214,4 @@ def cache_main(root: str | Path | None = None, *, prune: bool = False, older_tha
     return 0
 
 
-__all__ = ["default_cache_dir", "CacheEntry", "cache_entries", "prune_plan", "remove", "cache_table", "cache_main", "mark_used"]
+__all__ = ["default_cache_dir", "BuildLock", "CacheEntry", "cache_entries", "prune_plan", "remove", "cache_table", "cache_main", "mark_used"]

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.ingest import (BENIGN_WARNINGS, DeclaredTask, balance_windows, cut_windows, ingest_recording,
                                      recording_label)
-from eegfm_bench.data.cache import default_cache_dir, mark_used
+from eegfm_bench.data.cache import BuildLock, default_cache_dir, mark_used
 from eegfm_bench.data.preprocessing import Preprocessing, apply_preprocessing, reference_windows
 from eegfm_bench.data.qc import IngestError, IngestReport, RecordingQC, capture_warnings, companion_files, file_sha256
 from eegfm_bench.data.sources import DataNotFoundError, RecordingReadError
@@ -223,8 +223,10 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
     folder = cdir / f"{task.name}-{key}"
     built = False
     if not (folder / "COMPLETE").is_file():
-        _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings, dict(src.skipped))
-        built = True
+        with BuildLock(folder, f"the window set {folder.name}"):  # one builder, others wait
+            if not (folder / "COMPLETE").is_file():
+                _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings, dict(src.skipped))
+                built = True
     ws = _open_cache(folder)
     if not built:
         mark_used(folder)
@@ -329,16 +331,28 @@ def _recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing
     file re-reads only its own recording. Returns ``(qc, windows or None, from_cache)``.
     """
     folder = root / f"{task.name}-{recording_key(task, rec, fp, prep)}"
-    if (folder / "COMPLETE").is_file():
-        d = json.loads((folder / "qc.json").read_text())
-        qc = RecordingQC(**d["qc"])
-        win = None
-        if d["names"] is not None:
-            win = (d["names"], np.load(folder / "X.npy", mmap_mode="r"), np.load(folder / "y.npy"))
-        if task.spec["strict"] and qc.findings:
-            raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "
-                              "the recording, or set strict: false (each finding goes in the ingest report)")
-        return qc, win, True
+    if not (folder / "COMPLETE").is_file():
+        with BuildLock(folder, f"the windows of {rec.recording}", quiet=True):
+            if not (folder / "COMPLETE").is_file():
+                return _build_recording_entry(task, src, rec, fp, prep, root, folder)
+    return _open_recording_entry(task, rec, folder)
+
+
+def _open_recording_entry(task: DeclaredTask, rec, folder: Path):
+    """A published recording entry: ``(qc, windows or None, True)`` (a strict task refuses its findings)."""
+    d = json.loads((folder / "qc.json").read_text())
+    qc = RecordingQC(**d["qc"])
+    win = None
+    if d["names"] is not None:
+        win = (d["names"], np.load(folder / "X.npy", mmap_mode="r"), np.load(folder / "y.npy"))
+    if task.spec["strict"] and qc.findings:
+        raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "
+                          "the recording, or set strict: false (each finding goes in the ingest report)")
+    return qc, win, True
+
+
+def _build_recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path, folder: Path):
+    """Read one recording, cut its windows and publish its entry: ``(qc, windows or None, False)``."""
     qc, win = _read_recording(task, src, rec, fp, prep)
     if task.spec["strict"] and qc.findings:
         raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "

@@ -41,7 +41,9 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 from torch import nn
+from tqdm.auto import tqdm
 
+from eegfm_bench.data.cache import BuildLock, mark_used
 from eegfm_bench.data.windows import WindowSet, default_cache_dir
 from eegfm_bench.distributed import barrier, broadcast_object, is_global_zero, world_size
 
@@ -422,11 +424,6 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
     TypeError
         ``blocks`` requested from an adapter without ``block_to_tokens``.
     """
-    from torch.utils.data import DataLoader
-
-    from eegfm_bench.data.datamodule import WindowDataset
-    from eegfm_bench.trainer import build_trainer, pad_to_ranks
-
     tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
     rows = np.arange(len(ws), dtype=np.int64) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
     if "blocks" in parts:
@@ -437,11 +434,31 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
                       precision=tr.get("precision", "32-true"), weights=w)
     root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     folder = root / "features" / f"{name}-{key}"
+    # one builder per entry across jobs: rank 0 holds the entry's lock while its ranks build; a job that finds the
+    # lock taken waits, then opens what the holder published
+    lock = BuildLock(folder, f"the {name} features {folder.name}") \
+        if is_global_zero() and not (folder / "COMPLETE").is_file() else None
+    if lock is not None:
+        lock.acquire()
+    try:
+        return _extract_locked(adapter, ws, folder, name, w, rows, parts, tr, batch_size, store_block_tokens,
+                               progress, num_workers)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _extract_locked(adapter, ws, folder: Path, name: str, w: str, rows: np.ndarray, parts, tr: dict,
+                    batch_size: int, store_block_tokens: bool, progress: bool, num_workers: int) -> FeatureStore:
+    """:func:`extract_features` once the entry's :class:`~eegfm_bench.data.cache.BuildLock` is held (rank 0)."""
+    from torch.utils.data import DataLoader
+
+    from eegfm_bench.data.datamodule import WindowDataset
+    from eegfm_bench.trainer import build_trainer, pad_to_ranks
+
     done = broadcast_object((folder / "COMPLETE").is_file())
     if done:
         if is_global_zero():
-            from eegfm_bench.data.cache import mark_used
-
             mark_used(folder)
         return open_entry(folder)
     n_blocks = len(list(adapter.blocks)) if "blocks" in parts else 0
@@ -455,9 +472,13 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
                       loggers=False)
     loader = DataLoader(pad_to_ranks(WindowDataset(ws, rows), tr), batch_size=batch_size, shuffle=False,
                         num_workers=num_workers)
+    t0 = time.time()
     t.predict(module, dataloaders=loader, return_predictions=False)
     adapter.train(was_training)
     adapter.to("cpu")
+    if is_global_zero():
+        tqdm.write(f"features: {name} {'+'.join(parts)} of {len(rows)} windows extracted in {time.time() - t0:.1f} s "
+                   f"(cached: {folder})")
     return open_entry(folder, from_cache=False)
 
 

@@ -67,6 +67,35 @@ def token_throughput(adapter: nn.Module, ch_names: Sequence[str], x: torch.Tenso
     return len(x) * int(n) / (time.perf_counter() - t)
 
 
+def batch_seconds(adapter: nn.Module, ch_names: Sequence[str], x: torch.Tensor, *, train: bool, warmup: int = 2,
+                  min_batches: int = 5, min_seconds: float = 2.0, max_batches: int = 40,
+                  bf16: bool = False) -> list[float]:
+    """Seconds of each timed step of ``adapter.tokens`` on ``x`` ``(batch, n_chans, n_times)``, after ``warmup``
+    untimed steps: at least ``min_batches`` steps and ``min_seconds`` in all, at most ``max_batches``.
+
+    What ``eegfm-bench plan`` estimates from (median and spread of the steps): one warm-up step and three timed ones
+    of 8 windows, as before, under-estimated a LaBraM cell 3× (32 s planned, 99 s measured), because the first
+    steps after the warm-up and the machine's load dominate so few.
+
+    Returns
+    -------
+    list of float
+        One duration (s) per timed step, in order.
+    """
+    sync = torch.cuda.synchronize if x.device.type == "cuda" else (lambda: None)
+    adapter.train(train)
+    for _ in range(int(warmup)):
+        _step(adapter, ch_names, x, train, bf16)
+    sync()
+    out: list[float] = []
+    while len(out) < max_batches and (len(out) < min_batches or sum(out) < min_seconds):
+        t = time.perf_counter()
+        _step(adapter, ch_names, x, train, bf16)
+        sync()
+        out.append(time.perf_counter() - t)
+    return out
+
+
 def fits(adapter: nn.Module, ch_names: Sequence[str], x: torch.Tensor, bf16: bool = True) -> bool:
     """Whether one training step on ``x`` fits in device memory (the cache is emptied after)."""
     try:
@@ -81,4 +110,4 @@ def fits(adapter: nn.Module, ch_names: Sequence[str], x: torch.Tensor, bf16: boo
             torch.cuda.empty_cache()
 
 
-__all__ = ["token_throughput", "fits"]
+__all__ = ["batch_seconds", "token_throughput", "fits"]

@@ -473,7 +473,7 @@ def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: in
     failures = []
     for job, p in tqdm(list(zip(jobs, parts)), desc="jobs", disable=not progress, unit="job"):
         try:
-            res = job.result()
+            res = job.results()[0]  # a multi-task (srun DDP) job: rank 0's; the other ranks write nothing
             if isinstance(res, dict):
                 for name, values in res.items():
                     if name != "failures" and collect is not None:

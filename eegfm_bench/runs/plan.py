@@ -16,23 +16,87 @@ Prints, without training anything:
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Sequence
 
+import lightning as L
+import numpy as np
+import torch
 
-def _measure(model: str, ch_names: list[str], n_times: int, run: dict, batch: int = 8, n: int = 3) -> dict:
-    """windows/s forward (eval, no grad) and forward + backward (train) of one backbone on this machine's CPU
-    (:func:`~eegfm_bench.models.throughput.token_throughput`)."""
+
+def _measure(model: str, ch_names: list[str], n_times: int, run: dict, batch: int) -> dict:
+    """Windows/s of one backbone on this machine's CPU, forward (eval, no grad) and forward + backward (train), at
+    the config's batch size: 2 warm-up steps, then at least 5 timed steps and 2 s
+    (:func:`~eegfm_bench.models.throughput.batch_seconds`); the median step sets the rate, the quartiles its
+    spread. Also the seconds to save the model's weights once (each epoch writes ``best`` and ``last``)."""
+    import io
+
     import torch
 
     from eegfm_bench.models.backbones import BACKBONES
-    from eegfm_bench.models.throughput import token_throughput
+    from eegfm_bench.models.throughput import batch_seconds
 
     torch.manual_seed(0)
     ad = BACKBONES.get(model)(ch_names, n_times, n_outputs=2, **(run.get("backbone_kwargs") or {}))
     x = torch.randn(batch, len(ch_names), n_times)
-    return {"fwd_per_s": token_throughput(ad, ch_names, x, n=n, train=False),
-            "fwd_bwd_per_s": token_throughput(ad, ch_names, x, n=n, train=True), "source": "measured (CPU)"}
+    out: dict = {"batch": batch, "source": "measured (CPU)"}
+    for key, train in (("fwd", False), ("fwd_bwd", True)):
+        t = np.asarray(batch_seconds(ad, ch_names, x, train=train))
+        q1, med, q3 = np.percentile(t, [25, 50, 75])
+        out[f"{key}_per_s"] = batch / med
+        out[f"{key}_batches"] = int(len(t))
+        out[f"{key}_spread"] = [batch / q3, batch / q1]  # windows/s at the slow and the fast quartile step
+    t0 = time.perf_counter()
+    torch.save(ad.state_dict(), io.BytesIO())
+    out["save_s"] = time.perf_counter() - t0
+    return out
+
+
+class _Toy(L.LightningModule):
+    """A linear classifier on 8 features: what a cell costs with no model (Trainer, loops, callbacks)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 2)
+
+    def training_step(self, batch, i):
+        return torch.nn.functional.cross_entropy(self.lin(batch[0]), batch[1])
+
+    def validation_step(self, batch, i):
+        self.log("val/bacc", (self.lin(batch[0]).argmax(1) == batch[1]).float().mean())
+
+    def test_step(self, batch, i):
+        self.log("test/bacc", (self.lin(batch[0]).argmax(1) == batch[1]).float().mean())
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _lightning_overhead(tr: dict) -> dict:
+    """Seconds a cell spends outside the model on this machine: a Trainer with the cv's callbacks (early stopping,
+    checkpoint, RNG state) fitting and testing a toy model for 1 and for 4 epochs; ``per_epoch`` is the slope and
+    ``per_cell`` the rest (Trainer start, test loop)."""
+    import tempfile
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from eegfm_bench.trainer import build_trainer, fit_callbacks
+
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(32, 8, generator=g), torch.randint(0, 2, (32,), generator=g))
+    cost = {}
+    for epochs in (1, 4):
+        with tempfile.TemporaryDirectory() as d:
+            t0 = time.perf_counter()
+            cbs, _ = fit_callbacks(d, patience=None, save_last=True)
+            t = build_trainer({**tr, "max_epochs": epochs, "accelerator": "cpu", "devices": 1}, callbacks=cbs,
+                              loggers=False, enable_checkpointing=True, enable_progress_bar=False)
+            t.fit(_Toy(), DataLoader(data, batch_size=16), DataLoader(data, batch_size=16))
+            t.test(_Toy(), DataLoader(data, batch_size=16), verbose=False)
+            cost[epochs] = time.perf_counter() - t0
+    per_epoch = max(0.0, (cost[4] - cost[1]) / 3)
+    return {"per_epoch": per_epoch, "per_cell": max(0.0, cost[1] - per_epoch)}
 
 
 def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measure: bool = True) -> dict:
@@ -55,34 +119,45 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
         for r in json.loads(Path(bench).read_text()):
             if "error" not in r:
                 table.setdefault(r["model"], {**r, "source": f"{bench} ({r['device']})"})
-    head = _plan_part(cfg, table, measure)
+    over = _lightning_overhead(cfg["trainer"]) if (table or measure) else None
+    head = _plan_part(cfg, table, measure, over)
     conf = []
     cc = cfg.get("confound") or {}
     if cc.get("enabled"):
         for v in cc["variations"]:
-            part = _plan_part(load_config(derive(cfg, v)), table, measure)
+            part = _plan_part(load_config(derive(cfg, v)), table, measure, over)
             conf.append({"condition": label(v, cc), "out_dir": part["out_dir"], "n_cells": part["n_cells"],
-                         "n_todo": len(part["todo"]), "n_jobs": part["n_jobs"], "seconds": part["seconds"]})
-    est = None
-    if table or not head["todo"]:
-        est = (head["seconds"] + sum(c["seconds"] for c in conf)) / 3600.0
+                         "n_todo": len(part["todo"]), "n_jobs": part["n_jobs"], "seconds": part["seconds"],
+                         "parallel": part["parallel"]})
+    known = bool(table) or not head["todo"]
+    hours = lambda sec: [x / 3600.0 for x in sec] if known else None  # noqa: E731
+    total = np.asarray(head["seconds"]) + sum((np.asarray(c["seconds"]) for c in conf), np.zeros(3))
+    # wall clock: each part's jobs run `parallel` at once (on their own devices); the confound check after the headline
+    wall = np.asarray(head["seconds"]) / head["parallel"] + sum((np.asarray(c["seconds"]) / c["parallel"]
+                                                                  for c in conf), np.zeros(3))
     return {"config": cfg["experiment"], "out_dir": head["out_dir"], "n_cells": head["n_cells"],
             "n_done": head["n_cells"] - len(head["todo"]), "todo": head["todo"], "launcher": head["launcher"],
-            "n_jobs": head["n_jobs"], "backbone_passes_saved_by_cache": head["passes_saved"],
-            "throughput": {m: {k: v for k, v in t.items() if k in ("fwd_per_s", "fwd_bwd_per_s", "source")}
+            "n_jobs": head["n_jobs"], "parallel": head["parallel"],
+            "backbone_passes_saved_by_cache": head["passes_saved"],
+            "throughput": {m: {k: v for k, v in t.items() if k in ("fwd_per_s", "fwd_bwd_per_s", "source", "batch",
+                                                                   "fwd_batches", "fwd_bwd_batches", "fwd_spread",
+                                                                   "fwd_bwd_spread", "save_s")}
                            for m, t in table.items()},
-            "estimate_device_hours": est,
-            "estimate_headline_device_hours": head["seconds"] / 3600.0 if est is not None else None,
-            "confound": [{**c, "estimate_device_hours": c.pop("seconds") / 3600.0 if est is not None else None}
-                         for c in conf],
+            "overhead_s": over,
+            "estimate_device_hours": total[0] / 3600.0 if known else None,
+            "estimate_device_hours_range": sorted(hours(total)[1:]) if known else None,
+            "estimate_wall_hours": wall[0] / 3600.0 if known else None,
+            "estimate_headline_device_hours": head["seconds"][0] / 3600.0 if known else None,
+            "confound": [{**{k: v for k, v in c.items() if k != "seconds"},
+                          "estimate_device_hours": c["seconds"][0] / 3600.0 if known else None} for c in conf],
             "heads": {f"{m}/{r}/{h}": c for (m, r, h), c in head["current"].items()}}
 
 
-def _plan_part(cfg: dict, table: dict, measure: bool) -> dict:
+def _plan_part(cfg: dict, table: dict, measure: bool, over: dict | None) -> dict:
     """Cells, jobs, backbone passes and seconds of one resolved cv config (the headline or a confound variation)."""
     from eegfm_bench.results import ResultStore
     from eegfm_bench.results import cell_id, cell_key, done_cells
-    from eegfm_bench.runs.cells import enumerate_cells, run_trainer, windows_for
+    from eegfm_bench.runs.cells import enumerate_cells, fixed_batch_size, run_trainer, windows_for
     from eegfm_bench.runs.launch import chunks
 
     out = Path(cfg["out_dir"])
@@ -93,7 +168,8 @@ def _plan_part(cfg: dict, table: dict, measure: bool) -> dict:
     lc = cfg.get("launcher") or {"kind": "none"}
     jobs = chunks([cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], lc) \
         if lc["kind"] != "none" else ([[None] * len(todo)] if todo else [])
-    rows, passes_saved, seconds = [], 0, 0.0
+    rows, passes_saved = [], 0
+    seconds = np.zeros(3)  # at the median step, the slow quartile and the fast quartile
     extracted = set()
     for c in todo:
         run, fold = c.run, c.fold
@@ -104,7 +180,8 @@ def _plan_part(cfg: dict, table: dict, measure: bool) -> dict:
         n_train, n_val, n_test = (len(i) for i in split.indices(groups, fold))
         tput = table.get(run["model"])
         if tput is None and measure:
-            tput = table[run["model"]] = _measure(run["model"], list(ws.ch_names), int(ws.n_times), run)
+            batch = max(1, min(fixed_batch_size(cfg["data"]), n_train or 1))
+            tput = table[run["model"]] = _measure(run["model"], list(ws.ch_names), int(ws.n_times), run, batch)
         if run["regime"] == "head_only":
             key = (run["model"], json.dumps(run.get("backbone_kwargs"), sort_keys=True), run.get("pretrained"))
             would = epochs * (n_train + n_val) + n_test  # backbone passes without the cache (per head and fold)
@@ -115,12 +192,26 @@ def _plan_part(cfg: dict, table: dict, measure: bool) -> dict:
         else:
             fwd, bwd = epochs * n_val + n_test, epochs * n_train
         if tput is not None:
-            seconds += fwd / tput["fwd_per_s"] + bwd / tput["fwd_bwd_per_s"]
+            rates = [(tput["fwd_per_s"], tput["fwd_bwd_per_s"])]
+            rates += [(tput.get("fwd_spread", [tput["fwd_per_s"]] * 2)[i], tput.get("fwd_bwd_spread",
+                       [tput["fwd_bwd_per_s"]] * 2)[i]) for i in (0, 1)]
+            fixed = over["per_cell"] + epochs * (over["per_epoch"] + 2 * tput.get("save_s", 0.0)) if over else 0.0
+            seconds += np.array([fwd / f + bwd / b + fixed for f, b in rates])
         rows.append({"cell": cell_id(run["model"], run["regime"], c.head, fold, c.chash), "epochs": epochs,
                      "windows": {"train": n_train, "val": n_val, "test": n_test},
                      "backbone_passes": {"forward": fwd, "forward_backward": bwd}})
     return {"out_dir": str(out), "n_cells": len(cells), "todo": rows, "launcher": lc["kind"], "n_jobs": len(jobs),
-            "passes_saved": int(passes_saved), "seconds": seconds, "current": current}
+            "passes_saved": int(passes_saved), "seconds": seconds.tolist(), "current": current, "overhead": over,
+            "parallel": _parallel(lc, len(jobs))}
+
+
+def _parallel(lc: dict, n_jobs: int) -> int:
+    """How many of the jobs run at once: SLURM's ``array_parallelism``, the local ``workers``, else 1."""
+    if lc.get("kind") == "slurm":
+        return max(1, min(n_jobs, int((lc.get("slurm") or {}).get("array_parallelism") or n_jobs)))
+    if lc.get("kind") == "local":
+        return max(1, min(n_jobs, int(lc.get("workers") or 1)))
+    return 1
 
 
 def plan_markdown(p: dict) -> str:
@@ -140,18 +231,39 @@ def plan_markdown(p: dict) -> str:
     lines.append(f"backbone passes saved by the feature cache (head-only runs share one extraction): "
                  f"{p['backbone_passes_saved_by_cache']:,}")
     for m, t in p["throughput"].items():
-        lines.append(f"- {m}: {t['fwd_per_s']:.1f} windows/s forward, {t['fwd_bwd_per_s']:.1f} forward + backward "
-                     f"({t['source']})")
+        line = f"- {m}: {t['fwd_per_s']:.1f} windows/s forward, {t['fwd_bwd_per_s']:.1f} forward + backward"
+        if "fwd_batches" in t:
+            line += (f" (median of {t['fwd_batches']} / {t['fwd_bwd_batches']} timed batches of {t['batch']} after 2 "
+                     f"warm-up; quartiles {t['fwd_spread'][0]:.1f}–{t['fwd_spread'][1]:.1f} / "
+                     f"{t['fwd_bwd_spread'][0]:.1f}–{t['fwd_bwd_spread'][1]:.1f}; {t['source']})")
+        else:
+            line += f" ({t['source']})"
+        lines.append(line)
+    if p.get("overhead_s"):
+        o = p["overhead_s"]
+        lines.append(f"- Lightning outside the model (Trainer, callbacks, checkpoints, test loop; measured on a toy "
+                     f"model): {o['per_cell']:.2f} s per cell + {o['per_epoch']:.2f} s per epoch")
     for c in p.get("confound") or []:
         e = c["estimate_device_hours"]
         lines.append(f"confound check {c['condition']} (run after the headline; `confound: off` skips it): "
                      f"{c['n_cells']} cells ({c['n_todo']} to run), {c['n_jobs']} job(s)"
                      + ("" if e is None else f", {e:.3f} device-hours"))
     est = p["estimate_device_hours"]
-    extra = f" (headline {p['estimate_headline_device_hours']:.3f} + confound check)" if p.get("confound") and \
-        est is not None else ""
-    lines.append("estimate: " + ("no throughput (pass --bench FILE or drop --no-measure)" if est is None else
-                                 f"{est:.3f} device-hours at max_epochs ({est * 60:.1f} min){extra}"))
+    if est is None:
+        lines.append("estimate: no throughput (pass --bench FILE or drop --no-measure)")
+    else:
+        lo, hi = p["estimate_device_hours_range"]
+        extra = f"; headline {p['estimate_headline_device_hours'] * 60:.1f} min + confound check" \
+            if p.get("confound") else ""
+        lines.append(f"estimate: {est:.3f} device-hours ({est * 60:.1f} min; {lo * 60:.1f}–{hi * 60:.1f} min at the "
+                     f"quartile steps) if every cell runs max_epochs (early stopping only shortens it){extra}")
+        if p["launcher"] != "none":
+            wall = p["estimate_wall_hours"]
+            lines.append(f"wall clock with launcher {p['launcher']}: {p['n_jobs']} job(s), {p['parallel']} at once: "
+                         f"about {wall * 60:.1f} min if each concurrent job has its own device"
+                         + (" (local workers on one CPU share its cores: expect the device estimate)"
+                            if p["launcher"] == "local" else ""))
+        lines.append("windows are read (and cached) by this plan, so the run's estimate leaves reading out")
     return "\n".join(lines)
 
 

@@ -1,0 +1,119 @@
+"""One builder per cache entry (issue 26: "concurrent jobs that need the same frozen tokens or windows build them
+once"): a process that needs an entry another process is building waits on the entry's lock and then opens what
+the holder published, without reading a recording or running a forward pass of its own.
+
+Each test holds the lock of an entry itself, starts a builder in a thread, checks that the builder waits (no
+temporary folder, nothing read), publishes a finished copy of the entry and releases the lock: the builder must then
+open that copy. Without the lock the thread builds its own entry and the test fails. The real-cluster version (two
+SLURM jobs at once, one extraction) is in ``tests/runs/test_slurm_commands.py``.
+"""
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from eegfm_bench.data.cache import BuildLock, cache_entries
+from eegfm_bench.data.preprocessing import Preprocessing
+from eegfm_bench.data.windows import WindowSet, load_windows
+from eegfm_bench.models.features import extract_features
+
+from eegfm_testutils import requires_data
+
+PREP = Preprocessing(sfreq=160.0, l_freq=1.0, h_freq=40.0, window_s=4.0)
+
+
+def _in_thread(fn):
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - re-raised in the test
+            box["error"] = err
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+@requires_data
+def test_a_second_window_builder_waits_and_opens_the_published_set(data_root, tmp_path, capfd):
+    first = load_windows("eegmmidb_mi", PREP, data_root=data_root, subjects=[1], cache_dir=tmp_path / "a",
+                         progress=False)
+    name = f"eegmmidb_mi-{first.meta['cache_key']}"
+    lock = BuildLock(tmp_path / "b" / name).acquire()
+    t, box = _in_thread(lambda: load_windows("eegmmidb_mi", PREP, data_root=data_root, subjects=[1],
+                                             cache_dir=tmp_path / "b", progress=False))
+    time.sleep(2.0)
+    assert t.is_alive(), box  # waiting on the lock
+    assert not list((tmp_path / "b").glob(f"{name}.tmp*")) and not (tmp_path / "b" / "recordings").exists()
+    shutil.copytree(tmp_path / "a" / name, tmp_path / "b" / name)  # what the holder publishes
+    lock.release()
+    t.join(60)
+    assert "error" not in box, box.get("error")
+    ws = box["value"]
+    np.testing.assert_array_equal(ws.X, first.X)
+    assert not (tmp_path / "b" / "recordings").exists()  # it read no recording of its own
+    assert f"waiting for another process that is building the window set {name}" in capfd.readouterr().out
+    assert [e.kind for e in cache_entries(tmp_path / "b")] == ["windows"]  # the lock file is not an entry
+
+
+class ToyAdapter(nn.Module):
+    """Adapter-shaped toy with one block: tokens are channel 0 cut into 4 tokens of 10 samples."""
+
+    name = "toy"
+    arch_kwargs: dict = {}
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+        self._blocks = nn.ModuleList([nn.Identity()])
+
+    @property
+    def blocks(self):
+        return list(self._blocks)
+
+    def block_to_tokens(self, out):
+        return out
+
+    def tokens(self, x, ch_names=None):
+        return self._blocks[0](self.scale * x[:, 0].reshape(len(x), 4, 10))
+
+
+def _toy_windows(n: int = 120) -> WindowSet:
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], n // 2)
+    X = rng.standard_normal((n, 4, 40)).astype(np.float32)
+    return WindowSet(X, y.astype(np.int64), np.array([f"S{i % 10:02d}" for i in range(n)]),
+                     np.array([f"r{i}" for i in range(n)]), np.zeros(n, dtype=np.int64), np.full(n, "toy"),
+                     ["C3", "Cz", "C4", "Pz"], 100.0, ["a", "b"], {"cache_key": "toylock"})
+
+
+def test_a_second_feature_extraction_waits_and_runs_no_forward_pass(tmp_path, capfd):
+    ws = _toy_windows()
+    first = extract_features(ToyAdapter(), ws, parts=("blocks",), cache_dir=tmp_path / "a",
+                             trainer={"accelerator": "cpu"})
+    assert "features: toy blocks of 120 windows extracted" in capfd.readouterr().out
+    target = tmp_path / "b" / "features" / first.folder.name
+    lock = BuildLock(target).acquire()
+    ad = ToyAdapter()
+    ad.tokens = lambda *a, **k: (_ for _ in ()).throw(AssertionError("a forward pass while another job builds"))
+    t, box = _in_thread(lambda: extract_features(ad, ws, parts=("blocks",), cache_dir=tmp_path / "b",
+                                                 trainer={"accelerator": "cpu"}))
+    time.sleep(1.5)
+    assert t.is_alive(), box
+    assert not list(target.parent.glob("*.partial-*"))
+    shutil.copytree(first.folder, target)
+    lock.release()
+    t.join(60)
+    assert "error" not in box, box.get("error")
+    got = box["value"]
+    assert got.from_cache and got.folder == target
+    np.testing.assert_array_equal(got.tokens(0), first.tokens(0))
+    out = capfd.readouterr().out
+    assert "waiting for another process that is building the toy features" in out and "extracted" not in out
