@@ -107,23 +107,78 @@ def apply_preprocessing(raw: mne.io.BaseRaw, prep: Preprocessing, line_freq: flo
     ValueError
         An unknown ``prep.reference`` or ``prep.resample``.
     """
-    native = float(raw.info["sfreq"])
-    nyq_limit = 0.45 * min(native, prep.sfreq)
+    raw, applied = filter_native(raw, prep, line_freq)
+    return resample_to(raw, prep, applied), applied
+
+
+def capped_band(prep: Preprocessing, native: float) -> tuple[float | None, float | None]:
+    """The band-pass ``(l_freq, h_freq)`` in Hz that :func:`filter_native` applies to a recording at ``native`` Hz:
+    ``h_freq`` capped at 0.45 × the lower of the native and the target rate (below both Nyquist frequencies)."""
     h = prep.h_freq
+    nyq_limit = 0.45 * min(native, prep.sfreq)
     if h is not None and h > nyq_limit:
         h = round(nyq_limit, 2)
-    applied = {"native_sfreq": native, "sfreq": prep.sfreq, "l_freq": prep.l_freq, "h_freq": h,
-               "notch": None, "reference": prep.reference, "scale": prep.scale, "unit": prep.unit,
+    return prep.l_freq, h
+
+
+def filter_native(raw: mne.io.BaseRaw, prep: Preprocessing, line_freq: float | None) -> tuple[mne.io.BaseRaw, dict]:
+    """The part of :func:`apply_preprocessing` at the native rate: :func:`notch_native` then
+    :func:`bandpass_native`, in place. A recording read once for several preprocessings shares the notch, and the
+    band-pass among those with the same band (:func:`~eegfm_bench.data.windows.load_window_sets`).
+
+    Returns
+    -------
+    raw : mne.io.Raw
+        The same object, filtered.
+    applied : dict
+        The parameters applied so far (see :func:`apply_preprocessing`).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``prep.reference`` or ``prep.resample``.
+    """
+    notch = notch_native(raw, line_freq)
+    return bandpass_native(raw, prep, notch)
+
+
+def notch_native(raw: mne.io.BaseRaw, line_freq: float | None) -> float | None:
+    """The notch at the mains frequency ``line_freq`` (Hz; MNE's ``notch_filter``, in place), when it lies below the
+    native Nyquist frequency; returns the notch applied (Hz) or ``None``. The same for every preprocessing."""
+    if line_freq is not None and line_freq < float(raw.info["sfreq"]) / 2:
+        raw.notch_filter(line_freq, verbose="warning")
+        return line_freq
+    return None
+
+
+def bandpass_native(raw: mne.io.BaseRaw, prep: Preprocessing, notch: float | None) -> tuple[mne.io.BaseRaw, dict]:
+    """The band-pass :func:`capped_band` at the native rate (MNE's ``filter``, in place) after the notch ``notch``
+    (Hz or ``None``); returns ``(raw, applied)`` as :func:`filter_native`.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``prep.reference`` or ``prep.resample``.
+    """
+    native = float(raw.info["sfreq"])
+    l_freq, h = capped_band(prep, native)
+    applied = {"native_sfreq": native, "sfreq": prep.sfreq, "l_freq": l_freq, "h_freq": h,
+               "notch": notch, "reference": prep.reference, "scale": prep.scale, "unit": prep.unit,
                "window_s": prep.window_s, "source": prep.source, "resample": None}
     if prep.reference not in ("average", "none"):
         raise ValueError(f"unknown reference {prep.reference!r}; valid: 'average', 'none'")
     if prep.resample not in ("polyphase", "fft"):
         raise ValueError(f"unknown resample method {prep.resample!r}; valid: 'polyphase', 'fft'")
-    if line_freq is not None and line_freq < native / 2:
-        raw.notch_filter(line_freq, verbose="warning")
-        applied["notch"] = line_freq
-    if prep.l_freq is not None or h is not None:
-        raw.filter(prep.l_freq, h, verbose="warning")
+    if l_freq is not None or h is not None:
+        raw.filter(l_freq, h, verbose="warning")
+    return raw, applied
+
+
+def resample_to(raw: mne.io.BaseRaw, prep: Preprocessing, applied: dict) -> mne.io.BaseRaw:
+    """The rest of :func:`apply_preprocessing`: resample a filtered recording to ``prep.sfreq`` (in place; polyphase
+    at exactly the rates' ratio, after trimming the samples that do not fill the ratio's denominator, so the result
+    does not depend on the recording's length). Records ``resample`` / ``resample_trimmed_samples`` in ``applied``."""
+    native = float(raw.info["sfreq"])
     if abs(native - prep.sfreq) > 1e-6:
         if prep.resample == "polyphase":
             down = rate_ratio(native, prep.sfreq).denominator
@@ -133,7 +188,7 @@ def apply_preprocessing(raw: mne.io.BaseRaw, prep: Preprocessing, line_freq: flo
                 applied["resample_trimmed_samples"] = int(extra)
         raw.resample(prep.sfreq, method=prep.resample, verbose="warning")
         applied["resample"] = prep.resample
-    return raw, applied
+    return raw
 
 
 def rate_ratio(native: float, target: float) -> Fraction:

@@ -13,6 +13,7 @@ reads no recording.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -29,9 +30,11 @@ from eegfm_bench.config import ConfigError
 from eegfm_bench.data.ingest import (BENIGN_WARNINGS, DeclaredTask, balance_windows, cut_windows, ingest_recording,
                                      recording_label)
 from eegfm_bench.data.cache import BuildLock, default_cache_dir, mark_used
-from eegfm_bench.data.preprocessing import Preprocessing, apply_preprocessing, reference_windows
+from eegfm_bench.data.preprocessing import (Preprocessing, bandpass_native, capped_band, filter_native, notch_native,
+                                            reference_windows, resample_to)
 from eegfm_bench.data.qc import IngestError, IngestReport, RecordingQC, capture_warnings, companion_files, file_sha256
 from eegfm_bench.data.sources import DataNotFoundError, RecordingReadError
+from eegfm_bench.data.tasks import get_task
 
 CACHE_VERSION = 3
 
@@ -204,8 +207,6 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
     ConfigError
         An invalid task declaration.
     """
-    from eegfm_bench.data.tasks import get_task
-
     task = get_task(task)
     prep = task_preprocessing(task, prep)
     listing = RecordingQC(recording="", subject="")
@@ -276,6 +277,18 @@ def recording_key(task: DeclaredTask, rec, fp: dict, prep: Preprocessing) -> str
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def _ingest(task: DeclaredTask, src, rec, fp: dict) -> tuple[RecordingQC, Any, Any]:
+    """One recording read and checked (labels, channels, montage): ``(qc, label, raw)``, ``raw`` ``None`` when the
+    recording is dropped (``qc`` says why). The part of :func:`_read_recording` that every preprocessing shares."""
+    qc = RecordingQC(recording=rec.recording, subject=rec.subject, session=rec.session, run=rec.run,
+                     path=str(rec.path) if rec.path is not None else rec.handle, files=fp["files"],
+                     sha256=fp["sha256"])
+    label = recording_label(task, rec, qc)
+    if qc.status != "kept":
+        return qc, label, None
+    return qc, label, ingest_recording(task, src, rec, qc)
+
+
 def _read_recording(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing) -> tuple[RecordingQC, Any]:
     """One recording through ingestion, preprocessing and windowing (no reference yet): ``(qc, (names, X, y))``,
     the windows ``None`` when the recording yields none (``qc`` says why). ``X`` is float32 in the model's unit.
@@ -285,17 +298,20 @@ def _read_recording(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing)
     IngestError, RecordingReadError
         A refusing policy, an unreadable file, or a reader / preprocessing finding under ``strict``.
     """
-    qc = RecordingQC(recording=rec.recording, subject=rec.subject, session=rec.session, run=rec.run,
-                     path=str(rec.path) if rec.path is not None else rec.handle, files=fp["files"],
-                     sha256=fp["sha256"])
-    label = recording_label(task, rec, qc)
-    if qc.status != "kept":
-        return qc, None
-    raw = ingest_recording(task, src, rec, qc)
+    qc, label, raw = _ingest(task, src, rec, fp)
     if raw is None:
         return qc, None
     with capture_warnings(qc):
-        raw, applied = apply_preprocessing(raw, prep, task.line_freq)
+        raw, applied = filter_native(raw, prep, task.line_freq)
+    return _resample_and_cut(task, rec, qc, label, raw, prep, applied)
+
+
+def _resample_and_cut(task: DeclaredTask, rec, qc: RecordingQC, label, raw, prep: Preprocessing,
+                      applied: dict) -> tuple[RecordingQC, Any]:
+    """A filtered recording (:func:`~eegfm_bench.data.preprocessing.filter_native`) resampled to ``prep.sfreq``
+    and cut into windows in the model's unit: ``(qc, (names, X, y) or None)`` (see :func:`_read_recording`)."""
+    with capture_warnings(qc):
+        raw = resample_to(raw, prep, applied)
     qc.preprocessing = applied
     if applied.get("resample_trimmed_samples"):
         k = applied["resample_trimmed_samples"]
@@ -322,6 +338,114 @@ def _read_recording(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing)
             qc.drop("every window holds non-finite samples")
             return qc, None
     return qc, (list(raw.ch_names), X, y)
+
+
+def _read_for_preprocessings(task: DeclaredTask, src, rec, fp: dict,
+                             preps: list[Preprocessing]) -> list[tuple[RecordingQC, Any]]:
+    """One read of a recording for several preprocessings: ``[(qc, windows or None)]`` in the order of ``preps``,
+    each equal to :func:`_read_recording` for that preprocessing. The file is read and checked once; the notch and
+    notch once and the band-pass at the native rate once per distinct band; only the resampling and the cut run per
+    preprocessing."""
+    qc0, label, raw = _ingest(task, src, rec, fp)
+    if raw is None:
+        return [(copy.deepcopy(qc0), None) for _ in preps]
+    native = float(raw.info["sfreq"])
+    by_band: dict[tuple, list[int]] = {}
+    for i, p in enumerate(preps):
+        by_band.setdefault(capped_band(p, native), []).append(i)
+    with capture_warnings(qc0):
+        notch = notch_native(raw, task.line_freq)
+    out: list = [None] * len(preps)
+    for members in by_band.values():
+        qc_f = copy.deepcopy(qc0)
+        with capture_warnings(qc_f):
+            filtered, applied = bandpass_native(raw.copy(), preps[members[0]], notch)
+        for j, i in enumerate(members):
+            last = j == len(members) - 1
+            out[i] = _resample_and_cut(task, rec, copy.deepcopy(qc_f), label, filtered if last else filtered.copy(),
+                                       preps[i], {**applied, **_prep_fields(preps[i])})
+    return out
+
+
+def _prep_fields(prep: Preprocessing) -> dict:
+    """The entries of the ``applied`` record that differ between preprocessings sharing one band (set before the
+    resampling adds its own)."""
+    return {"sfreq": prep.sfreq, "reference": prep.reference, "scale": prep.scale, "unit": prep.unit,
+            "window_s": prep.window_s, "source": prep.source}
+
+
+def load_window_sets(task: Any, preps: list[Preprocessing], *, data_root: str | os.PathLike | None = None,
+                     subjects: list | None = None, cache_dir: str | os.PathLike | None = None,
+                     max_windows_per_subject: int | None = None, progress: bool = True) -> list[WindowSet]:
+    """The task's windows under several preprocessings (one per model of a cv), reading each recording once.
+
+    A cold cache reads every recording a single time for all of ``preps`` (:func:`_read_for_preprocessings`: the
+    reader and its checks, then notch and band-pass at the native rate shared by the preprocessings with the same
+    band, and only the resampling per preprocessing) and fills each preprocessing's per-recording entries; each
+    window set is then assembled by :func:`load_windows` from those entries without another read. The windows equal
+    those of separate :func:`load_windows` calls.
+
+    Parameters
+    ----------
+    preps : list of Preprocessing
+        One per distinct model preprocessing (duplicates are loaded once).
+    data_root, subjects, cache_dir, max_windows_per_subject, progress
+        As :func:`load_windows`.
+
+    Returns
+    -------
+    list of WindowSet
+        In the order of ``preps``.
+
+    Raises
+    ------
+    As :func:`load_windows`.
+    """
+    task = get_task(task)
+    kw = dict(data_root=data_root, subjects=subjects, cache_dir=cache_dir,
+              max_windows_per_subject=max_windows_per_subject, progress=progress)
+    distinct = list(dict.fromkeys(task_preprocessing(task, p) for p in preps))
+    if len(distinct) > 1:
+        _fill_recording_entries(task, distinct, data_root, subjects, cache_dir, progress)
+    sets = {p: load_windows(task, p, **kw) for p in distinct}
+    return [sets[task_preprocessing(task, p)] for p in preps]
+
+
+def _fill_recording_entries(task: DeclaredTask, preps: list[Preprocessing], data_root, subjects, cache_dir,
+                            progress: bool) -> int:
+    """Build the per-recording entries missing under any of ``preps``, one read per recording (each entry's lock
+    held while it is built, taken in path order so that concurrent fillers cannot deadlock). Returns the number of
+    recordings read."""
+    src = task.source(data_root)
+    listing = RecordingQC(recording="", subject="")
+    with capture_warnings(listing):
+        recs = src.recordings(subjects)
+    cdir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    fps = recording_fingerprints(src, recs, cdir)
+    root = cdir / "recordings"
+    if all((cdir / f"{task.name}-{cache_key(task, fps, p)}" / "COMPLETE").is_file() for p in preps):
+        return 0
+    n_read = 0
+    for rec, fp in tqdm(list(zip(recs, fps)), desc=f"reading {task.name} once for {len(preps)} preprocessings",
+                        disable=not progress, unit="rec"):
+        folders = {p: root / f"{task.name}-{recording_key(task, rec, fp, p)}" for p in preps}
+        missing = sorted((p for p in preps if not (folders[p] / "COMPLETE").is_file()), key=lambda p: str(folders[p]))
+        if not missing:
+            continue
+        locks = [BuildLock(folders[p], quiet=True).acquire() for p in missing]
+        try:
+            missing = [p for p in missing if not (folders[p] / "COMPLETE").is_file()]
+            if missing:
+                n_read += 1
+                for p, (qc, win) in zip(missing, _read_for_preprocessings(task, src, rec, fp, missing)):
+                    _publish_recording_entry(task, rec, qc, win, root, folders[p])
+        finally:
+            for lock in locks:
+                lock.release()
+    if progress and n_read:
+        tqdm.write(f"{task.name}: {n_read} recording(s) read once for {len(preps)} preprocessings "
+                   f"({', '.join(f'{p.sfreq:g} Hz {p.l_freq}-{p.h_freq} Hz' for p in preps)})")
+    return n_read
 
 
 def _recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path):
@@ -354,6 +478,12 @@ def _open_recording_entry(task: DeclaredTask, rec, folder: Path):
 def _build_recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path, folder: Path):
     """Read one recording, cut its windows and publish its entry: ``(qc, windows or None, False)``."""
     qc, win = _read_recording(task, src, rec, fp, prep)
+    _publish_recording_entry(task, rec, qc, win, root, folder)
+    return qc, win, False
+
+
+def _publish_recording_entry(task: DeclaredTask, rec, qc: RecordingQC, win, root: Path, folder: Path) -> None:
+    """Write one recording's windows and QC to its entry (atomically; a strict task refuses its findings first)."""
     if task.spec["strict"] and qc.findings:
         raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "
                           "the recording, or set strict: false (each finding goes in the ingest report)")
@@ -365,7 +495,6 @@ def _build_recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preproc
     (tmp / "qc.json").write_text(json.dumps({"qc": qc.to_dict(), "names": win[0] if win else None}, default=str))
     (tmp / "COMPLETE").write_text("ok\n")
     _publish(tmp, folder)
-    return qc, win, False
 
 
 def _apply_reference(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC], reference: str) -> None:

@@ -44,6 +44,7 @@ import numpy as np
 import yaml
 
 from eegfm_bench.config import ConfigError, check_section, check_trainer_section, command_parser, parse_config
+from eegfm_bench.data.tasks import get_task
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.results import Cell, cell_dir_name, cell_id, cell_key, done_cells, run_label  # noqa: F401
 from eegfm_bench.runs.confound_config import ConfoundConfig, check_confound, resolve_confound
@@ -578,18 +579,33 @@ def model_preprocessing(cfg: dict, model: str):
     return dataclasses.replace(prep, **over) if over else prep
 
 
+def _prep_key(prep) -> tuple:
+    return (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
+
+
 def windows_for(cfg: dict, model: str, cache: dict, progress: bool = False):
     """The task's windows under ``model``'s declared preprocessing (one load per preprocessing)."""
-    from eegfm_bench.data.windows import load_windows
+    prep = model_preprocessing(cfg, model)
+    if _prep_key(prep) not in cache:
+        windows_for_models(cfg, [model], cache, progress)
+    return cache[_prep_key(prep)]
+
+
+def windows_for_models(cfg: dict, models: Sequence[str], cache: dict, progress: bool = False) -> None:
+    """Load the task's windows under every preprocessing ``models`` need into ``cache`` (keyed by preprocessing):
+    a cold cache reads each recording once for all of them
+    (:func:`~eegfm_bench.data.windows.load_window_sets`)."""
+    from eegfm_bench.data.windows import load_window_sets
 
     d = cfg["data"]
-    prep = model_preprocessing(cfg, model)
-    key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
-    if key not in cache:
-        cache[key] = load_windows(cfg["task"], prep, data_root=d["data_root"], subjects=d["subjects"],
-                                  cache_dir=d["cache_dir"], max_windows_per_subject=d["max_windows_per_subject"],
-                                  progress=progress and is_global_zero())
-    return cache[key]
+    preps = [p for p in dict.fromkeys(model_preprocessing(cfg, m) for m in models) if _prep_key(p) not in cache]
+    if not preps:
+        return
+    sets = load_window_sets(cfg["task"], preps, data_root=d["data_root"], subjects=d["subjects"],
+                            cache_dir=d["cache_dir"], max_windows_per_subject=d["max_windows_per_subject"],
+                            progress=progress and is_global_zero())
+    for p, ws in zip(preps, sets):
+        cache[_prep_key(p)] = ws
 
 
 def _running_marker(out: Path, cid: str) -> Path:
@@ -636,6 +652,7 @@ def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_
     cells: list[Cell] = []
     current: dict[tuple, str] = {}
     checked: set[str] = set()
+    windows_for_models(cfg, [run["model"] for run in cfg["runs"]], windows, progress)  # each recording read once
     for run in cfg["runs"]:
         ws = windows_for(cfg, run["model"], windows, progress)
         declared = getattr(BACKBONES.get(run["model"]), "declared_contract", None)
@@ -933,9 +950,40 @@ def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force:
     return table
 
 
+CHECK_SUBJECTS = 3
+"""Subjects ``eegfm-bench check`` reads: one to train, one to validate and one to test a batch on."""
+
+
+def check_subjects(cfg: dict) -> tuple[list | None, int]:
+    """The subjects whose recordings ``eegfm-bench check`` reads: the first :data:`CHECK_SUBJECTS` listed (plus,
+    where the source knows each recording's label before reading it, the first subject of each class they miss),
+    as ``(subjects, k)`` for a ``k``-fold split over them; ``(data.subjects, 0)`` (the config's own split) when
+    there are too few subjects to leave any out. Listing reads no recording. Prints one line saying how many of the
+    task's recordings the check reads.
+    """
+    d = cfg["data"]
+    recs = get_task(cfg["task"]).source(d["data_root"]).recordings(d["subjects"])
+    order = list(dict.fromkeys(r.subject for r in recs))
+    if len(order) < CHECK_SUBJECTS:
+        return d["subjects"], 0
+    picked = order[:CHECK_SUBJECTS]
+    labels = {r.subject: r.label for r in recs}
+    if all(v is not None for v in labels.values()):  # subject-level labels: cover every class
+        for s in order[CHECK_SUBJECTS:]:
+            if labels[s] not in {labels[p] for p in picked}:
+                picked.append(s)
+    n = sum(r.subject in picked for r in recs)
+    if is_global_zero():
+        print(f"check: reading {n} of the task's {len(recs)} recordings (subjects {', '.join(map(str, picked))}: one "
+              f"to train, one to validate, one to test a batch on; the cv reads them all)")
+    return picked, len(picked)
+
+
 def check_config(config, args: Sequence[str] = ()) -> None:
     """One batch through every configured run before a long cv run: a ``Trainer`` with ``fast_dev_run=1`` fits one
     training and one validation batch of fold 0 (forward, loss, backward, metrics) per run × head.
+
+    Reads only the recordings of a few subjects (:func:`check_subjects`), not the whole task.
 
     Prints one line per run × head; raises the first error with its fix.
     """
@@ -945,11 +993,15 @@ def check_config(config, args: Sequence[str] = ()) -> None:
 
     cfg = load_config(config, args)
     d, sp = cfg["data"], cfg["split"]
+    subjects, k = check_subjects(cfg)
+    windows_for_models({**cfg, "data": {**d, "subjects": subjects}}, [r["model"] for r in cfg["runs"]], {},
+                       progress=True)  # each of those recordings read once for every model's preprocessing
     for run in cfg["runs"]:
-        dm = EEGDataModule(task=cfg["task"], backbone=run["model"], scheme=sp["scheme"], k=sp["k"],
-                           split_seed=sp["seed"], n_val_groups=sp["n_val_groups"], group_by=sp["group_by"],
-                           batch_size=min(4, fixed_batch_size(d)), data_root=d["data_root"], cache_dir=d["cache_dir"],
-                           subjects=d["subjects"], max_windows_per_subject=d["max_windows_per_subject"])
+        dm = EEGDataModule(task=cfg["task"], backbone=run["model"], scheme="kfold" if k else sp["scheme"],
+                           k=k or sp["k"], split_seed=sp["seed"], n_val_groups=1 if k else sp["n_val_groups"],
+                           group_by=sp["group_by"], batch_size=min(4, fixed_batch_size(d)), data_root=d["data_root"],
+                           cache_dir=d["cache_dir"], subjects=subjects,
+                           max_windows_per_subject=d["max_windows_per_subject"])
         for head in run["heads"]:
             m = FMClassifier(backbone=run["model"], user_model=(cfg.get("user_models") or {}).get(run["model"]),
                              head="flatten" if head == "ridge" else head, regime=LP_FT.get(run["regime"], run["regime"]),
