@@ -302,33 +302,17 @@ def _main(argv: list[str]) -> int:
         print(_json.dumps(p, indent=1, default=str) if a.json else plan_markdown(p))
         return 0
     if a.cmd == "status":
-        from eegfm_bench.runs.launch import cv_status, status_markdown
+        from eegfm_bench.runs.launch import status_markdown
+        from eegfm_bench.runs.progress import cv_status
 
         from eegfm_bench.results import ResultStore
 
         print(status_markdown(*cv_status(a.out_dir), unmerged=ResultStore(a.out_dir, write=False).unmerged()))
         return 0
     if a.cmd == "confound":
-        from eegfm_bench.runs.confound import run_confound
-        from eegfm_bench.runs.cells import load_config
+        from eegfm_bench.runs.confound import confound_main
 
-        cfg = load_config(Path(a.cv) / "config.yaml")
-        cc = {**cfg["confound"], "enabled": True}
-        if a.variations:
-            cc["variations"] = a.variations
-        if a.offset_s is not None:
-            cc["offset_s"] = a.offset_s
-        if a.band:
-            cc["band"] = list(a.band)
-        cfg["confound"] = cc
-        from eegfm_bench.runs.confound import check_confound
-        from eegfm_bench.data.tasks import resolve_task_spec
-
-        check_confound(cc, resolve_task_spec(cfg["task"]))
-        run_confound(cfg, progress=not a.no_progress)
-        from eegfm_bench.reports.page import refresh
-
-        refresh([a.cv])
+        confound_main(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress)
         return 0
     if a.cmd == "report":
         from eegfm_bench.reports.page import write_page

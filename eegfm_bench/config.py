@@ -23,7 +23,7 @@ import re
 import sys
 import types
 import typing
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -111,8 +111,9 @@ def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dic
     p = ArgumentParser(prog=prog, description=description, exit_on_error=False, default_meta=False, allow_abbrev=False,
                        print_config=None)  # eegfm-bench has its own --print-config
     p.add_argument("--config", action=ActionConfigFile, help="YAML config file(s); later ones override earlier")
-    if schema is not None:
-        p.add_class_arguments(schema, None, fail_untyped=False)
+    if schema is not None:  # a schema's own `trainer` field (the typed record's) is the trainer section below
+        p.add_class_arguments(schema, None, fail_untyped=False,
+                              skip={"trainer"} if trainer and "trainer" in {f.name for f in fields(schema)} else None)
     for cls in extra:
         p.add_class_arguments(cls, None, fail_untyped=False)
     if trainer:
@@ -403,6 +404,7 @@ def merge_config(base: dict, over: dict | None, where: str = "", error: type[Val
 
 
 # ------------------------------------------------------------------------------------------ typed configs
+@dataclass(frozen=True)
 class ConfigRecord:
     """Base of the frozen config dataclasses (one per section: ``data``, ``split``, ``runs[i]``, ...).
 

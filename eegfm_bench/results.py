@@ -20,6 +20,7 @@ import uuid
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -376,14 +377,33 @@ def cell_dir_name(model: str, regime: str, head: str, chash: str) -> str:
     return f"{run_label(model, regime, head)}-{chash[:8]}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Cell:
-    """One cell of a cv: a run entry, one of its heads, one fold, and the cell's config hash."""
+    """One cell of a cv: a run entry (:class:`~eegfm_bench.runs.cells.RunConfig`), one of its heads, one fold,
+    and the cell's config hash."""
 
-    run: dict
+    run: Any
     head: str
     fold: int
     chash: str
+
+    @property
+    def model(self) -> str:
+        return self.run.model
+
+    @property
+    def regime(self) -> str:
+        return self.run.regime
+
+    @property
+    def id(self) -> str:
+        """:func:`cell_id`: ``<model>/<regime>/<head>/fold<k>/<config hash>``."""
+        return cell_id(self.model, self.regime, self.head, self.fold, self.chash)
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """The :func:`done_cells` key: ``(model, regime, head, fold, config hash)`` as strings."""
+        return (self.model, self.regime, self.head, str(self.fold), self.chash)
 
 
 def done_cells(store, experiment: str) -> set[tuple[str, str, str, str, str]]:
@@ -397,8 +417,8 @@ def done_cells(store, experiment: str) -> set[tuple[str, str, str, str, str]]:
 
 
 def cell_key(c: "Cell") -> tuple[str, str, str, str, str]:
-    """The :func:`done_cells` key of a cell."""
-    return (c.run["model"], c.run["regime"], c.head, str(c.fold), c.chash)
+    """The :func:`done_cells` key of a cell (:attr:`Cell.key`)."""
+    return c.key
 
 
 def cell_id(model: str, regime: str, head: str, fold: int, chash: str) -> str:

@@ -19,6 +19,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "eegfm_bench"  # --root changes it
+LOOKUPS_PER_FILE: dict[str, int] = {}
 FLOORS = ["errors", "config", "registry", "distributed", "stats", "results", "trainer", "perturb", "data", "models",
           "interpret", "controls", "provenance", "reports", "callbacks", "runs", "api", "cli", "__init__"]
 CONFIG_NAMES = {"cfg", "d", "sp", "cc", "acfg", "pc", "idc", "lc", "tr", "spec", "ch", "w", "lab", "opts", "entry", "run"}
@@ -49,6 +50,8 @@ def resolve(mod: str, node: ast.ImportFrom, is_pkg: bool = False) -> str | None:
 
 def scan():
     local_own, local_other, lookups, long_fns = 0, 0, 0, []
+    global LOOKUPS_PER_FILE
+    LOOKUPS_PER_FILE = {}
     edges: dict[str, set[str]] = {}
     mods = {modname(p): p for p in PKG.rglob("*.py")}
     for mod, p in mods.items():
@@ -82,10 +85,12 @@ def scan():
             if isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name) and x.value.id in CONFIG_NAMES \
                     and isinstance(x.slice, ast.Constant) and isinstance(x.slice.value, str):
                 lookups += 1
+                LOOKUPS_PER_FILE[mod] = LOOKUPS_PER_FILE.get(mod, 0) + 1
             if isinstance(x, ast.Call) and isinstance(x.func, ast.Attribute) and x.func.attr == "get" \
                     and isinstance(x.func.value, ast.Name) and x.func.value.id in CONFIG_NAMES and x.args \
                     and isinstance(x.args[0], ast.Constant) and isinstance(x.args[0].value, str):
                 lookups += 1
+                LOOKUPS_PER_FILE[mod] = LOOKUPS_PER_FILE.get(mod, 0) + 1
     return local_own, local_other, lookups, sorted(long_fns, reverse=True), edges
 
 
@@ -127,6 +132,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--lookups", action="store_true", help="config lookups by string key per module")
     ap.add_argument("--root", type=Path, help="another checkout's eegfm_bench/ folder (e.g. to compare commits)")
     a = ap.parse_args(argv)
     global PKG
@@ -143,6 +149,9 @@ def main(argv=None) -> int:
                                                           if long_fns else ""))
     print(f"import cycles between modules: {len(cyc)}")
     print(f"package-level back-edges: {len(back)}")
+    if a.lookups:
+        for m, n in sorted(LOOKUPS_PER_FILE.items(), key=lambda kv: -kv[1]):
+            print(f"  lookups {n:4d}  {m}")
     if a.list:
         for n, f in long_fns:
             print(f"  long  {n:4d}  {f}")

@@ -36,14 +36,15 @@ import json
 import os
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
 import yaml
 
-from eegfm_bench.config import ConfigError, check_section, check_trainer_section, command_parser, parse_config
+from eegfm_bench.config import (ConfigError, ConfigRecord, check_section, check_trainer_section, command_parser,
+                                parse_config, typed)
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.results import Cell, cell_dir_name, cell_id, cell_key, done_cells, run_label  # noqa: F401
@@ -51,8 +52,8 @@ from eegfm_bench.runs.confound_config import ConfoundConfig, check_confound, res
 from eegfm_bench.runs.launch import LauncherConfig
 
 
-@dataclass
-class DataConfig:
+@dataclass(frozen=True)
+class DataConfig(ConfigRecord):
     """Which windows and how they are batched.
 
     Args:
@@ -229,8 +230,8 @@ def shared_batch_size(out: Path, key: str, compute) -> tuple[int, bool]:
         tmp.unlink(missing_ok=True)
 
 
-@dataclass
-class SplitConfig:
+@dataclass(frozen=True)
+class SplitConfig(ConfigRecord):
     """Subject-grouped folds (:mod:`eegfm_bench.data.splits`).
 
     Args:
@@ -250,8 +251,8 @@ class SplitConfig:
     folds: Optional[list[int]] = None
 
 
-@dataclass
-class OptimConfig:
+@dataclass(frozen=True)
+class OptimConfig(ConfigRecord):
     """AdamW with linear warm-up then cosine decay (per step).
 
     Args:
@@ -265,8 +266,8 @@ class OptimConfig:
     warmup_epochs: float = 1.0
 
 
-@dataclass
-class RunConfig:
+@dataclass(frozen=True)
+class RunConfig(ConfigRecord):
     """One model × regime with its heads.
 
     Args:
@@ -300,8 +301,8 @@ class RunConfig:
     lp_ft: Optional[dict[str, Any]] = None
 
 
-@dataclass
-class CVConfig:
+@dataclass(frozen=True)
+class CVConfig(ConfigRecord):
     """``eegfm-bench cv``: cross-validate models × heads × regimes on one task.
 
     Args:
@@ -324,6 +325,8 @@ class CVConfig:
         compile: ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
             arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
             hash (a compiled graph computes the same function; kernels may round differently).
+        trainer: every ``lightning.Trainer`` argument plus ``patience`` and ``loggers``
+            (:func:`~eegfm_bench.config.add_trainer_arguments`).
     """
 
     experiment: str = "experiment"
@@ -338,6 +341,7 @@ class CVConfig:
     compile: Optional[Union[bool, dict[str, Any]]] = None
     user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     confound: Union[ConfoundConfig, bool] = field(default_factory=ConfoundConfig)
+    trainer: dict[str, Any] = field(default_factory=dict)
 
 
 def cv_parser():
@@ -345,8 +349,9 @@ def cv_parser():
     return command_parser("eegfm-bench cv", CVConfig, description=CVConfig.__doc__)
 
 
-def load_config(source, args: Sequence[str] = ()) -> dict:
-    """Read a cv config (YAML path or dict, plus dotted overrides), fill defaults and validate every name.
+def load_config(source, args: Sequence[str] = ()) -> CVConfig:
+    """Read a cv config (YAML path, mapping or :class:`CVConfig`, plus dotted overrides), fill defaults, validate
+    every name and return it typed and frozen.
 
     Each run's ``optim`` / ``trainer`` overrides are checked against the same schema, and every run's merged
     trainer settings against this machine (:func:`~eegfm_bench.trainer.check_trainer`), before any data is read.
@@ -356,84 +361,119 @@ def load_config(source, args: Sequence[str] = ()) -> dict:
     ConfigError, UnknownNameError
         Naming the bad key or value, the close matches and the fix.
     """
+    from eegfm_bench.data.tasks import resolve_task_path, resolve_task_spec
+
+    if isinstance(source, CVConfig):  # e.g. a launcher's worker: parsed again, so its user models register here
+        source = source.to_dict()
+    raw = parse_config(cv_parser(), source, args)
+    if isinstance(source, (str, Path)):
+        raw["task"] = resolve_task_path(raw["task"], Path(source).parent)
+    for i, run in enumerate(raw["runs"]):
+        run["optim"] = check_section(run.get("optim"), OptimConfig, f"runs[{i}].optim") or None
+        run["trainer"] = check_trainer_section(run.get("trainer"), f"runs[{i}].trainer") or None
+    spec = resolve_task_spec(raw["task"])
+    raw["confound"] = resolve_confound(raw.get("confound"), spec)
+    cfg = typed(CVConfig, raw)
+    _check_cv(cfg, spec)
+    return cfg
+
+
+def _check_cv(cfg: CVConfig, task_spec: dict) -> None:
+    """The checks of a typed cv config that need no data: the task, the output folder, the trainer and launcher,
+    user models (one batch through each), every run (:func:`_check_run`), the confound section, the batch size.
+
+    Raises
+    ------
+    ConfigError, UnknownNameError
+    """
     from eegfm_bench.data.tasks import get_task
-    from eegfm_bench.models.adaptation import check_regime
+    from eegfm_bench.trainer import check_trainer
+    from eegfm_bench.runs.launch import check_launcher
+
+    task = get_task(cfg.task)  # a declared task is validated here, before any data is read
+    if task.class_names and len(task.class_names) < 2:
+        raise ConfigError(f"task {task.name!r} has one class ({list(task.class_names)}): nothing to classify; fix: "
+                          "list every class in `classes:` and map each to its events or labels")
+    check_out_dir(cfg.out_dir, "out_dir")
+    if not cfg.runs:
+        raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
+    check_trainer(cfg.trainer, "trainer")
+    check_launcher(cfg.launcher, trainer=cfg.trainer)
+    if cfg.user_models:
+        from eegfm_bench.models.user import check_user_model, register_user_models
+
+        register_user_models(cfg.user_models)
+        used = {r.model for r in cfg.runs}
+        for name, spec in cfg.user_models.items():  # one batch through each, before any data is read
+            if name in used:
+                check_user_model(name, spec, lora=any(r.model == name and r.regime in ("lora", "lp_lora")
+                                                      and not (r.lora or {}).get("target_modules") for r in cfg.runs))
+    for i, run in enumerate(cfg.runs):
+        _check_run(cfg, run, i)
+    check_confound(cfg.confound, task_spec)
+    _check_batch_size(cfg)
+
+
+def _check_run(cfg: CVConfig, run: RunConfig, i: int) -> None:
+    """One run's model, regime, heads, head / LP-FT / LoRA settings and merged trainer settings.
+
+    Raises
+    ------
+    ConfigError, UnknownNameError
+    """
+    from eegfm_bench.models.adaptation import check_lora_section, check_regime
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.heads import HEADS
     from eegfm_bench.trainer import check_trainer
 
-    cfg = parse_config(cv_parser(), source, args)
-    if isinstance(source, (str, Path)):
-        from eegfm_bench.data.tasks import resolve_task_path
+    BACKBONES.get(run.model)
+    if run.regime not in LP_FT:
+        check_regime(run.regime)
+    if run.regime in ("lora", "lp_lora") and not BACKBONES.get(run.model).lora_targets \
+            and not (run.lora or {}).get("target_modules"):
+        raise ConfigError(f"runs[{i}]: {run.model} declares no lora_targets (a supervised baseline trained "
+                          "from scratch); fix: use regime `full` for it, or give `lora: {target_modules: [...]}`")
+    for h in run.heads:
+        if h == "ridge":
+            if run.regime != "head_only":
+                raise ConfigError(f"runs[{i}]: the ridge head is a closed-form probe of frozen tokens; fix: regime "
+                                  f"head_only for it (got {run.regime})")
+            continue
+        HEADS.get(h)
+    check_head_kwargs(run, i)
+    bad_lp = sorted(set(run.lp_ft or {}) - {"lp_max_epochs"})
+    if bad_lp or (run.lp_ft and run.regime not in LP_FT):
+        raise ConfigError(f"runs[{i}].lp_ft: {'unknown keys ' + str(bad_lp) if bad_lp else 'set but the regime is '}"
+                          f"{'' if bad_lp else run.regime}; fix: lp_ft: {{lp_max_epochs: N}} with regime lp_ft "
+                          "or lp_lora")
+    if run.lora:
+        check_lora_section(run.lora, f"runs[{i}].lora")
+    if run.trainer:
+        check_trainer(run_trainer(cfg, run), f"runs[{i}].trainer")
 
-        cfg["task"] = resolve_task_path(cfg["task"], Path(source).parent)
-    task = get_task(cfg["task"])  # a declared task is validated here, before any data is read
-    if task.class_names and len(task.class_names) < 2:
-        raise ConfigError(f"task {task.name!r} has one class ({list(task.class_names)}): nothing to classify; fix: "
-                          "list every class in `classes:` and map each to its events or labels")
-    check_out_dir(cfg["out_dir"], "out_dir")
-    if not cfg["runs"]:
-        raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
-    check_trainer(cfg["trainer"], "trainer")
-    from eegfm_bench.runs.launch import check_launcher
 
-    check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
-    if cfg.get("user_models"):
-        from eegfm_bench.models.user import check_user_model, register_user_models
+def _check_batch_size(cfg: CVConfig) -> None:
+    """``data.batch_size`` / ``max_batch_size`` whole numbers >= 1, and ``auto`` only on one device.
 
-        register_user_models(cfg["user_models"])
-        used = {r["model"]: r for r in cfg["runs"]}
-        for name, spec in cfg["user_models"].items():  # one batch through each, before any data is read
-            if name in used:
-                check_user_model(name, spec, lora=any(r["model"] == name and r["regime"] in ("lora", "lp_lora")
-                                                      and not (r.get("lora") or {}).get("target_modules")
-                                                      for r in cfg["runs"]))
-    for i, run in enumerate(cfg["runs"]):
-        BACKBONES.get(run["model"])
-        if run["regime"] not in LP_FT:
-            check_regime(run["regime"])
-        if run["regime"] in ("lora", "lp_lora") and not BACKBONES.get(run["model"]).lora_targets and not (run.get("lora") or {}).get("target_modules"):
-            raise ConfigError(f"runs[{i}]: {run['model']} declares no lora_targets (a supervised baseline trained "
-                              "from scratch); fix: use regime `full` for it, or give `lora: {target_modules: [...]}`")
-        for h in run["heads"]:
-            if h == "ridge":
-                if run["regime"] != "head_only":
-                    raise ConfigError(f"runs[{i}]: the ridge head is a closed-form probe of frozen tokens; fix: regime "
-                                      f"head_only for it (got {run['regime']})")
-                continue
-            HEADS.get(h)
-        check_head_kwargs(run, i)
-        bad_lp = sorted(set(run.get("lp_ft") or {}) - {"lp_max_epochs"})
-        if bad_lp or (run.get("lp_ft") and run["regime"] not in LP_FT):
-            raise ConfigError(f"runs[{i}].lp_ft: {'unknown keys ' + str(bad_lp) if bad_lp else 'set but the regime is '}"
-                              f"{'' if bad_lp else run['regime']}; fix: lp_ft: {{lp_max_epochs: N}} with regime lp_ft "
-                              "or lp_lora")
-        if run.get("lora"):
-            from eegfm_bench.models.adaptation import check_lora_section
-
-            check_lora_section(run["lora"], f"runs[{i}].lora")
-        run["optim"] = check_section(run.get("optim"), OptimConfig, f"runs[{i}].optim") or None
-        run["trainer"] = check_trainer_section(run.get("trainer"), f"runs[{i}].trainer") or None
-        if run["trainer"]:
-            check_trainer(run_trainer(cfg, run), f"runs[{i}].trainer")
-    from eegfm_bench.data.tasks import resolve_task_spec
-    cfg["confound"] = resolve_confound(cfg.get("confound"), resolve_task_spec(cfg["task"]))
-    check_confound(cfg["confound"], resolve_task_spec(cfg["task"]))
-    d = cfg["data"]
-    if d["batch_size"] != "auto" and int(d["batch_size"]) < 1 or int(d["max_batch_size"]) < 1:
-        raise ConfigError(f"data.batch_size = {d['batch_size']}, data.max_batch_size = {d['max_batch_size']}; fix: "
+    Raises
+    ------
+    ConfigError
+    """
+    d = cfg.data
+    if d.batch_size != "auto" and int(d.batch_size) < 1 or int(d.max_batch_size) < 1:
+        raise ConfigError(f"data.batch_size = {d.batch_size}, data.max_batch_size = {d.max_batch_size}; fix: "
                           "whole numbers >= 1 (or batch_size: auto)")
-    if d["batch_size"] == "auto":
-        for i, run in enumerate(cfg["runs"]):
-            tr = run_trainer(cfg, run)
-            dev, strat, nodes = tr.get("devices", 1), str(tr.get("strategy") or "auto"), int(tr.get("num_nodes") or 1)
-            if (dev not in (1, "1", "auto") and not (isinstance(dev, list) and len(dev) == 1)) or nodes > 1 \
-                    or strat.startswith(("ddp", "fsdp", "deepspeed")):
-                raise ConfigError(f"data.batch_size: auto runs Lightning's batch-size finder, which does not support "
-                                  f"distributed training (runs[{i}] trains with devices={dev}, strategy={strat}, "
-                                  f"num_nodes={nodes}); fix: find it once with --trainer.devices 1 (the size is in "
-                                  "the rows, metric batch_size) and set data.batch_size to it")
-    return cfg
+    if d.batch_size != "auto":
+        return
+    for i, run in enumerate(cfg.runs):
+        tr = run_trainer(cfg, run)
+        dev, strat, nodes = tr.get("devices", 1), str(tr.get("strategy") or "auto"), int(tr.get("num_nodes") or 1)
+        if (dev not in (1, "1", "auto") and not (isinstance(dev, list) and len(dev) == 1)) or nodes > 1 \
+                or strat.startswith(("ddp", "fsdp", "deepspeed")):
+            raise ConfigError(f"data.batch_size: auto runs Lightning's batch-size finder, which does not support "
+                              f"distributed training (runs[{i}] trains with devices={dev}, strategy={strat}, "
+                              f"num_nodes={nodes}); fix: find it once with --trainer.devices 1 (the size is in "
+                              "the rows, metric batch_size) and set data.batch_size to it")
 
 
 def check_out_dir(path, where: str) -> None:
@@ -460,22 +500,24 @@ def check_out_dir(path, where: str) -> None:
 
 
 def cv_defaults() -> dict:
-    """The default ``trainer`` and ``optim`` sections of a cv config (resolved)."""
-    cfg = parse_config(cv_parser(), {"runs": [{"model": "eegnet"}]})
-    return {"trainer": cfg["trainer"], "optim": cfg["optim"]}
+    """The default ``trainer`` and ``optim`` sections of a cv config (resolved), as mappings."""
+    cfg = typed(CVConfig, parse_config(cv_parser(), {"runs": [{"model": "eegnet"}]}))
+    return {"trainer": dict(cfg.trainer), "optim": cfg.optim.to_dict()}
 
 
-def run_trainer(cfg: dict, run: dict) -> dict:
-    """The trainer settings of one run: the config's ``trainer`` with the run's overrides."""
-    return {**cfg["trainer"], **(run.get("trainer") or {})}
+def run_trainer(cfg: CVConfig, run: RunConfig) -> dict:
+    """The trainer settings of one run: the config's ``trainer`` with the run's overrides (``lightning.Trainer``
+    arguments plus ``patience`` and ``loggers``, a mapping for :func:`~eegfm_bench.trainer.build_trainer`)."""
+    return {**cfg.trainer, **(run.trainer or {})}
 
 
-def run_optim(cfg: dict, run: dict) -> dict:
-    """The optimiser settings of one run."""
-    return {**cfg["optim"], **(run.get("optim") or {})}
+def run_optim(cfg: CVConfig, run: RunConfig) -> dict:
+    """The optimiser settings of one run: ``lr``, ``weight_decay``, ``warmup_epochs`` (the keyword arguments of
+    :class:`~eegfm_bench.models.module.FMClassifier`)."""
+    return {**cfg.optim.to_dict(), **(run.optim or {})}
 
 
-def cell_hash(cfg: dict, run: dict, head: str, data_key: str | None) -> str:
+def cell_hash(cfg: CVConfig, run: RunConfig, head: str, data_key: str | None) -> str:
     """The config hash of one cell (all its folds): everything that changes its numbers.
 
     Hashes the model, regime and head with the run's pretrained id, init seed, architecture / head / LoRA
@@ -492,34 +534,34 @@ def cell_hash(cfg: dict, run: dict, head: str, data_key: str | None) -> str:
     from eegfm_bench.results import config_hash
     from eegfm_bench.trainer import hashable_trainer
 
-    d = cfg["data"]
+    d = cfg.data
     closed_form = head == "ridge"  # trains no batch: the optimiser, schedule and batch size cannot change it
-    user = (cfg.get("user_models") or {}).get(run["model"])
-    blob = {"task": cfg["task"], "model": run["model"], "regime": run["regime"], "head": head,
-            "pretrained": run.get("pretrained"), "init_seed": run_init_seed(cfg, run),
-            "backbone_kwargs": run.get("backbone_kwargs"), "head_kwargs": head_kwargs_for(run, head), "lora": run.get("lora"),
-            **({"lp_ft": run.get("lp_ft")} if run.get("lp_ft") else {}),
+    user = (cfg.user_models or {}).get(run.model)
+    blob = {"task": cfg.task, "model": run.model, "regime": run.regime, "head": head,
+            "pretrained": run.pretrained, "init_seed": run_init_seed(cfg, run),
+            "backbone_kwargs": run.backbone_kwargs, "head_kwargs": head_kwargs_for(run, head), "lora": run.lora,
+            **({"lp_ft": run.lp_ft} if run.lp_ft else {}),
             **({} if closed_form else {"optim": run_optim(cfg, run)}),
             "trainer": hashable_trainer(run_trainer(cfg, run), inference=closed_form),
             **({"user_model": hashable_user_spec(user)} if user else {}),
-            "data": {"subjects": d["subjects"], "max_windows_per_subject": d["max_windows_per_subject"],
-                     **({} if closed_form else {"batch_size": d["batch_size"]}), "windows": data_key},
-            "split": {k: v for k, v in cfg["split"].items() if k != "folds"}, "seed": cfg["seed"]}
+            "data": {"subjects": d.subjects, "max_windows_per_subject": d.max_windows_per_subject,
+                     **({} if closed_form else {"batch_size": d.batch_size}), "windows": data_key},
+            "split": {k: v for k, v in cfg.split.to_dict().items() if k != "folds"}, "seed": cfg.seed}
     return config_hash(blob)
 
 
-def head_kwargs_for(run: dict, head: str) -> dict | None:
+def head_kwargs_for(run: RunConfig, head: str) -> dict | None:
     """The ``head_kwargs`` of one head of a run: per head when every key names a head (``{mlp: {hidden: [256]},
     ridge: {alphas: [...]}}``), else the run's one mapping for all its heads (``None`` when unset)."""
     from eegfm_bench.models.heads import HEADS
 
-    hk = run.get("head_kwargs")
+    hk = run.head_kwargs
     if hk and set(hk) <= set(HEADS.names()) | {"ridge"} and all(isinstance(v, dict) or v is None for v in hk.values()):
         return hk.get(head) or None
     return hk
 
 
-def check_head_kwargs(run: dict, i: int) -> None:
+def check_head_kwargs(run: RunConfig, i: int) -> None:
     """Every head of a run takes its ``head_kwargs`` (checked before any data is read).
 
     Raises
@@ -531,7 +573,7 @@ def check_head_kwargs(run: dict, i: int) -> None:
 
     from eegfm_bench.models.heads import HEADS
 
-    for h in run["heads"]:
+    for h in run.heads:
         kw = head_kwargs_for(run, h) or {}
         valid = {"alphas"} if h == "ridge" else set(inspect.signature(HEADS.get(h).__init__).parameters) - {
             "self", "n_tokens", "d_model", "n_classes"}
@@ -542,11 +584,12 @@ def check_head_kwargs(run: dict, i: int) -> None:
                               "{mlp: {hidden: [256]}, ridge: {alphas: [0.1, 1, 10]}}")
 
 
-def run_init_seed(cfg: dict, run: dict) -> int:
-    return int(run["init_seed"] if run.get("init_seed") is not None else cfg["seed"])
+def run_init_seed(cfg: CVConfig, run: RunConfig) -> int:
+    """The seed of a run's architecture initialisation: its ``init_seed``, else the config's ``seed``."""
+    return int(run.init_seed if run.init_seed is not None else cfg.seed)
 
 
-def model_preprocessing(cfg: dict, model: str):
+def model_preprocessing(cfg: CVConfig, model: str):
     """``model``'s declared preprocessing with the config's ``data.band`` / ``data.window_shorten_s`` applied.
 
     Raises
@@ -560,19 +603,19 @@ def model_preprocessing(cfg: dict, model: str):
     from eegfm_bench.models.backbones import BACKBONES
 
     prep = BACKBONES.get(model).preprocessing
-    d = cfg["data"]
+    d = cfg.data
     over = {}
-    if d.get("band"):
-        lo, hi = (float(x) for x in d["band"])
+    if d.band:
+        lo, hi = (float(x) for x in d.band)
         l_new = max(lo, prep.l_freq or 0.0)
         h_new = min(hi, prep.h_freq) if prep.h_freq else hi
         if not l_new < h_new:
-            raise ConfigError(f"data.band {d['band']} and {model}'s {prep.l_freq}-{prep.h_freq} Hz leave no band")
+            raise ConfigError(f"data.band {d.band} and {model}'s {prep.l_freq}-{prep.h_freq} Hz leave no band")
         over.update(l_freq=l_new, h_freq=h_new)
-    if d.get("window_shorten_s"):
-        w = float(prep.window_s) - float(d["window_shorten_s"])
+    if d.window_shorten_s:
+        w = float(prep.window_s) - float(d.window_shorten_s)
         if not w > 0:
-            raise ConfigError(f"data.window_shorten_s {d['window_shorten_s']} s leaves no window of {model}'s "
+            raise ConfigError(f"data.window_shorten_s {d.window_shorten_s} s leaves no window of {model}'s "
                               f"{prep.window_s} s; fix: confound.offset_s below the window length, or "
                               "confound.keep_length: true (the window keeps its length and ends later)")
         over.update(window_s=w)
@@ -583,7 +626,7 @@ def _prep_key(prep) -> tuple:
     return (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
 
 
-def windows_for(cfg: dict, model: str, cache: dict, progress: bool = False):
+def windows_for(cfg: CVConfig, model: str, cache: dict, progress: bool = False):
     """The task's windows under ``model``'s declared preprocessing (one load per preprocessing)."""
     prep = model_preprocessing(cfg, model)
     if _prep_key(prep) not in cache:
@@ -591,19 +634,18 @@ def windows_for(cfg: dict, model: str, cache: dict, progress: bool = False):
     return cache[_prep_key(prep)]
 
 
-def windows_for_models(cfg: dict, models: Sequence[str], cache: dict, progress: bool = False) -> None:
+def windows_for_models(cfg: CVConfig, models: Sequence[str], cache: dict, progress: bool = False) -> None:
     """Load the task's windows under every preprocessing ``models`` need into ``cache`` (keyed by preprocessing):
     a cold cache reads each recording once for all of them
     (:func:`~eegfm_bench.data.windows.load_window_sets`)."""
     from eegfm_bench.data.windows import load_window_sets
 
-    d = cfg["data"]
+    d = cfg.data
     preps = [p for p in dict.fromkeys(model_preprocessing(cfg, m) for m in models) if _prep_key(p) not in cache]
     if not preps:
         return
-    sets = load_window_sets(cfg["task"], preps, data_root=d["data_root"], subjects=d["subjects"],
-                            cache_dir=d["cache_dir"], max_windows_per_subject=d["max_windows_per_subject"],
-                            progress=progress and is_global_zero())
+    sets = load_window_sets(cfg.task, preps, data_root=d.data_root, subjects=d.subjects, cache_dir=d.cache_dir,
+                            max_windows_per_subject=d.max_windows_per_subject, progress=progress and is_global_zero())
     for p, ws in zip(preps, sets):
         cache[_prep_key(p)] = ws
 
@@ -627,7 +669,7 @@ def _running_marker(out: Path, cid: str) -> Path:
     return p
 
 
-def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_path: Path | None = None,
+def enumerate_cells(cfg: CVConfig, windows: dict, progress: bool = False, *, splits_path: Path | None = None,
                     write: bool = False):
     """Every cell of a cv config: ``(cells, {(model, regime, head): config hash}, split)``.
 
@@ -645,25 +687,25 @@ def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.data.tasks import task_name
 
-    sp = cfg["split"]
-    spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
-    tname = task_name(cfg["task"])
+    sp = cfg.split
+    spec = SplitSpec(sp.scheme, sp.k, sp.seed, sp.n_val_groups, sp.group_by)
+    tname = task_name(cfg.task)
     split = None
     cells: list[Cell] = []
     current: dict[tuple, str] = {}
     checked: set[str] = set()
-    windows_for_models(cfg, [run["model"] for run in cfg["runs"]], windows, progress)  # each recording read once
-    for run in cfg["runs"]:
-        ws = windows_for(cfg, run["model"], windows, progress)
-        declared = getattr(BACKBONES.get(run["model"]), "declared_contract", None)
+    windows_for_models(cfg, [run.model for run in cfg.runs], windows, progress)  # each recording read once
+    for run in cfg.runs:
+        ws = windows_for(cfg, run.model, windows, progress)
+        declared = getattr(BACKBONES.get(run.model), "declared_contract", None)
         if declared is not None:  # a user model: its channel contract against the windows, before any cell trains
             from eegfm_bench.models.base import ChannelContractError
 
             try:
-                declared.check(list(ws.ch_names), ws.sfreq, ws.n_times, run["model"])
+                declared.check(list(ws.ch_names), ws.sfreq, ws.n_times, run.model)
             except ChannelContractError as err:
-                raise ConfigError(f"user model {run['model']}: {err}") from None
-            check_user_model_on_data(run["model"], cfg["user_models"][run["model"]], ws, checked,
+                raise ConfigError(f"user model {run.model}: {err}") from None
+            check_user_model_on_data(run.model, cfg.user_models[run.model], ws, checked,
                                      progress=write)
         groups = ws.subject if spec.group_by == "subject" else ws.recording
         if split is None:
@@ -673,299 +715,36 @@ def enumerate_cells(cfg: dict, windows: dict, progress: bool = False, *, splits_
         elif sorted(np.unique(groups).tolist()) != split.groups:
             have = set(np.unique(groups).tolist())
             raise ConfigError(
-                f"{run['model']}'s preprocessing ({ws.sfreq:g} Hz, {ws.n_times / ws.sfreq:g} s windows) yields other "
+                f"{run.model}'s preprocessing ({ws.sfreq:g} Hz, {ws.n_times / ws.sfreq:g} s windows) yields other "
                 f"{spec.group_by}s than the first model's: missing {sorted(set(split.groups) - have)[:8]}, extra "
                 f"{sorted(have - set(split.groups))[:8]} (recordings shorter than its window give it no window). Every "
                 "model of one cv run must be compared on the same folds. fix: give the task one `window_s` for all "
                 "models, drop the short recordings (data.subjects), or run this model in its own cv config")
-        folds = sp["folds"] if sp["folds"] is not None else range(len(split.folds))
-        for head in run["heads"]:
+        folds = sp.folds if sp.folds is not None else range(len(split.folds))
+        for head in run.heads:
             chash = cell_hash(cfg, run, head, ws.meta.get("cache_key"))
-            current[(run["model"], run["regime"], head)] = chash
+            current[(run.model, run.regime, head)] = chash
             for f in folds:
                 cells.append(Cell(run, head, int(f), chash))
     return cells, current, split
-
-
-def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False,
-           worker_cells: Sequence[str] | None = None):
-    """Run every cell of a cv config and return the summary table of the current config (mean ± std over folds).
-
-    Writes (rank 0) ``config.yaml`` (resolved), ``splits.json`` (verified on reruns), ``results.csv`` /
-    ``.parquet``, ``summary.md``, ``predictions/``, ``checkpoints/`` and ``logs/`` under ``out_dir``.
-
-    Parameters
-    ----------
-    config : path or dict
-    args : sequence of str
-        Dotted overrides (``--trainer.devices 2``) and more ``--config`` files.
-    progress : bool
-    force : bool
-        Retrain every cell even if rows of its current config hash exist (they are replaced).
-    worker_cells : sequence of str, optional
-        Run only these cells (:func:`cell_id`) as a launcher's worker: rows go to the store as part files
-        (no merge), nothing shared is written, and the failures are returned instead of raised.
-
-    Raises
-    ------
-    SplitMismatchError
-        If ``splits.json`` exists and differs from the folds recomputed for this data and config.
-    FailedCellsError
-        At the end, if any cell failed (after every other cell ran; see ``failures.json``).
-    """
-    import lightning as L
-    from tqdm.auto import tqdm
-
-    from eegfm_bench.data.datamodule import EEGDataModule
-    from eegfm_bench.data.splits import SplitSpec
-    from eegfm_bench.data.tasks import task_name
-    from eegfm_bench.data.windows import write_ingest_reports
-    from eegfm_bench.models.features import extract_features
-    from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.reports.cv import current_summary, write_summary
-    from eegfm_bench.models.base import state_dict_sha256
-    from eegfm_bench.results import ResultStore, classification_metrics, code_version, library_versions
-    from eegfm_bench.trainer import build_trainer, close_loggers, fit_callbacks, quiet_lightning
-
-    t_start = time.time()
-    cfg = load_config(config, args)
-    out = Path(cfg["out_dir"])
-    zero = is_global_zero()
-    worker = worker_cells is not None
-    lc = cfg.get("launcher") or {"kind": "none"}
-    if zero and not worker:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
-    store = ResultStore(out, write=zero, merge=not worker)
-    quiet_lightning()
-    d, sp = cfg["data"], cfg["split"]
-    tname = task_name(cfg["task"])
-    spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
-    windows: dict = {}
-    failures, code, libs = [], code_version(), library_versions()
-    cells, current, split = enumerate_cells(cfg, windows, progress, splits_path=out / "splits.json", write=zero)
-    if zero and not worker:
-        used: dict[str, tuple[list, Any]] = {}
-        for run in cfg["runs"]:
-            w = windows_for(cfg, run["model"], windows)
-            models = used.setdefault(w.meta["cache_key"], ([], w))[0]
-            if run["model"] not in models:  # a model with several runs reads its windows once
-                models.append(run["model"])
-        report = write_ingest_reports(out, list(used.values()))
-        if report is not None and progress:
-            tqdm.write(f"ingest report: {report}")
-    if zero and not worker:  # the config hash of every cell of this config: what the sweep, probes and attribution read
-        (out / "cells.json").write_text(json.dumps(
-            [{"model": m, "regime": r, "head": h, "config_hash": c} for (m, r, h), c in current.items()], indent=1))
-    # decided once, identically on every rank (the store is not written before the first cell ends)
-    done = set() if force else done_cells(store, cfg["experiment"])  # one read of the store, not one per cell
-    todo = [c for c in cells if cell_key(c) not in done]
-    if worker:
-        wanted = set(worker_cells)
-        todo = [c for c in todo if cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) in wanted]
-    fold_unit = spec.group_by
-    if zero and not worker and len(todo) < len(cells):
-        tqdm.write(f"cv {cfg['experiment']}: {len(cells) - len(todo)} of {len(cells)} cells already have rows for their "
-                   f"current config hash (skipped; --force retrains them); {len(todo)} to train")
-    if not worker and lc["kind"] != "none" and todo:
-        from eegfm_bench.runs.launch import run_jobs
-
-        failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}},
-                            [cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], out,
-                            progress=progress and zero)
-        todo = []
-        store.merge()
-    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"cv {cfg['experiment']}",
-               disable=not (progress and zero) or (lc["kind"] != "none" and not worker), unit="cell")
-    auto_batch: dict[tuple, int] = {}  # batch_size: auto, found once per run x head
-    for cell in todo:
-        run, head, fold, chash = cell.run, cell.head, cell.fold, cell.chash
-        model_name, regime = run["model"], run["regime"]
-        bar.set_postfix_str(f"{model_name}/{regime}/{head} fold {fold}")
-        optim, tr = run_optim(cfg, run), run_trainer(cfg, run)
-        init_seed = run_init_seed(cfg, run)
-        ws = windows_for(cfg, model_name, windows)
-        name = run_label(model_name, regime, head)
-        cdir = cell_dir_name(model_name, regime, head, chash)
-        marker = _running_marker(out, cell_id(model_name, regime, head, fold, chash)) if zero else None
-        try:
-            L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
-            dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold, batch_size=fixed_batch_size(d),
-                               num_workers=d["num_workers"], ws=ws, split=split)
-            stage_regime = LP_FT.get(regime, regime)  # lp_ft / lp_lora: the fine-tuning stage's regime
-            build = dict(backbone=model_name, user_model=(cfg.get("user_models") or {}).get(model_name),
-                         ch_names=dm.ch_names, n_times=dm.n_times, n_classes=dm.n_classes,
-                         pretrained=run.get("pretrained"), init_seed=init_seed, class_weights=dm.class_weights,
-                         backbone_kwargs=run.get("backbone_kwargs"), lora=run.get("lora"),
-                         data_reference=(ws.meta.get("reference") or {}).get("reference"), **optim)
-            model = FMClassifier(head="flatten" if head == "ridge" else head, regime=stage_regime,
-                                 head_kwargs=None if head == "ridge" else head_kwargs_for(run, head), **build)
-            init = model.init
-            start = {"backbone_sha256": state_dict_sha256(model.backbone), "library_versions": libs,
-                     **model.backbone.provenance()}
-            key = dict(experiment=cfg["experiment"], task=tname, model=model_name, init=init, regime=regime,
-                       head=head, fold=fold, seed=cfg["seed"], condition="clean")
-            extra: dict[str, float] = {}
-            if regime in LP_FT:  # stage 1, linear probing: the head trained on the frozen backbone's tokens
-                import torch
-
-                lp = FMClassifier(head=head, regime="head_only", head_kwargs=head_kwargs_for(run, head), **build)
-                lp_feats = extract_features(lp.backbone, ws, parts=("tokens",), trainer=tr,
-                                            batch_size=fixed_batch_size(d), cache_dir=d["cache_dir"],
-                                            progress=progress)
-                lp_dm = EEGDataModule(task=cfg["task"], backbone=model_name, fold=fold,
-                                      batch_size=fixed_batch_size(d), num_workers=d["num_workers"], ws=ws, split=split)
-                lp_dm.use_tokens(lp_feats.array("tokens"))
-                lp_callbacks, lp_ckpt = fit_callbacks(out / "checkpoints" / cdir / f"fold{fold}", filename="lp",
-                                                      patience=tr["patience"])
-                lp_tr = {**tr, "max_epochs": int((run.get("lp_ft") or {}).get("lp_max_epochs") or tr["max_epochs"])}
-                lp_trainer = build_trainer(lp_tr, out_dir=out, name=name, version=f"fold{fold}-{chash[:8]}-lp",
-                                           experiment=cfg["experiment"], enable_checkpointing=True,
-                                           callbacks=lp_callbacks)
-                lp_trainer.fit(lp, lp_dm)
-                close_loggers(lp_trainer)
-                best_lp = torch.load(lp_ckpt.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
-                head_state = {k[len("head."):]: v for k, v in best_lp.items() if k.startswith("head.")}
-                model.head.load_state_dict(head_state)  # stage 2 starts from the probe's best head
-                extra["lp_epochs"] = float(lp_trainer.current_epoch)
-                extra["lp_val_bacc"] = float(lp_ckpt.best_model_score) if lp_ckpt.best_model_score is not None \
-                    else float("nan")
-                Path(lp_ckpt.best_model_path).unlink(missing_ok=True)
-                del lp, lp_dm, lp_trainer
-            if regime == "head_only":
-                feats = extract_features(model.backbone, ws, parts=("tokens",), trainer=tr,
-                                         batch_size=fixed_batch_size(d), cache_dir=d["cache_dir"], progress=progress)
-                dm.use_tokens(feats.array("tokens"))
-            if d["batch_size"] == "auto" and head != "ridge":  # a closed-form ridge cell trains no batch
-                if (model_name, regime, head) not in auto_batch:
-                    cap = min(int(d["max_batch_size"]), len(dm.train_idx))
-                    size, found_here = shared_batch_size(
-                        out, f"{model_name}-{regime}-{head}-{chash}", lambda: find_batch_size(model, dm, tr, cap))
-                    auto_batch[(model_name, regime, head)] = size
-                    if zero:
-                        tqdm.write(f"batch_size auto: {model_name}/{regime}/{head}: {size} windows per device "
-                                   + (f"(Lightning's batch-size finder on fold {fold}, capped at {cap}: "
-                                      "min(max_batch_size, training windows))" if found_here else
-                                      f"(found earlier for this cell's config and device: {out / 'batch_size_auto'})"))
-                    L.seed_everything(cfg["seed"] + fold, workers=True, verbose=False)
-                dm.hparams.batch_size = auto_batch[(model_name, regime, head)]
-            callbacks, ckpt = fit_callbacks(out / "checkpoints" / cdir / f"fold{fold}", patience=tr["patience"],
-                                            save_last=True)
-            last = out / "checkpoints" / cdir / f"fold{fold}" / "last.ckpt"
-            resume = str(last) if last.is_file() and not force else None  # a requeued / interrupted cell
-            if resume and zero:
-                tqdm.write(f"cell {model_name}/{regime}/{head} fold {fold}: resuming from {last}")
-            trainer = build_trainer(tr, out_dir=out, name=name, version=f"fold{fold}-{chash[:8]}",
-                                    experiment=cfg["experiment"], enable_checkpointing=True,
-                                    callbacks=callbacks)
-            for lg in trainer.loggers:
-                lg.log_hyperparams({**model.parameter_counts, "init": init, "config_hash": chash, "fold": fold})
-            t0 = time.time()
-            if head == "ridge":  # closed form on the cached tokens; the solution is the flatten head's weights
-                from eegfm_bench.models.ridge import ridge_probe
-
-                r = ridge_probe(feats.array("tokens"), ws.y, dm.train_idx, dm.val_idx, dm.test_idx,
-                                alphas=(head_kwargs_for(run, "ridge") or {}).get("alphas") or RIDGE_ALPHAS, coef=True)
-                load_ridge(model.head, r, dm.n_classes)
-                extra.update(ridge_alpha=r["alpha"], ridge_val_bacc=max(r["val_scores"].values()))
-                trainer.test(model, dm, verbose=False)  # the test loop and the checkpoint, as for every head
-                trainer.save_checkpoint(out / "checkpoints" / cdir / f"fold{fold}" / "best.ckpt", weights_only=True)
-                ckpt.best_model_path = str(out / "checkpoints" / cdir / f"fold{fold}" / "best.ckpt")
-            else:
-                fitted = compiled(model, cfg.get("compile"))
-                trainer.fit(fitted, dm, ckpt_path=resume)
-                trainer.test(fitted, dm, ckpt_path=ckpt.best_model_path or None, verbose=False)
-            close_loggers(trainer)
-            pred = model.test_predictions.copy()
-            if len(pred) != len(dm.test_idx) or not np.array_equal(np.sort(pred["index"].to_numpy()), np.sort(dm.test_idx)):
-                raise RuntimeError(f"the test loop predicted {len(pred)} windows, the fold holds {len(dm.test_idx)}")
-            pred["subject"] = ws.subject[pred["index"]]
-            pred["recording"] = ws.recording[pred["index"]]
-            pred_path = out / "predictions" / f"{cdir}-fold{fold}.csv"
-            probs = pred[[c for c in pred.columns if c.startswith("p") and c[1:].isdigit()]].to_numpy()
-            m = classification_metrics(pred["y"].to_numpy(), probs)
-            m["epochs"] = float(trainer.current_epoch)
-            m["fit_seconds"] = float(time.time() - t0)
-            m["head_params"] = float(model.parameter_counts["head_params"])
-            m["batch_size"] = float(dm.hparams.batch_size)
-            m.update(extra)
-            m["trainable_fraction"] = model.parameter_counts["trainable_params"] / model.parameter_counts["total_params"]
-            rows = [{**key, "metric": k, "value": v, "n_windows": int(len(pred)),
-                     "n_subjects": int(pred["subject"].nunique()), "fold_unit": fold_unit, "config_hash": chash,
-                     "code_version": code, "checkpoint": ckpt.best_model_path, "predictions": str(pred_path),
-                     "devices": int(trainer.world_size), **start} for k, v in m.items()]
-            if zero:
-                pred_path.parent.mkdir(exist_ok=True)
-                pred.to_csv(pred_path, index=False)
-            store.append(rows)
-            if zero:  # the cell is finished: last.ckpt only serves an interrupted cell's resumption
-                last.unlink(missing_ok=True)
-        except KeyboardInterrupt:
-            raise
-        except Exception as err:  # one failing cell must not lose the others
-            failures.append({"model": model_name, "regime": regime, "head": head, "fold": fold, "config_hash": chash,
-                             "cell": cell_id(model_name, regime, head, fold, chash),
-                             "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()})
-            if zero and not worker:
-                (out / "failures.json").write_text(json.dumps(failures, indent=1))
-                tqdm.write(f"cell {model_name}/{regime}/{head} fold {fold} failed: {type(err).__name__}: {err}")
-        finally:
-            if marker is not None:
-                marker.unlink(missing_ok=True)
-                try:
-                    marker.parent.rmdir()  # only when no other cell (another worker's) is running
-                except OSError:
-                    pass
-        bar.update(1)
-    bar.close()
-    if worker:
-        return failures
-    if zero and store.unmerged():  # rows of workers (this run's, or of a run killed before its merge)
-        store.merge()
-    table = current_summary(store, cfg["experiment"], current)
-    if zero:
-        if failures:
-            for f in failures:  # a dead job's failures name only the cell
-                if "model" not in f:
-                    m, r, h, k, c = f["cell"].split("/")
-                    f.update(model=m, regime=r, head=h, fold=int(k[4:]), config_hash=c)
-            (out / "failures.json").write_text(json.dumps(failures, indent=1))
-        elif (out / "failures.json").is_file():
-            (out / "failures.json").write_text("[]\n")
-        write_summary(out / "summary.md", table, experiment=cfg["experiment"], task=tname, scheme=spec.scheme,
-                      fold_unit=fold_unit)
-        from eegfm_bench.reports.page import refresh
-
-        refresh([out], quiet=not progress)  # the experiment's page (its analyses in sub-folders join it)
-    if failures:
-        from eegfm_bench.results import FailedCellsError
-
-        first = failures[0]
-        raise FailedCellsError(f"{len(failures)} cell(s) failed (first: {first['model']}/{first['regime']}/{first['head']} "
-                               f"fold {first['fold']}: {first['error'].splitlines()[0][:300]}); see "
-                               f"{out / 'failures.json'} for the tracebacks (all other cells were written; a rerun "
-                               "retries only the failed ones)")
-    table.attrs.update(t_start=t_start, config=cfg, summary={"experiment": cfg["experiment"], "task": tname,
-                                                 "scheme": spec.scheme, "fold_unit": fold_unit})
-    return table
 
 
 CHECK_SUBJECTS = 3
 """Subjects ``eegfm-bench check`` reads: one to train, one to validate and one to test a batch on."""
 
 
-def check_subjects(cfg: dict) -> tuple[list | None, int]:
+def check_subjects(cfg: CVConfig) -> tuple[list | None, int]:
     """The subjects whose recordings ``eegfm-bench check`` reads: the first :data:`CHECK_SUBJECTS` listed (plus,
     where the source knows each recording's label before reading it, the first subject of each class they miss),
     as ``(subjects, k)`` for a ``k``-fold split over them; ``(data.subjects, 0)`` (the config's own split) when
     there are too few subjects to leave any out. Listing reads no recording. Prints one line saying how many of the
     task's recordings the check reads.
     """
-    d = cfg["data"]
-    recs = get_task(cfg["task"]).source(d["data_root"]).recordings(d["subjects"])
+    d = cfg.data
+    recs = get_task(cfg.task).source(d.data_root).recordings(d.subjects)
     order = list(dict.fromkeys(r.subject for r in recs))
     if len(order) < CHECK_SUBJECTS:
-        return d["subjects"], 0
+        return d.subjects, 0
     picked = order[:CHECK_SUBJECTS]
     labels = {r.subject: r.label for r in recs}
     if all(v is not None for v in labels.values()):  # subject-level labels: cover every class
@@ -992,28 +771,26 @@ def check_config(config, args: Sequence[str] = ()) -> None:
     from eegfm_bench.trainer import build_trainer
 
     cfg = load_config(config, args)
-    d, sp = cfg["data"], cfg["split"]
+    d, sp = cfg.data, cfg.split
     subjects, k = check_subjects(cfg)
-    windows_for_models({**cfg, "data": {**d, "subjects": subjects}}, [r["model"] for r in cfg["runs"]], {},
+    windows_for_models(replace(cfg, data=replace(d, subjects=subjects)), [r.model for r in cfg.runs], {},
                        progress=True)  # each of those recordings read once for every model's preprocessing
-    for run in cfg["runs"]:
-        dm = EEGDataModule(task=cfg["task"], backbone=run["model"], scheme="kfold" if k else sp["scheme"],
-                           k=k or sp["k"], split_seed=sp["seed"], n_val_groups=1 if k else sp["n_val_groups"],
-                           group_by=sp["group_by"], batch_size=min(4, fixed_batch_size(d)), data_root=d["data_root"],
-                           cache_dir=d["cache_dir"], subjects=subjects,
-                           max_windows_per_subject=d["max_windows_per_subject"])
-        for head in run["heads"]:
-            m = FMClassifier(backbone=run["model"], user_model=(cfg.get("user_models") or {}).get(run["model"]),
-                             head="flatten" if head == "ridge" else head, regime=LP_FT.get(run["regime"], run["regime"]),
-                             ch_names=dm.ch_names,
-                             n_times=dm.n_times, n_classes=dm.n_classes, pretrained=run.get("pretrained"),
-                             backbone_kwargs=run.get("backbone_kwargs"),
+    for run in cfg.runs:
+        dm = EEGDataModule(task=cfg.task, backbone=run.model, scheme="kfold" if k else sp.scheme, k=k or sp.k,
+                           split_seed=sp.seed, n_val_groups=1 if k else sp.n_val_groups, group_by=sp.group_by,
+                           batch_size=min(4, fixed_batch_size(d)), data_root=d.data_root, cache_dir=d.cache_dir,
+                           subjects=subjects, max_windows_per_subject=d.max_windows_per_subject)
+        for head in run.heads:
+            m = FMClassifier(backbone=run.model, user_model=(cfg.user_models or {}).get(run.model),
+                             head="flatten" if head == "ridge" else head, regime=LP_FT.get(run.regime, run.regime),
+                             ch_names=dm.ch_names, n_times=dm.n_times, n_classes=dm.n_classes,
+                             pretrained=run.pretrained, backbone_kwargs=run.backbone_kwargs,
                              head_kwargs=None if head == "ridge" else head_kwargs_for(run, head),
-                             lora=run.get("lora"), **run_optim(cfg, run))
+                             lora=run.lora, **run_optim(cfg, run))
             t = build_trainer(run_trainer(cfg, run), loggers=False, fast_dev_run=1)
             t.fit(m, dm)
             x = next(iter(dm.train_dataloader()))["x"]
             if is_global_zero():
-                print(f"ok  {run['model']:>10s} {run['regime']:>9s} {head:>9s}  x{tuple(x.shape)} -> "
+                print(f"ok  {run.model:>10s} {run.regime:>9s} {head:>9s}  x{tuple(x.shape)} -> "
                       f"logits({x.shape[0]}, {dm.n_classes})  init={m.init}  head params={m.parameter_counts['head_params']}  "
                       f"train loss {float(t.callback_metrics.get('train/loss', float('nan'))):.3f}")

@@ -27,53 +27,61 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
+from eegfm_bench.data.tasks import preset_names, resolve_task_spec
+from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.reports.page import refresh
 from eegfm_bench.reports.confound import VERDICT_LEGEND, confound_markdown, current_rows, ordered  # noqa: F401
-from eegfm_bench.runs.cells import load_config, run_cells, windows_for
+from eegfm_bench.results import ResultStore, classification_metrics
+from eegfm_bench.runs.cells import CVConfig, load_config, windows_for
+from eegfm_bench.runs.cv_loop import run_cells
 from eegfm_bench.runs.confound_config import (ALL_ON_REQUEST, FRONTAL, VARIATIONS, ConfoundConfig,  # noqa: F401
                                               check_confound, label, resolve_confound)
+from eegfm_bench.stats import paired_cluster_bootstrap
 
-def derive(cfg: dict, variation: str) -> dict:
-    """The cv config of one variation: same runs, folds and seeds; other windows; out_dir under ``confound/``."""
-    from eegfm_bench.data.tasks import resolve_task_spec
+def derive(cfg: CVConfig, variation: str) -> CVConfig:
+    """The cv config of one variation: same runs, folds and seeds; other windows; out_dir under ``confound/``.
 
-    cc = cfg["confound"]
-    out = copy.deepcopy(cfg)
-    out["confound"] = {**cc, "enabled": False}
-    out["out_dir"] = str(Path(cfg["out_dir"]) / "confound" / variation.replace("+", "_"))
-    spec = resolve_task_spec(cfg["task"])
-    from eegfm_bench.data.tasks import preset_names
-
+    Raises
+    ------
+    ConfigError
+        As :func:`~eegfm_bench.runs.cells.load_config` (e.g. a band that leaves a model no band).
+    """
+    cc = cfg.confound
+    out = cfg.to_dict()
+    out["confound"] = {**cc.to_dict(), "enabled": False}
+    out["out_dir"] = str(Path(cfg.out_dir) / "confound" / variation.replace("+", "_"))
+    spec = resolve_task_spec(cfg.task)
     # a preset: its name plus the overrides (merged key by key); a declared task (mapping or YAML file): its mapping
-    task = {"preset": spec["name"]} if cfg["task"] in preset_names() else copy.deepcopy(spec)
+    task = {"preset": spec["name"]} if cfg.task in preset_names() else copy.deepcopy(spec)
     parts = variation.split("+")
     if "offset" in parts:
         w = dict(task.get("windows") or {})
-        w["tmin"] = float((spec.get("windows") or {}).get("tmin") or 0.0) + float(cc["offset_s"])
+        w["tmin"] = float((spec.get("windows") or {}).get("tmin") or 0.0) + float(cc.offset_s)
         task["windows"] = w
-        out["data"] = {**out["data"], "window_shorten_s": 0.0 if cc["keep_length"] else float(cc["offset_s"])}
+        out["data"]["window_shorten_s"] = 0.0 if cc.keep_length else float(cc.offset_s)
     if "band" in parts:
-        out["data"] = {**out["data"], "band": [float(x) for x in cc["band"]]}
+        out["data"]["band"] = [float(x) for x in cc.band]
     if "frontal" in parts:
         ch = dict(task.get("channels") or {})
         ch["exclude"] = sorted(set(ch.get("exclude") or []) | set((spec.get("channels") or {}).get("exclude") or [])
-                               | set(cc["frontal_channels"]))
+                               | set(cc.frontal_channels))
         task["channels"] = ch
     out["task"] = task
-    return out
+    return load_config(out)
 
 
-def _preds(run_dir: Path, cfg: dict) -> pd.DataFrame:
+def _preds(run_dir: Path, cfg: CVConfig) -> pd.DataFrame:
     """Every cell's test predictions of a cv run (current config hashes), keyed by (recording, window_index)."""
     cells = json.loads((run_dir / "cells.json").read_text())
     hashes = {(c["model"], c["regime"], c["head"]): c["config_hash"] for c in cells}
-    from eegfm_bench.results import ResultStore
-
     rows = ResultStore(run_dir).load()
     rows = rows[(rows["metric"] == "balanced_accuracy") & (rows["condition"] == "clean")]
     out = []
@@ -96,13 +104,10 @@ def _hash_of(run_dir: Path, model: str, regime: str, head: str) -> str:
     return ""
 
 
-def compare(head_dir: Path, head_cfg: dict, var_dir: Path, var_cfg: dict, condition: str, n_boot: int,
+def compare(head_dir: Path, head_cfg: CVConfig, var_dir: Path, var_cfg: CVConfig, condition: str, n_boot: int,
             seed: int = 0) -> list[dict]:
     """Headline vs one variation per model × regime × head: balanced accuracy of each (mean ± SD over folds, on
     the windows both hold), the paired difference and its subject-cluster bootstrap interval."""
-    from eegfm_bench.results import classification_metrics
-    from eegfm_bench.stats import paired_cluster_bootstrap
-
     a, b = _preds(head_dir, head_cfg), _preds(var_dir, var_cfg)
     out = []
     if a.empty or b.empty:
@@ -173,8 +178,8 @@ def confound_verdict(checked_low: float, chance: float, delta_high: float) -> st
     return "survives" if delta_high >= 0 else "partly"
 
 
-def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Sequence[str]] = None) -> pd.DataFrame:
-    """Run every variation of ``cfg["confound"]`` (after the headline cv in ``cfg["out_dir"]``) and write
+def run_confound(cfg: CVConfig, *, progress: bool = True, variations: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """Run every variation of ``cfg.confound`` (after the headline cv in ``cfg.out_dir``) and write
     ``confound.md`` / ``confound.csv`` there; the variations' rows join the headline's store with their
     ``condition``. Returns the comparison table.
 
@@ -183,32 +188,24 @@ def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Seque
     ConfigError
         As :func:`check_confound`.
     """
-    from eegfm_bench.data.tasks import resolve_task_spec
-    from eegfm_bench.results import ResultStore
-
-    from eegfm_bench.distributed import is_global_zero
-
-    cc = cfg["confound"]
-    check_confound({**cc, "enabled": True}, resolve_task_spec(cfg["task"]))
-    out = Path(cfg["out_dir"])
+    cc = cfg.confound
+    check_confound(replace(cc, enabled=True), resolve_task_spec(cfg.task))
+    out = Path(cfg.out_dir)
     zero = is_global_zero()
     rows, store = [], ResultStore(out, write=zero)
-    for v in variations or cc["variations"]:
+    for v in variations or cc.variations:
         dcfg = derive(cfg, v)
         cond = label(v, cc)
         if progress:
-            from tqdm.auto import tqdm
-
-            tqdm.write(f"confound check {cond}: {dcfg['out_dir']}")
+            tqdm.write(f"confound check {cond}: {dcfg.out_dir}")
         run_cells(dcfg, progress=progress)
-
-        dcfg = load_config(Path(dcfg["out_dir"]) / "config.yaml")
-        vrows = ResultStore(dcfg["out_dir"]).load()
-        cells = {c["config_hash"] for c in json.loads((Path(dcfg["out_dir"]) / "cells.json").read_text())}
+        vout = Path(dcfg.out_dir)
+        vrows = ResultStore(vout).load()
+        cells = {c["config_hash"] for c in json.loads((vout / "cells.json").read_text())}
         vrows = vrows[vrows["config_hash"].astype(str).isin(cells) & (vrows["condition"] == "clean")].copy()
         vrows["condition"] = cond
         store.append(vrows.to_dict("records"))
-        rows += compare(out, cfg, Path(dcfg["out_dir"]), dcfg, cond, int(cc["n_boot"]), seed=int(cfg["seed"]))
+        rows += compare(out, cfg, vout, load_config(vout / "config.yaml"), cond, int(cc.n_boot), seed=int(cfg.seed))
     table = pd.DataFrame(rows)
     old = current_rows(out)
     if not old.empty and not table.empty:  # variations of earlier calls stay (this call's replace theirs)
@@ -225,5 +222,26 @@ def run_confound(cfg: dict, *, progress: bool = True, variations: Optional[Seque
     return table
 
 
-__all__ = ["ConfoundConfig", "run_confound", "check_confound", "resolve_confound", "derive", "label", "compare",
+def confound_main(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_s: Optional[float] = None,
+                  band: Optional[Sequence[float]] = None, progress: bool = True) -> pd.DataFrame:
+    """``eegfm-bench confound --cv <out_dir>``: the confound check of a finished cv, on its ``config.yaml``, with
+    the command line's variations / offset / band in place of the config's; then the experiment's page.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`check_confound`; NotAResultFolderError-like ``ConfigError`` when ``cv_dir`` has no config.yaml.
+    """
+    cfg = load_config(Path(cv_dir) / "config.yaml")
+    over = {"enabled": True, **({"variations": list(variations)} if variations else {}),
+            **({"offset_s": float(offset_s)} if offset_s is not None else {}),
+            **({"band": [float(x) for x in band]} if band else {})}
+    cfg = replace(cfg, confound=replace(cfg.confound, **over))
+    check_confound(cfg.confound, resolve_task_spec(cfg.task))
+    table = run_confound(cfg, progress=progress)
+    refresh([cv_dir])
+    return table
+
+
+__all__ = ["ConfoundConfig", "run_confound", "confound_main", "check_confound", "resolve_confound", "derive", "label", "compare",
            "VARIATIONS", "FRONTAL"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from eegfm_bench.config import ConfigError
+from eegfm_bench.config import ConfigError, ConfigRecord
 
 VARIATIONS = ("offset", "band", "offset+band", "frontal")
 FRONTAL = ["Fp1", "Fpz", "Fp2", "AF7", "AF3", "AFz", "AF4", "AF8", "F7", "F8", "FT7", "FT8"]
@@ -13,8 +13,8 @@ FRONTAL = ["Fp1", "Fpz", "Fp2", "AF7", "AF3", "AFz", "AF4", "AF8", "F7", "F8", "
 FT7/FT8) — the electrodes nearest the eyes and the temporal muscles."""
 
 
-@dataclass
-class ConfoundConfig:
+@dataclass(frozen=True)
+class ConfoundConfig(ConfigRecord):
     """The confound check of a cv (:mod:`eegfm_bench.runs.confound`).
 
     Args:
@@ -39,14 +39,14 @@ class ConfoundConfig:
     n_boot: int = 2000
 
 
-def label(variation: str, cc: dict) -> str:
+def label(variation: str, cc: ConfoundConfig) -> str:
     """The ``condition`` of a variation's rows: ``confound=offset1s``, ``confound=band4-40``, ..."""
     parts = []
     for v in variation.split("+"):
         if v == "offset":
-            parts.append(f"offset{cc['offset_s']:g}s")
+            parts.append(f"offset{cc.offset_s:g}s")
         elif v == "band":
-            parts.append(f"band{cc['band'][0]:g}-{cc['band'][1]:g}")
+            parts.append(f"band{cc.band[0]:g}-{cc.band[1]:g}")
         else:
             parts.append(v)
     return "confound=" + "+".join(parts)
@@ -81,7 +81,7 @@ def resolve_confound(cc, task_spec: dict) -> dict:
     return out
 
 
-def check_confound(cc: dict | None, task_spec: dict) -> None:
+def check_confound(cc: ConfoundConfig | None, task_spec: dict) -> None:
     """Refuse a confound section that cannot apply, before any data is read.
 
     Raises
@@ -90,18 +90,18 @@ def check_confound(cc: dict | None, task_spec: dict) -> None:
         An unknown variation, an offset <= 0, a band that is not ``[lo, hi]`` with ``0 <= lo < hi``, or a task
         whose windows are not locked to events (``windows.mode: events``).
     """
-    if not cc or not cc.get("enabled"):
+    if cc is None or not cc.enabled:
         return
-    bad = [v for v in cc["variations"] if v not in VARIATIONS]
-    if bad or not cc["variations"]:
-        raise ConfigError(f"confound.variations {cc['variations']}: fix: a non-empty list of {list(VARIATIONS)}")
-    if not float(cc["offset_s"]) > 0:
-        raise ConfigError(f"confound.offset_s = {cc['offset_s']}; fix: seconds > 0 after the cue (default 1)")
-    b = cc["band"]
+    bad = [v for v in cc.variations if v not in VARIATIONS]
+    if bad or not cc.variations:
+        raise ConfigError(f"confound.variations {cc.variations}: fix: a non-empty list of {list(VARIATIONS)}")
+    if not float(cc.offset_s) > 0:
+        raise ConfigError(f"confound.offset_s = {cc.offset_s}; fix: seconds > 0 after the cue (default 1)")
+    b = cc.band
     if len(b) != 2 or not 0 <= float(b[0]) < float(b[1]):
         raise ConfigError(f"confound.band {b}; fix: [lo, hi] in Hz with 0 <= lo < hi (default [4, 40])")
     mode = (task_spec.get("windows") or {}).get("mode")
-    if mode != "events" and any("offset" in v for v in cc["variations"]):
+    if mode != "events" and any("offset" in v for v in cc.variations):
         raise ConfigError(f"confound: the offset variation starts windows after the cue, but the task's windows are "
                           f"not locked to events (windows.mode: {mode}); fix: variations without offset (band, frontal) "
                           "or confound.enabled: false for this task")

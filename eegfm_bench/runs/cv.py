@@ -2,7 +2,7 @@
 
 The command is two named steps:
 
-1. the headline cells (:func:`eegfm_bench.runs.cells.run_cells`: every model × regime × head × fold, resumable,
+1. the headline cells (:func:`eegfm_bench.runs.cv_loop.run_cells`: every model × regime × head × fold, resumable,
    launchable as jobs);
 2. the confound check (:func:`eegfm_bench.runs.confound.run_confound`), on by default for every event-locked task
    (issue 24: the safe number is the default one): every cell retrained on the task's default variations, the
@@ -18,7 +18,7 @@ from typing import Sequence
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.reports.cv import confound_side_by_side, write_summary
 from eegfm_bench.reports.page import refresh
-from eegfm_bench.runs.cells import run_cells
+from eegfm_bench.runs.cv_loop import run_cells
 from eegfm_bench.runs.confound import run_confound
 
 
@@ -35,7 +35,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     force : bool
         Retrain every headline cell.
     worker_cells : sequence of str, optional
-        A launcher's worker: only these headline cells (:func:`eegfm_bench.runs.cells.run_cells`); the failures are
+        A launcher's worker: only these headline cells (:func:`eegfm_bench.runs.cv_loop.run_cells`); the failures are
         returned.
 
     Returns
@@ -48,19 +48,19 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     Raises
     ------
     SplitMismatchError, FailedCellsError, ConfigError
-        As :func:`~eegfm_bench.runs.cells.run_cells`.
+        As :func:`~eegfm_bench.runs.cv_loop.run_cells`.
     """
     table = run_cells(config, args=args, progress=progress, force=force, worker_cells=worker_cells)
     if worker_cells is not None:
         return table
     cfg = table.attrs["config"]
-    if not (cfg.get("confound") or {}).get("enabled"):
+    if not cfg.confound.enabled:
         return table
     t_head = time.time()
     conf = run_confound(cfg, progress=progress)
     table.attrs["confound"] = conf
     if is_global_zero():
-        out = Path(cfg["out_dir"])
+        out = Path(cfg.out_dir)
         (out / "timing.json").write_text(json.dumps({"headline_s": t_head - table.attrs["t_start"],
                                                      "confound_s": time.time() - t_head}))
         write_summary(out / "summary.md", table, confound=conf, **table.attrs["summary"])

@@ -49,7 +49,7 @@ def ingest_from_config(config, overrides=(), progress: bool = True) -> Path | No
     from eegfm_bench.runs.cells import load_config
 
     cfg = load_config(config, overrides)
-    d = cfg["data"]
-    models = list(dict.fromkeys(r["model"] for r in cfg["runs"]))
-    return run_ingest(cfg["task"], models, data_root=d["data_root"], cache_dir=d["cache_dir"], subjects=d["subjects"],
-                      out_dir=cfg["out_dir"], progress=progress)
+    d = cfg.data
+    models = list(dict.fromkeys(r.model for r in cfg.runs))
+    return run_ingest(cfg.task, models, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
+                      out_dir=cfg.out_dir, progress=progress)

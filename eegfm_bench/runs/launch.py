@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
-from eegfm_bench.config import ConfigError
+from eegfm_bench.config import ConfigError, ConfigRecord
 from eegfm_bench.errors import NotAResultFolderError
 
 
-@dataclass
-class SlurmConfig:
+@dataclass(frozen=True)
+class SlurmConfig(ConfigRecord):
     """sbatch settings of the ``slurm`` launcher.
 
     Args:
@@ -69,8 +69,8 @@ class SlurmConfig:
     additional: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class LauncherConfig:
+@dataclass(frozen=True)
+class LauncherConfig(ConfigRecord):
     """Where the cells run.
 
     Args:
@@ -492,62 +492,6 @@ __all__ = ["LauncherConfig", "SlurmConfig", "CellJob", "SubmissionError", "chunk
            "queue_states", "run_jobs", "sbatch_preview", "slurm_parameters", "submit_jobs", "write_queue"]
 
 
-def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
-    """Every cell of a cv ``out_dir``'s current config: ``done`` (rows of its config hash), ``running`` (a live
-    process holds its marker), ``failed`` (in ``failures.json``) or ``missing``; and the command that resumes it.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``out_dir`` holds no ``cells.json`` / ``splits.json`` (not a cv output folder, or never started).
-    """
-    from eegfm_bench.results import ResultStore
-
-    out = Path(out_dir)
-    for f in ("cells.json", "splits.json", "config.yaml"):
-        if not (out / f).is_file():
-            raise NotAResultFolderError(f"{out} has no {f}: not a cv output folder (or the run never started); fix: "
-                                    "point status at a cv out_dir")
-    import yaml
-
-    cfg = yaml.safe_load((out / "config.yaml").read_text())
-    n_folds = len(json.loads((out / "splits.json").read_text())["folds"])
-    folds = cfg["split"].get("folds") or list(range(n_folds))
-    from eegfm_bench.results import done_cells
-
-    done = done_cells(ResultStore(out, write=False), cfg["experiment"])
-    failed = {}
-    if (out / "failures.json").is_file():
-        for f in json.loads((out / "failures.json").read_text()):
-            failed[(f["model"], f["regime"], f["head"], str(f["fold"]), f["config_hash"])] = f["error"]
-    running = queued_cells(out)
-    for m in (out / "running").glob("*.json") if (out / "running").is_dir() else []:
-        info = json.loads(m.read_text())
-        alive = info["host"] != socket.gethostname() or _pid_alive(int(info["pid"]))
-        if alive:
-            running[info["cell"]] = f"{info['host']}:{info['pid']}"
-    rows = []
-    for c in json.loads((out / "cells.json").read_text()):
-        for k in folds:
-            key = (c["model"], c["regime"], c["head"], str(k), str(c["config_hash"]))
-            cid = f"{c['model']}/{c['regime']}/{c['head']}/fold{k}/{c['config_hash']}"
-            queued = running.get(cid, "")
-            state = "done" if key in done else ("pending" if queued.startswith("slurm job") and "PENDING" in queued
-                                                else "running") if cid in running else \
-                "failed" if key in failed else "missing"
-            rows.append({"cell": cid, "state": state, "detail": running.get(cid) or failed.get(key, "")})
-    todo = [r for r in rows if r["state"] in ("failed", "missing")]
-    busy = [r for r in rows if r["state"] in ("running", "pending")]
-    if busy:  # resuming now would train the running (or queued) cells a second time
-        cmd = (f"wait: {len(busy)} cell(s) are running or queued (or kill their processes / scancel their jobs) "
-               f"before resuming with "
-               f"eegfm-bench cv --config {out / 'config.yaml'}")
-    else:  # config.yaml keeps the run's launcher section: the resume runs the way the run did
-        cmd = f"eegfm-bench cv --config {out / 'config.yaml'}" if todo or ResultStore(out, write=False).unmerged() \
-            else ""
-    return rows, cmd
-
-
 def queued_cells(out: Path) -> dict[str, str]:
     """Cells whose SLURM job is still in the queue (``<out>/jobs/queue.json`` read against ``squeue``):
     ``{cell id: "slurm job <id> <STATE>"}``; empty without a queue file or without ``squeue``."""
@@ -573,7 +517,7 @@ def _pid_alive(pid: int) -> bool:
 def status_markdown(rows: list[dict], cmd: str, unmerged: bool = False) -> str:
     """The ``eegfm-bench status`` text: counts per state, one table row per cell, the resume (or wait) line.
 
-    ``rows`` and ``cmd`` are :func:`cv_status`'s; ``unmerged``: :meth:`ResultStore.unmerged` of the folder.
+    ``rows`` and ``cmd`` are :func:`~eegfm_bench.runs.progress.cv_status`'s; ``unmerged``: :meth:`ResultStore.unmerged` of the folder.
     """
     from collections import Counter
 

@@ -19,9 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import torch
 
 from eegfm_bench.config import ConfigError
+from eegfm_bench.data.tasks import task_name
 from eegfm_bench.data.windows import WindowSet
+from eegfm_bench.models.module import FMClassifier
+from eegfm_bench.runs.cells import RunConfig, cell_hash, load_config, run_trainer, windows_for
 
 
 class CVRunError(FileNotFoundError):
@@ -91,9 +96,7 @@ class CVRun:
     """
 
     def __init__(self, cv_dir: str | Path, cv_config=None):
-        import pandas as pd
 
-        from eegfm_bench.runs.cells import load_config
 
         self.dir = Path(cv_dir)
         for name in ("config.yaml", "splits.json", "results.csv"):
@@ -118,17 +121,15 @@ class CVRun:
     @property
     def task(self) -> str:
         """The task's name (a declared task's ``name``; its region assignment is registered on the way)."""
-        from eegfm_bench.data.tasks import task_name
-
-        return task_name(self.config["task"])
+        return task_name(self.config.task)
 
     @property
     def experiment(self) -> str:
-        return self.config["experiment"]
+        return self.config.experiment
 
     @property
     def seed(self) -> int:
-        return int(self.config["seed"])
+        return int(self.config.seed)
 
     @property
     def n_folds(self) -> int:
@@ -138,37 +139,33 @@ class CVRun:
     def group_by(self) -> str:
         return self.splits["spec"]["group_by"]
 
-    def run_of(self, model: str, regime: str, head: str) -> dict:
+    def run_of(self, model: str, regime: str, head: str) -> RunConfig:
         """The cv config's run entry of a cell."""
-        for r in self.config["runs"]:
-            if r["model"] == model and r["regime"] == regime and head in r["heads"]:
+        for r in self.config.runs:
+            if r.model == model and r.regime == regime and head in r.heads:
                 return r
         raise CVRunError(f"{self.dir}/config.yaml has no run {model}/{regime} with head {head}")
 
     def trainer_of(self, model: str, regime: str, head: str) -> dict:
         """The trainer settings a cell was trained with."""
-        from eegfm_bench.runs.cells import run_trainer
-
         return run_trainer(self.config, self.run_of(model, regime, head))
 
     def verify(self, cv_config) -> None:
         """Refuse when ``cv_config`` gives other cell hashes than the run's (see the class docstring); the message
         names both hashes and the settings that differ between the file and the run's resolved ``config.yaml``."""
-        from eegfm_bench.runs.cells import cell_hash, load_config, windows_for
-
         cfg = load_config(cv_config)
         cache: dict = {}
         name = cv_config if not isinstance(cv_config, dict) else "the given cv config"
-        for run in cfg["runs"]:
-            key = windows_for(cfg, run["model"], cache).meta.get("cache_key")
-            for head in run["heads"]:
+        for run in cfg.runs:
+            key = windows_for(cfg, run.model, cache).meta.get("cache_key")
+            for head in run.heads:
                 want = cell_hash(cfg, run, head, key)
-                have = self.current.get((run["model"], run["regime"], head))
+                have = self.current.get((run.model, run.regime, head))
                 if have != want:
-                    diff = _config_diff(self.config, cfg)
+                    diff = _config_diff(self.config.to_dict(), cfg.to_dict())
                     why = (f"they differ in {', '.join(diff[:6])}" if diff else "the data files changed since the run")
                     raise StaleCVRunError(
-                        f"{run['model']}/{run['regime']}/{head}: the cv run in {self.dir} was made with config hash "
+                        f"{run.model}/{run.regime}/{head}: the cv run in {self.dir} was made with config hash "
                         f"{have} but {name} gives {want}: {why} (the file was edited after the run, or the run used "
                         f"command-line overrides). fix: rerun `eegfm-bench cv --config {name}` first, or point "
                         f"`cv_out_dir:` at {self.dir} to analyse the run as it is")
@@ -189,7 +186,7 @@ class CVRun:
     def missing_folds(self) -> dict[str, list[int]]:
         """Cells of the current config with folds that have no rows yet (an interrupted cv)."""
         df = self.cells()
-        folds = self.config["split"]["folds"]
+        folds = self.config.split.folds
         want = list(folds) if folds is not None else list(range(self.n_folds))
         out = {}
         for (m, r, h) in self.current:
@@ -241,8 +238,6 @@ class CVRun:
     # -------------------------------------------------------------------------------------------- data
     def windows(self, model: str) -> WindowSet:
         """The run's windows under ``model``'s declared preprocessing (read from the window cache)."""
-        from eegfm_bench.runs.cells import windows_for
-
         return windows_for(self.config, model, self._windows)
 
     def fold_indices(self, ws: WindowSet, fold: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -291,9 +286,6 @@ def load_fold_model(path: str | Path, map_location: str = "cpu"):
     CVRunError
         The file is missing, or lacks ``hyper_parameters`` / ``state_dict`` (not an FMClassifier checkpoint).
     """
-    import torch
-
-    from eegfm_bench.models.module import FMClassifier
 
     path = Path(path)
     if not path.is_file():
@@ -322,9 +314,6 @@ def load_initial_model(path: str | Path, map_location: str = "cpu"):
     a LoRA run's adapters start as the identity, so its initial backbone is the head-only cells' one, and equal
     weights give one frozen probe per fold, not one per cell.
     """
-    import torch
-
-    from eegfm_bench.models.module import FMClassifier
 
     ck = torch.load(path, map_location=map_location, weights_only=True)
     return FMClassifier(**{**ck["hyper_parameters"], "regime": "head_only"}).eval()

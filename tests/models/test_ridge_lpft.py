@@ -46,12 +46,12 @@ def test_ridge_mlp_and_lp_ft_in_a_cv(tmp_path, monkeypatch):
     import lightning as L
     import torch
 
-    import eegfm_bench.models.ridge as R
+    import eegfm_bench.runs.cv_loop as loop
     from eegfm_bench.runs.cv import run_cv
 
     got = {}
-    real_ridge = R.ridge_probe
-    monkeypatch.setattr(R, "ridge_probe", lambda *a, **k: got.setdefault(len(got), real_ridge(*a, **k)))
+    real_ridge = loop.ridge_probe  # the cell unit's closed-form solve
+    monkeypatch.setattr(loop, "ridge_probe", lambda *a, **k: got.setdefault(len(got), real_ridge(*a, **k)))
     fits = []
     real_fit = L.Trainer.fit
 

@@ -40,7 +40,7 @@ def _comparable(df: pd.DataFrame) -> pd.DataFrame:
 @requires_data
 def test_local_workers_give_the_sequential_rows_and_status_resumes_what_is_missing(tmp_path, capsys):
     from eegfm_bench.cli import main
-    from eegfm_bench.runs.launch import cv_status
+    from eegfm_bench.runs.progress import cv_status
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -62,7 +62,8 @@ def _squeue() -> str:
 
 
 def test_cv_cells_go_out_as_one_throttled_job_array_and_give_the_sequential_rows(slurm_cluster, tmp_path):
-    from eegfm_bench.runs.launch import cv_status, sbatch_preview
+    from eegfm_bench.runs.launch import sbatch_preview
+    from eegfm_bench.runs.progress import cv_status
 
     part = slurm_cluster["partition"]
     seq_cfg, sl_cfg = tmp_path / "seq.yaml", tmp_path / "sl.yaml"
