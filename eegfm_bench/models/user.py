@@ -306,14 +306,16 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
         A unit without a default scale, ``channels.kind: names`` without names, or an unknown ``tokens`` source.
     """
     spec = _normalise(spec, name)
+    prep = _user_preprocessing(name, spec)
     contract, declared = _user_contract(name, spec)
+    tokens_src = _tokens_source(name, spec)
     cls_name = f"UserBackbone_{name}"
     return type(cls_name, (_UserBackbone,), {
         "__doc__": f"User model {name!r}: {spec['class_path']} (declared in the config; :mod:`eegfm_bench.models.user`).",
         "__module__": __name__, "__qualname__": cls_name, "name": name,
-        "is_foundation_model": bool(spec["foundation_model"]), "preprocessing": _user_preprocessing(name, spec),
+        "is_foundation_model": bool(spec["foundation_model"]), "preprocessing": prep,
         "lora_targets": list(spec["lora_targets"]), "user_spec": spec, "declared_contract": contract,
-        "declared_channels": declared, "tokens_source": _tokens_source(name, spec)})
+        "declared_channels": declared, "tokens_source": tokens_src})
 
 
 def _user_preprocessing(name: str, spec: dict) -> Preprocessing:
