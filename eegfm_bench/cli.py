@@ -18,19 +18,25 @@ attribute --config X.yaml  Gradient×Input / AttnLRP topomaps + sanity checks on
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+import warnings
 from pathlib import Path
+
+from eegfm_bench.config import ConfigError, parse_config
+from eegfm_bench.errors import is_user_error
+
+# The command modules (and Lightning, numpy, pandas, yaml behind them) are imported inside the handlers below, each
+# marked `# reason: lazy start-up`: `eegfm-bench --help` and a mistyped command answer without loading them.
 
 
 def _lightning_cli(args: list[str]) -> None:
-    import os
-
     os.environ.setdefault("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
-    from lightning.pytorch.cli import LightningCLI
+    from lightning.pytorch.cli import LightningCLI  # reason: lazy start-up (Lightning is heavy)
 
-    from eegfm_bench.data.datamodule import EEGDataModule
-    from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.data.datamodule import EEGDataModule  # reason: lazy start-up
+    from eegfm_bench.models.module import FMClassifier  # reason: lazy start-up
 
     class CLI(LightningCLI):
         def add_arguments_to_parser(self, parser):
@@ -44,10 +50,10 @@ def _lightning_cli(args: list[str]) -> None:
 
 
 def _print_models() -> None:
-    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.backbones import BACKBONES  # reason: lazy start-up
 
     try:
-        from eegfm_bench.models.catalogue import catalogue_table
+        from eegfm_bench.models.catalogue import catalogue_table  # reason: lazy start-up; the table without it
 
         print(catalogue_table())
         return
@@ -64,9 +70,9 @@ def _print_models() -> None:
 
 def _print_user_models(configs: list[str], extra: list[str]) -> None:
     """The user models of a cv config: declaration and the dry run's shapes (eegfm_bench.models.user)."""
-    from eegfm_bench.interpret.lrp import adapter_lrp_problem
-    from eegfm_bench.models.user import check_user_model
-    from eegfm_bench.runs.cells import load_config
+    from eegfm_bench.interpret.lrp import adapter_lrp_problem  # reason: lazy start-up
+    from eegfm_bench.models.user import check_user_model  # reason: lazy start-up
+    from eegfm_bench.runs.cells import load_config  # reason: lazy start-up
 
     cfg = load_config(configs[0], [x for c in configs[1:] for x in ("--config", c)] + list(extra))
     print("| user model | class_path | tokens | blocks | channels | sfreq (Hz) | window (s) | unit | n_tokens × d_model "
@@ -92,8 +98,8 @@ def _print_user_models(configs: list[str], extra: list[str]) -> None:
 
 
 def _print_tasks() -> None:
-    from eegfm_bench.data.sources import resolve_data_root
-    from eegfm_bench.data.tasks import PRESET_DIR, get_task, preset_names
+    from eegfm_bench.data.sources import resolve_data_root  # reason: lazy start-up
+    from eegfm_bench.data.tasks import PRESET_DIR, get_task, preset_names  # reason: lazy start-up
 
     root = resolve_data_root()
     print(f"Registered tasks: the presets in {PRESET_DIR} (also configs/data/). `local copy` looks for each "
@@ -121,7 +127,7 @@ def _local_copy(t, root: Path) -> str:
     if not where.exists():
         return "no"
     if s["source"] == "eegmmidb":
-        from eegfm_bench.data.sources.eegmmidb import eegmmidb_dir, eegmmidb_file
+        from eegfm_bench.data.sources.eegmmidb import eegmmidb_dir, eegmmidb_file  # reason: lazy start-up
 
         base = eegmmidb_dir(where)
         runs = [int(r) for r in s["eegmmidb"]["runs"]]
@@ -133,8 +139,6 @@ def _local_copy(t, root: Path) -> str:
 
 def _quiet_third_party_warnings() -> None:
     """Hide deprecation chatter from dependencies (braindecode's montage names, Lightning's pytree) in CLI output."""
-    import warnings
-
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"braindecode\..*")
     warnings.filterwarnings("ignore", message=r".*Montage name 'standard_10(20|05)' is deprecated.*")
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
@@ -143,8 +147,6 @@ def _quiet_third_party_warnings() -> None:
 
 def _is_user_error(err: BaseException) -> bool:
     """An error about the user's input (:func:`eegfm_bench.errors.is_user_error`): its message names the fix."""
-    from eegfm_bench.errors import is_user_error
-
     return is_user_error(err)
 
 
@@ -156,8 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     ``eegfm-bench <command>: <Error>: <message>`` block on stderr and the exit code is 2; set
     ``EEGFM_TRACEBACK=1`` for the full traceback. Called with ``argv`` (from Python or tests) it raises.
     """
-    import logging
-
     # bitsandbytes (imported by peft) logs a CPU-kernel notice on every command; it is not about the user's run
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
     if argv is not None:
@@ -177,11 +177,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parsers() -> dict:
     """Command → its typed config parser (for ``--keys`` and ``--print-config``)."""
-    from eegfm_bench.runs.interpret_config import interpret_parser
-    from eegfm_bench.runs.audit import audit_parser
-    from eegfm_bench.runs.controls import controls_parser
-    from eegfm_bench.runs.cells import cv_parser
-    from eegfm_bench.runs.sweep import sweep_parser
+    from eegfm_bench.runs.interpret_config import interpret_parser  # reason: lazy start-up
+    from eegfm_bench.runs.audit import audit_parser  # reason: lazy start-up
+    from eegfm_bench.runs.controls import controls_parser  # reason: lazy start-up
+    from eegfm_bench.runs.cells import cv_parser  # reason: lazy start-up
+    from eegfm_bench.runs.sweep import sweep_parser  # reason: lazy start-up
 
     return {"cv": cv_parser, "check": cv_parser, "sweep": sweep_parser, "probe": lambda: interpret_parser("eegfm-bench probe"),
             "attribute": lambda: interpret_parser("eegfm-bench attribute"), "controls": controls_parser,
@@ -205,16 +205,53 @@ OVERRIDES_HELP = ("Any config key can be set on the command line after --config:
 
 
 def _main(argv: list[str]) -> int:
-    _quiet_third_party_warnings()
-    if os.environ.get("EEGFM_DATA") and not Path(os.environ["EEGFM_DATA"]).expanduser().is_absolute():
-        # made absolute once, against the working directory, so workers and jobs started elsewhere read the same root
-        os.environ["EEGFM_DATA"] = os.path.abspath(Path(os.environ["EEGFM_DATA"]).expanduser())
+    """Parse ``argv`` and run its command: the Lightning commands go to LightningCLI, the commands with a typed
+    config to :func:`_config_command`, the others (``plan``, ``status``, ``report``, ...) to their handler."""
+    _prepare_environment()
     if argv and argv[0] in ("fit", "validate", "test", "predict"):
         _lightning_cli(argv)
         return 0
     p = argparse.ArgumentParser(prog="eegfm-bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
+    _add_config_commands(sub)
+    pl = sub.add_parser("plan", help="a cv config's cells, jobs, cached backbone passes and device-hours, before it runs")
+    pl.add_argument("--config", action="append", required=True)
+    pl.add_argument("--bench", help="throughput table: scripts/bench_backbones.py --out FILE's .json")
+    pl.add_argument("--no-measure", action="store_true", help="do not measure missing models' throughput here")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
+    _add_result_commands(sub)
+    _add_tool_commands(sub)
+    for name in ("fit", "validate", "test"):
+        sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
+    a, extra = p.parse_known_args(argv)
+    if a.cmd == "plan":
+        import json as _json
+
+        from eegfm_bench.runs.plan import plan_cv, plan_markdown
+
+        src = a.config[0] if len(a.config) == 1 else a.config[0]
+        more = [x for c in a.config[1:] for x in ("--config", c)]
+        p = plan_cv(src, more + list(extra), bench=a.bench, measure=not a.no_measure)
+        print(_json.dumps(p, indent=1, default=str) if a.json else plan_markdown(p))
+        return 0
+    if a.cmd in _HANDLERS:
+        return _HANDLERS[a.cmd](p, a, extra)
+    return _config_command(p, a, extra)
+
+
+def _prepare_environment() -> None:
+    """Quiet third-party warnings; make a relative ``EEGFM_DATA`` absolute."""
+    _quiet_third_party_warnings()
+    if os.environ.get("EEGFM_DATA") and not Path(os.environ["EEGFM_DATA"]).expanduser().is_absolute():
+        # made absolute once, against the working directory, so workers and jobs started elsewhere read the same root
+        os.environ["EEGFM_DATA"] = os.path.abspath(Path(os.environ["EEGFM_DATA"]).expanduser())
+
+
+# ============================================================================================== the parsers
+def _add_config_commands(sub) -> None:
+    """The commands with a typed config (:data:`COMMANDS`): ``--config`` (repeatable), ``--keys``,
+    ``--print-config``, and the launcher options of those that run cells."""
     for name, what in COMMANDS.items():
         sp = sub.add_parser(name, help=what, description=f"{what}. {OVERRIDES_HELP}")
         sp.add_argument("--config", action="append", help="YAML config (repeatable: later files override earlier)")
@@ -227,11 +264,10 @@ def _main(argv: list[str]) -> int:
             sp.add_argument("--launcher", choices=["none", "local", "slurm"],
                             help="run the cells as jobs: local worker processes or SLURM (= --launcher.kind)")
             sp.add_argument("--workers", type=int, help="concurrent local workers (= --launcher.workers)")
-    pl = sub.add_parser("plan", help="a cv config's cells, jobs, cached backbone passes and device-hours, before it runs")
-    pl.add_argument("--config", action="append", required=True)
-    pl.add_argument("--bench", help="throughput table: scripts/bench_backbones.py --out FILE's .json")
-    pl.add_argument("--no-measure", action="store_true", help="do not measure missing models' throughput here")
-    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def _add_result_commands(sub) -> None:
+    """The commands over finished runs: ``status``, ``confound``, ``report``."""
     st = sub.add_parser("status", help="cells of a cv out_dir: done / running / failed / missing, and the resume command")
     st.add_argument("out_dir")
     cf = sub.add_parser("confound", help="the confound check of a finished cv: offset / band / frontal variations",
@@ -252,6 +288,11 @@ def _main(argv: list[str]) -> int:
     rp.add_argument("out_dirs", nargs="+", help="out_dirs of eegfm-bench commands (the first receives the page)")
     rp.add_argument("--out", help="write the page here instead of the first out_dir")
     rp.add_argument("--title", help="the page's title")
+
+
+def _add_tool_commands(sub) -> None:
+    """The other commands, in their ``--help`` order: ``models``, ``tasks``, ``robustness`` (over several sweeps),
+    ``ingest``, ``cache``."""
     mo = sub.add_parser("models", help="list backbones (and the user models a cv config declares)")
     mo.add_argument("--config", action="append", help="a cv config: also list its user_models (dry run of each)")
     mo.add_argument("--no-progress", action="store_true", help="accepted for symmetry with the other commands")
@@ -288,82 +329,66 @@ def _main(argv: list[str]) -> int:
     ca.add_argument("--partial-hours", type=float, default=24.0, metavar="H",
                     help="prune unfinished builds untouched for H hours (default 24)")
     ca.add_argument("--yes", action="store_true", help="delete (without it a prune is a dry run)")
-    for name in ("fit", "validate", "test"):
-        sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
-    a, extra = p.parse_known_args(argv)
-    if a.cmd == "plan":
-        import json as _json
 
-        from eegfm_bench.runs.plan import plan_cv, plan_markdown
 
-        src = a.config[0] if len(a.config) == 1 else a.config[0]
-        more = [x for c in a.config[1:] for x in ("--config", c)]
-        p = plan_cv(src, more + list(extra), bench=a.bench, measure=not a.no_measure)
-        print(_json.dumps(p, indent=1, default=str) if a.json else plan_markdown(p))
-        return 0
-    if a.cmd == "status":
-        from eegfm_bench.runs.launch import status_markdown
-        from eegfm_bench.runs.progress import cv_status
+# ============================================================================= commands without a typed config
+def _status(p, a, extra) -> int:
+    from eegfm_bench.results import ResultStore  # reason: lazy start-up
+    from eegfm_bench.runs.launch import status_markdown  # reason: lazy start-up
+    from eegfm_bench.runs.progress import cv_status  # reason: lazy start-up
 
-        from eegfm_bench.results import ResultStore
+    print(status_markdown(*cv_status(a.out_dir), unmerged=ResultStore(a.out_dir, write=False).unmerged()))
+    return 0
 
-        print(status_markdown(*cv_status(a.out_dir), unmerged=ResultStore(a.out_dir, write=False).unmerged()))
-        return 0
-    if a.cmd == "confound":
-        from eegfm_bench.runs.confound import confound_main
 
-        confound_main(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress)
-        return 0
-    if a.cmd == "report":
-        from eegfm_bench.reports.page import write_page
+def _confound(p, a, extra) -> int:
+    """The confound variations of a finished cv run (its config.yaml), with the command line's overrides."""
+    from eegfm_bench.runs.confound import confound_main  # reason: lazy start-up
 
-        paths = write_page(a.out_dirs, a.out, title=a.title)
-        print(f"report: {paths['html']}\nmarkdown: {paths['md']}")
-        return 0
-    if a.cmd == "models":
-        if a.config:
-            _print_user_models(a.config, extra)
-        else:
-            _print_models()
-        return 0
-    if a.cmd == "tasks":
-        _print_tasks()
-        return 0
-    if a.cmd == "ingest":
-        return _ingest(p, a, extra)
-    if a.cmd == "cache":
-        from eegfm_bench.data.cache import cache_main
+    confound_main(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress)
+    return 0
 
-        return cache_main(a.cache_dir, prune=a.prune, older_than_days=a.older_than, partial_hours=a.partial_hours,
-                          yes=a.yes)
-    if a.cmd == "robustness":
-        from eegfm_bench.reports.robustness import write_robustness_report
 
-        path = write_robustness_report(a.sweeps, a.out, reference=None if a.reference == "none" else a.reference,
-                                       alpha=a.alpha, conditions=a.conditions or None)
-        print(path.read_text())
-        print(f"written: {path}")
-        return 0
-    if extra and any(not x.startswith("--") for x in extra[:1]):
-        p.error(f"unrecognized arguments: {' '.join(extra)}")
-    if a.keys:
-        print(_parsers()[a.cmd]().format_help())
-        return 0
-    if not a.config:
-        p.error(f"{a.cmd}: --config is required (see configs/experiment/; --keys lists every key)")
-    source, overrides = a.config[0], [x for c in a.config[1:] for x in ("--config", c)] + extra
-    if a.print_config:
-        import yaml
+def _report(p, a, extra) -> int:
+    from eegfm_bench.reports.page import write_page  # reason: lazy start-up
 
-        from eegfm_bench.config import parse_config
+    paths = write_page(a.out_dirs, a.out, title=a.title)
+    print(f"report: {paths['html']}\nmarkdown: {paths['md']}")
+    return 0
 
-        print(yaml.safe_dump(parse_config(_parsers()[a.cmd](), source, overrides), sort_keys=False, allow_unicode=True))
-        return 0
-    return _run(a, source, overrides)
+
+def _models(p, a, extra) -> int:
+    if a.config:
+        _print_user_models(a.config, extra)
+    else:
+        _print_models()
+    return 0
+
+
+def _tasks(p, a, extra) -> int:
+    _print_tasks()
+    return 0
+
+
+def _cache(p, a, extra) -> int:
+    from eegfm_bench.data.cache import cache_main  # reason: lazy start-up
+
+    return cache_main(a.cache_dir, prune=a.prune, older_than_days=a.older_than, partial_hours=a.partial_hours,
+                      yes=a.yes)
+
+
+def _robustness(p, a, extra) -> int:
+    from eegfm_bench.reports.robustness import write_robustness_report  # reason: lazy start-up
+
+    path = write_robustness_report(a.sweeps, a.out, reference=None if a.reference == "none" else a.reference,
+                                   alpha=a.alpha, conditions=a.conditions or None)
+    print(path.read_text())
+    print(f"written: {path}")
+    return 0
 
 
 def _ingest(p, a, extra) -> int:
-    from eegfm_bench.runs.ingest import ingest_from_config, run_ingest
+    from eegfm_bench.runs.ingest import ingest_from_config, run_ingest  # reason: lazy start-up
 
     if bool(a.config) == bool(a.task):
         p.error("ingest: give --task <name or YAML> (with --model) or --config <cv config>, one of the two")
@@ -380,6 +405,30 @@ def _ingest(p, a, extra) -> int:
     return 0
 
 
+_HANDLERS = {"status": _status, "confound": _confound, "report": _report, "models": _models, "tasks": _tasks,
+             "ingest": _ingest, "cache": _cache, "robustness": _robustness}
+"""The commands without a typed config (``plan`` stays in :func:`_main`), each ``handler(parser, args, extra)``."""
+
+
+# ==================================================================================== commands with a config
+def _config_command(p, a, extra) -> int:
+    """A command of :data:`COMMANDS`: ``--keys``, ``--print-config``, or the run itself (:func:`_run`)."""
+    if extra and any(not x.startswith("--") for x in extra[:1]):
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    if a.keys:
+        print(_parsers()[a.cmd]().format_help())
+        return 0
+    if not a.config:
+        p.error(f"{a.cmd}: --config is required (see configs/experiment/; --keys lists every key)")
+    source, overrides = a.config[0], [x for c in a.config[1:] for x in ("--config", c)] + extra
+    if a.print_config:
+        import yaml  # reason: lazy start-up
+
+        print(yaml.safe_dump(parse_config(_parsers()[a.cmd](), source, overrides), sort_keys=False, allow_unicode=True))
+        return 0
+    return _run(a, source, overrides)
+
+
 def _launcher_args(a) -> list[str]:
     """``--launcher X --workers N`` as the dotted overrides of the config's ``launcher:`` section (``--workers``
     alone means ``--launcher local``).
@@ -389,8 +438,6 @@ def _launcher_args(a) -> list[str]:
     ConfigError
         ``--workers`` below 1.
     """
-    from eegfm_bench.config import ConfigError
-
     launcher, workers = getattr(a, "launcher", None), getattr(a, "workers", None)
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers {workers}; fix: a number of worker processes >= 1")
@@ -403,76 +450,93 @@ def _launcher_args(a) -> list[str]:
 
 
 def _run(a, source, overrides) -> int:
-    from eegfm_bench.distributed import is_global_zero
-
-    progress = not a.no_progress
-    if a.cmd == "cv":
-        from eegfm_bench.reports.cv import to_markdown
-        from eegfm_bench.runs.cv import run_cv
-
-        table = run_cv(source, args=list(overrides) + _launcher_args(a), progress=progress, force=a.force)
-        if is_global_zero():
-            print(to_markdown(table))
-            side = table.attrs.get("side_by_side")
-            if side is not None and not side.empty:
-                from eegfm_bench.runs.confound import VERDICT_LEGEND
-
-                conf = table.attrs["confound"]
-                print("\nheadline and confound-checked balanced accuracy (the task's default confound variations; "
-                      "confound: off turns them off):\n")
-                print(to_markdown(side))
-                print("\n" + VERDICT_LEGEND.format(chance=f"{conf['chance'].iloc[0]:.3f}"))
-    elif a.cmd == "check":
-        from eegfm_bench.runs.cells import check_config
-
-        check_config(source, overrides)
-    elif a.cmd == "sweep":
-        import pandas as pd
-
-        from eegfm_bench.reports.sweep import table_markdown
-        from eegfm_bench.runs.sweep import sweep_main
-
-        table = sweep_main(source, args=list(overrides) + _launcher_args(a), progress=progress)
-        if is_global_zero():
-            print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
-            print(f"report: {table.attrs['report']}")
-    elif a.cmd == "probe":
-        from eegfm_bench.runs.probe import run_probes
-
-        out = run_probes(source, args=list(overrides) + _launcher_args(a), progress=progress)
-        if is_global_zero():
-            for k, v in out.items():
-                print(f"{k}: {v}")
-    elif a.cmd == "attribute":
-        from eegfm_bench.runs.attribute import run_attribution
-
-        out = run_attribution(source, args=list(overrides) + _launcher_args(a), progress=progress)
-        if is_global_zero():
-            print(out.pop("checks").read_text())
-            out.pop("checks_table")
-            for k, v in out.items():
-                print(f"{k}: {v}")
-    elif a.cmd == "controls":
-        from eegfm_bench.runs.controls import controls_main
-
-        out = controls_main(source, args=list(overrides) + _launcher_args(a), progress=progress)
-        if is_global_zero():
-            print(Path(out["gates_md"]).read_text())
-            for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
-                print(f"{k}: {out[k]}")
-    elif a.cmd == "audit":
-        from eegfm_bench.config import parse_config
-        from eegfm_bench.runs.audit import audit_main, audit_parser
-
-        cfg = parse_config(audit_parser(), source, overrides)
-        rep = audit_main(source, overrides)
-        print(rep.to_markdown())
-        stem = Path(cfg["out_dir"]) / f"audit_{rep.config_hash[:16]}"
-        print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")
-        from eegfm_bench.reports.page import refresh
-
-        refresh([cfg["out_dir"]])
+    """Run a command of :data:`COMMANDS` on its config and print its result (rank 0 only)."""
+    runner = {"cv": _run_cv, "check": _run_check, "sweep": _run_sweep, "probe": _run_probe,
+              "attribute": _run_attribute, "controls": _run_controls, "audit": _run_audit}[a.cmd]
+    runner(a, source, overrides, progress=not a.no_progress)
     return 0
+
+
+def _run_cv(a, source, overrides, *, progress: bool) -> None:
+    from eegfm_bench.distributed import is_global_zero  # reason: lazy start-up
+    from eegfm_bench.reports.cv import to_markdown  # reason: lazy start-up
+    from eegfm_bench.runs.confound import VERDICT_LEGEND  # reason: lazy start-up
+    from eegfm_bench.runs.cv import run_cv  # reason: lazy start-up
+
+    table = run_cv(source, args=list(overrides) + _launcher_args(a), progress=progress, force=a.force)
+    if is_global_zero():
+        print(to_markdown(table))
+        side = table.attrs.get("side_by_side")
+        if side is not None and not side.empty:
+            conf = table.attrs["confound"]
+            print("\nheadline and confound-checked balanced accuracy (the task's default confound variations; "
+                  "confound: off turns them off):\n")
+            print(to_markdown(side))
+            print("\n" + VERDICT_LEGEND.format(chance=f"{conf['chance'].iloc[0]:.3f}"))
+
+
+def _run_check(a, source, overrides, *, progress: bool) -> None:
+    from eegfm_bench.runs.cells import check_config  # reason: lazy start-up
+
+    check_config(source, overrides)
+
+
+def _run_sweep(a, source, overrides, *, progress: bool) -> None:
+    import pandas as pd  # reason: lazy start-up
+
+    from eegfm_bench.distributed import is_global_zero  # reason: lazy start-up
+    from eegfm_bench.reports.sweep import table_markdown  # reason: lazy start-up
+    from eegfm_bench.runs.sweep import sweep_main  # reason: lazy start-up
+
+    table = sweep_main(source, args=list(overrides) + _launcher_args(a), progress=progress)
+    if is_global_zero():
+        print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
+        print(f"report: {table.attrs['report']}")
+
+
+def _run_probe(a, source, overrides, *, progress: bool) -> None:
+    from eegfm_bench.distributed import is_global_zero  # reason: lazy start-up
+    from eegfm_bench.runs.probe import run_probes  # reason: lazy start-up
+
+    out = run_probes(source, args=list(overrides) + _launcher_args(a), progress=progress)
+    if is_global_zero():
+        for k, v in out.items():
+            print(f"{k}: {v}")
+
+
+def _run_attribute(a, source, overrides, *, progress: bool) -> None:
+    from eegfm_bench.distributed import is_global_zero  # reason: lazy start-up
+    from eegfm_bench.runs.attribute import run_attribution  # reason: lazy start-up
+
+    out = run_attribution(source, args=list(overrides) + _launcher_args(a), progress=progress)
+    if is_global_zero():
+        print(out.pop("checks").read_text())
+        out.pop("checks_table")
+        for k, v in out.items():
+            print(f"{k}: {v}")
+
+
+def _run_controls(a, source, overrides, *, progress: bool) -> None:
+    from eegfm_bench.distributed import is_global_zero  # reason: lazy start-up
+    from eegfm_bench.runs.controls import controls_main  # reason: lazy start-up
+
+    out = controls_main(source, args=list(overrides) + _launcher_args(a), progress=progress)
+    if is_global_zero():
+        print(Path(out["gates_md"]).read_text())
+        for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
+            print(f"{k}: {out[k]}")
+
+
+def _run_audit(a, source, overrides, *, progress: bool) -> None:
+    from eegfm_bench.reports.page import refresh  # reason: lazy start-up
+    from eegfm_bench.runs.audit import audit_main, audit_parser  # reason: lazy start-up
+
+    cfg = parse_config(audit_parser(), source, overrides)
+    rep = audit_main(source, overrides)
+    print(rep.to_markdown())
+    stem = Path(cfg["out_dir"]) / f"audit_{rep.config_hash[:16]}"
+    print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")
+    refresh([cfg["out_dir"]])
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 from scipy import stats as _st
 from statsmodels.stats.multitest import multipletests
 
@@ -216,8 +217,6 @@ def weighted_auroc(positive: np.ndarray, score: np.ndarray, weights: np.ndarray)
     ndarray, shape (n_rep,)
         AUROC per replicate; NaN where a class has zero total weight.
     """
-    from scipy import sparse
-
     positive = np.asarray(positive, dtype=bool)
     W = np.atleast_2d(np.asarray(weights, dtype=float))
     uniq, g = np.unique(np.asarray(score), return_inverse=True)
@@ -373,104 +372,139 @@ def paired_cluster_bootstrap(y: Sequence, proba_a: np.ndarray, proba_b: np.ndarr
         sets, a metric undefined on the observed data of a fold, stratification requested with mixed-label
         clusters, misaligned inputs, or more than 5 % of replicates with an undefined metric.
     """
-    y = np.asarray(y)
-    classes, y_idx = np.unique(y, return_inverse=True)
-    k = classes.size
-    if k < 2:
-        raise ValueError("paired bootstrap needs at least two classes in y")
-    n = y.size
-    A, B = _as_proba(proba_a, k, "proba_a"), _as_proba(proba_b, k, "proba_b")
-    clusters = np.asarray(clusters)
-    if A.shape[0] != n or B.shape[0] != n or clusters.shape[0] != n:
-        raise ValueError(f"y ({n}), proba_a ({A.shape[0]}), proba_b ({B.shape[0]}) and clusters "
-                         f"({clusters.shape[0]}) must align row by row")
-    if target not in ("mean_fold", "pooled"):
-        raise ValueError(f"target {target!r}; fix: 'mean_fold' or 'pooled'")
-    cl_ids, cl_inv = np.unique(clusters, return_inverse=True)
-    cl_label_n = np.bincount(np.unique(np.stack([cl_inv, y_idx], 1), axis=0)[:, 0], minlength=cl_ids.size)
-    single_label = bool(np.all(cl_label_n == 1))
-    if stratify == "auto":
-        stratify = single_label
-    if stratify and not single_label:
-        raise ValueError("stratify=True needs one label per cluster; some clusters carry several; fix: stratify=False")
-    cl_label = np.zeros(cl_ids.size, dtype=np.int64)
-    cl_label[cl_inv] = y_idx
+    data = _PairedData.build(y, proba_a, proba_b, clusters, metric=metric, target=target, stratify=stratify)
     rng = np.random.default_rng(seed)
-
-    def strata_of(cl_subset):
-        if not stratify:
-            return [cl_subset]
-        return [cl_subset[cl_label[cl_subset] == c] for c in range(k) if np.any(cl_label[cl_subset] == c)]
-
-    def diff_reps(rows, strata, n_rep):
-        sub_inv = np.searchsorted(np.unique(cl_inv[rows]), cl_inv[rows])
-        uniq_cl = np.unique(cl_inv[rows])
-        local_strata = [np.searchsorted(uniq_cl, s) for s in strata]
-        W = _resample_weights(rng, sub_inv, uniq_cl.size, local_strata, n_rep)
-        ma = weighted_metric(metric, y_idx[rows], A[rows], W)
-        mb = weighted_metric(metric, y_idx[rows], B[rows], W)
-        return ma - mb
-
-    def point(rows):
-        return (float(weighted_metric(metric, y_idx[rows], A[rows], np.ones(rows.size))[0]),
-                float(weighted_metric(metric, y_idx[rows], B[rows], np.ones(rows.size))[0]))
-
-    samples = np.empty(n_boot)
     if target == "pooled":
-        if cl_ids.size < min_clusters:
-            raise ValueError(f"cluster bootstrap needs at least {min_clusters} clusters, got {cl_ids.size}; "
-                             "fix: evaluate on more subjects/recordings")
-        rows = np.arange(n)
-        ea, eb = point(rows)
-        strata = strata_of(np.arange(cl_ids.size))
-        for s in range(0, n_boot, chunk):
-            samples[s:s + chunk] = diff_reps(rows, strata, min(chunk, n_boot - s))
-        mode = "pooled"
+        ea, eb, samples, mode = _pooled_replicates(data, rng, n_boot=n_boot, min_clusters=min_clusters, chunk=chunk)
     else:
-        if fold_ids is None:
-            raise ValueError("target='mean_fold' needs fold_ids (test fold per row); fix: pass fold_ids= or "
-                             "target='pooled'")
-        fold_ids = np.asarray(fold_ids)
-        if fold_ids.shape[0] != n:
-            raise ValueError(f"fold_ids has {fold_ids.shape[0]} entries for {n} rows")
-        folds = [np.flatnonzero(fold_ids == f) for f in np.unique(fold_ids)]
-        n_cl = np.array([np.unique(cl_inv[r]).size for r in folds])
-        if not (np.all(n_cl == 1) or np.all(n_cl >= min_clusters)):
-            few = np.flatnonzero(n_cl < min_clusters).tolist()
-            raise ValueError(f"too few subjects for a within-fold bootstrap: folds {few} hold fewer than "
-                             f"{min_clusters} clusters (counts {n_cl.tolist()}); fix: use folds with at least "
-                             f"{min_clusters} subjects each, LOSO (one subject per fold), or target='pooled'")
-        pa, pb = zip(*(point(r) for r in folds))
-        pa, pb = np.array(pa), np.array(pb)
-        if np.isnan(pa).any() or np.isnan(pb).any():
-            bad = np.flatnonzero(np.isnan(pa) | np.isnan(pb)).tolist()
-            raise ValueError(f"{metric} is undefined in folds {bad} (test fold lacks a class); the mean-fold target "
-                             "does not exist; fix: target='pooled'")
-        ea, eb = float(pa.mean()), float(pb.mean())
-        if np.all(n_cl == 1):
-            if len(folds) < min_clusters:
-                raise ValueError(f"held-out-subject bootstrap needs at least {min_clusters} folds, got {len(folds)}")
-            d = pa - pb
-            counts = rng.multinomial(len(folds), np.full(len(folds), 1 / len(folds)), size=n_boot)
-            samples = counts @ d / len(folds)
-            mode = "between_fold"
-        else:
-            samples[:] = 0.0
-            for r in folds:
-                strata = strata_of(np.unique(cl_inv[r]))
-                for s in range(0, n_boot, chunk):
-                    samples[s:s + chunk] += diff_reps(r, strata, min(chunk, n_boot - s))
-            samples /= len(folds)
-            mode = "within_fold"
+        ea, eb, samples, mode = _mean_fold_replicates(data, rng, fold_ids, n_boot=n_boot, min_clusters=min_clusters,
+                                                      chunk=chunk)
     bad = np.isnan(samples)
     if bad.mean() > 0.05:
         raise ValueError(f"{int(bad.sum())} of {n_boot} replicates have an undefined {metric} (a resample without a "
                          "class); fix: stratify=True (one label per cluster) or target='pooled'")
     a = (1 - level) / 2
     lo, hi = np.quantile(samples[~bad], [a, 1 - a])
-    return PairedBootstrapCI(ea - eb, float(lo), float(hi), level, n_boot, int(cl_ids.size), samples,
+    return PairedBootstrapCI(ea - eb, float(lo), float(hi), level, n_boot, data.n_clusters, samples,
                              estimate_a=ea, estimate_b=eb, mode=mode, target=target, metric=metric,
-                             stratified=bool(stratify), n_invalid=int(bad.sum()))
+                             stratified=bool(data.stratify), n_invalid=int(bad.sum()))
+
+
+@dataclass
+class _PairedData:
+    """The two arms' probabilities, encoded labels and clusters of :func:`paired_cluster_bootstrap`, checked."""
+
+    y_idx: np.ndarray
+    A: np.ndarray
+    B: np.ndarray
+    cl_inv: np.ndarray
+    cl_label: np.ndarray
+    n_clusters: int
+    n_classes: int
+    metric: str
+    stratify: bool
+
+    @classmethod
+    def build(cls, y, proba_a, proba_b, clusters, *, metric: str, target: str, stratify) -> "_PairedData":
+        """Encode the labels and clusters and check the inputs align (errors as documented by the caller)."""
+        y = np.asarray(y)
+        classes, y_idx = np.unique(y, return_inverse=True)
+        k = classes.size
+        if k < 2:
+            raise ValueError("paired bootstrap needs at least two classes in y")
+        n = y.size
+        A, B = _as_proba(proba_a, k, "proba_a"), _as_proba(proba_b, k, "proba_b")
+        clusters = np.asarray(clusters)
+        if A.shape[0] != n or B.shape[0] != n or clusters.shape[0] != n:
+            raise ValueError(f"y ({n}), proba_a ({A.shape[0]}), proba_b ({B.shape[0]}) and clusters "
+                             f"({clusters.shape[0]}) must align row by row")
+        if target not in ("mean_fold", "pooled"):
+            raise ValueError(f"target {target!r}; fix: 'mean_fold' or 'pooled'")
+        cl_ids, cl_inv = np.unique(clusters, return_inverse=True)
+        cl_label_n = np.bincount(np.unique(np.stack([cl_inv, y_idx], 1), axis=0)[:, 0], minlength=cl_ids.size)
+        single_label = bool(np.all(cl_label_n == 1))
+        if stratify == "auto":
+            stratify = single_label
+        if stratify and not single_label:
+            raise ValueError("stratify=True needs one label per cluster; some clusters carry several; fix: "
+                             "stratify=False")
+        cl_label = np.zeros(cl_ids.size, dtype=np.int64)
+        cl_label[cl_inv] = y_idx
+        return cls(y_idx, A, B, cl_inv, cl_label, int(cl_ids.size), k, metric, stratify)
+
+    def strata_of(self, cl_subset: np.ndarray) -> list[np.ndarray]:
+        """The clusters resampled together: all of ``cl_subset``, or one group per label when stratified."""
+        if not self.stratify:
+            return [cl_subset]
+        return [cl_subset[self.cl_label[cl_subset] == c] for c in range(self.n_classes)
+                if np.any(self.cl_label[cl_subset] == c)]
+
+    def diff_reps(self, rng, rows: np.ndarray, strata: list[np.ndarray], n_rep: int) -> np.ndarray:
+        """``n_rep`` replicates of metric(A) − metric(B) on ``rows``, clusters resampled within ``strata``."""
+        sub_inv = np.searchsorted(np.unique(self.cl_inv[rows]), self.cl_inv[rows])
+        uniq_cl = np.unique(self.cl_inv[rows])
+        local_strata = [np.searchsorted(uniq_cl, s) for s in strata]
+        W = _resample_weights(rng, sub_inv, uniq_cl.size, local_strata, n_rep)
+        ma = weighted_metric(self.metric, self.y_idx[rows], self.A[rows], W)
+        mb = weighted_metric(self.metric, self.y_idx[rows], self.B[rows], W)
+        return ma - mb
+
+    def point(self, rows: np.ndarray) -> tuple[float, float]:
+        """The observed metric of A and of B on ``rows``."""
+        ones = np.ones(rows.size)
+        return (float(weighted_metric(self.metric, self.y_idx[rows], self.A[rows], ones)[0]),
+                float(weighted_metric(self.metric, self.y_idx[rows], self.B[rows], ones)[0]))
+
+
+def _pooled_replicates(data: _PairedData, rng, *, n_boot: int, min_clusters: int, chunk: int):
+    """The pooled target: clusters resampled across all rows. Returns ``(est_a, est_b, samples, "pooled")``."""
+    if data.n_clusters < min_clusters:
+        raise ValueError(f"cluster bootstrap needs at least {min_clusters} clusters, got {data.n_clusters}; "
+                         "fix: evaluate on more subjects/recordings")
+    rows = np.arange(data.y_idx.size)
+    ea, eb = data.point(rows)
+    strata = data.strata_of(np.arange(data.n_clusters))
+    samples = np.empty(n_boot)
+    for s in range(0, n_boot, chunk):
+        samples[s:s + chunk] = data.diff_reps(rng, rows, strata, min(chunk, n_boot - s))
+    return ea, eb, samples, "pooled"
+
+
+def _mean_fold_replicates(data: _PairedData, rng, fold_ids, *, n_boot: int, min_clusters: int, chunk: int):
+    """The mean-fold target: clusters resampled within each test fold (``within_fold``), or the folds themselves
+    when each holds one cluster (``between_fold``). Returns ``(est_a, est_b, samples, mode)``."""
+    n = data.y_idx.size
+    if fold_ids is None:
+        raise ValueError("target='mean_fold' needs fold_ids (test fold per row); fix: pass fold_ids= or "
+                         "target='pooled'")
+    fold_ids = np.asarray(fold_ids)
+    if fold_ids.shape[0] != n:
+        raise ValueError(f"fold_ids has {fold_ids.shape[0]} entries for {n} rows")
+    folds = [np.flatnonzero(fold_ids == f) for f in np.unique(fold_ids)]
+    n_cl = np.array([np.unique(data.cl_inv[r]).size for r in folds])
+    if not (np.all(n_cl == 1) or np.all(n_cl >= min_clusters)):
+        few = np.flatnonzero(n_cl < min_clusters).tolist()
+        raise ValueError(f"too few subjects for a within-fold bootstrap: folds {few} hold fewer than "
+                         f"{min_clusters} clusters (counts {n_cl.tolist()}); fix: use folds with at least "
+                         f"{min_clusters} subjects each, LOSO (one subject per fold), or target='pooled'")
+    pa, pb = zip(*(data.point(r) for r in folds))
+    pa, pb = np.array(pa), np.array(pb)
+    if np.isnan(pa).any() or np.isnan(pb).any():
+        bad = np.flatnonzero(np.isnan(pa) | np.isnan(pb)).tolist()
+        raise ValueError(f"{data.metric} is undefined in folds {bad} (test fold lacks a class); the mean-fold target "
+                         "does not exist; fix: target='pooled'")
+    ea, eb = float(pa.mean()), float(pb.mean())
+    if np.all(n_cl == 1):
+        if len(folds) < min_clusters:
+            raise ValueError(f"held-out-subject bootstrap needs at least {min_clusters} folds, got {len(folds)}")
+        counts = rng.multinomial(len(folds), np.full(len(folds), 1 / len(folds)), size=n_boot)
+        return ea, eb, counts @ (pa - pb) / len(folds), "between_fold"
+    samples = np.zeros(n_boot)
+    for r in folds:
+        strata = data.strata_of(np.unique(data.cl_inv[r]))
+        for s in range(0, n_boot, chunk):
+            samples[s:s + chunk] += data.diff_reps(rng, r, strata, min(chunk, n_boot - s))
+    return ea, eb, samples / len(folds), "within_fold"
 
 
 def fold_ids_from_folds(folds: Sequence[tuple[np.ndarray, np.ndarray]], n: int) -> np.ndarray:

@@ -21,9 +21,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import lightning as L
 import numpy as np
+from lightning.pytorch.callbacks import ModelCheckpoint
 
+from eegfm_bench.controls.embeddings import align_rows, pool_tokens, row_keys
 from eegfm_bench.controls.permutation import check_scheme, infer_scheme, permute_labels
+from eegfm_bench.data.datamodule import EEGDataModule
+from eegfm_bench.models.features import extract_features
+from eegfm_bench.models.module import FMClassifier
+from eegfm_bench.trainer import build_trainer, fit_callbacks
 
 LABELINGS = ("correct", "scrambled")
 
@@ -126,24 +133,9 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
     ValueError
         If ``y_train`` changes test labels or has the wrong length.
     """
-    import lightning as L
-    from lightning.pytorch.callbacks import ModelCheckpoint
-
-    from eegfm_bench.data.datamodule import EEGDataModule
-    from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.trainer import build_trainer, fit_callbacks
-
     groups = ws.subject if split.spec.group_by == "subject" else ws.recording
     _, _, test_idx = split.indices(groups, fold)
-    train_ws = ws
-    if y_train is not None:
-        y_train = np.asarray(y_train, dtype=np.int64)
-        if y_train.shape != ws.y.shape:
-            raise ValueError(f"y_train has shape {y_train.shape}, the windows {ws.y.shape}")
-        if not np.array_equal(y_train[test_idx], ws.y[test_idx]):
-            raise ValueError("y_train changes labels of the test fold; only source (train/val) labels may change")
-        train_ws = type(ws)(ws.X, y_train, ws.subject, ws.recording, ws.window_index, ws.provenance,
-                            list(ws.ch_names), ws.sfreq, list(ws.class_names), dict(ws.meta))
+    train_ws = _with_training_labels(ws, y_train, test_idx)
     L.seed_everything(int(seed) + int(fold), workers=True, verbose=False)
     dm = EEGDataModule(task=task, backbone=model, fold=fold, batch_size=batch_size, num_workers=0, ws=train_ws,
                        split=split)
@@ -154,12 +146,7 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
     cell = Path(out_dir) / "adaptation" / tag / f"fold{fold}"
     tr = {**trainer_cfg, "enable_progress_bar": bool(progress and trainer_cfg.get("enable_progress_bar", False)),
           "loggers": ["csv"]}
-    if fixed_epochs:
-        ckpt = ModelCheckpoint(dirpath=cell, filename="last", save_top_k=0, save_last=False,
-                               enable_version_counter=False)
-        callbacks = []
-    else:
-        callbacks, ckpt = fit_callbacks(cell, patience=tr["patience"])
+    callbacks, ckpt = _schedule_callbacks(cell, fixed_epochs, tr)
     trainer = build_trainer(tr, out_dir=Path(out_dir) / "adaptation", name=tag, version=f"fold{fold}",
                             enable_checkpointing=not fixed_epochs, callbacks=callbacks)
     t0 = time.time()
@@ -169,13 +156,48 @@ def train_fold(*, task: str, model: str, regime: str, head: str, fold: int, spli
                             split=split)
     best = None if fixed_epochs else (ckpt.best_model_path or None)
     trainer.test(net, dm_test, ckpt_path=best, verbose=False)
+    pred = _test_predictions(net, ws)
+    info = {"epochs": float(trainer.current_epoch), "fit_seconds": float(time.time() - t0), "init": net.init,
+            "checkpoint": "" if fixed_epochs else ckpt.best_model_path, **net.parameter_counts}
+    return (pred, info, net) if return_model else (pred, info)
+
+
+def _with_training_labels(ws, y_train, test_idx: np.ndarray):
+    """``ws`` with its labels replaced by ``y_train`` (None: ``ws`` itself); the test rows' labels must not change.
+
+    Raises
+    ------
+    ValueError
+        If ``y_train`` has the wrong length or changes a test label.
+    """
+    if y_train is None:
+        return ws
+    y_train = np.asarray(y_train, dtype=np.int64)
+    if y_train.shape != ws.y.shape:
+        raise ValueError(f"y_train has shape {y_train.shape}, the windows {ws.y.shape}")
+    if not np.array_equal(y_train[test_idx], ws.y[test_idx]):
+        raise ValueError("y_train changes labels of the test fold; only source (train/val) labels may change")
+    return type(ws)(ws.X, y_train, ws.subject, ws.recording, ws.window_index, ws.provenance,
+                    list(ws.ch_names), ws.sfreq, list(ws.class_names), dict(ws.meta))
+
+
+def _schedule_callbacks(cell: Path, fixed_epochs: bool, tr: dict):
+    """``(callbacks, checkpoint)``: a fixed schedule keeps the last weights (no early stopping, nothing saved),
+    otherwise the cv's early-stopping + best-checkpoint pair (:func:`~eegfm_bench.trainer.fit_callbacks`)."""
+    if fixed_epochs:
+        ckpt = ModelCheckpoint(dirpath=cell, filename="last", save_top_k=0, save_last=False,
+                               enable_version_counter=False)
+        return [], ckpt
+    return fit_callbacks(cell, patience=tr["patience"])
+
+
+def _test_predictions(net, ws):
+    """The tested model's per-window predictions with each window's subject, recording and window index."""
     pred = net.test_predictions.copy()
     pred["subject"] = ws.subject[pred["index"]]
     pred["recording"] = ws.recording[pred["index"]]
     pred["window_index"] = ws.window_index[pred["index"]]
-    info = {"epochs": float(trainer.current_epoch), "fit_seconds": float(time.time() - t0), "init": net.init,
-            "checkpoint": "" if fixed_epochs else ckpt.best_model_path, **net.parameter_counts}
-    return (pred, info, net) if return_model else (pred, info)
+    return pred
 
 
 def adapted_embedding(net, ws, ref_keys: np.ndarray, *, pooling: str = "mean", trainer: dict | None = None,
@@ -196,9 +218,6 @@ def adapted_embedding(net, ws, ref_keys: np.ndarray, *, pooling: str = "mean", t
     -------
     ndarray, shape (n_windows, d)
     """
-    from eegfm_bench.controls.embeddings import align_rows, pool_tokens, row_keys
-    from eegfm_bench.models.features import extract_features
-
     net.eval()
     idx = align_rows(ref_keys, row_keys(ws.recording, ws.window_index), "adapted-encoder windows")
     tokens = extract_features(net.backbone, ws, parts=("tokens",), trainer=trainer, batch_size=batch_size,

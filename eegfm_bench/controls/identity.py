@@ -19,9 +19,13 @@ from typing import Sequence
 
 import numpy as np
 
+from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedGroupKFold
+from tqdm.auto import tqdm
 
+from eegfm_bench.controls.features import handcrafted_features
 from eegfm_bench.controls.probes import ProbeSpec, check_folds, fit_predict_folds
+from eegfm_bench.data.preprocessing import reference_windows
 
 
 def shared_channels(ch_a: Sequence[str], ch_b: Sequence[str], names: tuple[str, str] = ("A", "B")) -> list[str]:
@@ -140,8 +144,6 @@ class IdentityResult:
 
 
 def _cv_auroc(F, lab, folds, spec):
-    from sklearn.metrics import roc_auc_score
-
     proba, ks = fit_predict_folds(F, lab, folds, spec, 2)
     aucs = np.array([roc_auc_score(lab[te], proba[te, 1]) for _, te in folds])
     return aucs, ks
@@ -196,8 +198,6 @@ def dataset_identity_probe(F_a: np.ndarray, units_a: Sequence, F_b: np.ndarray, 
         If feature dimensions differ, either dataset has fewer units (subjects) than ``n_folds``, a recording maps
         to two subjects, or ``group_by="subject"`` without the subjects.
     """
-    from tqdm.auto import tqdm
-
     F_a, F_b = np.asarray(F_a, dtype=np.float64), np.asarray(F_b, dtype=np.float64)
     if F_a.ndim != 2 or F_b.ndim != 2 or F_a.shape[1] != F_b.shape[1]:
         raise ValueError(f"feature matrices must be 2-D with one dimension: got {F_a.shape} and {F_b.shape}; "
@@ -206,6 +206,22 @@ def dataset_identity_probe(F_a: np.ndarray, units_a: Sequence, F_b: np.ndarray, 
         raise ValueError(f"group_by {group_by!r}; fix: 'subject' (default) or 'recording'")
     Ua, ids_a = aggregate_units(F_a, units_a)
     Ub, ids_b = aggregate_units(F_b, units_b)
+    ga, gb = _unit_groups(units_a, subjects_a, ids_a, units_b, subjects_b, ids_b, names, group_by, n_folds)
+    rng = np.random.default_rng(seed)
+    probe = dict(n_folds=n_folds, C=C, seed=seed, rng=rng)
+    full, _ = _identity_auroc(Ua, Ub, ga, gb, **probe)
+    pca_f, ks = _identity_auroc(Ua, Ub, ga, gb, pca=pca_k, **probe)
+    null = np.array([_identity_auroc(Ua, Ub, ga, gb, shuffle=True, **probe)[0].mean()
+                     for _ in tqdm(range(n_permutations), desc="identity null", disable=not progress)])
+    sa, sb = np.unique(ga), np.unique(gb)
+    bal = _balanced_draws(Ua, Ub, ga, gb, sa, sb, n_balanced, progress, probe)
+    return IdentityResult(tuple(names), (len(Ua), len(Ub)), F_a.shape[1], n_folds, float(full.mean()),
+                          float(pca_f.mean()), int(min(ks)), null, np.array(bal), full, pca_f, group_by,
+                          (int(sa.size), int(sb.size)))
+
+
+def _unit_groups(units_a, subjects_a, ids_a, units_b, subjects_b, ids_b, names, group_by: str, n_folds: int):
+    """The fold group of every unit of A and of B (its subject, or the unit itself), checked against ``n_folds``."""
     if group_by == "subject":
         if subjects_a is None or subjects_b is None:
             raise ValueError("group_by='subject' needs subjects_a and subjects_b (subject per window); fix: pass "
@@ -218,36 +234,35 @@ def dataset_identity_probe(F_a: np.ndarray, units_a: Sequence, F_b: np.ndarray, 
         if np.unique(g).size < n_folds:
             raise ValueError(f"dataset {nm!r} has {np.unique(g).size} {group_by}s for {n_folds} folds; "
                              f"fix: n_folds <= {np.unique(g).size} or add {group_by}s")
-    rng = np.random.default_rng(seed)
+    return ga, gb
 
-    def run(Ua_, Ub_, ga_, gb_, shuffle=False, pca=None):
-        F = np.vstack([Ua_, Ub_])
-        groups = np.r_[ga_, gb_]
-        lab = np.r_[np.zeros(len(Ua_), int), np.ones(len(Ub_), int)]
-        if shuffle:  # dataset labels permuted across groups (each group's units keep one label), then stratified
-            g_ids, g_inv = np.unique(groups, return_inverse=True)
-            g_lab = np.zeros(g_ids.size, int)
-            g_lab[g_inv] = lab
-            lab = g_lab[rng.permutation(g_ids.size)][g_inv]
-        cv = StratifiedGroupKFold(n_splits=n_folds, shuffle=True, random_state=seed)
-        folds = check_folds(list(cv.split(F, lab, groups)), lab.size)
-        spec = ProbeSpec(kind="logreg", C=C, pca=pca, cap_pca=True, seed=seed)
-        return _cv_auroc(F, lab, folds, spec)
 
-    full, _ = run(Ua, Ub, ga, gb)
-    pca_f, ks = run(Ua, Ub, ga, gb, pca=pca_k)
-    null = np.array([run(Ua, Ub, ga, gb, shuffle=True)[0].mean()
-                     for _ in tqdm(range(n_permutations), desc="identity null", disable=not progress)])
-    sa, sb = np.unique(ga), np.unique(gb)
+def _identity_auroc(Ua, Ub, ga, gb, *, n_folds: int, C: float, seed: int, rng, shuffle: bool = False, pca=None):
+    """Per-fold AUROCs (and PCA sizes) of the dataset-membership probe on unit means ``Ua`` (label 0) and ``Ub``
+    (label 1); ``shuffle`` permutes the dataset labels across groups first (each group's units keep one label)."""
+    F = np.vstack([Ua, Ub])
+    groups = np.r_[ga, gb]
+    lab = np.r_[np.zeros(len(Ua), int), np.ones(len(Ub), int)]
+    if shuffle:  # dataset labels permuted across groups (each group's units keep one label), then stratified
+        g_ids, g_inv = np.unique(groups, return_inverse=True)
+        g_lab = np.zeros(g_ids.size, int)
+        g_lab[g_inv] = lab
+        lab = g_lab[rng.permutation(g_ids.size)][g_inv]
+    cv = StratifiedGroupKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+    folds = check_folds(list(cv.split(F, lab, groups)), lab.size)
+    spec = ProbeSpec(kind="logreg", C=C, pca=pca, cap_pca=True, seed=seed)
+    return _cv_auroc(F, lab, folds, spec)
+
+
+def _balanced_draws(Ua, Ub, ga, gb, sa, sb, n_balanced: int, progress: bool, probe: dict) -> list[float]:
+    """Mean AUROC of ``n_balanced`` draws of as many groups from each dataset (the smaller one's count)."""
     n_min = min(sa.size, sb.size)
     bal = []
     for _ in tqdm(range(n_balanced), desc="identity balanced", disable=not progress):
-        ka = np.isin(ga, rng.choice(sa, n_min, replace=False))
-        kb = np.isin(gb, rng.choice(sb, n_min, replace=False))
-        bal.append(run(Ua[ka], Ub[kb], ga[ka], gb[kb])[0].mean())
-    return IdentityResult(tuple(names), (len(Ua), len(Ub)), F_a.shape[1], n_folds, float(full.mean()),
-                          float(pca_f.mean()), int(min(ks)), null, np.array(bal), full, pca_f, group_by,
-                          (int(sa.size), int(sb.size)))
+        ka = np.isin(ga, probe["rng"].choice(sa, n_min, replace=False))
+        kb = np.isin(gb, probe["rng"].choice(sb, n_min, replace=False))
+        bal.append(_identity_auroc(Ua[ka], Ub[kb], ga[ka], gb[kb], **probe)[0].mean())
+    return bal
 
 
 def _unit_subjects(units: Sequence, subjects: Sequence, ids: np.ndarray, name: str) -> np.ndarray:
@@ -302,9 +317,6 @@ def identity_from_windows(X_a: np.ndarray, ch_a: Sequence[str], units_a: Sequenc
         If the datasets share no channel (listing each one's channels) and everything the feature extraction
         and :func:`dataset_identity_probe` raise.
     """
-    from eegfm_bench.controls.features import handcrafted_features
-    from eegfm_bench.data.preprocessing import reference_windows
-
     Xa, Xb, shared = restrict_to_shared(X_a, ch_a, X_b, ch_b, names)
     Xa, Xb = np.array(Xa, dtype=np.float64), np.array(Xb, dtype=np.float64)
     for X, ch in ((Xa, ch_a), (Xb, ch_b)):

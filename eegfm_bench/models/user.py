@@ -34,20 +34,26 @@ models).
 """
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import hashlib
 import importlib
 import inspect
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.preprocessing import Preprocessing
-from eegfm_bench.models.base import BackboneAdapter, ChannelContract
+from eegfm_bench.models.adaptation import LoraTargetError, apply_lora, resolve_targets
+from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.models.backbones import _common
+from eegfm_bench.models.backbones._common import NamedChannelContract, _gather
+from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
 
 SIGNAL_ARGS = ("n_chans", "n_times", "sfreq", "ch_names", "n_outputs")
 DRY_RUN_CHANNELS = ["Fp1", "Fp2", "F7", "F3", "Fz", "F4", "F8", "T7", "C3", "Cz", "C4", "T8", "P7", "P3", "Pz", "P4",
@@ -187,8 +193,6 @@ def _import(path: str, what: str = "class_path"):
         raise UserModelError(f"{what} {path!r}: module {mod!r} not importable ({err}); fix: install the package "
                              "or put its folder on PYTHONPATH") from None
     except AttributeError:
-        import difflib
-
         near = difflib.get_close_matches(name, dir(importlib.import_module(mod)), n=1)
         raise UserModelError(f"{what} {path!r}: {mod!r} has no {name!r}"
                              + (f"; did you mean {mod}.{near[0]}" if near else "")) from None
@@ -201,8 +205,6 @@ def _normalise(spec: dict, name: str | None = None) -> dict:
     base = asdict(UserModelConfig(class_path=spec.get("class_path", "")))
     unknown = sorted(set(spec) - set(base))
     if unknown:
-        import difflib
-
         hint = {k: difflib.get_close_matches(k, list(base), n=1) for k in unknown}
         raise UserModelError(f"{who}: unknown key(s) {unknown}"
                              + "".join(f"; did you mean {v[0]!r} for {k!r}" for k, v in hint.items() if v)
@@ -213,8 +215,6 @@ def _normalise(spec: dict, name: str | None = None) -> dict:
         sub = spec.get(key) or {}
         bad = sorted(set(sub) - allowed)
         if bad:
-            import difflib
-
             hint = [f"did you mean {difflib.get_close_matches(b, allowed, n=1)[0]!r} for {b!r}" for b in bad
                     if difflib.get_close_matches(b, allowed, n=1)]
             raise UserModelError(f"{who}: unknown key(s) {bad} in {key}" + (f"; {'; '.join(hint)}" if hint else "")
@@ -281,8 +281,6 @@ def load_user_weights(module: nn.Module, pre: dict) -> str:
         raise UserModelError(f"pretrained weights {path}: sha256 {sha} differs from the declared {pre['sha256']}; "
                              "fix: the right file, or update the declared sha256")
     if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
         state = load_file(str(path))
     else:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -297,176 +295,223 @@ def load_user_weights(module: nn.Module, pre: dict) -> str:
 
 
 def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
-    """A :class:`BackboneAdapter` subclass for one declaration (see the module docstring)."""
+    """A :class:`BackboneAdapter` subclass for one declaration (see the module docstring).
+
+    The declaration's preprocessing, channel contract and token source are checked and resolved here; the class is a
+    :class:`_UserBackbone` carrying them as class attributes (it builds the encoder when instantiated).
+
+    Raises
+    ------
+    UserModelError
+        A unit without a default scale, ``channels.kind: names`` without names, or an unknown ``tokens`` source.
+    """
     spec = _normalise(spec, name)
-    ch = spec["channels"]
+    prep = _user_preprocessing(name, spec)
+    contract, declared = _user_contract(name, spec)
+    tokens_src = _tokens_source(name, spec)
+    cls_name = f"UserBackbone_{name}"
+    return type(cls_name, (_UserBackbone,), {
+        "__doc__": f"User model {name!r}: {spec['class_path']} (declared in the config; :mod:`eegfm_bench.models.user`).",
+        "__module__": __name__, "__qualname__": cls_name, "name": name,
+        "is_foundation_model": bool(spec["foundation_model"]), "preprocessing": prep,
+        "lora_targets": list(spec["lora_targets"]), "user_spec": spec, "declared_contract": contract,
+        "declared_channels": declared, "tokens_source": tokens_src})
+
+
+def _user_preprocessing(name: str, spec: dict) -> Preprocessing:
+    """The declaration's preprocessing (its ``scale`` defaults from its ``unit``)."""
     scale = spec["scale"] if spec["scale"] is not None else _UNIT_SCALE.get(spec["unit"])
     if scale is None:
         raise UserModelError(f"user model {name}: unit {spec['unit']!r} has no default scale; fix: set `scale` "
                              "(the multiplier from volts to the encoder's input unit)")
-    prep = Preprocessing(sfreq=float(spec["sfreq"]), l_freq=spec["l_freq"], h_freq=spec["h_freq"], scale=float(scale),
+    return Preprocessing(sfreq=float(spec["sfreq"]), l_freq=spec["l_freq"], h_freq=spec["h_freq"], scale=float(scale),
                          unit=spec["unit"], window_s=float(spec["window_s"]), reference=spec["reference"],
                          source=f"declared in the config for user model {name} ({spec['class_path']})")
+
+
+def _user_contract(name: str, spec: dict) -> tuple[ChannelContract, list[str] | None]:
+    """The declaration's channel contract and, for ``channels.kind: names``, the declared channels (else None):
+    exactly these channels, selected and put in this order by name; a missing one is named."""
+    ch = spec["channels"]
     n_times = int(round(spec["sfreq"] * spec["window_s"]))
     contract = ChannelContract(kind=ch["kind"], sfreq=float(spec["sfreq"]), names=tuple(ch["names"]),
                                variable=bool(ch["variable"]), n_times=n_times)
     declared = list(ch["names"]) if ch["kind"] == "names" else None
-    if declared is not None:  # exactly these channels, selected and put in this order by name; a missing one named
-        from eegfm_bench.models.backbones._common import NamedChannelContract
-
+    if declared is not None:
         if not declared:
             raise UserModelError(f"user model {name}: channels.kind names but no channels.names; fix: list the "
                                  "channels the encoder reads, in its order")
         contract = NamedChannelContract(kind="selection", sfreq=float(spec["sfreq"]), names=tuple(declared),
                                         variable=bool(ch["variable"]), n_times=n_times)
     if ch["kind"] == "positions":
-        from eegfm_bench.models.backbones._common import NamedChannelContract
-
         contract = NamedChannelContract(kind="positions", sfreq=float(spec["sfreq"]), variable=bool(ch["variable"]),
                                         n_times=n_times)
+    return contract, declared
+
+
+def _tokens_source(name: str, spec: dict) -> str:
+    """The declared token source: ``output``, ``module:<submodule path>`` or ``method:<name>``."""
     tokens_src = str(spec["tokens"])
     if not (tokens_src == "output" or tokens_src.startswith(("module:", "method:"))):
         raise UserModelError(f"user model {name}: tokens {tokens_src!r}; fix: output, module:<submodule path> or "
                              "method:<name>")
+    return tokens_src
 
-    class UserBackbone(BackboneAdapter):
-        __doc__ = f"User model {name!r}: {spec['class_path']} (declared in the config; :mod:`eegfm_bench.models.user`)."
-        is_foundation_model = bool(spec["foundation_model"])
-        preprocessing = prep
-        lora_targets = list(spec["lora_targets"])
-        user_spec = spec
 
-        def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, *, declared_weights: bool = True,
-                     **kwargs: Any):
-            """``declared_weights=False`` builds a random initialisation even when weights are declared (the
-            matched random-init arms of the negative controls)."""
-            super().__init__(ch_names, n_times, n_outputs, **kwargs)
-            cls = _import(spec["class_path"])
-            args = {**spec["init_args"], **kwargs}
-            params = inspect.signature(cls).parameters
-            inputs = declared if declared is not None else list(self.ch_names)
-            signal = {"n_chans": len(inputs), "n_times": self.n_times, "sfreq": float(spec["sfreq"]),
-                      "ch_names": list(inputs), "n_outputs": self.n_outputs}
-            for k, v in signal.items():
-                if k in params and k not in args:
-                    args[k] = v
-            try:
-                self.model = cls(**args)
-            except TypeError as err:
-                raise UserModelError(f"user model {name}: {spec['class_path']}({', '.join(args)}) failed: {err}; "
-                                     "fix: init_args must match its constructor") from None
-            if not isinstance(self.model, nn.Module):
-                raise UserModelError(f"user model {name}: {spec['class_path']} is not a torch.nn.Module")
-            self.init_label = load_user_weights(self.model, spec["pretrained"]) \
-                if spec["pretrained"] and declared_weights else None
-            for pat in spec["lrp"]["attention"]:
-                found = _match(self.model, pat)
-                if not found:
-                    raise UserModelError(f"user model {name}: lrp.attention pattern {pat!r} matches no module; fix: "
-                                         f"one of {[n for n, _ in self.model.named_modules() if n][:25]}")
-                for path, m in found:
-                    setattr(m, LRP_ATTENTION_MARK, path or "<root>")  # truthy: its path, for messages
-            if tokens_src.startswith("method:"):
-                meth = tokens_src.split(":", 1)[1]
-                if not callable(getattr(self.model, meth, None)):
-                    raise UserModelError(f"user model {name}: tokens {tokens_src!r} but {spec['class_path']} has no "
-                                         f"method {meth!r}; fix: name one of its methods, or tokens: output")
-                self._call = getattr(self.model, meth)
+class _UserBackbone(BackboneAdapter):
+    """The adapter of a user model; :func:`make_user_adapter` makes one subclass per declaration, whose class
+    attributes (``name``, ``user_spec``, ``declared_contract``, ``declared_channels``, ``tokens_source``, the
+    preprocessing) say what to build."""
+
+    user_spec: ClassVar[dict]
+    declared_contract: ClassVar[ChannelContract]
+    declared_channels: ClassVar[list[str] | None]
+    tokens_source: ClassVar[str]
+
+    def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, *, declared_weights: bool = True,
+                 **kwargs: Any):
+        """``declared_weights=False`` builds a random initialisation even when weights are declared (the
+        matched random-init arms of the negative controls)."""
+        super().__init__(ch_names, n_times, n_outputs, **kwargs)
+        spec = self.user_spec
+        self.model = self._build_module(kwargs)
+        self.init_label = load_user_weights(self.model, spec["pretrained"]) \
+            if spec["pretrained"] and declared_weights else None
+        self._mark_lrp_attention()
+        self._call, self._hooked = self._token_call()
+        self._takes_ch = "ch_names" in inspect.signature(self._call).parameters
+        self._block_list = [m for _, m in _match(self.model, spec["blocks"])] if spec["blocks"] else []
+        self._n_tokens, self._d_model = self._token_shape()
+
+    def _build_module(self, kwargs: dict) -> nn.Module:
+        """The declared class built with its ``init_args``, the call's kwargs and the signal arguments its
+        constructor takes (``n_chans``, ``n_times``, ``sfreq``, ``ch_names``, ``n_outputs``)."""
+        name, spec = self.name, self.user_spec
+        cls = _import(spec["class_path"])
+        args = {**spec["init_args"], **kwargs}
+        params = inspect.signature(cls).parameters
+        inputs = self.declared_channels if self.declared_channels is not None else list(self.ch_names)
+        signal = {"n_chans": len(inputs), "n_times": self.n_times, "sfreq": float(spec["sfreq"]),
+                  "ch_names": list(inputs), "n_outputs": self.n_outputs}
+        for k, v in signal.items():
+            if k in params and k not in args:
+                args[k] = v
+        try:
+            model = cls(**args)
+        except TypeError as err:
+            raise UserModelError(f"user model {name}: {spec['class_path']}({', '.join(args)}) failed: {err}; "
+                                 "fix: init_args must match its constructor") from None
+        if not isinstance(model, nn.Module):
+            raise UserModelError(f"user model {name}: {spec['class_path']} is not a torch.nn.Module")
+        return model
+
+    def _mark_lrp_attention(self) -> None:
+        """Mark the modules ``lrp.attention`` names (AttnLRP's rule for them); a pattern matching none is an error."""
+        for pat in self.user_spec["lrp"]["attention"]:
+            found = _match(self.model, pat)
+            if not found:
+                raise UserModelError(f"user model {self.name}: lrp.attention pattern {pat!r} matches no module; fix: "
+                                     f"one of {[n for n, _ in self.model.named_modules() if n][:25]}")
+            for path, m in found:
+                setattr(m, LRP_ATTENTION_MARK, path or "<root>")  # truthy: its path, for messages
+
+    def _token_call(self):
+        """``(call, hooked)``: what to call on the input (the module or the declared method) and the submodule whose
+        output is the tokens (``module:<path>``; None when the call's own output is)."""
+        name, tokens_src, cls_path = self.name, self.tokens_source, self.user_spec["class_path"]
+        call = self.model
+        if tokens_src.startswith("method:"):
+            meth = tokens_src.split(":", 1)[1]
+            if not callable(getattr(self.model, meth, None)):
+                raise UserModelError(f"user model {name}: tokens {tokens_src!r} but {cls_path} has no "
+                                     f"method {meth!r}; fix: name one of its methods, or tokens: output")
+            call = getattr(self.model, meth)
+        hooked = None
+        if tokens_src.startswith("module:"):
+            path = tokens_src.split(":", 1)[1]
+            mods = dict(self.model.named_modules())
+            if path not in mods:
+                raise UserModelError(f"user model {name}: tokens {tokens_src!r} names no submodule; fix: one of "
+                                     f"{[n for n in mods if n][:20]}")
+            hooked = mods[path]
+        return call, hooked
+
+    def _token_shape(self) -> tuple[int, int]:
+        """``(n_tokens, d_model)`` from one zero batch through the encoder in eval mode (its mode restored)."""
+        with torch.no_grad():
+            was = self.model.training
+            self.model.eval()
+            t = self._tokens(torch.zeros(2, len(self.ch_names), self.n_times), self.ch_names)
+            self.model.train(was)
+        return int(t.shape[1]), int(t.shape[2])
+
+    @property
+    def channel_contract(self) -> ChannelContract:
+        return self.declared_contract
+
+    @property
+    def d_model(self) -> int:
+        return self._d_model
+
+    def n_tokens(self, n_chans: int | None = None) -> int:
+        return self._n_tokens
+
+    def _tokens(self, x: torch.Tensor, ch_names) -> torch.Tensor:
+        name, declared, tokens_src = self.name, self.declared_channels, self.tokens_source
+        if declared is not None:  # kind names: the declared channels, in the declared order
+            have = list(ch_names) if ch_names is not None else list(self.ch_names)
+            present = {c.lower() for c in have}
+            wanted = [c for c in declared if c.lower() in present] if self.declared_contract.variable else declared
+            x, ch_names = _gather(name, x, have, wanted), wanted
+            if len(wanted) < len(have) and self.data_reference == "average":  # the reference over what it reads
+                x = x - x.mean(dim=1, keepdim=True)
+        kw = {"ch_names": list(ch_names)} if self._takes_ch and ch_names is not None else {}
+        # torch's fused nn.TransformerEncoder fast path (eval mode) bypasses the layers' Linear modules, so LoRA
+        # adapters and attribution hooks on them would see nothing: run the modules one by one
+        with _common._no_mha_fastpath():  # looked up at call time (the dry-run tests swap it)
+            if self._hooked is None:
+                out = self._call(x, **kw)
             else:
-                self._call = self.model
-            self._hooked = None
-            if tokens_src.startswith("module:"):
-                path = tokens_src.split(":", 1)[1]
-                mods = dict(self.model.named_modules())
-                if path not in mods:
-                    raise UserModelError(f"user model {name}: tokens {tokens_src!r} names no submodule; fix: one of "
-                                         f"{[n for n in mods if n][:20]}")
-                self._hooked = mods[path]
-            self._takes_ch = "ch_names" in inspect.signature(self._call).parameters
-            self._block_list = [m for _, m in _match(self.model, spec["blocks"])] if spec["blocks"] else []
-            with torch.no_grad():
-                was = self.model.training
-                self.model.eval()
-                t = self._tokens(torch.zeros(2, len(self.ch_names), self.n_times), self.ch_names)
-                self.model.train(was)
-            self._n_tokens, self._d_model = int(t.shape[1]), int(t.shape[2])
+                box = {}
+                h = self._hooked.register_forward_hook(lambda m, i, o: box.__setitem__("out", o))
+                try:
+                    self._call(x, **kw)
+                finally:
+                    h.remove()
+                out = box["out"]
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        if not torch.is_tensor(out) or out.ndim != 3 or out.shape[0] != x.shape[0]:
+            shape = tuple(out.shape) if torch.is_tensor(out) else type(out).__name__
+            raise UserModelError(f"user model {name}: tokens ({tokens_src}) gave {shape} for a batch of "
+                                 f"{x.shape[0]}; the contract is (batch, n_tokens, d_model); fix: point `tokens` at "
+                                 "the output before pooling (module:<path> or method:<name>), or reshape it in "
+                                 "the module")
+        return out
 
-        @property
-        def channel_contract(self) -> ChannelContract:
-            return contract
+    def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
+        """``(batch, n_chans, n_times)`` in the declared unit → ``(batch, n_tokens, d_model)``."""
+        if not self.declared_contract.variable and ch_names is not None and list(ch_names) != self.ch_names:
+            raise ChannelContractError(f"{self.name} was declared with fixed channels (channels.variable: false) and "
+                                       f"cannot take {len(ch_names)} other channels; fix: zero-padded "
+                                       "perturbations, or declare channels.variable: true")
+        return self._tokens(x, ch_names)
 
+    @property
+    def blocks(self) -> list[nn.Module]:
+        return list(self._block_list)
 
-        @property
-        def d_model(self) -> int:
-            return self._d_model
-
-        def n_tokens(self, n_chans: int | None = None) -> int:
-            return self._n_tokens
-
-        def _tokens(self, x: torch.Tensor, ch_names) -> torch.Tensor:
-            from eegfm_bench.models.backbones._common import _gather, _no_mha_fastpath
-
-            if declared is not None:  # kind names: the declared channels, in the declared order
-                have = list(ch_names) if ch_names is not None else list(self.ch_names)
-                present = {c.lower() for c in have}
-                wanted = [c for c in declared if c.lower() in present] if contract.variable else declared
-                x, ch_names = _gather(name, x, have, wanted), wanted
-                if len(wanted) < len(have) and self.data_reference == "average":  # the reference over what it reads
-                    x = x - x.mean(dim=1, keepdim=True)
-            kw = {"ch_names": list(ch_names)} if self._takes_ch and ch_names is not None else {}
-            # torch's fused nn.TransformerEncoder fast path (eval mode) bypasses the layers' Linear modules, so LoRA
-            # adapters and attribution hooks on them would see nothing: run the modules one by one
-            with _no_mha_fastpath():
-                if self._hooked is None:
-                    out = self._call(x, **kw)
-                else:
-                    box = {}
-                    h = self._hooked.register_forward_hook(lambda m, i, o: box.__setitem__("out", o))
-                    try:
-                        self._call(x, **kw)
-                    finally:
-                        h.remove()
-                    out = box["out"]
-            if isinstance(out, (tuple, list)):
-                out = out[0]
-            if not torch.is_tensor(out) or out.ndim != 3 or out.shape[0] != x.shape[0]:
-                shape = tuple(out.shape) if torch.is_tensor(out) else type(out).__name__
-                raise UserModelError(f"user model {name}: tokens ({tokens_src}) gave {shape} for a batch of "
-                                     f"{x.shape[0]}; the contract is (batch, n_tokens, d_model); fix: point `tokens` at "
-                                     "the output before pooling (module:<path> or method:<name>), or reshape it in "
-                                     "the module")
+    def block_to_tokens(self, out) -> torch.Tensor:
+        """A block output → ``(batch, n_tokens_b, d_b)``: 3-D kept, 4-D ``(B, F, H, W)`` → ``(B, H·W, F)``."""
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        if out.ndim == 3:
             return out
-
-        def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
-            """``(batch, n_chans, n_times)`` in the declared unit → ``(batch, n_tokens, d_model)``."""
-            if not contract.variable and ch_names is not None and list(ch_names) != self.ch_names:
-                from eegfm_bench.models.base import ChannelContractError
-
-                raise ChannelContractError(f"{name} was declared with fixed channels (channels.variable: false) and "
-                                           f"cannot take {len(ch_names)} other channels; fix: zero-padded "
-                                           "perturbations, or declare channels.variable: true")
-            return self._tokens(x, ch_names)
-
-        @property
-        def blocks(self) -> list[nn.Module]:
-            return list(self._block_list)
-
-        def block_to_tokens(self, out) -> torch.Tensor:
-            """A block output → ``(batch, n_tokens_b, d_b)``: 3-D kept, 4-D ``(B, F, H, W)`` → ``(B, H·W, F)``."""
-            if isinstance(out, (tuple, list)):
-                out = out[0]
-            if out.ndim == 3:
-                return out
-            if out.ndim == 4:
-                return out.flatten(2).transpose(1, 2)
-            raise UserModelError(f"user model {name}: a block output of shape {tuple(out.shape)} is neither "
-                                 "(batch, tokens, dim) nor (batch, features, h, w); fix: a `blocks` pattern that "
-                                 "matches the transformer / conv blocks")
-
-    UserBackbone.name = name
-    UserBackbone.declared_contract = contract
-    UserBackbone.__name__ = UserBackbone.__qualname__ = f"UserBackbone_{name}"
-    return UserBackbone
+        if out.ndim == 4:
+            return out.flatten(2).transpose(1, 2)
+        raise UserModelError(f"user model {self.name}: a block output of shape {tuple(out.shape)} is neither "
+                             "(batch, tokens, dim) nor (batch, features, h, w); fix: a `blocks` pattern that "
+                             "matches the transformer / conv blocks")
 
 
 def user_code_sha256(class_path: str) -> str | None:
@@ -522,8 +567,6 @@ def register_user_models(specs: dict | None) -> list[str]:
     UserModelError
         A name that is a built-in backbone, or a declaration that does not build.
     """
-    from eegfm_bench.models.backbones import BACKBONES
-
     names = []
     for name, spec in (specs or {}).items():
         spec = _normalise(dict(spec), name)
@@ -545,8 +588,6 @@ def dry_run_check(model: str, check, cache: dict) -> str | None:
     Used by the AttnLRP (:func:`~eegfm_bench.interpret.lrp.user_lrp_problem`) and attention-map
     (:func:`~eegfm_bench.interpret.attention.check_attention_support`) checks.
     """
-    from eegfm_bench.models.backbones import BACKBONES
-
     spec = user_spec(model)
     key = f"{model}:{sorted(spec.items())!r}"
     if key not in cache:
@@ -638,15 +679,11 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
         raise UserModelError(no_grad)
     found = {k: (check(ad, name, spec) or "ok") for k, check in (checks or {}).items()}  # before LoRA wraps targets
     if spec["lora_targets"]:
-        from eegfm_bench.models.adaptation import LoraTargetError, resolve_targets
-
         try:
             resolve_targets(ad, list(spec["lora_targets"]))
         except LoraTargetError as err:
             raise UserModelError(f"user model {name}: lora_targets: {err}") from None
         if lora:  # peft wraps the targets and one forward/backward proves the adapters receive gradients
-            from eegfm_bench.models.adaptation import apply_lora
-
             try:
                 apply_lora(ad, {})
             except Exception as err:

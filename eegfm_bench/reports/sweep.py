@@ -26,9 +26,12 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from eegfm_bench.perturb.conditions import AdditiveNoise, ChannelDropout, parse_condition
-from eegfm_bench.stats import paired_deltas, wilcoxon_holm
+from eegfm_bench.reports.cv import to_markdown
+from eegfm_bench.results import ResultStore, run_label
+from eegfm_bench.stats import paired_cluster_bootstrap, paired_deltas, wilcoxon_holm
 
 ID_COLUMNS = ["model", "init", "regime", "head"]
 
@@ -203,8 +206,6 @@ def clean_table(df: pd.DataFrame, metrics: Sequence[str] = ("balanced_accuracy",
 
 
 def _md(df: pd.DataFrame) -> str:
-    from eegfm_bench.reports.cv import to_markdown
-
     return to_markdown(df)
 
 
@@ -230,10 +231,10 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
         The PNG written (4 panels: white noise, pink noise, dropout zero-padded, dropout removed; x = clean then
         decreasing SNR in dB, or p from 0 = clean; mean ± std over folds).
     """
-    import matplotlib
+    import matplotlib  # reason: heavy (0.7-1.3 s to import here); Agg must be chosen before pyplot loads
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # reason: as above
 
     d = df[df["metric"] == metric].copy()
     d["value"] = d["value"].astype(float)
@@ -318,8 +319,6 @@ def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int
         ``label``, ``condition``, ``clean`` (mean over folds), ``delta_pp``, ``low_pp``, ``high_pp``; empty without
         saved predictions. A pair the bootstrap cannot score (too few subjects per fold) has NaN bounds.
     """
-    from eegfm_bench.stats import paired_cluster_bootstrap
-
     out = Path(out_dir)
     key = ",".join(sorted(set(df["config_hash"].astype(str)))) + f"|{n_boot}|{seed}|{metric}"
     cache = out / "delta_ci.csv"
@@ -327,7 +326,6 @@ def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int
         c = pd.read_csv(cache)
         if not c.empty and str(c["key"].iloc[0]) == key:
             return c.drop(columns="key")
-    from eegfm_bench.results import run_label
 
     cells = df[(df["metric"] == metric) & (df["condition"] == "clean")]
     rows = []
@@ -400,21 +398,9 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
     ValueError
         If ``reference`` is ambiguous or absent from the rows.
     """
-    from eegfm_bench.results import ResultStore
-
     out = Path(out_dir)
-    df = ResultStore(out).load()
-    if experiment is not None:
-        df = df[df["experiment"] == experiment]
-    if task is not None:
-        df = df[df["task"] == task]
-    if config_hashes is not None and not df.empty:
-        df = df[df["config_hash"].astype(str).isin({str(h) for h in config_hashes})]
-    cfg = {}
-    if (out / "sweep.yaml").is_file():
-        import yaml
-
-        cfg = yaml.safe_load((out / "sweep.yaml").read_text()) or {}
+    df = _current_rows(out, experiment, task, config_hashes)
+    cfg = _sweep_settings(out)
     lines = [f"# Perturbation sweep: {experiment or ', '.join(sorted(set(df.get('experiment', []))))} / "
              f"{task or ', '.join(sorted(set(df.get('task', []))))}", ""]
     if df.empty:
@@ -424,12 +410,66 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
         return empty
     df = add_labels(df)
     ref = resolve_reference(df, reference)
+    lines += _method_lines(df, cfg, metric, ref, alpha, filter_notes)
+    lines += ["## Clean performance", "", _md(clean_table(df)), ""]
+    deltas = fold_deltas(df, metric)
+    deltas.to_csv(out / "deltas.csv", index=False)
+    degradation, tests, main_table = _degradation_sections(df, deltas, cfg, ref, alpha)
+    main_table.attrs.update(report=str(out / "sweep.md"))
+    lines += degradation + _not_applicable_lines(df)
+    pd.DataFrame(tests).to_csv(out / "wilcoxon.csv", index=False)
+    lines += _dropout_mask_lines(out) + _region_lines(df)
+    png = plot_degradation_curves(df, out / "degradation_curves.png", metric=metric, chance=chance,
+                                  title=f"{task or ''} {metric.replace('_', ' ')} under test-time perturbations "
+                                        "(mean ± std over folds)".strip())
+    lines += ["## Degradation curves", "", f"![degradation curves]({png.name})", ""]
+    lines += _failure_lines(out)
+    (out / "sweep.md").write_text("\n".join(lines))
+    return main_table
+
+
+def _current_rows(out: Path, experiment: str | None, task: str | None, config_hashes: set[str] | None) -> pd.DataFrame:
+    """The sweep folder's rows, restricted to an experiment, a task and the current config hashes when given."""
+    df = ResultStore(out).load()
+    if experiment is not None:
+        df = df[df["experiment"] == experiment]
+    if task is not None:
+        df = df[df["task"] == task]
+    if config_hashes is not None and not df.empty:
+        df = df[df["config_hash"].astype(str).isin({str(h) for h in config_hashes})]
+    return df
+
+
+def _sweep_settings(out: Path) -> dict:
+    """The sweep's resolved config (``sweep.yaml``), or {} when the folder has none."""
+    if not (out / "sweep.yaml").is_file():
+        return {}
+    return yaml.safe_load((out / "sweep.yaml").read_text()) or {}
+
+
+def _method_lines(df: pd.DataFrame, cfg: dict, metric: str, ref: str | None, alpha: float,
+                  filter_notes: Sequence[str]) -> list[str]:
+    """What was run: the cv run, folds, seed and metric, the noise filters, and how Δ and the marks are read."""
     n_folds = int(df["fold"].nunique())
     fold_unit = ", ".join(sorted(set(df["fold_unit"].astype(str)))) if "fold_unit" in df else "?"
-    lines += [f"cv run: `{cfg.get('cv_out_dir', '?')}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation seed "
-              f"{cfg.get('seed', '?')}; metric: {metric.replace('_', ' ')}. Models evaluated on their own fold's test "
-              "windows under every condition, no retraining (paper 003 §3, App. D).", ""]
-    filters: dict[str, list[str]] = {}  # one filter per preprocessing: models at other rates see other filters
+    lines = [f"cv run: `{cfg.get('cv_out_dir', '?')}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation seed "
+             f"{cfg.get('seed', '?')}; metric: {metric.replace('_', ' ')}. Models evaluated on their own fold's test "
+             "windows under every condition, no retraining (paper 003 §3, App. D).", ""]
+    lines += _filter_lines(df, filter_notes)
+    # the smallest two-sided p a Wilcoxon signed-rank test can reach with n folds is 2 / 2^n
+    min_p = 2.0 / 2 ** n_folds if n_folds else 1.0
+    lines += [f"Δ = {metric.replace('_', ' ')} change from clean in percentage points, paired per fold, mean over "
+              f"folds; ranked by Average (mean over the table's conditions). Best per column in bold, second "
+              f"underlined. " + (f"∗ / ∇: significantly less / more degradation than {ref} (two-sided Wilcoxon "
+                                 f"signed-rank over the shared folds, Holm-corrected across models, α = {alpha:g}); "
+                                 f"with {n_folds} folds the smallest attainable p is {min_p:.3g}."
+                                 if ref else "No significance marks (no reference model)."), ""]
+    return lines
+
+
+def _filter_lines(df: pd.DataFrame, filter_notes: Sequence[str]) -> list[str]:
+    """The noise filters, one per preprocessing (models at other rates see other filters), from the rows' details."""
+    filters: dict[str, list[str]] = {}
     if "details" in df:
         seen: set = set()
         for label, s in df[["label", "details"]].dropna().drop_duplicates().itertuples(index=False):
@@ -440,35 +480,33 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
                 desc = (f"band-pass {f['l_freq']}–{f['h_freq']} Hz, notch "
                         f"{', '.join(f'{x:g}' for x in notch) + ' Hz' if notch else 'none'}, at {f['sfreq']:g} Hz")
                 filters.setdefault(desc, []).append(label)
-    if filters:
-        per = "; ".join(f"{d} ({', '.join(labels)})" for d, labels in filters.items()) if len(filters) > 1 \
-            else next(iter(filters))
-        lines += [f"Noise filtered like each model's data: {per} (App. D.1)."
-                  + (" " + " ".join(filter_notes) if filter_notes else ""), ""]
-    # the smallest two-sided p a Wilcoxon signed-rank test can reach with n folds is 2 / 2^n
-    min_p = 2.0 / 2 ** n_folds if n_folds else 1.0
-    lines += [f"Δ = {metric.replace('_', ' ')} change from clean in percentage points, paired per fold, mean over "
-              f"folds; ranked by Average (mean over the table's conditions). Best per column in bold, second "
-              f"underlined. " + (f"∗ / ∇: significantly less / more degradation than {ref} (two-sided Wilcoxon "
-                                 f"signed-rank over the shared folds, Holm-corrected across models, α = {alpha:g}); "
-                                 f"with {n_folds} folds the smallest attainable p is {min_p:.3g}."
-                                 if ref else "No significance marks (no reference model)."), ""]
-    lines += ["## Clean performance", "", _md(clean_table(df)), ""]
-    deltas = fold_deltas(df, metric)
-    deltas.to_csv(out / "deltas.csv", index=False)
+    if not filters:
+        return []
+    per = "; ".join(f"{d} ({', '.join(labels)})" for d, labels in filters.items()) if len(filters) > 1 \
+        else next(iter(filters))
+    return [f"Noise filtered like each model's data: {per} (App. D.1)."
+            + (" " + " ".join(filter_notes) if filter_notes else ""), ""]
+
+
+def _degradation_sections(df: pd.DataFrame, deltas: pd.DataFrame, cfg: dict, ref: str | None,
+                          alpha: float) -> tuple[list[str], list[dict], pd.DataFrame]:
+    """The degradation tables (conditions every model takes; channels removed) in the config's condition order.
+
+    Returns the lines, the Wilcoxon tests of both tables and the main table (``attrs["marks"]`` its marks)."""
     conds = [c for c in dict.fromkeys(df["condition"]) if c != "clean"]
     order = {c: i for i, c in enumerate(cfg.get("conditions") or conds)}
     conds.sort(key=lambda c: order.get(c, len(order)))
     shared = [c for c in conds if not parse_condition(c).needs_variable_channels]
     removed = [c for c in conds if parse_condition(c).needs_variable_channels]
+    lines: list[str] = []
     tests: list[dict] = []
     main_table = pd.DataFrame()
-    main_table.attrs.update(marks={}, report=str(out / "sweep.md"))
+    main_table.attrs.update(marks={})
     if shared:
         means, marks, t = degradation_table(deltas, shared, reference=ref, alpha=alpha)
         tests += t
         main_table = means.copy()
-        main_table.attrs.update(marks=marks.to_dict(), report=str(out / "sweep.md"))
+        main_table.attrs.update(marks=marks.to_dict())
         lines += ["## Degradation: all models (Δ pp from clean)", "", table_markdown(means, marks) if not means.empty
                   else "(no complete model)", ""]
     if removed:
@@ -477,47 +515,63 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
         lines += ["## Degradation: channels removed (variable-channel models only; App. D.2, D.3)", "",
                   table_markdown(means, marks) if not means.empty else "(no model in this sweep accepts removed channels)",
                   ""]
+    return lines, tests, main_table
+
+
+def _not_applicable_lines(df: pd.DataFrame) -> list[str]:
+    """Conditions a model cannot take, with the reason, per model."""
     na = df[df["metric"] == "not_applicable"]
-    if not na.empty:
-        lines += ["### Not applicable", "", "| model | conditions | reason |", "|---|---|---|"]
-        for lab, g in na.groupby("label"):
-            for note, gg in g.groupby("note"):
-                lines.append(f"| {lab} | {', '.join(sorted(set(gg['condition'])))} | {note} |")
-        lines.append("")
-    pd.DataFrame(tests).to_csv(out / "wilcoxon.csv", index=False)
-    if (out / "dropout_masks.json").is_file():
-        masks = json.loads((out / "dropout_masks.json").read_text())
-        rows = [(ds, m) for ds, rec in masks.items() for m in rec["masks"]]
-        if rows:
-            lines += ["## Random dropout masks (App. D.2, Table 5: one mask per dataset and p, shared by folds and "
-                      "models)", "", "| Dataset | p | n | Dropped channels |", "|---|---|---|---|"]
-            for ds, m in rows:
-                lines.append(f"| {ds} ({m['n_chans']} ch) | {m['p']:.2f} | {m['n_dropped']} | {', '.join(m['dropped'])} |")
-            lines.append("")
+    if na.empty:
+        return []
+    lines = ["### Not applicable", "", "| model | conditions | reason |", "|---|---|---|"]
+    for lab, g in na.groupby("label"):
+        for note, gg in g.groupby("note"):
+            lines.append(f"| {lab} | {', '.join(sorted(set(gg['condition'])))} | {note} |")
+    return lines + [""]
+
+
+def _dropout_mask_lines(out: Path) -> list[str]:
+    """The random dropout masks (one per dataset and p, shared by folds and models), from ``dropout_masks.json``."""
+    if not (out / "dropout_masks.json").is_file():
+        return []
+    masks = json.loads((out / "dropout_masks.json").read_text())
+    rows = [(ds, m) for ds, rec in masks.items() for m in rec["masks"]]
+    if not rows:
+        return []
+    lines = ["## Random dropout masks (App. D.2, Table 5: one mask per dataset and p, shared by folds and "
+             "models)", "", "| Dataset | p | n | Dropped channels |", "|---|---|---|---|"]
+    for ds, m in rows:
+        lines.append(f"| {ds} ({m['n_chans']} ch) | {m['p']:.2f} | {m['n_dropped']} | {', '.join(m['dropped'])} |")
+    return lines + [""]
+
+
+def _region_lines(df: pd.DataFrame) -> list[str]:
+    """The regions of the region conditions (App. D.3): their channels and the electrodes a montage lacks."""
     regions = {}
     for c, s in df[["condition", "details"]].dropna().drop_duplicates("condition").itertuples(index=False):
         det = json.loads(s)
         if "role" in det and det["role"] not in regions:
             regions[det["role"]] = det
-    if regions:
-        lines += ["## Regions (App. D.3, Table 6)", "", "| role | regions | channels | missing electrodes |",
-                  "|---|---|---|---|"]
-        for role, det in regions.items():
-            lines.append(f"| {role} | {', '.join(det['regions'])} | {', '.join(det['channels'])} | "
-                         f"{', '.join(det['missing']) or '—'} |")
-        lines.append("")
-    png = plot_degradation_curves(df, out / "degradation_curves.png", metric=metric, chance=chance,
-                                  title=f"{task or ''} {metric.replace('_', ' ')} under test-time perturbations "
-                                        "(mean ± std over folds)".strip())
-    lines += ["## Degradation curves", "", f"![degradation curves]({png.name})", ""]
-    if (out / "failures.json").is_file():
-        fails = json.loads((out / "failures.json").read_text())
-        if fails:
-            lines += ["## Failures (no rows written; a rerun retries them)", "", "| model | fold | condition | error |",
-                      "|---|---|---|---|"]
-            for f in fails:
-                lines.append(f"| {f['model']} ({f['regime']}, {f['head']}) | {f['fold']} | {f['condition']} | "
-                             f"{f['error'].splitlines()[0][:200]} |")
-            lines.append("")
-    (out / "sweep.md").write_text("\n".join(lines))
-    return main_table
+    if not regions:
+        return []
+    lines = ["## Regions (App. D.3, Table 6)", "", "| role | regions | channels | missing electrodes |",
+             "|---|---|---|---|"]
+    for role, det in regions.items():
+        lines.append(f"| {role} | {', '.join(det['regions'])} | {', '.join(det['channels'])} | "
+                     f"{', '.join(det['missing']) or '—'} |")
+    return lines + [""]
+
+
+def _failure_lines(out: Path) -> list[str]:
+    """The conditions that failed (no rows written; a rerun retries them), from ``failures.json``."""
+    if not (out / "failures.json").is_file():
+        return []
+    fails = json.loads((out / "failures.json").read_text())
+    if not fails:
+        return []
+    lines = ["## Failures (no rows written; a rerun retries them)", "", "| model | fold | condition | error |",
+             "|---|---|---|---|"]
+    for f in fails:
+        lines.append(f"| {f['model']} ({f['regime']}, {f['head']}) | {f['fold']} | {f['condition']} | "
+                     f"{f['error'].splitlines()[0][:200]} |")
+    return lines + [""]

@@ -13,6 +13,22 @@ from typing import Sequence
 
 import numpy as np
 import yaml
+from tqdm.auto import tqdm
+
+from eegfm_bench.config import ConfigError
+from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
+from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
+from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
+from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
+from eegfm_bench.reports.attribution import checks_markdown, checks_table, method_label, write_cell_maps
+from eegfm_bench.reports.page import refresh, report_root
+from eegfm_bench.results import FailedCellsError, ResultStore, code_version, config_hash
+from eegfm_bench.runs.cells import LP_FT, fixed_batch_size, head_kwargs_for, run_init_seed, run_optim, run_trainer
+from eegfm_bench.runs.interpret_config import load_interpret_config
+from eegfm_bench.runs.launch import run_jobs
+from eegfm_bench.runs.output import CVRun, load_fold_model
+from eegfm_bench.trainer import hashable_trainer, log_summary
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +58,6 @@ def label_randomised_model(run, ck, ws, root: Path, seed: int):
     ConfigError
         A ridge cell (the fix: leave it out of ``select.heads`` or turn data_randomisation off).
     """
-    from eegfm_bench.config import ConfigError
-    from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
-    from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
-    from eegfm_bench.runs.cells import LP_FT, fixed_batch_size, head_kwargs_for, run_init_seed, run_optim, run_trainer
-    from eegfm_bench.runs.output import load_fold_model
-
     if ck.head == "ridge":
         raise ConfigError(f"{ck.cell}: data_randomisation retrains the cell, and a ridge head has no training loop; "
                           "fix: leave ridge cells out of select.heads, or attribution.data_randomisation: false")
@@ -87,35 +97,23 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
     windows, conservation ratios, randomisation correlations) and ``checks.md`` (conservation and
     randomisation summary per model).
 
+    Steps: read the config and the cv run, check every method and montage before anything runs
+    (:func:`_check_methods_and_montages`), explain every fold checkpoint (:func:`_explain_checkpoint`; with a
+    launcher, one job per unit), then aggregate the maps found on disk (:func:`_aggregate_maps`), summarise the
+    checks (:func:`_checks_table`) and write the page.
+
     Returns
     -------
     dict
         Paths written and the summary table of the checks.
     """
-    from tqdm.auto import tqdm
-
-    from eegfm_bench.distributed import is_global_zero
-    from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
-    from eegfm_bench.runs.interpret_config import load_interpret_config
-    from eegfm_bench.interpret.topomap import plot_topomap_grid
-    from eegfm_bench.reports.attribution import checks_markdown, checks_table, method_label, write_cell_maps
-    from eegfm_bench.results import ResultStore, code_version, config_hash
-    from eegfm_bench.runs.output import CVRun, load_fold_model
-    from eegfm_bench.trainer import hashable_trainer
-
     cfg = load_interpret_config(config, args)
     acfg, sel = cfg["attribution"], cfg["select"]
     run = CVRun(cfg["cv_dir"], cfg["cv_config"])
     zero = is_global_zero()
     root = Path(cfg["out_dir"]) / "attribution"
     cks = run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])
-    from eegfm_bench.interpret.topomap import check_positions
-
-    for ck in cks:  # check methods and montage before any computation (MOABB-style) or any folder is made
-        for m in acfg["methods"]:
-            resolve_method(m, ck.model, acfg["lrp_fallback"])
-    for model in sorted({ck.model for ck in cks}):
-        check_positions(run.windows(model).ch_names)
+    _check_methods_and_montages(run, cks, acfg)
     worker = worker_units is not None
     lc = cfg.get("launcher") or {"kind": "none"}
     store = ResultStore(root, write=zero, merge=not worker)
@@ -124,58 +122,100 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
     code = code_version()
     skipped = []
     current: set[str] = set()  # config hashes of this run's rows: the checks table shows only these
-    all_cks = cks
+    todo = cks
     if worker:
-        cks = [ck for ck in cks if attribution_unit(ck) in set(worker_units)]
+        todo = [ck for ck in cks if attribution_unit(ck) in set(worker_units)]
     elif lc["kind"] != "none":
-        from eegfm_bench.results import FailedCellsError
-        from eegfm_bench.runs.launch import run_jobs
-
-        got: dict = {}
-        failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, [attribution_unit(ck) for ck in cks],
-                            root, progress=progress and zero, kind="attribute", collect=got)
-        if failures:
-            raise FailedCellsError(f"{len(failures)} attribution job(s) failed (first: {failures[0]['cell']}: "
-                                   f"{failures[0]['error'][:300]}); the finished units' rows and maps are kept under "
-                                   f"{root}; fix the cause and rerun")
-        skipped += got.get("skipped", [])
+        skipped += _attribution_jobs(cfg, lc, cks, root, progress=progress and zero)
         current |= {config_hash({"attribution": chash, "cv": ck.config_hash}) for ck in cks}
         store.merge()
-        cks = []
-    for ck in tqdm(cks, desc="attribution", disable=not (progress and zero), unit="fold"):
-        ws = run.windows(ck.model)
-        _, _, te = run.fold_indices(ws, ck.fold)
-        clf = load_fold_model(ck.path)
-        lab = label_randomised_model(run, ck, ws, root, int(acfg["seed"])) if acfg["data_randomisation"] else None
-        for condition in acfg["conditions"]:
-            try:
-                res = explain_fold(clf, ws, te, condition=condition, acfg=acfg, trainer=cfg["trainer"],
-                                   label_randomised=lab)
-            except NoWindowsSelectedError as err:
-                log.warning("%s fold %d %s: %s", ck.cell, ck.fold, condition, err)
-                skipped.append({"cell": ck.cell, "fold": ck.fold, "condition": condition, "reason": str(err)})
-                continue
-            base = {"experiment": run.experiment, "task": run.task, "model": ck.model, "init": ck.init,
-                    "regime": ck.regime, "head": ck.head, "fold": ck.fold, "seed": int(run.config["seed"]),
-                    "condition": condition, "n_subjects": int(np.unique(np.asarray(ws.subject)[te]).size),
-                    "fold_unit": run.group_by, "config_hash": config_hash({"attribution": chash, "cv": ck.config_hash}),
-                    "code_version": code, "checkpoint": str(ck.path)}
-            rows = []
-            for method, fm in res.items():
-                if zero:
-                    fm.save(root / ck.cell / cond_dir(condition) / method / f"fold{ck.fold}.npz")
-                rows += _fold_rows(base, fm)
-            store.append(rows)
-            current.add(base["config_hash"])
+        todo = []
+    for ck in tqdm(todo, desc="attribution", disable=not (progress and zero), unit="fold"):
+        current |= _explain_checkpoint(cfg, run, ck, root, store, chash, code, skipped, write=zero)
     if worker:
         return {"failures": [], "skipped": skipped}
-    cks = all_cks
     if not zero:
         return {}
     if skipped:
         (root / "skipped.json").write_text(json.dumps(skipped, indent=1))
-    # aggregate per cell / condition / method, overview per condition
-    paths: dict = {"results": store.csv}
+    paths: dict = {"results": store.csv, **_aggregate_maps(run, cks, acfg, root)}
+    table = _checks_table(cfg, run, store, current, root)
+    (root / "checks.md").write_text(checks_markdown(table))
+    (root / "interpret.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))  # the page's
+    # reproduce block names it
+    (root / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
+    paths["checks"] = root / "checks.md"
+    refresh(report_root(cfg["out_dir"], run.dir), quiet=not progress)
+    paths["checks_table"] = table
+    return paths
+
+
+def _check_methods_and_montages(run, cks: list, acfg: dict) -> None:
+    """Every method resolves for every selected model and every montage has positions, before any computation
+    (MOABB-style) or any folder is made."""
+    for ck in cks:
+        for m in acfg["methods"]:
+            resolve_method(m, ck.model, acfg["lrp_fallback"])
+    for model in sorted({ck.model for ck in cks}):
+        check_positions(run.windows(model).ch_names)
+
+
+def _attribution_jobs(cfg: dict, lc: dict, cks: list, root: Path, *, progress: bool) -> list[dict]:
+    """Every :func:`attribution_unit` of ``cks`` as a launcher job; the (cell, fold, condition)s the jobs skipped.
+
+    Raises
+    ------
+    FailedCellsError
+        A job failed (the finished units' rows and maps are kept).
+    """
+    got: dict = {}
+    failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, [attribution_unit(ck) for ck in cks],
+                        root, progress=progress, kind="attribute", collect=got)
+    if failures:
+        raise FailedCellsError(f"{len(failures)} attribution job(s) failed (first: {failures[0]['cell']}: "
+                               f"{failures[0]['error'][:300]}); the finished units' rows and maps are kept under "
+                               f"{root}; fix the cause and rerun")
+    return got.get("skipped", [])
+
+
+def _explain_checkpoint(cfg: dict, run, ck, root: Path, store, chash: str, code: str, skipped: list, *,
+                        write: bool) -> set[str]:
+    """The maps of one fold checkpoint under every condition and method: per-fold maps (``fold<k>.npz``) and rows
+    (appended to ``store``); a condition that selects no window is logged and added to ``skipped``. Returns the
+    config hashes of the rows written."""
+    acfg = cfg["attribution"]
+    ws = run.windows(ck.model)
+    _, _, te = run.fold_indices(ws, ck.fold)
+    clf = load_fold_model(ck.path)
+    lab = label_randomised_model(run, ck, ws, root, int(acfg["seed"])) if acfg["data_randomisation"] else None
+    current = set()
+    for condition in acfg["conditions"]:
+        try:
+            res = explain_fold(clf, ws, te, condition=condition, acfg=acfg, trainer=cfg["trainer"],
+                               label_randomised=lab)
+        except NoWindowsSelectedError as err:
+            log.warning("%s fold %d %s: %s", ck.cell, ck.fold, condition, err)
+            skipped.append({"cell": ck.cell, "fold": ck.fold, "condition": condition, "reason": str(err)})
+            continue
+        base = {"experiment": run.experiment, "task": run.task, "model": ck.model, "init": ck.init,
+                "regime": ck.regime, "head": ck.head, "fold": ck.fold, "seed": int(run.config["seed"]),
+                "condition": condition, "n_subjects": int(np.unique(np.asarray(ws.subject)[te]).size),
+                "fold_unit": run.group_by, "config_hash": config_hash({"attribution": chash, "cv": ck.config_hash}),
+                "code_version": code, "checkpoint": str(ck.path)}
+        rows = []
+        for method, fm in res.items():
+            if write:
+                fm.save(root / ck.cell / cond_dir(condition) / method / f"fold{ck.fold}.npz")
+            rows += _fold_rows(base, fm)
+        store.append(rows)
+        current.add(base["config_hash"])
+    return current
+
+
+def _aggregate_maps(run, cks: list, acfg: dict, root: Path) -> dict:
+    """Per cell / condition / method: the per-fold maps found on disk averaged into ``maps.npz`` + ``topomap.png``;
+    per condition an overview of every cell and method. Returns the paths written."""
+    paths: dict = {}
     class_names = run.windows(cks[0].model).class_names
     for condition in acfg["conditions"]:
         rows_maps, names_map = {}, {}
@@ -195,22 +235,17 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
                 rows_maps, names_map, root / f"overview_{cond_dir(condition)}.png",
                 col_titles=["class-averaged"] + list(class_names), cmap="Reds", shared_scale="row",
                 unit="mean |R|", title=f"{run.task}, {condition}: attribution topomaps (App. I.1 selection)")
+    return paths
+
+
+def _checks_table(cfg: dict, run, store, current: set[str], root: Path):
+    """The sanity checks' summary (conservation, randomisation) of this run's rows, also logged to the trackers."""
+    acfg = cfg["attribution"]
     df_all = store.load()
     table = checks_table(df_all[df_all["config_hash"].astype(str).isin(current)] if not df_all.empty else df_all)
-    from eegfm_bench.trainer import log_summary
-
     if not table.empty:
         log_summary(cfg["trainer"], root, "attribution", {
             f"attribution/{r.model}-{r.regime}-{r.head}/{r.condition}/{r.metric}": r.mean for r in table.itertuples()},
             hparams={"cv_dir": str(run.dir), **{f"attribution.{k}": str(v) for k, v in acfg.items()}},
             experiment=run.experiment)
-    (root / "checks.md").write_text(checks_markdown(table))
-    (root / "interpret.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))  # the page's
-    # reproduce block names it
-    (root / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
-    paths["checks"] = root / "checks.md"
-    from eegfm_bench.reports.page import refresh, report_root
-
-    refresh(report_root(cfg["out_dir"], run.dir), quiet=not progress)
-    paths["checks_table"] = table
-    return paths
+    return table

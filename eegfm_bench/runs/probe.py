@@ -5,12 +5,31 @@ section, so the command scales to N devices and gives the same rows as on one; o
 """
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
+import yaml
+from tqdm.auto import tqdm
 
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.interpret.attention import check_attention_support, mean_channel_attention
+from eegfm_bench.interpret.lrp import UnsupportedMethodError
+from eegfm_bench.interpret.probes import run_fold_probes
+from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
+from eegfm_bench.models.features import state_hash
+from eegfm_bench.reports.page import refresh, report_root
+from eegfm_bench.reports.probes import write_report
+from eegfm_bench.results import FailedCellsError, ResultStore
+from eegfm_bench.runs.interpret_config import load_interpret_config
+from eegfm_bench.runs.launch import run_jobs
+from eegfm_bench.runs.output import CVRun, load_fold_model, load_initial_model
+from eegfm_bench.trainer import log_summary
+
+log = logging.getLogger(__name__)
 
 
 def probe_unit(ck) -> str:
@@ -22,6 +41,11 @@ def probe_unit(ck) -> str:
 def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
                worker_units: Sequence[str] | None = None):
     """``eegfm-bench probe``: block-wise probes (and attention topomaps) on a cv run's fold checkpoints.
+
+    Steps: read the config and the cv run, refuse attention models without attention before anything runs, probe
+    every fold checkpoint (:func:`_probe_folds`; with a launcher, one job per :func:`probe_unit`), then write the
+    report of this run's rows (:func:`_write_probe_report`), the attention maps (:func:`run_attention`) and the
+    experiment's page.
 
     Parameters
     ----------
@@ -38,47 +62,65 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
     dict
         Paths of the written table, CSV, curve plot and (when enabled) attention topomaps.
     """
-    from tqdm.auto import tqdm
-
-    from eegfm_bench.runs.interpret_config import load_interpret_config
-    from eegfm_bench.interpret.probes import run_fold_probes
-    from eegfm_bench.reports.probes import write_report
-    from eegfm_bench.runs.output import CVRun, load_fold_model, load_initial_model
-
     cfg = load_interpret_config(config, args)
     run = CVRun(cfg["cv_dir"], cfg["cv_config"])
     if cfg["attention"]["enabled"] and cfg["attention"]["models"]:  # refused before any probe is fitted
-        from eegfm_bench.interpret.attention import check_attention_support
-
         for m in cfg["attention"]["models"]:
             check_attention_support(m)
     zero = is_global_zero()
-    sel, pc = cfg["select"], cfg["probe"]
+    sel = cfg["select"]
     out = Path(cfg["out_dir"]) / "probes"
     if zero:
         out.mkdir(parents=True, exist_ok=True)
     cks = run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])
-    fit_kw = {k: pc[k] for k in ("max_epochs", "patience", "lr", "batch_size", "standardize_mean")}
-    done: set = set()  # (model, fold, stage, weights): identical backbones are probed once per fold
     current: set[str] = set()  # config hashes of this run's rows: the report shows only these
     worker = worker_units is not None
     lc = cfg.get("launcher") or {"kind": "none"}
     if worker:
         cks = [ck for ck in cks if probe_unit(ck) in set(worker_units)]
     elif lc["kind"] != "none":
-        from eegfm_bench.results import FailedCellsError
-        from eegfm_bench.runs.launch import run_jobs
-
-        got: dict = {}
-        failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, list(dict.fromkeys(map(probe_unit, cks))),
-                            out, progress=progress and zero, kind="probe", collect=got)
-        if failures:
-            raise FailedCellsError(f"{len(failures)} probe job(s) failed (first: {failures[0]['cell']}: "
-                                   f"{failures[0]['error'][:300]}); the finished units' rows are kept under {out}; "
-                                   "fix the cause and rerun (block outputs come from the feature cache)")
-        current |= set(got.get("current", []))
+        current |= _probe_jobs(cfg, lc, cks, out, progress=progress and zero)
         cks = []
-    for ck in tqdm(cks, desc="probes", disable=not (progress and zero), unit="fold"):
+    current |= _probe_folds(cfg, run, cks, out, progress=progress and zero, write=zero, merge=not worker)
+    if worker:
+        return {"failures": [], "current": sorted(current)}
+    if zero and lc["kind"] != "none":
+        ResultStore(out).merge()
+    ws0 = run.windows(run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])[0].model)
+    paths = _write_probe_report(cfg, run, out, current, chance=1.0 / len(ws0.class_names)) if zero else {}
+    if cfg["attention"]["enabled"]:
+        paths.update(run_attention(cfg, run=run, progress=progress))
+    if zero:
+        refresh(report_root(cfg["out_dir"], run.dir), quiet=not progress)
+    return paths
+
+
+def _probe_jobs(cfg: dict, lc: dict, cks: list, out: Path, *, progress: bool) -> set[str]:
+    """Every :func:`probe_unit` of ``cks`` as a launcher job; the config hashes the jobs wrote.
+
+    Raises
+    ------
+    FailedCellsError
+        A job failed (the finished units' rows are kept).
+    """
+    got: dict = {}
+    failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, list(dict.fromkeys(map(probe_unit, cks))),
+                        out, progress=progress, kind="probe", collect=got)
+    if failures:
+        raise FailedCellsError(f"{len(failures)} probe job(s) failed (first: {failures[0]['cell']}: "
+                               f"{failures[0]['error'][:300]}); the finished units' rows are kept under {out}; "
+                               "fix the cause and rerun (block outputs come from the feature cache)")
+    return set(got.get("current", []))
+
+
+def _probe_folds(cfg: dict, run, cks: list, out: Path, *, progress: bool, write: bool, merge: bool) -> set[str]:
+    """The block-wise probes of every fold checkpoint in ``cks`` (identical backbones probed once per fold); the
+    config hashes of the rows written."""
+    pc = cfg["probe"]
+    fit_kw = {k: pc[k] for k in ("max_epochs", "patience", "lr", "batch_size", "standardize_mean")}
+    done: set = set()  # (model, fold, stage, weights): identical backbones are probed once per fold
+    current: set[str] = set()
+    for ck in tqdm(cks, desc="probes", disable=not progress, unit="fold"):
         ws = run.windows(ck.model)
         tr, va, te = run.fold_indices(ws, ck.fold)
         model = load_fold_model(ck.path)
@@ -89,40 +131,23 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
         rows = run_fold_probes(model, ws, tr, va, te, fold=ck.fold, out_dir=out, experiment=run.experiment, task=run.task,
                         model_name=ck.model, source_head=ck.head, frozen_backbone=frozen, poolings=pc["poolings"],
                         cache_dir=pc["cache_dir"] or run.config["data"].get("cache_dir"), batch_size=pc["forward_batch_size"], probe_kwargs=fit_kw,
-                        checkpoint=str(ck.path), seed=run.seed, trainer=cfg["trainer"], done=done, write=zero,
-                        merge=not worker)
+                        checkpoint=str(ck.path), seed=run.seed, trainer=cfg["trainer"], done=done, write=write,
+                        merge=merge)
         current |= {str(r["config_hash"]) for r in rows}
-    if worker:
-        return {"failures": [], "current": sorted(current)}
-    if zero and lc["kind"] != "none":
-        from eegfm_bench.results import ResultStore
+    return current
 
-        ResultStore(out).merge()
-    ws0 = run.windows(run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])[0].model)
-    paths = {}
-    if zero:
-        paths = write_report(out, chance=1.0 / len(ws0.class_names),
-                             title=f"{run.experiment} ({run.task}): block-wise linear probes", config_hashes=current)
-        import pandas as pd
 
-        from eegfm_bench.trainer import log_summary
-
-        import json
-
-        (out / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
-        import yaml
-
-        (out / "interpret.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))  # reproduce
-        table = pd.read_csv(paths["csv"])
-        log_summary(cfg["trainer"], out, "probes", {
-            f"probe/{r.model}/{r.curve}/{r.pooling}/block{int(r.block):02d}": r.mean for r in table.itertuples()},
-            hparams={"cv_dir": str(run.dir), **{f"probe.{k}": v for k, v in pc.items()}}, experiment=run.experiment)
-    if cfg["attention"]["enabled"]:
-        paths.update(run_attention(cfg, run=run, progress=progress))
-    if zero:
-        from eegfm_bench.reports.page import refresh, report_root
-
-        refresh(report_root(cfg["out_dir"], run.dir), quiet=not progress)
+def _write_probe_report(cfg: dict, run, out: Path, current: set[str], *, chance: float) -> dict:
+    """The probe report of this run's rows, its hashes (``cells.json``), its config and the tracker summary."""
+    pc = cfg["probe"]
+    paths = write_report(out, chance=chance,
+                         title=f"{run.experiment} ({run.task}): block-wise linear probes", config_hashes=current)
+    (out / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
+    (out / "interpret.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))  # reproduce
+    table = pd.read_csv(paths["csv"])
+    log_summary(cfg["trainer"], out, "probes", {
+        f"probe/{r.model}/{r.curve}/{r.pooling}/block{int(r.block):02d}": r.mean for r in table.itertuples()},
+        hparams={"cv_dir": str(run.dir), **{f"probe.{k}": v for k, v in pc.items()}}, experiment=run.experiment)
     return paths
 
 
@@ -141,17 +166,6 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
         If ``attention.models`` names a backbone without attention (models not named explicitly and without
         attention are skipped with a log line).
     """
-    import logging
-
-    from tqdm.auto import tqdm
-
-    from eegfm_bench.interpret.attention import check_attention_support, mean_channel_attention
-    from eegfm_bench.interpret.lrp import UnsupportedMethodError
-    from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
-    from eegfm_bench.models.features import state_hash
-    from eegfm_bench.runs.output import CVRun, load_fold_model, load_initial_model
-
-    log = logging.getLogger(__name__)
     run = run or CVRun(cfg["cv_dir"], cfg.get("cv_config"))
     tr = cfg["trainer"]
     ac, sel = cfg["attention"], cfg["select"]

@@ -55,10 +55,27 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 import numpy as np
 import yaml
 
+import pandas as pd
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from eegfm_bench.callbacks.sweep import TestSweep
 from eegfm_bench.config import ConfigError, command_parser, parse_config
-from eegfm_bench.runs.launch import LauncherConfig
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.perturb.conditions import Condition, PerturbContext
+from eegfm_bench.perturb.dataset import PerturbedWindows
+from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, SweepCondition, SweepModule, _details,
+                                          condition_rows, dropout_masks_record, not_applicable_reason,
+                                          perturb_context, resolve_conditions, shared_backbone_groups)
+from eegfm_bench.perturb.regions import REGION_ROLES, MissingElectrodesWarning, resolve_region
+from eegfm_bench.reports.page import refresh, report_root
+from eegfm_bench.reports.sweep import write_report
+from eegfm_bench.results import FailedCellsError, ResultStore, code_version, config_hash, run_label
+from eegfm_bench.runs.cells import load_config as load_cv_config
+from eegfm_bench.runs.cells import model_preprocessing
+from eegfm_bench.runs.launch import LauncherConfig, check_launcher, run_jobs
+from eegfm_bench.runs.output import CVRun, load_fold_model
+from eegfm_bench.trainer import build_trainer, check_trainer, close_loggers, quiet_lightning
 
 
 @dataclass
@@ -137,11 +154,6 @@ def load_sweep_config(source, args: Sequence[str] = ()) -> dict:
     UnknownNameError, ValueError
         From the condition strings (see :func:`~eegfm_bench.perturb.evaluate.resolve_conditions`).
     """
-    from eegfm_bench.perturb.evaluate import resolve_conditions
-    from eegfm_bench.runs.cells import load_config as load_cv_config
-    from eegfm_bench.runs.output import CVRun
-    from eegfm_bench.trainer import check_trainer
-
     cfg = parse_config(sweep_parser(), source, args)
     if (cfg["cv_out_dir"] is None) == (cfg["cv_config"] is None):
         raise ConfigError("set exactly one of `cv_out_dir` (the cv run's out_dir) and `cv_config` (its config "
@@ -152,8 +164,6 @@ def load_sweep_config(source, args: Sequence[str] = ()) -> dict:
     if not 0 < cfg["alpha"] < 1:
         raise ConfigError(f"alpha must be in (0, 1), got {cfg['alpha']!r}")
     check_trainer(cfg["trainer"], "trainer")
-    from eegfm_bench.runs.launch import check_launcher
-
     check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
     if cfg["cv_config"] is not None:
         cfg["cv_out_dir"] = load_cv_config(cfg["cv_config"])["out_dir"]
@@ -195,8 +205,6 @@ def _write_json(path: Path, obj: Any) -> None:
 
 
 def _save_predictions(folder: Path, condition: str, index: np.ndarray, probs: np.ndarray, ws) -> None:
-    import pandas as pd
-
     folder.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame({"index": index, "subject": ws.subject[index], "recording": ws.recording[index],
                        "y": ws.y[index], "pred": probs.argmax(1)})
@@ -211,6 +219,11 @@ def _save_predictions(folder: Path, condition: str, index: np.ndarray, probs: np
 def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise_on_failure: bool = True,
                worker_units: Sequence[str] | None = None):
     """Run the perturbation sweep on every current fold checkpoint of a cv run, then write the report.
+
+    Steps: load and check the config (:func:`load_sweep_config`), group the models by preprocessing and resolve
+    every region, mask and fold's test windows before any model runs (:func:`_prepare_groups`), run every
+    (backbone group × fold) unit (:class:`_Sweep`; with a launcher, as jobs), then write ``failures.json``,
+    ``cells.json``, the report and the page.
 
     Parameters
     ----------
@@ -239,18 +252,8 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     FailedCellsError
         At the end, if something failed (see ``failures.json``).
     """
-    from tqdm.auto import tqdm
-
-    from eegfm_bench.perturb.evaluate import _details, condition_rows, dropout_masks_record, perturb_context
-    from eegfm_bench.perturb.regions import REGION_ROLES, MissingElectrodesWarning, resolve_region
-    from eegfm_bench.reports.sweep import write_report
-    from eegfm_bench.results import ResultStore, code_version, config_hash
-    from eegfm_bench.results import run_label
-    from eegfm_bench.runs.output import load_fold_model
-    from eegfm_bench.trainer import quiet_lightning
-
     cfg = load_sweep_config(config, args)
-    run, cells, conditions = cfg["_run"], cfg["_cells"], cfg["_conditions"]
+    run, cells = cfg["_run"], cfg["_cells"]
     out = Path(cfg["out_dir"])
     zero = is_global_zero()
     worker = worker_units is not None
@@ -259,17 +262,71 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     if not worker:
         _check_resume(out, cfg)
     quiet_lightning()
-    group_by = run.group_by
     missing = run.missing_folds()
     if missing and zero:
         tqdm.write(f"note: the cv run {run.dir} has no rows yet for folds {missing} of its current config; they are "
                    "not swept (let the cv finish, then rerun the sweep)")
+    groups, notes, masks = _prepare_groups(cfg, warn=zero)  # everything that can fail on names or data, first
+    if zero and not worker:
+        (out / "sweep.yaml").write_text(yaml.safe_dump(_public(cfg), sort_keys=False, allow_unicode=True))
+        _write_json(out / "dropout_masks.json", masks)
+    store = ResultStore(out, write=zero, merge=not worker)
+    units = [f"group{gi}/fold{fold}" for gi, g in enumerate(groups)
+             for fold in sorted({c.fold for c in cells if c.model in g["models"]})]
+    launched_failures = None
+    lc = cfg.get("launcher") or {"kind": "none"}
+    if not worker and lc["kind"] != "none":
+        launched_failures = run_jobs(lc, {**_public(cfg), "launcher": {**lc, "kind": "none"}}, units, out,
+                                     progress=progress and zero, kind="sweep")
+        store.merge()
+    sweep = _Sweep(cfg, out, store, zero=zero)
+    sweep.run_units(groups, worker_units, launched=launched_failures is not None, progress=progress)
+    failures = sweep.failures
+    if worker:
+        return failures
+    if zero and store.unmerged():
+        store.merge()
+    if launched_failures:
+        failures += [{"model": f.get("cell", "?"), "fold": "", **f} for f in launched_failures]
+    table = None
+    if zero:
+        _write_json(out / "failures.json", failures)
+        _write_json(out / "cells.json", sorted(sweep.hashes))  # this config's hashes: what reports may read
+        table = write_report(out, reference=cfg["reference"], alpha=cfg["alpha"],
+                             chance=1.0 / len(groups[0]["ws"].class_names), filter_notes=notes,
+                             experiment=run.experiment, task=run.task, config_hashes=sweep.hashes)
+        refresh(report_root(out, run.dir), quiet=not progress)
+    if failures and raise_on_failure:
+        raise FailedCellsError(f"{len(failures)} condition(s) failed (first: {failures[0]['model']} fold "
+                               f"{failures[0]['fold']} {failures[0]['condition']}: "
+                               f"{failures[0]['error'].splitlines()[0][:300]}); see {out / 'failures.json'} (every "
+                               "other condition was written; a rerun retries only the failed ones)")
+    return table
 
-    # -- everything that can fail on names or data, before any model runs -------------------------------------
+
+def _prepare_groups(cfg: dict, *, warn: bool) -> tuple[list[dict], list[str], dict]:
+    """The swept models grouped by preprocessing (one window set each), with every name and window check done
+    before any model runs.
+
+    Returns
+    -------
+    groups : list of dict
+        ``models``, ``ws`` (the windows), ``ctx`` (:class:`PerturbContext`) and ``details`` (per condition).
+    notes : list of str
+        The noise filters' notes.
+    masks : dict
+        Dataset → its channel names and random dropout masks (``dropout_masks.json``).
+
+    Raises
+    ------
+    ConfigError
+        A fold's test windows differ from those the cv tested (the data changed since).
+    UnknownNameError, ValueError
+        A region or dropout mask that cannot be resolved on the windows' channels.
+    """
+    run, cells, conditions = cfg["_run"], cfg["_cells"], cfg["_conditions"]
     by_prep: dict[tuple, dict] = {}
     for m in sorted({c.model for c in cells}):
-        from eegfm_bench.runs.cells import model_preprocessing
-
         prep = model_preprocessing(run.config, m)  # the cv run's band / window settings applied
         key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
         by_prep.setdefault(key, {"models": []})["models"].append(m)
@@ -282,152 +339,144 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
         details = {c.name: _details(c, ws.ch_names, ctx) for c in conditions}  # resolves regions and masks (raises)
         for role in REGION_ROLES:
             if any(getattr(c, "role", None) == role for c in conditions):
-                resolve_region(run.task, role, ws.ch_names, warn=zero)
+                resolve_region(run.task, role, ws.ch_names, warn=warn)
         g.update(ws=ws, ctx=ctx, details=details)
         masks[ws.meta["dataset"]] = {"ch_names": list(ws.ch_names),
                                      "masks": dropout_masks_record(ws.ch_names, ws.meta["dataset"], cfg["seed"],
                                                                    conditions, rule=cfg["mask"])}
-        for ck in cells:
-            if ck.model in g["models"]:
-                te = run.fold_indices(ws, ck.fold)[2]
-                if ck.n_windows and len(te) != ck.n_windows:
-                    raise ConfigError(f"fold {ck.fold} of {ck.model} now holds {len(te)} test windows, the cv tested "
-                                      f"{ck.n_windows}; the data or window cache changed since the cv run. fix: rerun "
-                                      "the cv, or restore the data")
-    if zero and not worker:
-        (out / "sweep.yaml").write_text(yaml.safe_dump(_public(cfg), sort_keys=False, allow_unicode=True))
-        _write_json(out / "dropout_masks.json", masks)
+        _check_test_windows(run, [ck for ck in cells if ck.model in g["models"]], ws)
+    return list(by_prep.values()), notes, masks
 
-    store = ResultStore(out, write=zero, merge=not worker)
-    units = [f"group{gi}/fold{fold}" for gi, g in enumerate(by_prep.values())
-             for fold in sorted({c.fold for c in cells if c.model in g["models"]})]
-    launched_failures = None
-    lc = cfg.get("launcher") or {"kind": "none"}
-    if not worker and lc["kind"] != "none":
-        from eegfm_bench.runs.launch import run_jobs
 
-        launched_failures = run_jobs(lc, {**_public(cfg), "launcher": {**lc, "kind": "none"}}, units, out,
-                                     progress=progress and zero, kind="sweep")
-        store.merge()
-    existing = store.load()
-    done_cols = ["model", "init", "regime", "head", "fold", "condition", "config_hash"]
-    done = (set(map(tuple, existing[done_cols].astype(str).to_numpy()))
-            if not existing.empty and set(done_cols) <= set(existing.columns) else set())
-    code, failures = code_version(), []
-    sweep_hashes: set[str] = set()
+def _check_test_windows(run, cells: list, ws) -> None:
+    """Every fold still holds the test windows the cv tested (a changed data folder or cache would not)."""
+    for ck in cells:
+        te = run.fold_indices(ws, ck.fold)[2]
+        if ck.n_windows and len(te) != ck.n_windows:
+            raise ConfigError(f"fold {ck.fold} of {ck.model} now holds {len(te)} test windows, the cv tested "
+                              f"{ck.n_windows}; the data or window cache changed since the cv run. fix: rerun "
+                              "the cv, or restore the data")
 
-    def precision_of(ck) -> Any:
-        p = cfg["trainer"].get("precision")
-        return p if p is not None else run.trainer_of(ck.model, ck.regime, ck.head).get("precision", "32-true")
 
-    def chash_of(ck, ctx) -> str:
-        return config_hash({"cv_config_hash": ck.config_hash, "perturb_seed": cfg["seed"],
-                            "perturbation": ctx.as_dict(), "precision": str(precision_of(ck))})
+class _Sweep:
+    """One sweep's units (backbone group × fold): what is done, what failed, the rows as each condition ends."""
 
-    def fail(ck, condition: str, error: str, tb: str) -> None:
-        failures.append({"model": ck.model, "init": ck.init, "regime": ck.regime, "head": ck.head, "fold": ck.fold,
-                         "condition": condition, "error": error, "traceback": tb})
-        if zero:
-            _write_json(out / "failures.json", failures)
+    def __init__(self, cfg: dict, out: Path, store, *, zero: bool):
+        self.cfg, self.run, self.out, self.store, self.zero = cfg, cfg["_run"], out, store, zero
+        existing = store.load()
+        done_cols = ["model", "init", "regime", "head", "fold", "condition", "config_hash"]
+        self.done = (set(map(tuple, existing[done_cols].astype(str).to_numpy()))
+                     if not existing.empty and set(done_cols) <= set(existing.columns) else set())
+        self.code = code_version()
+        self.failures: list[dict] = []
+        self.hashes: set[str] = set()
+        self.bar = None
+
+    def precision_of(self, ck) -> Any:
+        """The sweep's precision, or (``precision: null``) the cell's training precision."""
+        p = self.cfg["trainer"].get("precision")
+        return p if p is not None else self.run.trainer_of(ck.model, ck.regime, ck.head).get("precision", "32-true")
+
+    def chash_of(self, ck, ctx) -> str:
+        """The config hash of a cell's sweep rows: the cv cell's hash, perturbation seed and filter, precision."""
+        return config_hash({"cv_config_hash": ck.config_hash, "perturb_seed": self.cfg["seed"],
+                            "perturbation": ctx.as_dict(), "precision": str(self.precision_of(ck))})
+
+    def fail(self, ck, condition: str, error: str, tb: str) -> None:
+        """Record a failed condition of a cell (``failures.json`` rewritten at once on rank 0)."""
+        self.failures.append({"model": ck.model, "init": ck.init, "regime": ck.regime, "head": ck.head,
+                              "fold": ck.fold, "condition": condition, "error": error, "traceback": tb})
+        if self.zero:
+            _write_json(self.out / "failures.json", self.failures)
             tqdm.write(f"sweep {ck.model}/{ck.regime}/{ck.head} fold {ck.fold} {condition} failed: "
                        f"{error.splitlines()[0]}")
 
-    n_total = len(cells) * len(conditions)
-    bar = tqdm(total=n_total, desc=f"sweep {run.experiment}", disable=not (progress and zero), unit="cond")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MissingElectrodesWarning)  # warned once above; recorded in `details`
-        for gi, g in enumerate(by_prep.values()):
-            ws, ctx, details = g["ws"], g["ctx"], g["details"]
-            gcells = [c for c in cells if c.model in g["models"]]
-            for fold in sorted({c.fold for c in gcells}):
-                fcells = [c for c in gcells if c.fold == fold]
-                if worker and f"group{gi}/fold{fold}" not in worker_units:
-                    continue
-                te = run.fold_indices(ws, fold)[2]
-                n_subjects = int(np.unique(ws.subject[te]).size)
-                todo, bases = {}, {}
-                for i, ck in enumerate(fcells):
-                    h = chash_of(ck, ctx)
-                    sweep_hashes.add(h)
-                    ident = [ck.model, ck.init, ck.regime, ck.head, str(ck.fold)]
-                    todo[i] = [c for c in conditions if tuple(ident + [c.name, h]) not in done]
-                    bar.update(len(conditions) - len(todo[i]))
-                    bases[i] = {"experiment": run.experiment, "task": run.task, "model": ck.model, "init": ck.init,
-                                "regime": ck.regime, "head": ck.head, "fold": int(fold), "seed": ck.seed,
-                                "n_windows": int(len(te)), "n_subjects": n_subjects,
-                                "fold_unit": ck.fold_unit or group_by, "config_hash": h, "code_version": code,
-                                "checkpoint": str(ck.path), "perturb_seed": cfg["seed"]}
-                if launched_failures is not None:  # the workers ran this unit
-                    bar.update(sum(len(t) for t in todo.values()))
-                    continue
-                models = {}
-                for i, ck in enumerate(fcells):
-                    if not todo[i]:
+    def run_units(self, groups: list[dict], worker_units, *, launched: bool, progress: bool) -> None:
+        """Every (backbone group × fold) unit in order (a worker: only its units; after a launcher: only counted)."""
+        cells, conditions = self.cfg["_cells"], self.cfg["_conditions"]
+        self.bar = tqdm(total=len(cells) * len(conditions), desc=f"sweep {self.run.experiment}",
+                        disable=not (progress and self.zero), unit="cond")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MissingElectrodesWarning)  # warned once above; recorded in `details`
+            for gi, g in enumerate(groups):
+                gcells = [c for c in cells if c.model in g["models"]]
+                for fold in sorted({c.fold for c in gcells}):
+                    if worker_units is not None and f"group{gi}/fold{fold}" not in worker_units:
                         continue
-                    try:
-                        models[i] = load_fold_model(ck.path)
-                    except Exception as err:  # noqa: BLE001  (this cell fails, the others go on)
-                        for c in todo[i]:
-                            fail(ck, c.name, f"{type(err).__name__}: {err}", traceback.format_exc())
-                        bar.update(len(todo[i]))
-                        todo[i] = []
-                if not models:
-                    continue
-                prec = {i: precision_of(fcells[i]) for i in models}
+                    self.run_fold(g, [c for c in gcells if c.fold == fold], fold, launched=launched)
+        self.bar.close()
 
-                def sink(results, fcells=fcells, bases=bases, fold=fold):
-                    rows = []
-                    for res in results:
-                        ck = fcells[res.model]
-                        if res.status == "failed":
-                            fail(ck, res.condition, res.error, res.traceback or res.error)
-                            continue
-                        base = bases[res.model] if res.index is None else {**bases[res.model],
-                                                                          "n_windows": int(len(res.index))}
-                        rows += condition_rows(res, base)
-                        if cfg["save_predictions"] and res.status == "ok":
-                            _save_predictions(out / "predictions" / f"{run_label(ck.model, ck.regime, ck.head)}-"
-                                              f"{base['config_hash'][:8]}-fold{fold}", res.condition, res.index,
-                                              res.probs, ws)
-                    store.append(rows)  # this condition's rows at once: a later crash cannot lose them
-                    bar.update(len(results))
+    def run_fold(self, g: dict, fcells: list, fold: int, *, launched: bool) -> None:
+        """The conditions each cell of one fold still needs, in one :func:`evaluate_conditions` pass."""
+        run, ws, ctx = self.run, g["ws"], g["ctx"]
+        te = run.fold_indices(ws, fold)[2]
+        todo, bases = self._fold_todo(fcells, fold, ctx, te, ws)
+        if launched:  # the workers ran this unit
+            self.bar.update(sum(len(t) for t in todo.values()))
+            return
+        models = self._load_models(fcells, todo)
+        if not models:
+            return
+        evaluate_conditions(models, ws, te, self.cfg["_conditions"], ctx, trainer=self.cfg["trainer"],
+                            todo={i: [c.name for c in todo[i]] for i in models},
+                            precision={i: self.precision_of(fcells[i]) for i in models},
+                            batch_size=self.cfg["batch_size"], num_workers=self.cfg["num_workers"],
+                            sink=lambda results: self._sink(results, fcells, bases, fold, ws),
+                            details=g["details"], out_dir=self.out, name=f"sweep-fold{fold}",
+                            experiment=run.experiment,
+                            labels={i: run_label(c.model, c.regime, c.head) for i, c in enumerate(fcells)},
+                            versions={i: f"{run_label(c.model, c.regime, c.head)}-{bases[i]['config_hash'][:8]}"
+                                      for i, c in enumerate(fcells)})
+        del models
 
-                evaluate_conditions(models, ws, te, conditions, ctx, trainer=cfg["trainer"],
-                                    todo={i: [c.name for c in todo[i]] for i in models}, precision=prec,
-                                    batch_size=cfg["batch_size"], num_workers=cfg["num_workers"], sink=sink,
-                                    details=details, out_dir=out, name=f"sweep-fold{fold}",
-                                    experiment=run.experiment,
-                                    labels={i: run_label(c.model, c.regime, c.head) for i, c in enumerate(fcells)},
-                                    versions={i: f"{run_label(c.model, c.regime, c.head)}-{bases[i]['config_hash'][:8]}"
-                                              for i, c in enumerate(fcells)})
-                del models
-    bar.close()
-    if worker:
-        return failures
-    if zero and store.unmerged():
-        store.merge()
-    if launched_failures:
-        failures += [{"model": f.get("cell", "?"), "fold": "", **f} for f in launched_failures]
-    if zero:
-        _write_json(out / "failures.json", failures)
-        _write_json(out / "cells.json", sorted(sweep_hashes))  # this config's hashes: what reports may read
-    ws0 = next(iter(by_prep.values()))["ws"]
-    table = None
-    if zero:
-        table = write_report(out, reference=cfg["reference"], alpha=cfg["alpha"], chance=1.0 / len(ws0.class_names),
-                             filter_notes=notes, experiment=run.experiment, task=run.task,
-                             config_hashes=sweep_hashes)
-        from eegfm_bench.reports.page import refresh, report_root
+    def _fold_todo(self, fcells: list, fold: int, ctx, te: np.ndarray, ws) -> tuple[dict, dict]:
+        """Per cell of the fold: the conditions without rows under its current hash, and its rows' base columns."""
+        run, conditions = self.run, self.cfg["_conditions"]
+        n_subjects = int(np.unique(ws.subject[te]).size)
+        todo, bases = {}, {}
+        for i, ck in enumerate(fcells):
+            h = self.chash_of(ck, ctx)
+            self.hashes.add(h)
+            ident = [ck.model, ck.init, ck.regime, ck.head, str(ck.fold)]
+            todo[i] = [c for c in conditions if tuple(ident + [c.name, h]) not in self.done]
+            self.bar.update(len(conditions) - len(todo[i]))
+            bases[i] = {"experiment": run.experiment, "task": run.task, "model": ck.model, "init": ck.init,
+                        "regime": ck.regime, "head": ck.head, "fold": int(fold), "seed": ck.seed,
+                        "n_windows": int(len(te)), "n_subjects": n_subjects,
+                        "fold_unit": ck.fold_unit or run.group_by, "config_hash": h, "code_version": self.code,
+                        "checkpoint": str(ck.path), "perturb_seed": self.cfg["seed"]}
+        return todo, bases
 
-        refresh(report_root(out, run.dir), quiet=not progress)
-    if failures and raise_on_failure:
-        from eegfm_bench.results import FailedCellsError
+    def _load_models(self, fcells: list, todo: dict) -> dict:
+        """The fold's models that still need a condition; a checkpoint that does not load fails its conditions."""
+        models = {}
+        for i, ck in enumerate(fcells):
+            if not todo[i]:
+                continue
+            try:
+                models[i] = load_fold_model(ck.path)
+            except Exception as err:  # noqa: BLE001  (this cell fails, the others go on)
+                for c in todo[i]:
+                    self.fail(ck, c.name, f"{type(err).__name__}: {err}", traceback.format_exc())
+                self.bar.update(len(todo[i]))
+                todo[i] = []
+        return models
 
-        raise FailedCellsError(f"{len(failures)} condition(s) failed (first: {failures[0]['model']} fold "
-                               f"{failures[0]['fold']} {failures[0]['condition']}: "
-                               f"{failures[0]['error'].splitlines()[0][:300]}); see {out / 'failures.json'} (every "
-                               "other condition was written; a rerun retries only the failed ones)")
-    return table
+    def _sink(self, results: list, fcells: list, bases: dict, fold: int, ws) -> None:
+        """One finished condition's results: its rows at once (a later crash cannot lose them), its predictions."""
+        rows = []
+        for res in results:
+            ck = fcells[res.model]
+            if res.status == "failed":
+                self.fail(ck, res.condition, res.error, res.traceback or res.error)
+                continue
+            base = bases[res.model] if res.index is None else {**bases[res.model], "n_windows": int(len(res.index))}
+            rows += condition_rows(res, base)
+            if self.cfg["save_predictions"] and res.status == "ok":
+                _save_predictions(self.out / "predictions" / f"{run_label(ck.model, ck.regime, ck.head)}-"
+                                  f"{base['config_hash'][:8]}-fold{fold}", res.condition, res.index, res.probs, ws)
+        self.store.append(rows)
+        self.bar.update(len(results))
 
 
 PREFETCH_BYTES = 1 << 30
@@ -490,14 +539,6 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
     list of ConditionResult
         ``ok`` (metrics, probabilities and window indices, each test window once), ``not_applicable`` or ``failed``.
     """
-    from torch.utils.data import DataLoader
-
-    from eegfm_bench.callbacks.sweep import TestSweep
-    from eegfm_bench.perturb.dataset import PerturbedWindows
-    from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, SweepCondition, SweepModule, _details,
-                                              not_applicable_reason, shared_backbone_groups)
-    from eegfm_bench.trainer import build_trainer, close_loggers
-
     tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
     keys = list(models)
     skey = {k: str(k) for k in keys}
@@ -505,13 +546,7 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
         raise ValueError(f"model keys must be unique as strings, got {keys}")
     want = {k: set(todo[k]) if todo is not None else {c.name for c in conditions} for k in keys}
     prec = {k: (precision or {}).get(k, tr.get("precision") or "32-true") for k in keys}
-    details = dict(details or {})
-    for c in conditions:
-        if c.name not in details:
-            try:
-                details[c.name] = _details(c, ws.ch_names, ctx)
-            except Exception as e:  # noqa: BLE001  (a mask / region that cannot be resolved: this condition fails)
-                details[c.name] = {"condition": c.name, "_error": (f"{type(e).__name__}: {e}", traceback.format_exc())}
+    details = _resolve_details(conditions, details, ws.ch_names, ctx)
     groups = shared_backbone_groups(models, prec) if share_backbones else [[k] for k in keys]
     results: list[ConditionResult] = []
     by_key = {skey[k]: k for k in keys}
@@ -521,47 +556,10 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
 
     order = {c.name: i for i, c in enumerate(conditions)}
     for group in groups:
-        sconds, pre = [], {}  # pre: results known without running (not applicable, unresolvable), by condition
-        for cond in conditions:
-            need = [k for k in group if cond.name in want[k]]
-            if not need:
-                continue
-            det = details[cond.name]
-            if "_error" in det:
-                err, tb = det["_error"]
-                pre[cond.name] = [ConditionResult(cond.name, "failed", model=k, details={"condition": cond.name},
-                                                  error=err, traceback=tb) for k in need]
-                continue
-            ok = []
-            for k in need:
-                reason = not_applicable_reason(cond, models[k])
-                if reason is None:
-                    ok.append(skey[k])
-                else:
-                    pre.setdefault(cond.name, []).append(ConditionResult(cond.name, NOT_APPLICABLE, model=k,
-                                                                         note=reason, details=det))
-            if ok:
-                sconds.append((cond, ok))
-        pending = dict(pre)
-
-        def hand(rs, pending=pending):  # every condition's results in the order of `conditions`
-            upto = order[rs[0].condition] if rs else len(order)
-            first = [r for name in sorted(pending, key=order.get) if order[name] <= upto for r in pending.pop(name)]
-            out = first + rs
-            if sink is not None and out and is_global_zero():
-                sink(out)
-            return first
-
+        sconds, pre = _plan_group(group, conditions, want, details, models, skey)
+        hand = _InOrder(pre, order, sink)  # every condition's results in the order of `conditions`
         if sconds:
-            datasets = [PerturbedWindows(ws, rows, cond, ctx) for cond, _ in sconds]
-            pool = None
-            if num_workers == 0 and prefetch and len(rows) * ws.X.shape[1] * ws.n_times * 4 <= PREFETCH_BYTES:
-                pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perturb")
-                for a, b in zip(datasets, datasets[1:]):
-                    a.next, b.prev = b, a
-                for d in datasets:
-                    d.executor = pool
-                datasets[0].prefetch(pool)
+            datasets, pool = _condition_datasets(sconds, ws, rows, ctx, num_workers=num_workers, prefetch=prefetch)
             module = SweepModule({skey[k]: models[k] for k in group},
                                  [SweepCondition(cond, ds.ch_names, ks, details[cond.name])
                                   for (cond, ks), ds in zip(sconds, datasets)], shared=len(group) > 1)
@@ -572,15 +570,94 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
             t = build_trainer({**tr, "precision": prec[group[0]]}, out_dir=out_dir, name=name,
                               version=version or vers, experiment=experiment, callbacks=[cb],
                               loggers=out_dir is not None)
-            try:
-                t.test(module, dataloaders=loaders, verbose=False)
-            finally:
-                close_loggers(t)  # each backbone group is its own tracker run (wandb would reuse the open one)
-                if pool is not None:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                for d in datasets:
-                    d.release()
+            _test_and_release(t, module, loaders, datasets, pool)
             results += remap(cb.results)
         hand([])
         results += [r for rs in pre.values() for r in rs]
     return results
+
+
+def _resolve_details(conditions: Sequence[Condition], details: Mapping[str, dict] | None, ch_names, ctx) -> dict:
+    """Every condition's details (its mask, region, noise filter); one that cannot be resolved records the error,
+    so that condition fails and the others run."""
+    details = dict(details or {})
+    for c in conditions:
+        if c.name not in details:
+            try:
+                details[c.name] = _details(c, ch_names, ctx)
+            except Exception as e:  # noqa: BLE001  (a mask / region that cannot be resolved: this condition fails)
+                details[c.name] = {"condition": c.name, "_error": (f"{type(e).__name__}: {e}", traceback.format_exc())}
+    return details
+
+
+def _plan_group(group: list, conditions: Sequence[Condition], want: dict, details: dict, models: Mapping,
+                skey: dict) -> tuple[list, dict]:
+    """What one backbone group runs: ``[(condition, model keys that run it)]``, and by condition the results known
+    without running (not applicable to a model, or a condition whose details could not be resolved)."""
+    sconds, pre = [], {}
+    for cond in conditions:
+        need = [k for k in group if cond.name in want[k]]
+        if not need:
+            continue
+        det = details[cond.name]
+        if "_error" in det:
+            err, tb = det["_error"]
+            pre[cond.name] = [ConditionResult(cond.name, "failed", model=k, details={"condition": cond.name},
+                                              error=err, traceback=tb) for k in need]
+            continue
+        ok = []
+        for k in need:
+            reason = not_applicable_reason(cond, models[k])
+            if reason is None:
+                ok.append(skey[k])
+            else:
+                pre.setdefault(cond.name, []).append(ConditionResult(cond.name, NOT_APPLICABLE, model=k,
+                                                                     note=reason, details=det))
+        if ok:
+            sconds.append((cond, ok))
+    return sconds, pre
+
+
+class _InOrder:
+    """Hands every condition's results to ``sink`` in the order of the conditions: the results known beforehand
+    (``pending``) go out just before those of the first condition that runs after them (all of them at the end)."""
+
+    def __init__(self, pending: dict, order: dict, sink):
+        self.pending, self.order, self.sink = dict(pending), order, sink
+
+    def __call__(self, rs: list) -> list:
+        upto = self.order[rs[0].condition] if rs else len(self.order)
+        first = [r for name in sorted(self.pending, key=self.order.get) if self.order[name] <= upto
+                 for r in self.pending.pop(name)]
+        out = first + rs
+        if self.sink is not None and out and is_global_zero():
+            self.sink(out)
+        return first
+
+
+def _condition_datasets(sconds: list, ws, rows: np.ndarray, ctx, *, num_workers: int, prefetch: bool):
+    """One :class:`PerturbedWindows` per condition and, when the fold fits :data:`PREFETCH_BYTES` (and no worker
+    processes perturb), a thread that perturbs the next condition ahead. Returns ``(datasets, pool or None)``."""
+    datasets = [PerturbedWindows(ws, rows, cond, ctx) for cond, _ in sconds]
+    pool = None
+    if num_workers == 0 and prefetch and len(rows) * ws.X.shape[1] * ws.n_times * 4 <= PREFETCH_BYTES:
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="perturb")
+        for a, b in zip(datasets, datasets[1:]):
+            a.next, b.prev = b, a
+        for d in datasets:
+            d.executor = pool
+        datasets[0].prefetch(pool)
+    return datasets, pool
+
+
+def _test_and_release(trainer, module, loaders: list, datasets: list, pool) -> None:
+    """``trainer.test`` over every condition's loader; then the loggers are closed, the prefetch thread stopped and
+    the perturbed windows released, whatever happened."""
+    try:
+        trainer.test(module, dataloaders=loaders, verbose=False)
+    finally:
+        close_loggers(trainer)  # each backbone group is its own tracker run (wandb would reuse the open one)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for d in datasets:
+            d.release()

@@ -389,7 +389,7 @@ def test_controls_take_a_user_model_with_declared_weights(tmp_path):
     # gate (iii)'s evidence: the declared corpora, an overlap with the task's dataset, or none declared (missing)
     from eegfm_bench.data.tasks import get_task
     from eegfm_bench.models.user import register_user_models
-    from eegfm_bench.runs.controls import _provenance
+    from eegfm_bench.runs.controls_gates import _provenance
 
     task = get_task("eegmat")
     assert _provenance("tiny_ctl", label, task)[0] == ["TUEG"]

@@ -227,6 +227,7 @@ def test_bad_config_fails_before_any_model_runs(mi_cv, tmp_path, monkeypatch):
         raise AssertionError("a model or the windows were loaded before the config was validated")
 
     monkeypatch.setattr("eegfm_bench.runs.output.load_fold_model", no)
+    monkeypatch.setattr("eegfm_bench.runs.sweep.load_fold_model", no)  # the name runs/sweep.py imports
     monkeypatch.setattr("eegfm_bench.data.windows.load_windows", no)
     base = _sweep_cfg(mi_cv, tmp_path / "s")
     with pytest.raises(UnknownNameError, match="white_snr=<snr>dB"):

@@ -1,0 +1,581 @@
+"""The config of ``eegfm-bench controls`` (paper 001's negative controls): its typed schema and its loader.
+
+:func:`load_config` reads a controls YAML (or dict, plus dotted overrides), fills the defaults and checks every name
+and number before any data is read; the schema is documented in :mod:`eegfm_bench.runs.controls` and
+``configs/experiment/controls_eegmat.yaml``. The user models a config (or its cv run) declares are resolved and
+dry-run here too (:func:`_user_models`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import yaml
+
+from eegfm_bench.config import ConfigError, check_trainer_section, command_parser, parse_config
+from eegfm_bench.controls.embeddings import POOLINGS
+from eegfm_bench.controls.features import BANDS, FAMILIES
+from eegfm_bench.controls.permutation import SCHEMES
+from eegfm_bench.controls.probes import PROBES
+from eegfm_bench.data.preprocessing import Preprocessing
+from eegfm_bench.data.tasks import get_task
+from eegfm_bench.models.adaptation import check_regime
+from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.models.heads import HEADS
+from eegfm_bench.models.user import _normalise, check_user_model, hashable_user_spec, register_user_models, user_init_label
+from eegfm_bench.runs.launch import LauncherConfig, check_launcher
+from eegfm_bench.trainer import check_trainer
+
+DEFAULT_FEATURE_PREPROCESSING = {
+    "sfreq": 200.0, "l_freq": 0.5, "h_freq": 70.0, "scale": 1e6, "unit": "µV", "window_s": 4.0,
+    "reference": "average",
+    "source": "paper 001 §3.3: 200 Hz, 0.5-70 Hz band-pass, mains notch, CAR; 4 s windows; µV (features over 0.5-45 Hz, §3.4)",
+}
+
+
+@dataclass
+class ControlsData:
+    """Windows of the task (``subjects`` / ``max_windows_per_subject`` come from the cv run when ``cv_out_dir`` is set).
+
+    Args:
+        data_root: staged data folder.
+        cache_dir: window / feature cache root.
+        subjects: subset of subjects.
+        max_windows_per_subject: first N windows per subject and class.
+        batch_size: windows per backbone forward.
+    """
+
+    data_root: Optional[str] = None
+    cache_dir: Optional[str] = None
+    subjects: Optional[list[Union[int, str]]] = None
+    max_windows_per_subject: Optional[int] = None
+    batch_size: int = 64
+
+
+@dataclass
+class ControlsFeatures:
+    """Handcrafted comparators (§3.3-3.4).
+
+    Args:
+        families: ``simple`` (9·N+2) and / or ``enhanced`` (15·N+6).
+        preprocessing: null (paper 001 §3.3 defaults), a backbone name, or Preprocessing fields.
+        welch_seconds: Welch segment length.
+        study_summaries: add study-level summary features.
+    """
+
+    families: list[str] = field(default_factory=lambda: ["simple", "enhanced"])
+    preprocessing: Optional[Union[str, dict[str, Any]]] = None
+    welch_seconds: float = 2.0
+    study_summaries: bool = True
+
+
+@dataclass
+class ControlsProbe:
+    """The frozen probe (§3.5).
+
+    Args:
+        kind: ``logreg``, ``lda`` or ``svm_rbf``.
+        C: regularisation (null: the probe's default).
+        pca: in-fold PCA components (null: none).
+        svm_probability: ``libsvm`` (the paper's ``SVC(probability=True)``) or ``calibrated``
+            (``CalibratedClassifierCV``); only for ``kind: svm_rbf``.
+        overrides: per-representation changes, keyed ``handcrafted``, ``frozen`` (the encoders' frozen
+            embeddings) or ``adapted`` (Control 4's probe refitted on an adapted encoder), e.g.
+            ``{frozen: {pca: 50}}`` for the paper's pipelines, where PCA precedes the probe only for encoder
+            embeddings (paper 001 §3.5). Keys: ``kind``, ``C``, ``pca``, ``svm_probability``.
+    """
+
+    kind: str = "logreg"
+    C: Optional[float] = None
+    pca: Optional[int] = None
+    svm_probability: Literal["libsvm", "calibrated"] = "libsvm"
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class ControlsModel:
+    """One encoder's frozen embeddings (configured checkpoint and matched random inits, Control 2).
+
+    Args:
+        model: registered backbone.
+        pretrained: hub id or local checkpoint (null: random init only).
+        init_seeds: seeds of the matched fully random initialisations.
+        pooling: ``mean`` or ``flatten`` over tokens.
+        backbone_kwargs: architecture overrides.
+    """
+
+    model: str
+    pretrained: Optional[str] = None
+    init_seeds: list[int] = field(default_factory=lambda: [0])
+    pooling: str = "mean"
+    backbone_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ControlsPermutation:
+    """Label permutation (Control 3, §4.2.3).
+
+    Args:
+        n: permutations.
+        scheme: ``auto`` or a permutation scheme.
+        seed: seed.
+        families: ``strongest``, ``all`` or ``none`` (handcrafted families permuted).
+        statistic: ``mean_fold`` (the mean of per-fold values, the paper's) or ``pooled`` (the pooled out-of-fold
+            value). Draws a fold cannot be scored on are redrawn and counted (``controls.permutation``).
+    """
+
+    n: int = 100
+    scheme: str = "auto"
+    seed: int = 0
+    families: str = "strongest"
+    statistic: Literal["mean_fold", "pooled"] = "mean_fold"
+
+
+@dataclass
+class ControlsBootstrap:
+    """Subject-cluster bootstrap (§4.6).
+
+    Args:
+        n_boot: resamples.
+        level: interval level.
+        seed: seed.
+    """
+
+    n_boot: int = 2000
+    level: float = 0.95
+    seed: int = 0
+
+
+@dataclass
+class ControlsScrambled:
+    """Scrambled-label adaptation (Control 4, §4.2.4); unset keys come from the matching cv run.
+
+    Args:
+        model: registered backbone.
+        regime: ``lora`` or ``full``.
+        head: pooling head.
+        seeds: training seeds (null: [0], or the cv run's with ``correct: cv``).
+        scheme: permutation scheme (``auto``).
+        perm_seed: seed of the label permutation.
+        correct: ``auto`` (= ``rerun``) trains both arms here on one fixed schedule (``trainer.max_epochs`` epochs, no
+            early stopping, the last weights); ``cv`` reuses the cv run's checkpoint as the correct-label arm and
+            trains the scrambled arm with the cv's early-stopping recipe (an unmatched schedule, reported as such).
+        pooling: how the adapted encoder's tokens are pooled for the refitted frozen probe (``mean``, ``flatten``).
+        trainer: trainer overrides.
+        optim: optimiser overrides.
+        backbone_kwargs: architecture overrides.
+        head_kwargs: head overrides.
+        lora: peft settings.
+        pretrained: checkpoint.
+    """
+
+    model: str
+    regime: str = "lora"
+    head: str = "flatten"
+    seeds: Optional[list[int]] = None
+    scheme: str = "auto"
+    perm_seed: int = 0
+    correct: str = "auto"
+    pooling: str = "mean"
+    trainer: Optional[dict[str, Any]] = None
+    optim: Optional[dict[str, Any]] = None
+    backbone_kwargs: Optional[dict[str, Any]] = None
+    head_kwargs: Optional[dict[str, Any]] = None
+    lora: Optional[dict[str, Any]] = None
+    pretrained: Optional[str] = None
+
+
+@dataclass
+class ControlsIdentity:
+    """Dataset-identity probe (§4.4, Table 7).
+
+    Args:
+        tasks: two tasks of two datasets.
+        family: handcrafted family.
+        n_folds: folds.
+        pca_k: in-fold PCA components.
+        n_permutations: permuted-label null size.
+        n_balanced: balanced subsamples.
+        C: logistic regularisation.
+        seed: seed.
+        subjects: per-task subject subsets.
+        max_windows_per_subject: per subject cap.
+        group_by: ``subject`` (default: every recording of a subject in one fold; the null permutes subjects) or
+            ``recording`` (recording-level folds, labelled so in the report).
+    """
+
+    tasks: Optional[list[Union[str, dict[str, Any]]]] = None
+    family: str = "simple"
+    n_folds: int = 5
+    pca_k: int = 50
+    n_permutations: int = 20
+    n_balanced: int = 10
+    C: float = 1.0
+    seed: int = 0
+    subjects: Optional[dict[str, Any]] = None
+    max_windows_per_subject: Optional[int] = None
+    group_by: Literal["subject", "recording"] = "subject"
+
+
+@dataclass
+class ControlsGates:
+    """The four gates (§3.6, §5.5).
+
+    Args:
+        alpha: level of the tests.
+    """
+
+    alpha: float = 0.05
+
+
+@dataclass
+class ControlsSplit:
+    """Folds (ignored with ``cv_out_dir``: the cv run's are used).
+
+    Args:
+        scheme: ``kfold`` or ``loso``.
+        k: folds.
+        seed: seed.
+        n_val_groups: validation subjects.
+        group_by: ``subject`` or ``recording``.
+        folds: subset of folds.
+    """
+
+    scheme: str = "kfold"
+    k: int = 5
+    seed: int = 0
+    n_val_groups: int = 1
+    group_by: str = "subject"
+    folds: Optional[list[int]] = None
+
+
+@dataclass
+class ControlsConfig:
+    """``eegfm-bench controls``: the negative-control suite of paper 001 on one task.
+
+    Args:
+        experiment: name in the rows.
+        task: registered task (required).
+        out_dir: where rows, reports and caches go (required).
+        seed: seed.
+        cv_out_dir: a cv run's out_dir (its splits, data settings and predictions are used).
+        data: windows.
+        split: folds.
+        features: handcrafted comparators.
+        probe: the frozen probe.
+        metric: ``auroc`` or ``balanced_accuracy`` (the gates' metric).
+        aggregate: ``auto``, ``subject``, ``recording`` or ``none`` (unit-level estimates).
+        models: frozen encoders.
+        cv_claims: ``auto``, ``[]`` or a list of {model, regime, head}.
+        permutation: Control 3.
+        bootstrap: paired uncertainty.
+        scrambled: Control 4 entries.
+        identity: the dataset-identity probe (null: skip).
+        gates: gate settings.
+        launcher: where the scrambled-label adaptations run (one job per arm × seed × fold; ``none``: this
+            process), see :mod:`eegfm_bench.runs.launch`; the other steps run in the launching process.
+        user_models: encoders by import path (:mod:`eegfm_bench.models.user`, as in a cv config); those of the
+            ``cv_out_dir`` run are inherited. A user model's weights come from its declaration: its ``models``
+            entry gets the declared weights as its pretrained arm and ``init_seeds`` random inits built without
+            them.
+    """
+
+    experiment: str = "controls"
+    task: Optional[Union[str, dict[str, Any]]] = None
+    out_dir: Optional[str] = None
+    seed: int = 0
+    cv_out_dir: Optional[str] = None
+    data: ControlsData = field(default_factory=ControlsData)
+    split: ControlsSplit = field(default_factory=ControlsSplit)
+    features: ControlsFeatures = field(default_factory=ControlsFeatures)
+    probe: ControlsProbe = field(default_factory=ControlsProbe)
+    metric: str = "auroc"
+    aggregate: str = "auto"
+    models: list[ControlsModel] = field(default_factory=list)
+    cv_claims: Optional[Union[str, list[dict[str, str]]]] = "auto"
+    permutation: ControlsPermutation = field(default_factory=ControlsPermutation)
+    bootstrap: ControlsBootstrap = field(default_factory=ControlsBootstrap)
+    scrambled: list[ControlsScrambled] = field(default_factory=list)
+    identity: Optional[ControlsIdentity] = None
+    gates: ControlsGates = field(default_factory=ControlsGates)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def controls_parser():
+    return command_parser("eegfm-bench controls", ControlsConfig, description=ControlsConfig.__doc__, training=False)
+
+
+AGGREGATES = ("auto", "subject", "recording", "none")
+PERM_FAMILIES = ("strongest", "all", "none")
+SCRAMBLED_OPTIONAL = ("trainer", "optim", "backbone_kwargs", "head_kwargs", "lora", "pretrained")
+"""Scrambled-entry keys that, when unset (null), come from the matching cv run."""
+
+
+def _lowest_band_seconds() -> float:
+    return 1.0 / min(lo for _, lo, _ in BANDS)
+
+
+def load_config(path_or_dict, args=()) -> dict:
+    """Read a controls YAML (or dict, plus dotted overrides), fill defaults and validate every name and number before
+    any data is read.
+
+    Steps: parse against :class:`ControlsConfig`; require ``task`` and ``out_dir``; check the trainer, launcher, task
+    and user models; resolve and check the feature preprocessing (:func:`_check_features`), the probe, metric and
+    statistics (:func:`_check_probe_and_statistics`), the models (:func:`_check_models`), the cv run and its claims
+    (:func:`_check_cv_run`), each scrambled-label entry (:func:`_check_scrambled`) and the identity probe
+    (:func:`_check_identity`).
+
+    Returns
+    -------
+    dict
+        The resolved config (``features.preprocessing`` resolved to a full dict, ``identity`` filled).
+
+    Raises
+    ------
+    ConfigError
+        A missing ``task`` or ``out_dir``, unknown keys, unknown families / probes / poolings / aggregates / schemes,
+        a feature window shorter than
+        the lowest band (0.5 Hz needs 2 s) or the Welch segment, a missing cv out_dir, regimes that cannot run.
+    UnknownNameError
+        Unknown task or backbone (lists valid names).
+    """
+    path_or_dict, given = _pop_seeds_given(path_or_dict)
+    cfg = parse_config(controls_parser(), path_or_dict, args)
+    missing = [k for k in ("task", "out_dir") if not cfg.get(k)]
+    if missing:
+        raise ConfigError(f"the controls config needs {' and '.join(f'`{k}`' for k in missing)} (a full run takes "
+                          "hours on CPU, so nothing is assumed); fix: start from configs/experiment/controls_eegmat.yaml")
+    check_trainer(cfg["trainer"], "trainer")
+    check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
+    get_task(cfg["task"])
+    _user_models(cfg)
+    cfg["features"]["preprocessing"] = _check_features(cfg["features"])
+    _check_probe_and_statistics(cfg)
+    cfg["models"] = _check_models(cfg)
+    _check_cv_run(cfg)
+    cfg["scrambled"] = [_check_scrambled(cfg, i, s, given) for i, s in enumerate(cfg["scrambled"])]
+    _check_identity(cfg)
+    return cfg
+
+
+def _pop_seeds_given(path_or_dict):
+    """A resolved config (a launcher's worker) carries each scrambled entry's ``seeds_given``: taken out before
+    parsing, returned as ``{entry index: bool}`` (a copy of the dict is parsed; the caller's is left alone)."""
+    given: dict[int, bool] = {}
+    if isinstance(path_or_dict, dict) and path_or_dict.get("scrambled"):
+        path_or_dict = {**path_or_dict, "scrambled": [dict(e) for e in path_or_dict["scrambled"]]}
+        for i, e in enumerate(path_or_dict["scrambled"]):
+            if "seeds_given" in e:
+                given[i] = bool(e.pop("seeds_given"))
+    return path_or_dict, given
+
+
+def _check_features(fc: dict) -> dict:
+    """The feature families checked and the feature preprocessing resolved (null: paper 001 §3.3's defaults; a
+    backbone name: its preprocessing; a dict: over the defaults), long and fast enough for the bands."""
+    fam = fc["families"]
+    if not fam or any(f not in FAMILIES for f in fam) or len(set(fam)) != len(fam):
+        raise ConfigError(f"features.families {fam!r}; fix: a non-empty list from {list(FAMILIES)}")
+    prep = fc["preprocessing"]
+    if prep is None:
+        prep = dict(DEFAULT_FEATURE_PREPROCESSING)
+    elif isinstance(prep, str):
+        p = BACKBONES.get(prep).preprocessing
+        prep = p.to_dict()
+    else:
+        bad = set(prep) - set(Preprocessing.__dataclass_fields__)
+        if bad:
+            raise ConfigError(f"features.preprocessing: unknown keys {sorted(bad)}; valid: "
+                              f"{sorted(Preprocessing.__dataclass_fields__)}")
+        prep = {**DEFAULT_FEATURE_PREPROCESSING, **prep}
+    need = max(_lowest_band_seconds(), float(fc["welch_seconds"]))
+    if float(prep["window_s"]) < need:
+        raise ConfigError(
+            f"features.preprocessing.window_s = {prep['window_s']} s is shorter than the handcrafted features need "
+            f"({need:g} s: the lowest band edge is 0.5 Hz and the Welch segment is "
+            f"{fc['welch_seconds']} s); fix: window_s >= {need:g}")
+    if float(prep["sfreq"]) <= 90:
+        raise ConfigError(f"features.preprocessing.sfreq = {prep['sfreq']} Hz cannot carry the γ band (30-45 Hz); "
+                          "fix: sfreq > 90 (200 by default)")
+    return prep
+
+
+def _check_probe_and_statistics(cfg: dict) -> None:
+    """The probe kind, the gates' metric, the unit level, the permutation and the bootstrap settings."""
+    PROBES.get(cfg["probe"]["kind"])
+    if cfg["probe"]["kind"] == "lda" and cfg["probe"]["C"] is not None:
+        raise ConfigError("probe.C is set but the lda probe has no C; fix: probe.C: null")
+    if cfg["metric"] not in ("auroc", "balanced_accuracy"):
+        raise ConfigError(f"metric {cfg['metric']!r}; fix: auroc or balanced_accuracy")
+    if cfg["aggregate"] not in AGGREGATES:
+        raise ConfigError(f"aggregate {cfg['aggregate']!r}; fix: one of {AGGREGATES}")
+    perm = cfg["permutation"]
+    if perm["scheme"] != "auto" and perm["scheme"] not in SCHEMES:
+        raise ConfigError(f"permutation.scheme {perm['scheme']!r}; fix: auto or one of {SCHEMES}")
+    if perm["families"] not in PERM_FAMILIES:
+        raise ConfigError(f"permutation.families {perm['families']!r}; fix: one of {PERM_FAMILIES}")
+    if int(perm["n"]) < 1:
+        raise ConfigError("permutation.n must be >= 1 (the paper uses 100)")
+    if int(cfg["bootstrap"]["n_boot"]) < 100:
+        raise ConfigError("bootstrap.n_boot must be >= 100 for a 95 % interval (2000 by default)")
+
+
+def _check_models(cfg: dict) -> list[dict]:
+    """The frozen-embedding models, checked (a user model's weights come from its declaration: ``pretrained`` is
+    ``declared`` or null), one entry per model."""
+    models = []
+    for i, m in enumerate(cfg["models"]):
+        BACKBONES.get(m["model"])
+        m = {**m, "backbone_kwargs": m.get("backbone_kwargs") or {}}
+        if m["model"] in cfg["user_models"]:
+            if m["pretrained"] not in (None, "declared"):
+                raise ConfigError(f"models[{i}]: {m['model']} is a user model, whose weights come from its "
+                                  f"declaration (user_models.{m['model']}.pretrained), not pretrained: "
+                                  f"{m['pretrained']!r}; fix: pretrained: null")
+            m["pretrained"] = "declared" if cfg["user_models"][m["model"]].get("pretrained") else None
+        if m["pooling"] not in POOLINGS:
+            raise ConfigError(f"models[{i}].pooling {m['pooling']!r}; fix: one of {POOLINGS}")
+        if not m["init_seeds"]:
+            raise ConfigError(f"models[{i}].init_seeds is empty; fix: at least one seed (matched random init)")
+        models.append(m)
+    if len({m["model"] for m in models}) != len(models):
+        raise ConfigError("a model is listed twice in `models`; fix: one entry per model (list its seeds in init_seeds)")
+    return models
+
+
+def _check_cv_run(cfg: dict) -> None:
+    """``cv_out_dir`` holds a finished cv run's config and splits; ``cv_claims`` is auto, [] or {model, regime,
+    head} entries (and needs the cv run)."""
+    if cfg["cv_out_dir"] is not None:
+        cvd = Path(cfg["cv_out_dir"])
+        for f in ("config.yaml", "splits.json"):
+            if not (cvd / f).is_file():
+                raise ConfigError(f"cv_out_dir {cvd} has no {f}; fix: run `eegfm-bench cv --config ...` first, or "
+                                  "point cv_out_dir at that run's out_dir (or set it to null)")
+    claims = cfg["cv_claims"]
+    if claims not in ("auto", None) and not isinstance(claims, list):
+        raise ConfigError("cv_claims must be auto, [] or a list of {model, regime, head}")
+    if isinstance(claims, list):
+        for i, c in enumerate(claims):
+            if set(c) != {"model", "regime", "head"}:
+                raise ConfigError(f"cv_claims[{i}] needs exactly model, regime, head; got {sorted(c)}")
+        if claims and cfg["cv_out_dir"] is None:
+            raise ConfigError("cv_claims are listed but cv_out_dir is null; fix: point cv_out_dir at the cv run")
+
+
+def _check_scrambled(cfg: dict, i: int, s: dict, given: dict[int, bool]) -> dict:
+    """Scrambled-label entry ``i`` checked; unset optional keys are dropped (they come from the cv run), ``seeds``
+    defaults to [0] and ``seeds_given`` says whether the config set them."""
+    BACKBONES.get(s["model"])
+    s = {k: v for k, v in s.items() if not (k in SCRAMBLED_OPTIONAL and v is None)}  # unset: from the cv run
+    if s["model"] in cfg["user_models"] and s.get("pretrained"):
+        raise ConfigError(f"scrambled[{i}]: {s['model']} is a user model, whose weights come from its "
+                          f"declaration (user_models.{s['model']}.pretrained); fix: drop scrambled[{i}].pretrained")
+    if s.get("trainer"):
+        s["trainer"] = check_trainer_section(s["trainer"], f"scrambled[{i}].trainer")
+    s = {**s, "seeds_given": given.get(i, s.get("seeds") is not None), "seeds": s.get("seeds") or [0]}
+    if s["correct"] not in ("auto", "cv", "rerun"):
+        raise ConfigError(f"scrambled[{i}].correct {s['correct']!r}; fix: auto, cv (reuse the cv run's "
+                          "correct-label predictions) or rerun")
+    check_regime(s["regime"])
+    if s["regime"] == "head_only":
+        raise ConfigError(f"scrambled[{i}]: regime head_only adapts nothing; fix: lora or full")
+    HEADS.get(s["head"])
+    if s["regime"] == "lora" and not BACKBONES.get(s["model"]).lora_targets and not (s.get("lora") or {}).get(
+            "target_modules"):
+        raise ConfigError(f"scrambled[{i}]: {s['model']} declares no LoRA targets (a supervised baseline); "
+                          "fix: regime: full for it, or set lora.target_modules")
+    if s["scheme"] != "auto" and s["scheme"] not in SCHEMES:
+        raise ConfigError(f"scrambled[{i}].scheme {s['scheme']!r}; fix: auto or one of {SCHEMES}")
+    if not s["seeds"]:
+        raise ConfigError(f"scrambled[{i}].seeds is empty")
+    return s
+
+
+def _check_identity(cfg: dict) -> None:
+    """The identity probe names two tasks of two datasets and a handcrafted family."""
+    if cfg["identity"] is None:
+        return
+    idc = cfg["identity"]
+    if not isinstance(idc["tasks"], list) or len(idc["tasks"]) != 2:
+        raise ConfigError("identity.tasks must name two tasks (e.g. [eegmmidb_mi, eegmat])")
+    for t in idc["tasks"]:
+        get_task(t)
+    if get_task(idc["tasks"][0]).dataset == get_task(idc["tasks"][1]).dataset:
+        raise ConfigError(f"identity.tasks {idc['tasks']} come from the same dataset; fix: two datasets")
+    if idc["family"] not in FAMILIES:
+        raise ConfigError(f"identity.family {idc['family']!r}; fix: one of {list(FAMILIES)}")
+    cfg["identity"] = idc
+
+
+def check_probe_overrides(cfg: dict) -> None:
+    """``probe.overrides``: keys handcrafted / frozen / adapted, each a mapping of kind, C, pca, svm_probability
+    with valid values (checked with the probe's own settings)."""
+    bad = set(cfg["probe"].get("overrides") or {}) - {"handcrafted", "frozen", "adapted"}
+    bad_keys = {k for ov in (cfg["probe"].get("overrides") or {}).values() for k in (ov or {})} - {
+        "kind", "C", "pca", "svm_probability"}
+    if bad or bad_keys:
+        raise ConfigError(f"probe.overrides: unknown {sorted(bad) or sorted(bad_keys)}; fix: keys handcrafted, "
+                          "frozen, adapted, each a mapping of kind, C, pca, svm_probability")
+    for where, pr in [("probe", cfg["probe"])] + [(f"probe.overrides.{k}", v or {})
+                                                  for k, v in (cfg["probe"].get("overrides") or {}).items()]:
+        if pr.get("kind") is not None and pr["kind"] not in PROBES.names():
+            raise ConfigError(f"{where}.kind {pr['kind']!r}; fix: one of {PROBES.names()}")
+        if pr.get("svm_probability") is not None and pr["svm_probability"] not in ("libsvm", "calibrated"):
+            raise ConfigError(f"{where}.svm_probability {pr['svm_probability']!r}; fix: libsvm (the paper's "
+                              "SVC(probability=True)) or calibrated (CalibratedClassifierCV)")
+        if pr.get("pca") is not None and (not isinstance(pr["pca"], int) or pr["pca"] < 1):
+            raise ConfigError(f"{where}.pca {pr['pca']!r}; fix: a number of PCA components >= 1, or null")
+        if pr.get("C") is not None and not float(pr["C"]) > 0:
+            raise ConfigError(f"{where}.C {pr['C']!r}; fix: a regularisation strength > 0, or null")
+
+
+def _user_models(cfg: dict) -> None:
+    """Resolve, register and dry-run the user models of a controls config (in place).
+
+    The ``cv_out_dir`` run's ``user_models`` are inherited; a name declared in both must have the same
+    declaration. Each model a ``models`` / ``scrambled`` / ``identity`` step uses gets one batch through it
+    (:func:`~eegfm_bench.models.user.check_user_model`) before any data is read.
+
+    Raises
+    ------
+    ConfigError
+        A name declared differently here and in the cv run.
+    UserModelError
+        A declaration that does not build or fails its dry run (naming the fix).
+    """
+    user = dict(cfg.get("user_models") or {})
+    cv_yaml = Path(cfg["cv_out_dir"]) / "config.yaml" if cfg.get("cv_out_dir") else None
+    if cv_yaml is not None and cv_yaml.is_file():
+        for name, spec in ((yaml.safe_load(cv_yaml.read_text()) or {}).get("user_models") or {}).items():
+            if name in user and _normalise(dict(user[name])) != _normalise(dict(spec)):
+                raise ConfigError(f"user model {name!r} is declared here and, differently, in the cv run "
+                                  f"{cfg['cv_out_dir']}; fix: drop it from this config (the cv run's declaration is "
+                                  "inherited) or give it another name")
+            user.setdefault(name, spec)
+    cfg["user_models"] = user
+    if not user:
+        return
+    register_user_models(user)
+    used = {m["model"] for m in cfg["models"]} | {s["model"] for s in cfg["scrambled"]}
+    for name, spec in user.items():
+        if name in used:
+            check_user_model(name, spec, lora=any(s["model"] == name and s["regime"] == "lora"
+                                                  and not (s.get("lora") or {}).get("target_modules")
+                                                  for s in cfg["scrambled"]))
+
+
+def _user_decl(cfg: dict, model: str) -> dict:
+    """``{"user_model": <declaration without its unhashed keys>}`` for a user model (enters unit hashes), else {}."""
+    spec = (cfg.get("user_models") or {}).get(model)
+    return {"user_model": hashable_user_spec(spec)} if spec else {}
+
+
+def _init_label(cfg: dict, model: str, pretrained: str | None) -> str:
+    """The rows' init label of a configured checkpoint: ``pretrained:<id>``, or for a user model's declared
+    weights ``pretrained:<file>@<sha12>``."""
+    if pretrained == "declared":
+        return user_init_label(cfg["user_models"][model])
+    return f"pretrained:{pretrained}"
