@@ -10,7 +10,8 @@ by when an entry was last read, not when it was built. Builds in progress (``<en
 ``<entry>.partial-*``) are left alone until they are older than ``partial_hours``: a leftover of a killed run.
 
 **One builder per entry** (:class:`BuildLock`): any number of processes or SLURM jobs that need the same missing
-entry at once build it once. The first takes an exclusive ``fcntl.flock`` on ``<entry>.lock``; the others print
+entry at once build it once. The first takes an exclusive ``fcntl.flock`` on ``.locks/<entry>.lock`` beside the
+entry; the others print
 one line, wait for the lock and then open the entry the first one published. ``flock`` is honoured across the
 nodes of NFSv4 and of Lustre / GPFS mounted with ``flock``; on a filesystem without it every job builds its own
 copy and the first published one is kept (the entries are content-keyed, so that costs time, never correctness).
@@ -27,6 +28,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 USED = "LAST_USED"
+LOCKS = ".locks"
+"""The folder beside the entries that holds their build locks (``<parent>/.locks/<entry>.lock``; not an entry)."""
 
 
 def default_cache_dir() -> Path:
@@ -44,7 +47,7 @@ def mark_used(folder: Path) -> None:
 
 class BuildLock:
     """An exclusive lock on building one cache entry, across processes and jobs (``fcntl.flock`` on
-    ``<folder>.lock``).
+    ``<parent>/.locks/<entry>.lock``, a folder that listings of the entries skip).
 
     Use as ``with BuildLock(folder) as lock:`` and check the entry's ``COMPLETE`` again inside: a process that
     waited finds the entry the holder published (``lock.waited_s`` > 0) and opens it instead of building.
@@ -52,7 +55,7 @@ class BuildLock:
     Parameters
     ----------
     folder : path
-        The entry's final folder; the lock file sits beside it.
+        The entry's final folder; the lock file sits in ``.locks/`` beside it.
     what : str
         What is being built, for the waiting line (e.g. ``"window set eegmmidb_mi-…"``).
     quiet : bool
@@ -66,7 +69,7 @@ class BuildLock:
 
     def __init__(self, folder: str | os.PathLike, what: str = "", quiet: bool = False):
         self.folder = Path(folder)
-        self.path = self.folder.with_name(self.folder.name + ".lock")
+        self.path = self.folder.parent / LOCKS / (self.folder.name + ".lock")
         self.what = what or self.folder.name
         self.quiet = quiet
         self.waited_s = 0.0
@@ -143,7 +146,7 @@ def cache_entries(root: str | Path) -> list[CacheEntry]:
         if not parent.is_dir():
             continue
         for p in parent.iterdir():
-            if not p.is_dir() or p.name in ("features", "failed", "recordings", "reve"):
+            if not p.is_dir() or p.name in ("features", "failed", "recordings", "reve") or p.name.startswith("."):
                 continue
             partial = ".tmp" in p.name or ".partial-" in p.name or not (p / "COMPLETE").is_file()
             out.append(_entry("partial" if partial else kind, p))

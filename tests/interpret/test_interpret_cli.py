@@ -62,12 +62,12 @@ def test_probe_cli_on_cv_checkpoints(cv_run, capsys):
     logged = pd.read_csv(cv_run / "interp" / "probes" / "logs" / "probes" / "summary" / "metrics.csv")
     assert any(c.startswith("probe/labram/frozen/flatten/block01") for c in logged.columns)
     # the second run reads the block cache (no recomputation: same folders, untouched files)
-    caches = sorted((cv_run / "cache" / "features").iterdir())
+    caches = sorted(p for p in (cv_run / "cache" / "features").iterdir() if not p.name.startswith("."))  # .locks
     stamps = {p: p.joinpath("meta.json").stat().st_mtime_ns for p in caches}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         main(["probe", "--config", str(cv_run / "interp.yaml"), "--no-progress"])
-    assert sorted((cv_run / "cache" / "features").iterdir()) == caches
+    assert sorted(p for p in (cv_run / "cache" / "features").iterdir() if not p.name.startswith(".")) == caches
     assert {p: p.joinpath("meta.json").stat().st_mtime_ns for p in caches} == stamps
 
 

@@ -177,7 +177,7 @@ def test_two_jobs_that_need_the_same_tokens_extract_them_once(slurm_cluster, seq
     extracted = [n for n, t in outs.items() if "features: labram tokens of" in t]
     waited = [n for n, t in outs.items() if "waiting for another process that is building the labram features" in t]
     assert len(extracted) == 1 and len(waited) == 1 and extracted != waited, outs
-    assert len([p for p in (cache / "features").iterdir() if p.is_dir()]) == 1
+    assert len([p for p in (cache / "features").iterdir() if p.is_dir() and not p.name.startswith(".")]) == 1
     df = pd.read_csv(tmp_path / "tok" / "results.csv")
     assert sorted(df[df.metric == "balanced_accuracy"]["head"]) == ["flatten", "mean"]
 
@@ -188,6 +188,6 @@ def shutil_copy_windows(src: Path, dst: Path) -> None:
 
     dst.mkdir(parents=True, exist_ok=True)
     for p in src.iterdir():
-        if p.name in ("features",) or p.suffix == ".lock":
+        if p.name in ("features", ".locks"):
             continue
         (shutil.copytree if p.is_dir() else shutil.copy2)(p, dst / p.name)
