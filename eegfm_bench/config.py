@@ -18,11 +18,17 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import inspect
 import os
 import re
+import typing
 from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, Union
+
+import lightning as L
+import yaml
+from jsonargparse import ActionConfigFile, ArgumentError, ArgumentParser
 
 from eegfm_bench.errors import EEGFMError
 
@@ -72,10 +78,6 @@ def close_matches(word: str, options: Iterable[str], n: int = 3) -> str:
 def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = None, training: bool = True) -> None:
     """Add every ``lightning.Trainer.__init__`` argument under ``key`` plus :data:`TRAINER_EXTRAS` (``patience``
     only for commands that train: ``training``)."""
-    from typing import Union
-
-    import lightning as L
-
     parser.add_method_arguments(L.Trainer, "__init__", key, skip=set(TRAINER_SKIP))
     if training:
         parser.add_argument(f"--{key}.patience", type=int, default=TRAINER_EXTRAS["patience"],
@@ -103,8 +105,6 @@ def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dic
     training : bool
         The command trains (adds ``trainer.patience``).
     """
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
     p = ArgumentParser(prog=prog, description=description, exit_on_error=False, default_meta=False, allow_abbrev=False,
                        print_config=None)  # eegfm-bench has its own --print-config
     p.add_argument("--config", action=ActionConfigFile, help="YAML config file(s); later ones override earlier")
@@ -146,10 +146,6 @@ def _sections(schema: type | None, trainer: bool, extra: Sequence[type] = ()) ->
 @functools.lru_cache(maxsize=1)
 def trainer_argument_names() -> tuple[str, ...]:
     """Every key the ``trainer:`` section accepts."""
-    import inspect
-
-    import lightning as L
-
     names = [n for n in inspect.signature(L.Trainer.__init__).parameters if n not in ("self",) and n not in TRAINER_SKIP]
     return tuple(names) + tuple(TRAINER_EXTRAS)
 
@@ -195,8 +191,6 @@ def _explain(err: Exception, parser, where: str) -> ConfigError:
 
 
 def _item_fields(schema: type, key: str) -> set[str]:
-    import typing
-
     for f in fields(schema):
         if f.name == key:
             args = typing.get_args(f.type) if not isinstance(f.type, str) else ()
@@ -242,8 +236,6 @@ def read_yaml(path: str | os.PathLike) -> dict:
     ConfigError
         If the file is missing, or does not hold a mapping.
     """
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {p} not found; fix: give the path of a YAML file (see configs/experiment/)")
@@ -280,8 +272,6 @@ def parse_config(parser, source: str | os.PathLike | dict | None = None, args: S
     ConfigError
         Unknown keys (with close matches), wrong types, a section that is not a mapping.
     """
-    from jsonargparse import ArgumentError
-
     schema = getattr(parser, "_eegfm_schema", None)
     trainer = any(a.dest.startswith("trainer.") for a in parser._actions)
     where = where or (str(source) if isinstance(source, (str, os.PathLike)) else parser.prog)
@@ -320,8 +310,6 @@ def normalise_trainer(tr: dict) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _trainer_only_parser():
-    from jsonargparse import ArgumentParser
-
     p = ArgumentParser(prog="trainer", exit_on_error=False, default_meta=False)
     add_trainer_arguments(p)
     return p
@@ -335,8 +323,6 @@ def check_trainer_section(values: dict | None, where: str) -> dict:
     ConfigError
         An unknown key (with close matches) or a value of the wrong type.
     """
-    from jsonargparse import ArgumentError
-
     if not values:
         return {}
     if not isinstance(values, dict):
