@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import inspect
 import os
 import re
 import sys
@@ -25,7 +26,10 @@ import types
 import typing
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, Union
+
+import yaml
+from jsonargparse import ActionConfigFile, ArgumentError, ArgumentParser
 
 from eegfm_bench.errors import EEGFMError
 
@@ -75,9 +79,7 @@ def close_matches(word: str, options: Iterable[str], n: int = 3) -> str:
 def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = None, training: bool = True) -> None:
     """Add every ``lightning.Trainer.__init__`` argument under ``key`` plus :data:`TRAINER_EXTRAS` (``patience``
     only for commands that train: ``training``)."""
-    from typing import Union
-
-    import lightning as L
+    import lightning as L  # reason: lazy start-up (about 9 s here); configs without a trainer section never need it
 
     parser.add_method_arguments(L.Trainer, "__init__", key, skip=set(TRAINER_SKIP))
     if training:
@@ -106,8 +108,6 @@ def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dic
     training : bool
         The command trains (adds ``trainer.patience``).
     """
-    from jsonargparse import ActionConfigFile, ArgumentParser
-
     p = ArgumentParser(prog=prog, description=description, exit_on_error=False, default_meta=False, allow_abbrev=False,
                        print_config=None)  # eegfm-bench has its own --print-config
     p.add_argument("--config", action=ActionConfigFile, help="YAML config file(s); later ones override earlier")
@@ -150,9 +150,7 @@ def _sections(schema: type | None, trainer: bool, extra: Sequence[type] = ()) ->
 @functools.lru_cache(maxsize=1)
 def trainer_argument_names() -> tuple[str, ...]:
     """Every key the ``trainer:`` section accepts."""
-    import inspect
-
-    import lightning as L
+    import lightning as L  # reason: lazy start-up (see add_trainer_arguments)
 
     names = [n for n in inspect.signature(L.Trainer.__init__).parameters if n not in ("self",) and n not in TRAINER_SKIP]
     return tuple(names) + tuple(TRAINER_EXTRAS)
@@ -199,8 +197,6 @@ def _explain(err: Exception, parser, where: str) -> ConfigError:
 
 
 def _item_fields(schema: type, key: str) -> set[str]:
-    import typing
-
     for f in fields(schema):
         if f.name == key:
             args = typing.get_args(f.type) if not isinstance(f.type, str) else ()
@@ -246,8 +242,6 @@ def read_yaml(path: str | os.PathLike) -> dict:
     ConfigError
         If the file is missing, or does not hold a mapping.
     """
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"config file {p} not found; fix: give the path of a YAML file (see configs/experiment/)")
@@ -284,8 +278,6 @@ def parse_config(parser, source: str | os.PathLike | dict | None = None, args: S
     ConfigError
         Unknown keys (with close matches), wrong types, a section that is not a mapping.
     """
-    from jsonargparse import ArgumentError
-
     schema = getattr(parser, "_eegfm_schema", None)
     trainer = any(a.dest.startswith("trainer.") for a in parser._actions)
     where = where or (str(source) if isinstance(source, (str, os.PathLike)) else parser.prog)
@@ -324,8 +316,6 @@ def normalise_trainer(tr: dict) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _trainer_only_parser():
-    from jsonargparse import ArgumentParser
-
     p = ArgumentParser(prog="trainer", exit_on_error=False, default_meta=False)
     add_trainer_arguments(p)
     return p
@@ -339,8 +329,6 @@ def check_trainer_section(values: dict | None, where: str) -> dict:
     ConfigError
         An unknown key (with close matches) or a value of the wrong type.
     """
-    from jsonargparse import ArgumentError
-
     if not values:
         return {}
     if not isinstance(values, dict):

@@ -13,13 +13,12 @@ import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import torch.distributed as dist
 
 _RANK_VARS = ("RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
 
 
 def _dist():
-    import torch.distributed as dist
-
     return dist if dist.is_available() and dist.is_initialized() else None
 
 

@@ -10,6 +10,7 @@ leaves a half-written table; ``results.csv`` and ``results.parquet`` are merged 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ import uuid
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from pathlib import Path
 
@@ -49,8 +51,6 @@ PROVENANCE_PACKAGES = ("torch", "lightning", "braindecode", "mne", "numpy", "sci
 def library_versions() -> str:
     """``torch=2.14.1;lightning=2.6.6;...`` for :data:`PROVENANCE_PACKAGES` (``missing`` where not installed): the
     versions that change the numbers, recorded in every row so that a row keeps its provenance wherever it goes."""
-    from importlib.metadata import PackageNotFoundError, version
-
     out = []
     for pkg in PROVENANCE_PACKAGES:
         try:
@@ -62,8 +62,6 @@ def library_versions() -> str:
 
 def code_version() -> str:
     """``eegfm_bench`` version plus the git commit of the source tree when available (``+dirty`` if modified)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         v = version("eegfm_bench")
     except PackageNotFoundError:
@@ -247,8 +245,6 @@ class ResultStore:
         again. One compaction at a time per folder (an ``fcntl`` lock on ``parts/.compact.lock``): with
         ``wait=False`` a process that finds the lock taken returns at once. Returns the compacted part, or None.
         """
-        import fcntl
-
         if not self.write or not self.parts_dir.is_dir():
             return None
         with open(self.parts_dir / ".compact.lock", "a") as lock:

@@ -10,13 +10,23 @@ the controls and the provenance demo alike.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import random
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from torch.utils.data import DataLoader, Subset
+
 from eegfm_bench.config import TRAINER_DEFAULTS, TRAINER_EXTRAS, ConfigError
+from eegfm_bench.distributed import gather_by_index, is_global_zero, world_size
 
 NOT_IN_HASH = frozenset({"enable_progress_bar", "enable_model_summary", "loggers", "log_every_n_steps", "profiler",
                          "barebones", "num_sanity_val_steps", "detect_anomaly", "reload_dataloaders_every_n_epochs",
@@ -43,8 +53,6 @@ PRECISION_ALIASES = {"32": "32-true", 32: "32-true", "16": "16-mixed", 16: "16-m
 def normalised_for_hash(tr: dict) -> dict:
     """Spellings that mean the same run hash the same: precision aliases (``32`` = ``32-true``), the accelerator as
     resolved on this machine (``auto`` = ``cpu`` without a GPU; ``gpu`` = ``cuda``)."""
-    import torch
-
     tr = dict(tr)
     if "precision" in tr:
         tr["precision"] = PRECISION_ALIASES.get(tr["precision"], tr["precision"])
@@ -91,9 +99,6 @@ def check_trainer(tr: dict, where: str = "trainer") -> None:
     ------
     ConfigError
     """
-    import lightning as L
-    import torch
-
     kw = trainer_kwargs(tr)
     acc = str(kw.get("accelerator", "auto"))
     cuda = torch.cuda.is_available()
@@ -133,8 +138,6 @@ def check_trainer(tr: dict, where: str = "trainer") -> None:
 def make_loggers(specs: Sequence, out_dir: Path, name: str, version: str, experiment: str) -> list:
     """Lightning loggers from ``trainer.loggers`` (CSV under ``logs/``, TensorBoard under ``tb/``, W&B offline
     unless ``WANDB_MODE`` is set), each run named ``<name>`` / ``<version>``."""
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-
     out = []
     for spec in specs or []:
         kind, kw = (spec, {}) if isinstance(spec, str) else (spec["name"], {k: v for k, v in spec.items() if k != "name"})
@@ -177,8 +180,6 @@ def build_trainer(tr: dict, *, out_dir: str | os.PathLike | None = None, name: s
     -------
     lightning.Trainer
     """
-    import lightning as L
-
     quiet_lightning()
     kw = trainer_kwargs(tr)
     for k in ("enable_progress_bar", "enable_model_summary", "log_every_n_steps"):  # a partial section (Python API)
@@ -205,8 +206,6 @@ def close_loggers(trainer) -> None:
 def expected_world_size(tr: dict) -> int:
     """The number of processes a ``trainer:`` section runs on (devices × num_nodes; the live group's size once one
     exists). ``devices: auto`` counts the visible GPUs on a GPU accelerator, else 1."""
-    from eegfm_bench.distributed import world_size
-
     if world_size() > 1:
         return world_size()
     dev, nodes = tr.get("devices", 1), int(tr.get("num_nodes", 1) or 1)
@@ -215,12 +214,8 @@ def expected_world_size(tr: dict) -> int:
     elif isinstance(dev, int) or (isinstance(dev, str) and dev.strip().lstrip("-").isdigit()):
         n = int(dev)
         if n == -1:
-            import torch
-
-            n = torch.cuda.device_count() or 1
+            n =  torch.cuda.device_count() or 1
     else:
-        import torch
-
         n = torch.cuda.device_count() if str(tr.get("accelerator", "auto")) in ("auto", "cuda", "gpu") else 1
     return max(1, n) * max(1, nodes)
 
@@ -229,8 +224,6 @@ def pad_to_ranks(dataset, tr: dict):
     """A dataset with at least one item per rank: Lightning's unrepeated predict sampler refuses a rank without a
     window, so a set smaller than the number of processes repeats its first items (the duplicates are removed by
     window index when the outputs are gathered)."""
-    from torch.utils.data import Subset
-
     n, ranks = len(dataset), expected_world_size(tr)
     if 0 < n < ranks:
         return Subset(dataset, list(range(n)) + [0] * (ranks - n))
@@ -263,12 +256,6 @@ def predict_gathered(module, dataset, tr: dict | None = None, *, batch_size: int
     dict str -> ndarray
         Concatenated over batches and ranks, one row per window, sorted by ``index`` (the same on every rank).
     """
-    import numpy as np
-    import torch
-    from torch.utils.data import DataLoader
-
-    from eegfm_bench.distributed import gather_by_index, is_global_zero
-
     tr = dict(tr or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
     if len(dataset) == 0:
         return {}
@@ -300,8 +287,6 @@ def log_summary(tr: dict, out_dir: str | os.PathLike, name: str, metrics: dict, 
     list
         The loggers used (closed).
     """
-    from eegfm_bench.distributed import is_global_zero
-
     if not is_global_zero() or not tr.get("loggers"):
         return []
     loggers = make_loggers(tr["loggers"], Path(out_dir), name, "summary", experiment)
@@ -325,10 +310,6 @@ def best_fitted(trainer, pl_module):
     Used by the probe and attribution callbacks after ``fit``: they analyse the model the cv tests (early stopping
     keeps the best validation epoch, not the last). Loads with ``weights_only=True``.
     """
-    import copy
-
-    import torch
-
     cb = trainer.checkpoint_callback
     best = getattr(cb, "best_model_path", "") if cb else ""
     if not best:
@@ -338,13 +319,7 @@ def best_fitted(trainer, pl_module):
     return model, best
 
 
-try:
-    from lightning.pytorch.callbacks import Callback as _Callback
-except ImportError:  # pragma: no cover - lightning is a dependency
-    _Callback = object
-
-
-class ResumableRNG(_Callback):
+class ResumableRNG(Callback):
     """Random-number states in every checkpoint, restored when ``fit`` resumes from one.
 
     A requeued or preempted cell resumes from its ``last.ckpt``; Lightning restores the weights, optimiser,
@@ -362,11 +337,6 @@ class ResumableRNG(_Callback):
         self._pending = None
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
-        import random
-
-        import numpy as np
-        import torch
-
         kind, keys, pos, has_gauss, gauss = np.random.get_state()
         version, internal, gauss_next = random.getstate()
         # tensors and plain numbers only: every checkpoint loads with torch.load(weights_only=True)
@@ -385,11 +355,6 @@ class ResumableRNG(_Callback):
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         if not self._pending:
             return
-        import random
-
-        import numpy as np
-        import torch
-
         s, self._pending = self._pending, None
         torch.set_rng_state(s["torch"])
         n = s["numpy"]
@@ -408,8 +373,6 @@ def fit_callbacks(dirpath: str | os.PathLike, *, patience: int | None, filename:
     is None: a fixed schedule), a ``ModelCheckpoint`` keeping the best epoch by ``monitor`` as ``<filename>.ckpt``
     in ``dirpath`` (and ``last.ckpt`` with ``save_last``, what a requeued job resumes from), and the RNG states.
     """
-    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
-
     ckpt = ModelCheckpoint(dirpath=dirpath, filename=filename, monitor=monitor, mode="max", save_top_k=1,
                            enable_version_counter=False, save_last=save_last)
     callbacks = ([EarlyStopping(monitor, mode="max", patience=int(patience))] if patience is not None else []) + \

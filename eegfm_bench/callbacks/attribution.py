@@ -15,6 +15,7 @@ from lightning.pytorch.callbacks import Callback
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.callbacks.probes import single_device
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
+from eegfm_bench.interpret.config import DEFAULTS, InterpretConfigError
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
 from eegfm_bench.results import ResultStore, code_version, config_hash
 from eegfm_bench.trainer import best_fitted
@@ -45,8 +46,6 @@ class Attribution(Callback):
     def __init__(self, out_dir: str | Path, methods: Sequence[str] = ("gxi", "attnlrp"),
                  conditions: Sequence[str] = ("clean",), experiment: str = "attribution", **settings):
         super().__init__()
-        from eegfm_bench.interpret.config import DEFAULTS, InterpretConfigError
-
         bad = set(settings) - set(DEFAULTS["attribution"])
         if bad:
             raise InterpretConfigError(f"Attribution: unknown settings {sorted(bad)}; valid: "

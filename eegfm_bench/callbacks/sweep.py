@@ -17,6 +17,7 @@ import numpy as np
 from lightning.pytorch.callbacks import Callback
 
 from eegfm_bench.distributed import gather_objects, is_global_zero, merge_by_index
+from eegfm_bench.perturb.evaluate import ConditionResult, _metrics
 
 
 class TestSweep(Callback):
@@ -72,8 +73,6 @@ class TestSweep(Callback):
                 self._finish(trainer, pl_module, i)
 
     def _finish(self, trainer, pl_module, i: int) -> None:
-        from eegfm_bench.perturb.evaluate import ConditionResult, _metrics
-
         self._done.add(i)
         cond = pl_module.conditions[i]
         local, failed = pl_module.take(i)

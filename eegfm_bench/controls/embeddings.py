@@ -18,6 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+from eegfm_bench.config import ConfigError
+from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.models.checkpoints import load_pretrained
+from eegfm_bench.models.features import extract_features
 
 POOLINGS = ("mean", "flatten")
 
@@ -147,14 +153,9 @@ def build_encoder(model: str, ch_names: list[str], n_times: int, n_classes: int,
     ConfigError
         A user model given a ``pretrained`` other than ``declared`` (its weights come from its declaration).
     """
-    import torch
-    from eegfm_bench.models.backbones import BACKBONES
-
     cls = BACKBONES.get(model)
     user = getattr(cls, "user_spec", None) is not None
     if user and pretrained not in (None, "declared"):
-        from eegfm_bench.config import ConfigError
-
         raise ConfigError(f"{model} is a user model: its weights come from its declaration "
                           f"(user_models.{model}.pretrained), not {pretrained!r}; fix: pretrained: null")
     extra = {"declared_weights": pretrained == "declared"} if user else {}
@@ -163,8 +164,6 @@ def build_encoder(model: str, ch_names: list[str], n_times: int, n_classes: int,
         adapter = cls(list(ch_names), int(n_times), n_outputs=int(n_classes), **extra, **(backbone_kwargs or {}))
     init = getattr(adapter, "init_label", None) or "random"
     if pretrained and not user:
-        from eegfm_bench.models.checkpoints import load_pretrained
-
         init = load_pretrained(adapter, pretrained)
     return adapter.eval(), init
 
@@ -229,8 +228,6 @@ def frozen_embedding(model: str, ws_model, ref_keys: np.ndarray, *, init_seed: i
     RowAlignmentError
         If the backbone's windows differ from the feature windows.
     """
-    from eegfm_bench.models.features import extract_features
-
     idx = align_rows(ref_keys, row_keys(ws_model.recording, ws_model.window_index), f"{model} windows")
     adapter, init = build_encoder(model, ws_model.ch_names, ws_model.n_times, len(ws_model.class_names),
                                   init_seed=init_seed, pretrained=pretrained, backbone_kwargs=backbone_kwargs)

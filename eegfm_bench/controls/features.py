@@ -23,11 +23,13 @@ Hjorth activity carries the units (squared). Everything else is scale-free.
 """
 from __future__ import annotations
 
+import importlib
 from typing import Sequence
 
 import numpy as np
 from scipy import signal as _sig
 from scipy import stats as _st
+from tqdm.auto import tqdm
 
 BANDS: tuple[tuple[str, float, float], ...] = (
     ("delta", 0.5, 4.0),
@@ -48,9 +50,8 @@ MAX_COHERENCE_PAIRS = 20
 
 # ----------------------------------------------------------------------------------------------- checks
 def _require(module: str, pip_name: str):
-    """Import an optional dependency of the enhanced family, or say how to install it."""
-    import importlib
-
+    """Import an optional dependency of the enhanced family (antropy loads numba: seconds), or say how to install
+    it."""
     try:
         return importlib.import_module(module)
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -333,8 +334,6 @@ def haar_relative_energy(X: np.ndarray, levels: int = WAVELET_LEVELS) -> np.ndar
 
 
 def _per_channel_loop(X: np.ndarray, fn, desc: str, progress: bool) -> np.ndarray:
-    from tqdm.auto import tqdm
-
     n_w, n_c, _ = X.shape
     out = np.empty((n_w, n_c))
     for w in tqdm(range(n_w), desc=desc, disable=not progress, leave=False):

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from eegfm_bench.controls.probes import (ProbeSpec, aggregate_proba, check_folds, encode_labels,
                                          fit_predict_folds, fit_unsupervised_steps)
@@ -286,8 +287,6 @@ def permutation_test(X: np.ndarray, y: Sequence, folds, *, groups: Sequence | No
         If the scheme does not fit the labels (naming the one that does), folds are invalid or leak subjects,
         a permutation leaves a training fold without a class, or the statistic is undefined.
     """
-    from tqdm.auto import tqdm
-
     if metric not in ("auroc", "balanced_accuracy"):
         raise ValueError(f"metric {metric!r}; fix: 'auroc' or 'balanced_accuracy'")
     if statistic not in ("mean_fold", "pooled"):

@@ -25,20 +25,25 @@ mean predicted probability per unit — separately, never pooled (§3.5: distinc
 """
 from __future__ import annotations
 
+import inspect
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import sklearn
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.decomposition import PCA
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
+from eegfm_bench import stats as S
 from eegfm_bench.registry import Registry
 
 PROBES: Registry = Registry("probe")
@@ -61,12 +66,8 @@ def _lda(C: float | None = None, seed: int = 42):
 
 @PROBES.register("svm_rbf")
 def _svm_rbf(C: float | None = None, seed: int = 42, probability: str = "libsvm"):
-    from sklearn.calibration import CalibratedClassifierCV
-
     kw = dict(C=10.0 if C is None else C, kernel="rbf", gamma="scale", class_weight="balanced", random_state=seed)
     if probability == "libsvm":
-        import inspect
-
         if "probability" in inspect.signature(SVC).parameters:
             return _QuietSVC(probability=True, **kw)
         warnings.warn("this scikit-learn has no SVC(probability=True): the svm_rbf probe falls back to "
@@ -261,8 +262,6 @@ def grouped_folds(groups: Sequence, y: Sequence | None = None, n_folds: int = 5,
     ValueError
         If there are fewer groups than folds, or (stratified) fewer groups of some class than folds.
     """
-    from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
-
     g = np.asarray(groups)
     uniq = np.unique(g)
     if uniq.size < n_folds:
@@ -389,8 +388,6 @@ def fit_predict_folds(X: np.ndarray, y_idx: np.ndarray, folds: Folds, spec: Prob
     ValueError
         If a training fold lacks a class (the probe cannot output its probability).
     """
-    import sklearn
-
     n_classes = int(y_idx.max()) + 1 if n_classes is None else n_classes
     proba = np.full((X.shape[0], n_classes), np.nan)
     ks = []
@@ -438,8 +435,6 @@ def fit_unsupervised_steps(X: np.ndarray, folds: Folds, spec: ProbeSpec) -> list
     list of (Z_train, Z_test, pca_k)
         Per fold, the transformed rows, shapes (n_train, k) and (n_test, k).
     """
-    import sklearn
-
     out = []
     with sklearn.config_context(assume_finite=True, skip_parameter_validation=True):
         for tr, te in folds:
@@ -663,8 +658,6 @@ def paired_comparison(model: ProbeResult, comparator: ProbeResult, y: Sequence, 
         If the two results differ in rows or classes, and everything the bootstrap raises (too few subjects
         per fold, undefined mean-fold metric).
     """
-    from eegfm_bench import stats as S
-
     if model.proba.shape != comparator.proba.shape or not np.array_equal(model.classes, comparator.classes):
         raise ValueError("model and comparator results differ in rows or classes; fix: evaluate both on the same "
                          "windows, labels and folds")
@@ -708,8 +701,6 @@ def paired_comparison(model: ProbeResult, comparator: ProbeResult, y: Sequence, 
 
 def clone_spec(spec: ProbeSpec, **changes) -> ProbeSpec:
     """A copy of ``spec`` with fields changed (e.g. another seed)."""
-    from dataclasses import replace
-
     return replace(spec, **changes)
 
 

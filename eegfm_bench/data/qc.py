@@ -27,7 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+import mne
 import numpy as np
+import yaml
 
 
 class IngestError(ValueError):
@@ -223,8 +225,6 @@ class RecordingQC:
 def capture_warnings(qc: RecordingQC) -> Iterator[None]:
     """Record every Python warning and every MNE log message at warning level or above into ``qc.warnings``
     (MNE's ``verbose="error"`` would hide them: truncation, mixed rates, annotations outside the data, ...)."""
-    import mne
-
     records: list[str] = []
 
     class _H(logging.Handler):
@@ -365,8 +365,6 @@ class IngestReport:
 
     def to_markdown(self) -> str:
         """The report as markdown: totals, the settings, one row per subject and per recording, reader warnings."""
-        import yaml
-
         t = self.totals()
         rej = ", ".join(f"{k}: {v}" for k, v in t["windows_rejected"].items()) or "none"
         settings = {k: v for k, v in self.settings.items() if v not in (None, [], {}, "")}

@@ -63,7 +63,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
-from eegfm_bench.config import ConfigError, command_parser, parse_config
+from eegfm_bench.config import ConfigError, command_parser, parse_config, read_yaml
+from eegfm_bench.data.sources import SOURCES
 
 
 @dataclass
@@ -267,11 +268,7 @@ def parse_task_spec(spec: Union[dict, str], where: str = "task") -> dict:
     ConfigError
         Unknown keys (with close matches), wrong types, a source-specific section missing or unknown.
     """
-    from eegfm_bench.data.sources import SOURCES
-
     if isinstance(spec, str):
-        from eegfm_bench.config import read_yaml
-
         spec = read_yaml(spec)
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a task name or a mapping, got a {type(spec).__name__}")

@@ -21,7 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from eegfm_bench.config import ConfigError, close_matches
+import yaml
+
+from eegfm_bench.config import ConfigError, close_matches, read_yaml
 from eegfm_bench.data.ingest import DeclaredTask
 from eegfm_bench.data.sources import DataNotFoundError, Recording, RecordingReadError, resolve_data_root
 from eegfm_bench.registry import UnknownNameError
@@ -45,8 +47,6 @@ def preset_spec(name: str) -> dict:
     UnknownNameError
         ``name`` is no preset; the message lists them and the closest matches.
     """
-    import yaml
-
     path = PRESET_DIR / f"{name}.yaml"
     if name.endswith((".yaml", ".yml")):
         raise ConfigError(f"task file {name} not found (looked in the working directory {Path.cwd()} and next to the "
@@ -78,8 +78,6 @@ def resolve_task_spec(task: Any, where: str = "task") -> dict:
     if isinstance(task, (str, Path)):
         t = str(task)
         if t.endswith((".yaml", ".yml")) and Path(t).expanduser().is_file():
-            from eegfm_bench.config import read_yaml
-
             spec = read_yaml(Path(t).expanduser())
             return resolve_task_spec(spec, where) if isinstance(spec, dict) else spec
         return preset_spec(t)

@@ -29,8 +29,12 @@ import lightning as L
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import TensorDataset
 
-from eegfm_bench.interpret.lrp import UnsupportedMethodError
+from eegfm_bench.data.datamodule import WindowDataset
+from eegfm_bench.interpret.lrp import UnsupportedMethodError, redirect_sdpa, supported_methods
+from eegfm_bench.models.user import LRP_ATTENTION_MARK, dry_run_check, user_spec
+from eegfm_bench.trainer import predict_gathered
 
 
 def _labram_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> list:
@@ -89,8 +93,6 @@ def _reve_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> li
 def _user_attention_modules(adapter) -> list[nn.Module]:
     """One attention module per block of a user model: the block's first ``nn.MultiheadAttention`` or module
     declared in ``lrp.attention`` (:mod:`eegfm_bench.models.user`)."""
-    from eegfm_bench.models.user import LRP_ATTENTION_MARK
-
     out = []
     for b in adapter.blocks:
         found = [m for m in b.modules() if isinstance(m, nn.MultiheadAttention) or getattr(m, LRP_ATTENTION_MARK, False)]
@@ -103,8 +105,6 @@ def _user_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> li
     (``nn.MultiheadAttention`` with ``need_weights``; a declared module by running it once more with
     ``F.scaled_dot_product_attention`` replaced by ``softmax(q kᵀ · scale)``), then tokens → channels by the
     declared ``token_layout`` after the ``cls_tokens`` leading tokens."""
-    from eegfm_bench.interpret.lrp import redirect_sdpa
-
     spec = adapter.user_spec
     cls, layout = int(spec["cls_tokens"]), spec["token_layout"]
 
@@ -177,8 +177,6 @@ def check_attention_support(backbone: str) -> None:
 
     The message says what the backbone supports instead.
     """
-    from eegfm_bench.models.user import user_spec
-
     spec = user_spec(backbone)
     if spec is not None:
         if not spec["blocks"] or not spec["token_layout"]:
@@ -192,8 +190,6 @@ def check_attention_support(backbone: str) -> None:
             raise UnsupportedMethodError(problem)
         return
     if backbone not in ATTENTION_BACKBONES:
-        from eegfm_bench.interpret.lrp import supported_methods
-
         why = {"eegnet": "it is a convolutional network without attention modules",
                "biot": "its linear attention has no query × key softmax matrix"}.get(backbone, "no extractor is written")
         raise UnsupportedMethodError(
@@ -210,8 +206,6 @@ def _user_attention_problem(backbone: str, spec: dict) -> str | None:
     batch ``(2, n_chans, n_times)`` before any data is read (a config check, like the declaration's dry run:
     :func:`~eegfm_bench.models.user.dry_run_check`): every block needs an attention module, and its softmax
     matrices must map to channels by the declared layout. Cached per declaration."""
-    from eegfm_bench.models.user import dry_run_check
-
     def check(ad, spec):
         ad.eval()
         missing = [i for i, m in enumerate(_user_attention_modules(ad)) if m is None]
@@ -291,10 +285,6 @@ def channel_attention(adapter: nn.Module, x: torch.Tensor, ch_names: Sequence[st
     -------
     ndarray, shape (n_blocks, batch, n_chans)
     """
-    from torch.utils.data import TensorDataset
-
-    from eegfm_bench.trainer import predict_gathered
-
     names = list(ch_names) if ch_names is not None else list(adapter.ch_names)
     ds = _Dicts(TensorDataset(x.detach().cpu().float(), torch.arange(len(x))))
     out = predict_gathered(AttentionExtractor(adapter, names), ds, trainer or {"accelerator": "cpu"},
@@ -322,9 +312,6 @@ def mean_channel_attention(adapter: nn.Module, ws, rows: np.ndarray, batch_size:
 
     One ``Trainer.predict`` pass (:class:`AttentionExtractor`); under DDP every window is counted once.
     """
-    from eegfm_bench.data.datamodule import WindowDataset
-    from eegfm_bench.trainer import predict_gathered
-
     out = predict_gathered(AttentionExtractor(adapter, ws.ch_names), WindowDataset(ws, np.sort(rows)), trainer,
                            batch_size=batch_size)
     return out["attention"].mean(0)

@@ -56,11 +56,22 @@ from typing import Sequence
 import lightning as L
 import numpy as np
 import torch
+from captum.attr import InputXGradient
+from scipy.stats import spearmanr
 from torch import nn
 from torch.utils.data import Dataset, Subset
 
+from eegfm_bench.interpret.gradcam import check_gradcam, gradcam
 from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, UnsupportedMethodError, attention_ledger, attention_sink,
-                                       get_patch_map, lrp_copy, lrp_patched, supported_methods, zero_biases)
+                                       get_patch_map, lrp_copy, lrp_patched, supported_methods, user_lrp_problem,
+                                       zero_biases)
+from eegfm_bench.models.base import ChannelContractError
+from eegfm_bench.models.user import user_spec
+from eegfm_bench.perturb.conditions import PerturbContext, parse_condition
+from eegfm_bench.perturb.dataset import PerturbedWindows
+from eegfm_bench.perturb.evaluate import perturb_context
+from eegfm_bench.perturb.noise import FilterSpec
+from eegfm_bench.trainer import predict_gathered
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +142,6 @@ def gradient_x_input(model: nn.Module, x: torch.Tensor, target) -> torch.Tensor:
     Tensor, shape (batch, n_chans, n_times)
         Relevance in (logit units); detached.
     """
-    from captum.attr import InputXGradient
-
     model.eval()
     x = x.detach().clone().requires_grad_(True)
     return InputXGradient(model).attribute(x, target=_as_target(target, len(x))).detach()
@@ -204,8 +213,6 @@ def attribute(model: nn.Module, x: torch.Tensor, target, method: str, backbone: 
     if method == "attnlrp":
         return attnlrp(model, x, target, backbone, **lrp_kwargs)[0]
     if method == "gradcam":
-        from eegfm_bench.interpret.gradcam import gradcam
-
         return gradcam(model, x, target, backbone)
     raise UnsupportedMethodError(f"unknown attribution method {method!r}; valid: {ATTRIBUTION_METHODS}; "
                                  f"{backbone} supports {supported_methods(backbone)}")
@@ -417,8 +424,6 @@ def randomisation_per_window(model: nn.Module, randomised: nn.Module, x: torch.T
                              backbone: str, **lrp_kwargs) -> dict[str, np.ndarray]:
     """Per-window inputs of :func:`randomisation_test`: ``spearman`` / ``spearman_signed`` ``(batch,)`` and the
     normalised channel maps of both models, ``channel`` / ``channel_random`` ``(batch, n_chans)``."""
-    from scipy.stats import spearmanr
-
     a = normalise_maps(attribute(model, x, target, method, backbone, **lrp_kwargs).cpu().numpy())
     b = normalise_maps(attribute(randomised, x, target, method, backbone, **lrp_kwargs).cpu().numpy())
     return {"spearman": np.array([spearmanr(np.abs(a[i]).ravel(), np.abs(b[i]).ravel())[0] for i in range(len(a))]),
@@ -428,8 +433,6 @@ def randomisation_per_window(model: nn.Module, randomised: nn.Module, x: torch.T
 
 def summarize_randomisation(per: dict[str, np.ndarray]) -> dict:
     """:func:`randomisation_test`'s summary of :func:`randomisation_per_window` values."""
-    from scipy.stats import spearmanr
-
     ch = spearmanr(np.asarray(per["channel"]).mean(0), np.asarray(per["channel_random"]).mean(0))[0]
     return {"spearman": float(np.nanmean(per["spearman"])), "spearman_signed": float(np.nanmean(per["spearman_signed"])),
             "spearman_channel": float(ch), "n_windows": int(len(per["spearman"]))}
@@ -584,8 +587,6 @@ def _fill(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def predict_proba(model: nn.Module, X: np.ndarray, batch_size: int = 32, trainer: dict | None = None) -> np.ndarray:
     """Softmax probabilities ``(n, n_classes)`` (float64) of windows ``X`` ``(n, n_chans, n_times)`` in X's order
     (``Trainer.predict`` with :class:`ProbaModule`; ``trainer``: a ``trainer:`` section, default one device)."""
-    from eegfm_bench.trainer import predict_gathered
-
     out = predict_gathered(ProbaModule(model), ArrayWindows(X, np.zeros(len(X), np.int64)), trainer,
                            batch_size=batch_size)
     return out["probs"]
@@ -639,11 +640,7 @@ def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
         ``attnlrp`` requested for a backbone without a patch map (or a user model whose declared rules do not
         cover it, :func:`~eegfm_bench.interpret.lrp.user_lrp_problem`) and no fallback configured.
     """
-    from eegfm_bench.models.user import user_spec
-
     if method == "attnlrp" and user_spec(backbone):  # a user model: its declared rules, tried on one batch now
-        from eegfm_bench.interpret.lrp import user_lrp_problem
-
         problem = user_lrp_problem(backbone)
         if problem is None:
             return method
@@ -656,8 +653,6 @@ def resolve_method(method: str, backbone: str, fallback: str | None) -> str:
     if method in supported_methods(backbone):
         return method
     if method == "gradcam":
-        from eegfm_bench.interpret.gradcam import check_gradcam
-
         check_gradcam(backbone)  # raises GradCAMUnsupportedError naming the fix
     if fallback:
         log.warning("%s has no %s patch map; computing %s instead (lrp_fallback: %s)", backbone, method, fallback,
@@ -705,8 +700,6 @@ def attribute_windows(model: nn.Module, dataset, methods: Sequence[str], *, perc
     UnsupportedMethodError
         ``attnlrp`` for a backbone without a patch map and no ``lrp_fallback``.
     """
-    from eegfm_bench.trainer import predict_gathered
-
     backbone = model.backbone_name
     todo: dict[str, str] = {}
     for m in methods:
@@ -793,11 +786,6 @@ def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acf
     ChannelContractError
         A *removed*-channel condition for a fixed-montage backbone (names the fix).
     """
-    from eegfm_bench.models.base import ChannelContractError
-    from eegfm_bench.perturb.conditions import parse_condition
-    from eegfm_bench.perturb.dataset import PerturbedWindows
-    from eegfm_bench.perturb.evaluate import perturb_context
-
     cond = parse_condition(condition)
     if cond.needs_variable_channels and not clf.backbone.channel_contract.variable:
         raise ChannelContractError(f"{clf.backbone.name} has a fixed montage and cannot take condition {condition!r} "
@@ -806,9 +794,6 @@ def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acf
     if "preprocessing" in ws.meta:
         ctx, _ = perturb_context(ws.meta, task, seed)
     else:  # windows without a preprocessing record (synthetic): the noise is band-limited only by the sampling rate
-        from eegfm_bench.perturb.conditions import PerturbContext
-        from eegfm_bench.perturb.noise import FilterSpec
-
         ctx = PerturbContext(str(ws.meta.get("dataset", "")), task, FilterSpec(float(ws.sfreq), None, None, None), seed)
     ds = PerturbedWindows(ws, np.sort(np.asarray(test_idx)), cond, ctx)
     if ds.error:

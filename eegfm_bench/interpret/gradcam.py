@@ -116,6 +116,7 @@ def gradcam(model: nn.Module, x: torch.Tensor, target, backbone: str, *, layer: 
     GradCAMUnsupportedError
         If ``backbone`` has no GradCAM layer.
     """
+    # reason: pytorch-grad-cam imports OpenCV, which starts a thread when imported; only method gradcam needs it
     from pytorch_grad_cam import GradCAM
     from pytorch_grad_cam.utils.model_targets import ClassifierOutputTarget
 

@@ -60,17 +60,30 @@ from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
+from braindecode.models.labram import _Attention as LabramAttention
+from braindecode.models.labram import _SegmentPatch
+from braindecode.modules import DropPath, Ensure4d
+from einops.layers.torch import Rearrange
 from torch import nn
+from torchmetrics import Metric, MetricCollection
+from zennit.core import BasicHook, Composite
+from zennit.rules import Epsilon
 
 from eegfm_bench.errors import UnsupportedMethodError  # noqa: F401  (re-exported: its old home)
 from eegfm_bench.interpret.gradcam import GRADCAM_LAYERS
+from eegfm_bench.models.adaptation import import_peft
+from eegfm_bench.models.backbones import labram_qkv
+from eegfm_bench.models.heads import AttentionHead
+from eegfm_bench.models.user import LRP_ATTENTION_MARK, UserModelError, _import, dry_run_check, user_spec
 
 
 def _lxt():
-    """lxt's rule functions, imported on first use (``import lxt.efficient`` loads transformers: seconds)."""
-    from lxt.efficient import patches, rules
+    """lxt's rule modules ``(patches, rules, zennit_patches)``, imported on first use."""
+    # reason: ``import lxt.efficient`` takes about a second (it loads lxt's patch maps of language models) and only
+    # AttnLRP needs it
+    from lxt.efficient import patches, rules, zennit_patches
 
-    return patches, rules
+    return patches, rules, zennit_patches
 
 
 def layer_norm_forward(self, x):
@@ -230,8 +243,6 @@ def _labram_attention(self, x: torch.Tensor, return_attention: bool = False, ret
     """
     if self.relative_position_bias_table is not None:
         raise UnsupportedModuleError("LaBraM window attention (neural decoder mode) has no AttnLRP patch")
-    from eegfm_bench.models.backbones import labram_qkv
-
     b, n, _ = x.shape
     q, k, v, qkv = labram_qkv(self, x)
     attn, o = _attend(q, k, v, self._lrp_attention_rule)
@@ -320,8 +331,6 @@ def _make_sdpa_attention(module: nn.Module) -> Callable:
 
 
 def _mark() -> str:
-    from eegfm_bench.models.user import LRP_ATTENTION_MARK
-
     return LRP_ATTENTION_MARK
 
 
@@ -378,8 +387,6 @@ class PatchMap:
 
     def lookup(self, module: nn.Module) -> Callable | None:
         if self.marked_attention:
-            from eegfm_bench.models.user import LRP_ATTENTION_MARK
-
             if getattr(module, LRP_ATTENTION_MARK, False):
                 return _make_sdpa_attention(module)
         for cls in type(module).__mro__:
@@ -390,21 +397,15 @@ class PatchMap:
 
 
 def _labram_map() -> PatchMap:
-    from braindecode.models.labram import _Attention, _SegmentPatch
-    from braindecode.modules import DropPath
-    from einops.layers.torch import Rearrange
-
     return PatchMap(
         backbone="labram", method="AttnLRP",
         forwards={nn.LayerNorm: _ln_identity, nn.GroupNorm: _gn_identity, nn.GELU: _make_nonlinear_identity,
-                  nn.Dropout: _off, DropPath: _off, _Attention: _labram_attention},
+                  nn.Dropout: _off, DropPath: _off, LabramAttention: _labram_attention},
         factories={nn.GELU}, linear_safe=(Rearrange, _SegmentPatch),
         additive_params=("cls_token", "position_embedding", "temporal_embedding", "q_bias", "v_bias"))
 
 
 def _cbramod_map() -> PatchMap:
-    from einops.layers.torch import Rearrange
-
     return PatchMap(
         backbone="cbramod", method="AttnLRP",
         forwards={nn.LayerNorm: _ln_identity, nn.GroupNorm: _gn_identity, nn.GELU: _make_nonlinear_identity,
@@ -413,9 +414,6 @@ def _cbramod_map() -> PatchMap:
 
 
 def _eegnet_map() -> PatchMap:
-    from braindecode.modules import Ensure4d
-    from einops.layers.torch import Rearrange
-
     return PatchMap(
         backbone="eegnet", method="LRP-eps",
         forwards={nn.ELU: _make_nonlinear_identity, nn.Dropout: _off},
@@ -438,8 +436,6 @@ def _user_map(name: str, spec: dict) -> PatchMap:
     UserModelError
         A declared type that does not import or is not an ``nn.Module`` class.
     """
-    from eegfm_bench.models.user import UserModelError, _import
-
     lrp = spec.get("lrp") or {}
 
     def types_of(key: str) -> tuple[type, ...]:
@@ -466,8 +462,8 @@ def _user_map(name: str, spec: dict) -> PatchMap:
 
 PATCH_MAPS: dict[str, Callable[[], PatchMap]] = {"labram": _labram_map, "cbramod": _cbramod_map,
                                                  "eegnet": _eegnet_map}
-"""Backbones with an LRP patch map (factories: braindecode is imported on use); user models get theirs from
-their declaration (:func:`_user_map`)."""
+"""Backbones with an LRP patch map (factories: a fresh map per use); user models get theirs from their declaration
+(:func:`_user_map`)."""
 
 ATTRIBUTION_METHODS = ("gxi", "attnlrp", "gradcam")
 
@@ -475,8 +471,6 @@ ATTRIBUTION_METHODS = ("gxi", "attnlrp", "gradcam")
 def supported_methods(backbone: str) -> list[str]:
     """Attribution methods available for ``backbone`` (``gxi`` always; ``attnlrp`` with a patch map; ``gradcam``
     with a GradCAM layer, :data:`eegfm_bench.interpret.gradcam.GRADCAM_LAYERS`)."""
-    from eegfm_bench.models.user import user_spec
-
     return (["gxi"] + (["attnlrp"] if backbone in PATCH_MAPS or user_spec(backbone) else [])
             + (["gradcam"] if backbone in GRADCAM_LAYERS else []))
 
@@ -489,8 +483,6 @@ def get_patch_map(backbone: str) -> PatchMap:
     UnsupportedMethodError
         If the backbone has none; the message lists the methods it supports.
     """
-    from eegfm_bench.models.user import user_spec
-
     if user_spec(backbone):
         return _user_map(backbone, user_spec(backbone))
     if backbone not in PATCH_MAPS:
@@ -508,8 +500,6 @@ def user_lrp_problem(backbone: str) -> str | None:
     """Why AttnLRP (paper 003 App. I.1) cannot run on a user model, found before any data is read (None when it
     can): :func:`adapter_lrp_problem` on the model built for its dry run
     (:func:`~eegfm_bench.models.user.dry_run_check`), cached per declaration."""
-    from eegfm_bench.models.user import dry_run_check
-
     return dry_run_check(backbone, lambda ad, spec: adapter_lrp_problem(ad, backbone, spec), _USER_LRP_CHECKED)
 
 
@@ -540,8 +530,6 @@ def adapter_lrp_problem(adapter: nn.Module, backbone: str, spec: dict) -> str | 
        additive embedding, softmax attention written by hand outside a declared module, a functional
        non-linearity (``F.gelu``, ``torch.tanh``) in a forward.
     """
-    from eegfm_bench.models.user import UserModelError
-
     names = list(adapter.ch_names)
     try:
         pm = _user_map(backbone, spec)
@@ -594,10 +582,6 @@ def adapter_lrp_problem(adapter: nn.Module, backbone: str, spec: dict) -> str | 
 
 # ------------------------------------------------------------------------------------------ application
 def _is_metric(m: nn.Module) -> bool:
-    try:
-        from torchmetrics import Metric, MetricCollection
-    except ImportError:  # pragma: no cover
-        return False
     return isinstance(m, (Metric, MetricCollection))
 
 
@@ -632,8 +616,6 @@ def lrp_patched(model: nn.Module, patch_map: PatchMap, *, epsilon: float = 0.0,
     UnsupportedModuleError
         If a leaf module is neither patched nor declared linear (names every such module).
     """
-    from eegfm_bench.models.heads import AttentionHead
-
     if attention_rule not in ATTENTION_RULES:
         raise ValueError(f"unknown attention rule {attention_rule!r}; valid: {ATTENTION_RULES}")
     model.eval()
@@ -696,11 +678,7 @@ def _zennit_epsilon(model: nn.Module, epsilon: float) -> Iterator[None]:
     if epsilon == 0:
         yield
         return
-    from lxt.efficient.zennit_patches import backward as lxt_backward
-    from lxt.efficient.zennit_patches import forward as lxt_forward
-    from zennit.core import BasicHook, Composite
-    from zennit.rules import Epsilon
-
+    zennit_patches = _lxt()[2]
     rule = Epsilon(epsilon)
 
     def module_map(ctx, name, module):
@@ -711,7 +689,7 @@ def _zennit_epsilon(model: nn.Module, epsilon: float) -> Iterator[None]:
 
     saved = {k: BasicHook.__dict__[k] for k in ("forward", "backward")}
     composite = Composite(module_map=module_map)
-    BasicHook.forward, BasicHook.backward = lxt_forward, lxt_backward
+    BasicHook.forward, BasicHook.backward = zennit_patches.forward, zennit_patches.backward
     try:
         composite.register(model)
         yield
@@ -762,11 +740,8 @@ def lrp_copy(model: nn.Module) -> nn.Module:
 
 def _merge_peft_layers(model: nn.Module) -> int:
     """Merge every peft tuner layer of ``model`` in place and swap in its base layer; returns how many."""
-    try:
-        from peft.tuners.tuners_utils import BaseTunerLayer
-    except ImportError:  # pragma: no cover  (peft is a dependency)
-        return 0
-    targets = [(name, m) for name, m in model.named_modules() if isinstance(m, BaseTunerLayer)]
+    tuner_layer = import_peft().tuners.tuners_utils.BaseTunerLayer
+    targets = [(name, m) for name, m in model.named_modules() if isinstance(m, tuner_layer)]
     for name, layer in targets:
         with torch.no_grad():
             layer.merge()

@@ -38,10 +38,14 @@ from typing import Sequence
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import EarlyStopping
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.models.features import FeatureStore, extract_features, state_hash
+from eegfm_bench.results import ResultStore, code_version, config_hash
+from eegfm_bench.trainer import build_trainer
 
 log = logging.getLogger(__name__)
 
@@ -185,11 +189,6 @@ def fit_probe(X_train: np.ndarray, y_train: np.ndarray, X_val: np.ndarray, y_val
     ProbeConfigError
         ``max_epochs`` or ``patience`` below 1.
     """
-    from lightning.pytorch.callbacks import EarlyStopping
-    from torch.utils.data import DataLoader, TensorDataset
-
-    from eegfm_bench.trainer import build_trainer
-
     if max_epochs < 1 or patience < 1:
         raise ProbeConfigError(f"max_epochs and patience must be ≥ 1, got {max_epochs}, {patience}")
     if pooling == "mean" and standardize_mean:
@@ -282,8 +281,6 @@ def run_fold_probes(model, ws: WindowSet, train_idx, val_idx, test_idx, *, fold:
         The result rows written (DESIGN.md "Result row" plus ``stage``, ``pooling``, ``block``,
         ``relative_depth``, ``val_bacc``, ``source_head``, ``checkpoint``, ``weights``, ``block_cache``).
     """
-    from eegfm_bench.results import ResultStore, code_version, config_hash
-
     probe_kwargs = dict(probe_kwargs or {})
     n_classes = len(ws.class_names)
     regime = str(model.hparams.regime)

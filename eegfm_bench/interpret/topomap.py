@@ -8,7 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+import mne
 import numpy as np
+from matplotlib.figure import Figure
+
+from eegfm_bench.data.montage import make_info, standard_1005
 
 
 class TopomapError(ValueError):
@@ -17,8 +21,6 @@ class TopomapError(ValueError):
 
 def check_positions(ch_names: Sequence[str]) -> None:
     """Raise :class:`TopomapError` naming every channel without a standard 10-05 position."""
-    from eegfm_bench.data.montage import standard_1005
-
     pos = standard_1005().get_positions()["ch_pos"]
     missing = [c for c in ch_names if c not in pos]
     if missing:
@@ -56,14 +58,6 @@ def plot_topomap_grid(rows: dict[str, np.ndarray], ch_names: Sequence[str] | dic
     TopomapError
         A channel without a position, or a row whose last axis does not match its channel names.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import mne
-
-    from eegfm_bench.data.montage import make_info
-
     if shared_scale not in ("row", "all", "map"):
         raise ValueError(f"shared_scale must be 'row', 'all' or 'map', got {shared_scale!r}")
     data = {k: np.atleast_2d(np.asarray(v, dtype=float)) for k, v in rows.items()}
@@ -77,7 +71,8 @@ def plot_topomap_grid(rows: dict[str, np.ndarray], ch_names: Sequence[str] | dic
         if key not in infos:
             infos[key] = make_info(names[k], 100.0)
     n_rows, n_cols = len(data), max(v.shape[0] for v in data.values())
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(1.9 * n_cols + 1.2, 2.0 * n_rows + 0.5), squeeze=False)
+    fig = Figure(figsize=(1.9 * n_cols + 1.2, 2.0 * n_rows + 0.5))  # no pyplot: the user's backend is left alone
+    axes = fig.subplots(n_rows, n_cols, squeeze=False)
     all_vals = np.concatenate([v.ravel() for v in data.values()])
     for r, (label, v) in enumerate(data.items()):
         info = infos[tuple(names[label])]
@@ -112,5 +107,4 @@ def plot_topomap_grid(rows: dict[str, np.ndarray], ch_names: Sequence[str] | dic
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
     return path

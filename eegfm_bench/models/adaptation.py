@@ -14,6 +14,10 @@ weight, or torch's fused transformer fast path, would otherwise make adapters si
 """
 from __future__ import annotations
 
+import dataclasses
+import re
+
+import torch
 from torch import nn
 
 from eegfm_bench.config import ConfigError
@@ -101,8 +105,6 @@ def adaptable_modules(module: nn.Module) -> list[str]:
 
 
 def _collapse(names: list[str]) -> list[str]:
-    import re
-
     return sorted({re.sub(r"(^|\.)\d+(?=\.|$)", r"\1*", n) for n in names})
 
 
@@ -132,8 +134,6 @@ def resolve_targets(backbone: nn.Module, target_modules) -> list[str]:
     LoraTargetError
         If the list is empty, or a pattern (or the regex) matches no adaptable module; lists the candidates.
     """
-    import re
-
     cands = adaptable_modules(backbone)
     shown = _collapse(cands)
     if isinstance(target_modules, str):
@@ -165,18 +165,15 @@ def peft_config(cfg: dict, target_modules):
     ValueError
         For an unknown method (lists peft's) or a field the method's config does not have (lists its fields).
     """
-    import dataclasses
-
-    from peft import PeftType
-    from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING
-
+    peft = import_peft()
+    configs = peft.mapping.PEFT_TYPE_TO_CONFIG_MAPPING
     method = str(cfg.get("method", "lora")).lower()
     try:
-        ptype = PeftType[method.upper()]
-        cls = PEFT_TYPE_TO_CONFIG_MAPPING[ptype]
+        ptype = peft.PeftType[method.upper()]
+        cls = configs[ptype]
     except KeyError:
-        valid = sorted(p.name.lower() for p in PEFT_TYPE_TO_CONFIG_MAPPING)
-        raise ValueError(f"unknown PEFT method {method!r}; peft {_peft_version()} offers {valid}") from None
+        valid = sorted(p.name.lower() for p in configs)
+        raise ValueError(f"unknown PEFT method {method!r}; peft {peft.__version__} offers {valid}") from None
     fields = {f.name for f in dataclasses.fields(cls)}
     kwargs = {k: v for k, v in cfg.items() if k not in ("method", "verify")}
     bad = sorted(set(kwargs) - fields)
@@ -210,10 +207,12 @@ def check_lora_section(cfg: dict, where: str) -> None:
         raise ConfigError(f"{where}: {err}; fix: correct or remove the key") from None
 
 
-def _peft_version() -> str:
-    import peft
+def import_peft():
+    """The ``peft`` package, imported on first use: importing it takes seconds (bitsandbytes, accelerate), and only
+    the ``lora`` regime, its config check and the AttnLRP copy of an adapted model need it."""
+    import peft  # reason: seconds to import, needed only by regime lora (most runs are head_only / full)
 
-    return peft.__version__
+    return peft
 
 
 def adapter_parameters(backbone: nn.Module) -> dict[str, nn.Parameter]:
@@ -232,8 +231,6 @@ def verify_adapters(backbone: nn.Module, n_windows: int = 1) -> None:
     AdapterNoOpError
         Naming the adapter weights that received no gradient (their modules are bypassed in the forward).
     """
-    import torch
-
     params = adapter_parameters(backbone)
     if not params:
         raise AdapterNoOpError("the backbone has no trainable adapter weights after injection")
@@ -294,8 +291,6 @@ def apply_lora(backbone: nn.Module, cfg: dict | None = None) -> nn.Module:
     ValueError
         Unknown method or config field.
     """
-    from peft import inject_adapter_in_model
-
     cfg = dict(cfg or {})
     if str(cfg.get("method", "lora")).lower() == "lora":  # r / lora_alpha / lora_dropout defaults are LoRA's
         cfg = {**LORA_DEFAULTS, **cfg}
@@ -312,7 +307,7 @@ def apply_lora(backbone: nn.Module, cfg: dict | None = None) -> nn.Module:
     config = peft_config(cfg, targets)
     backbone.requires_grad_(False)
     try:
-        inject_adapter_in_model(config, backbone)
+        import_peft().inject_adapter_in_model(config, backbone)
     except ValueError as exc:
         raise LoraTargetError(f"peft could not wrap the targets {targets}: {exc}; candidates: "
                               f"{_collapse(adaptable_modules(backbone))}", [], []) from exc

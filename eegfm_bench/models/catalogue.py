@@ -13,12 +13,15 @@ evaluation cohort or a closely related source distribution").
 """
 from __future__ import annotations
 
+import copy
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import yaml
+
+from eegfm_bench.models.backbones import BACKBONES, primary_backbones
 
 CATALOGUE_PATH = Path(__file__).with_name("catalogue.yaml")
 REQUIRED = ("display", "braindecode_class", "kind", "reference", "params", "reference_input", "tokens", "sfreq",
@@ -65,8 +68,6 @@ def load_catalogue(path: str | Path | None = None, check_registry: bool = True) 
     CatalogueError
         Missing fields, or entries and registered backbones that do not match (both named).
     """
-    import copy
-
     models = copy.deepcopy(_read(str(path or CATALOGUE_PATH)))
     for name, entry in models.items():
         missing = [k for k in REQUIRED if k not in entry]
@@ -76,8 +77,6 @@ def load_catalogue(path: str | Path | None = None, check_registry: bool = True) 
         if pre is not None and not {"corpora", "complete", "source"} <= set(pre):
             raise CatalogueError(f"catalogue entry {name!r}: pretraining needs corpora, complete and source")
     if check_registry:
-        from eegfm_bench.models.backbones import primary_backbones
-
         registered = set(primary_backbones())
         extra, absent = sorted(set(models) - registered), sorted(registered - set(models))
         if extra or absent:
@@ -97,8 +96,6 @@ def catalogue_table(path: str | Path | None = None) -> str:
     (s), band (Hz) and unit (from the adapter's declared preprocessing), tokens, channel contract, variable
     channels, hub ids, pretraining corpora (``…, see paper`` when the listed inventory is incomplete).
     """
-    from eegfm_bench.models.backbones import BACKBONES, primary_backbones
-
     cat = load_catalogue(path)
     lines = ["| model | kind | params (backbone / braindecode) | sfreq (Hz) | window (s) | band (Hz) | unit | tokens | "
              "channels | variable | hub ids | pretraining corpora |",

@@ -44,8 +44,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import braindecode
+import huggingface_hub  # hf_hub_download is looked up when called (a test replaces it to prove no download starts)
 import torch
+from huggingface_hub import constants, try_to_load_from_cache
+from safetensors.torch import load_file, save_file
 
+from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.base import BackboneAdapter, checkpoint_dir
 
 MANIFEST_NAME = "manifest.json"
@@ -259,12 +264,7 @@ class ResolvedCheckpoint:
 def _hub_offline() -> bool:
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _OFF:
         return True
-    try:
-        from huggingface_hub import constants
-
-        return bool(constants.HF_HUB_OFFLINE)
-    except ImportError:  # pragma: no cover - huggingface_hub is a dependency
-        return True
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 def _hub_reachable(timeout: float = 2.0) -> tuple[bool, str]:
@@ -355,8 +355,6 @@ def resolve(pretrained: str, manifest: str | Path | None = None, cache_dir: str 
         path = local / entry.weights
         origin = "local"
         if not path.is_file():
-            from huggingface_hub import try_to_load_from_cache
-
             cached = try_to_load_from_cache(pretrained, entry.weights,
                                             cache_dir=str(cache_dir) if cache_dir is not None else None)
             if isinstance(cached, str) and os.path.isfile(cached):
@@ -368,10 +366,8 @@ def resolve(pretrained: str, manifest: str | Path | None = None, cache_dir: str 
                 ok, why = _hub_reachable()
                 if not ok:
                     raise _not_found(entry, local, f"not in {local} nor in the Hugging Face cache, and {why}")
-                from huggingface_hub import hf_hub_download
-
                 try:
-                    path = Path(hf_hub_download(pretrained, entry.weights, etag_timeout=5,
+                    path = Path(huggingface_hub.hf_hub_download(pretrained, entry.weights, etag_timeout=5,
                                                 cache_dir=str(cache_dir) if cache_dir is not None else None))
                 except Exception as exc:  # network / auth / missing file: one clear error
                     raise _not_found(entry, local, f"download failed ({exc.__class__.__name__}: {exc})") from exc
@@ -418,8 +414,6 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """
     path = Path(path)
     if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
         state = load_file(str(path), device="cpu")
     else:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -692,8 +686,6 @@ def save_pretrained(adapter: BackboneAdapter, folder: str | Path, checkpoint_id:
     TypeError
         An architecture argument is not JSON-serialisable.
     """
-    from safetensors.torch import save_file
-
     folder = Path(folder)
     weights = folder / WEIGHTS_NAME
     if weights.exists() and not overwrite:
@@ -703,8 +695,6 @@ def save_pretrained(adapter: BackboneAdapter, folder: str | Path, checkpoint_id:
     if lora:
         raise CheckpointError(f"the model holds unmerged LoRA weights ({lora[:3]} ...); fix: merge them into the "
                               "base weights (peft merge_and_unload) before saving")
-    import braindecode
-
     config = {
         "backbone": adapter.name,
         "ch_names": list(adapter.ch_names),
@@ -750,7 +740,6 @@ def load_adapter(folder: str | Path, manifest: str | Path | None = None) -> tupl
         If the folder has no ``config.json`` (e.g. a hub checkpoint: build the adapter for your data, then
         call :func:`load_pretrained`).
     """
-    from eegfm_bench.models.backbones import BACKBONES
     ck = resolve(str(folder), manifest=manifest, allow_hub=False)
     if ck.config is None:
         raise CheckpointError(f"{folder} has no {CONFIG_NAME}; fix: build the adapter for your data and call "
@@ -771,7 +760,6 @@ def build_backbone(name: str, ch_names: list[str], n_times: int, n_outputs: int 
     init : str
         The result row's init tag: ``random`` or ``pretrained:<id>@<sha12>``.
     """
-    from eegfm_bench.models.backbones import BACKBONES
     adapter = BACKBONES.get(name)(ch_names, n_times, n_outputs, **kwargs)
     if pretrained is None:
         return adapter, init_tag()
@@ -801,8 +789,6 @@ def _pin(target: str, manifest: Path, backbone: str | None) -> str:
     if target in entries:
         entry = entries[target]
         local = checkpoint_dir() / target / entry.weights
-        from huggingface_hub import try_to_load_from_cache
-
         cached = try_to_load_from_cache(target, entry.weights)
         path = local if local.is_file() else (Path(cached) if isinstance(cached, str) else None)
         if path is None:

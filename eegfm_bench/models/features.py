@@ -31,7 +31,9 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -41,11 +43,15 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import BasePredictionWriter
 from torch import nn
+from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from eegfm_bench.data.cache import BuildLock, mark_used
-from eegfm_bench.data.windows import WindowSet, default_cache_dir
+from eegfm_bench.data.datamodule import WindowDataset
+from eegfm_bench.data.windows import WindowSet, _publish, default_cache_dir
 from eegfm_bench.distributed import barrier, broadcast_object, is_global_zero, world_size
+from eegfm_bench.models.user import hashable_user_spec
+from eegfm_bench.trainer import build_trainer, pad_to_ranks, predict_gathered
 
 CACHE_VERSION = 3
 PARTS = ("tokens", "blocks")
@@ -82,8 +88,6 @@ def feature_key(adapter: nn.Module, ws: WindowSet, rows: np.ndarray, parts: Sequ
     declaration and source file (:func:`~eegfm_bench.models.user.hashable_user_spec`) too."""
     user = getattr(adapter, "user_spec", None)
     if user is not None:
-        from eegfm_bench.models.user import hashable_user_spec
-
         user = {"user": hashable_user_spec(user)}
     blob = json.dumps({**(user or {}), "backbone": getattr(adapter, "name", type(adapter).__name__),
                        "arch": getattr(adapter, "arch_kwargs", {}), "weights": weights or state_hash(adapter),
@@ -220,9 +224,6 @@ class FeatureWriter(BasePredictionWriter):
     def on_predict_start(self, trainer, pl_module) -> None:
         # a partial folder of this writer's own (rank 0's token, broadcast): two jobs building the same entry at
         # once never write into one folder
-        import socket
-        import uuid
-
         token = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         if world_size() > 1:
             token = trainer.strategy.broadcast(token, src=0)
@@ -271,8 +272,6 @@ class FeatureWriter(BasePredictionWriter):
                     "world_size": world_size()}
             (self.partial / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
             (self.partial / "COMPLETE").write_text("ok\n")
-            from eegfm_bench.data.windows import _publish
-
             _publish(self.partial, self.folder)  # an entry another job completed meanwhile is kept
         barrier()
 
@@ -451,11 +450,6 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
 def _extract_locked(adapter, ws, folder: Path, name: str, w: str, rows: np.ndarray, parts, tr: dict,
                     batch_size: int, store_block_tokens: bool, progress: bool, num_workers: int) -> FeatureStore:
     """:func:`extract_features` once the entry's :class:`~eegfm_bench.data.cache.BuildLock` is held (rank 0)."""
-    from torch.utils.data import DataLoader
-
-    from eegfm_bench.data.datamodule import WindowDataset
-    from eegfm_bench.trainer import build_trainer, pad_to_ranks
-
     done = broadcast_object((folder / "COMPLETE").is_file())
     if done:
         if is_global_zero():
@@ -513,6 +507,4 @@ def pooled_outputs(model: nn.Module, dataset, *, trainer: dict | None = None, ba
         ``index`` ``(n,)``, ``embedding`` ``(n, d_model)``, ``logits`` ``(n, n_classes)``, sorted by window index,
         each window once under any number of devices.
     """
-    from eegfm_bench.trainer import predict_gathered
-
     return predict_gathered(PooledOutputs(model), dataset, trainer, batch_size=batch_size)

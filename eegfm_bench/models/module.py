@@ -7,6 +7,7 @@ cross-entropy, class-weighted when ``class_weights`` are given (imbalanced tasks
 from __future__ import annotations
 
 import math
+import warnings
 
 import lightning as L
 import numpy as np
@@ -16,8 +17,13 @@ import torch.nn.functional as F
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, MulticlassCohenKappa
 
-from eegfm_bench.models.adaptation import check_regime, count_parameters, freeze
+from eegfm_bench.distributed import gather_by_index
+from eegfm_bench.models.adaptation import apply_lora, check_regime, count_parameters, freeze
 from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.models.checkpoints import load_pretrained
+from eegfm_bench.models.heads import HEADS
+from eegfm_bench.models.user import _normalise, hashable_user_spec, register_user_models, user_spec
+from eegfm_bench.results import classification_metrics
 
 
 def _metrics(n_classes: int, prefix: str) -> MetricCollection:
@@ -101,14 +107,10 @@ class FMClassifier(L.LightningModule):
                  user_model: dict | None = None, data_reference: str | None = None):
         super().__init__()
         self.save_hyperparameters()
-        from eegfm_bench.models.heads import HEADS
-
         check_regime(regime)
         if not ch_names:
             raise ValueError("ch_names is required (link it from the DataModule: data.ch_names)")
         if user_model:  # a user model's declaration travels with the checkpoint (eegfm_bench.models.user)
-            from eegfm_bench.models.user import _normalise, hashable_user_spec, register_user_models, user_spec
-
             cur = user_spec(backbone)  # the current config's lrp / pretraining_corpora win over the checkpoint's
             if cur is None or hashable_user_spec(cur) != hashable_user_spec(_normalise(dict(user_model))):
                 register_user_models({backbone: user_model})
@@ -120,16 +122,12 @@ class FMClassifier(L.LightningModule):
         self.backbone.data_reference = data_reference
         self.init = getattr(self.backbone, "init_label", None) or "random"
         if pretrained:
-            from eegfm_bench.models.checkpoints import load_pretrained
-
             self.init = load_pretrained(self.backbone, pretrained)
         self.head = head_cls(self.backbone.n_tokens(len(ch_names)), self.backbone.d_model, n_classes,
                              **(head_kwargs or {}))
         if regime == "head_only":
             freeze(self.backbone)
         elif regime == "lora":
-            from eegfm_bench.models.adaptation import apply_lora
-
             self.backbone = apply_lora(self.backbone, lora or {})
         self.regime = regime
         self.ch_names = list(ch_names)
@@ -205,9 +203,6 @@ class FMClassifier(L.LightningModule):
         index, so :attr:`test_predictions` (on every rank) and the logged ``test/*`` metrics are those of every
         test window exactly once, as on one device.
         """
-        from eegfm_bench.distributed import gather_by_index
-        from eegfm_bench.results import classification_metrics
-
         local = {"index": np.concatenate([r["index"] for r in self._test_rows]) if self._test_rows else
                  np.zeros(0, dtype=np.int64),
                  "y": np.concatenate([r["y"] for r in self._test_rows]) if self._test_rows else np.zeros(0, np.int64),
@@ -222,8 +217,6 @@ class FMClassifier(L.LightningModule):
         for c in range(probs.shape[1]):
             df[f"p{c}"] = probs[:, c]
         self.test_predictions = df
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             m = classification_metrics(merged["y"], probs)

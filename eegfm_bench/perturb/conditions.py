@@ -45,7 +45,7 @@ import numpy as np
 
 from eegfm_bench.perturb._array import to_numpy
 from eegfm_bench.perturb.channels import DROPOUT_PROBS, check_handling, dropout_mask, drop_channels
-from eegfm_bench.perturb.noise import FilterSpec, add_noise, check_noise_kind, check_snr_db
+from eegfm_bench.perturb.noise import NOISE_VERSION, FilterSpec, add_noise, check_noise_kind, check_snr_db
 from eegfm_bench.perturb.regions import (
     REGION_NOISE_SNRS_DB,
     REGION_ROLES,
@@ -119,8 +119,6 @@ class PerturbContext:
 
     def as_dict(self) -> dict[str, Any]:
         """The settings that change the perturbed windows (for the sweep's config hash and its rows)."""
-        from eegfm_bench.perturb.noise import NOISE_VERSION
-
         return {"filter": self.filter.as_dict(), "reference": self.reference, "order": self.order,
                 "region_power": self.region_power, "mask": self.mask, "noise_version": NOISE_VERSION}
 

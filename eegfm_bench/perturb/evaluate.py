@@ -25,6 +25,7 @@ Rules
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import traceback
 import warnings
@@ -33,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 import lightning as L
 import numpy as np
+import torch
 from torch import nn
 
 from eegfm_bench.config import ConfigError
@@ -40,6 +42,7 @@ from eegfm_bench.perturb.channels import dropout_mask
 from eegfm_bench.perturb.conditions import ChannelDropout, Clean, Condition, PerturbContext, default_conditions, parse_condition
 from eegfm_bench.perturb.noise import FilterSpec
 from eegfm_bench.perturb.regions import paper_task
+from eegfm_bench.results import classification_metrics
 
 SWEEP_METRICS: tuple[str, ...] = ("balanced_accuracy", "auroc", "cohen_kappa")
 """Metrics written for every applicable condition (as the cv rows)."""
@@ -200,10 +203,6 @@ class ConditionResult:
 
 def backbone_fingerprint(backbone: Any) -> str:
     """sha256 over a backbone's state dict (names, dtypes, shapes and bytes), to find identical frozen backbones."""
-    import hashlib
-
-    import torch
-
     h = hashlib.sha256()
     for name, t in backbone.state_dict().items():
         t = t.detach().cpu().contiguous()
@@ -237,8 +236,6 @@ def shared_backbone_groups(models: Mapping[Any, Any], precision: Mapping[Any, An
 
 
 def _metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]:
-    from eegfm_bench.results import classification_metrics
-
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="test set holds one class")
         m = classification_metrics(y, probs)

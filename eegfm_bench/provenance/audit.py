@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from sklearn.preprocessing import StandardScaler
 
+from eegfm_bench.reports.audit import audit_markdown
 from eegfm_bench.stats import BootstrapCI, cluster_bootstrap
 
 from .intervene import observational_localization, paired_localization, project_out, subspace_energy
@@ -264,8 +265,6 @@ class AuditReport:
     def to_markdown(self) -> str:
         """Human-readable report: one section per axis, then the verdict (paper 000 App. B;
         :func:`eegfm_bench.reports.audit.audit_markdown`)."""
-        from eegfm_bench.reports.audit import audit_markdown
-
         return audit_markdown(self)
 
 

@@ -6,15 +6,16 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
 from eegfm_bench.interpret.attribution import (CONSERVATION_TOLERANCE, RANDOMISATION_THRESHOLD, aggregate, cond_dir,
                                                sanity_verdict)
+from eegfm_bench.interpret.lrp import PATCH_MAPS
+from eegfm_bench.interpret.topomap import plot_topomap_grid
 
 
 def write_cell_maps(cell_dir: Path, method: str, condition: str, class_names: Sequence[str], title: str) -> dict | None:
     """Aggregate the fold npz files of one cell / condition / method; write ``maps.npz`` and ``topomap.png``."""
-    from eegfm_bench.interpret.topomap import plot_topomap_grid
-
     d = cell_dir / cond_dir(condition) / method
     files = sorted(d.glob("fold*.npz"))
     if not files:
@@ -42,15 +43,11 @@ def write_cell_maps(cell_dir: Path, method: str, condition: str, class_names: Se
 def method_label(method: str, backbone: str) -> str:
     if method == "gxi":
         return "Gradient×Input"
-    from eegfm_bench.interpret.lrp import PATCH_MAPS
-
     return PATCH_MAPS[backbone]().method if backbone in PATCH_MAPS else method
 
 
 def checks_table(df):
     """Mean ± std over folds of the sanity-check metrics per (model, regime, head, condition, metric)."""
-    import pandas as pd
-
     m = df["metric"].astype(str)
     df = df[m.str.contains("conservation|randomisation|n_selected")]
     if df.empty:

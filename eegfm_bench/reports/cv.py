@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from eegfm_bench.reports.confound import VERDICT_LEGEND
+
 
 SUMMARY_METRICS = ("balanced_accuracy", "accuracy", "auroc", "cohen_kappa")
 """The summary's columns: balanced accuracy (the papers' headline), plain accuracy, AUROC, Cohen's kappa."""
@@ -49,8 +51,6 @@ def to_markdown(df: pd.DataFrame) -> str:
 
 def current_summary(store, experiment: str, current: dict):
     """The summary table of the rows whose config hash is the current one of their cell."""
-    import pandas as pd
-
     df = store.load()
     if df.empty:
         return pd.DataFrame()
@@ -104,8 +104,6 @@ def write_summary(path: str | Path, table: pd.DataFrame, *, experiment: str, tas
               "current config only)\n\n")
     side = confound_side_by_side(table, confound)
     if not side.empty:
-        from eegfm_bench.reports.confound import VERDICT_LEGEND
-
         chance = confound["chance"].iloc[0] if "chance" in confound else float("nan")
         md += ("\n\n## Headline and confound-checked (balanced accuracy)\n\nEach cell retrained on the same folds "
                "and seeds with the task's default confound variations (`confound: off` turns them off); the checked "

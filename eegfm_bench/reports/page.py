@@ -33,10 +33,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+import jinja2
+import matplotlib.figure
 import numpy as np
 import pandas as pd
+import yaml
 
+from eegfm_bench.data.tasks import get_task
 from eegfm_bench.errors import NotAResultFolderError
+from eegfm_bench.interpret.attribution import RANDOMISATION_THRESHOLD, sanity_verdict
+from eegfm_bench.reports.attribution import SANITY_METRICS, checks_table
+from eegfm_bench.reports.confound import VERDICT_LEGEND, current_rows, ordered
+from eegfm_bench.reports.cv import SUMMARY_METRICS
+from eegfm_bench.reports.probes import probe_table
+from eegfm_bench.reports.sweep import add_labels, degradation_table, delta_intervals, fold_deltas, resolve_reference
+from eegfm_bench.results import ResultStore, code_version
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +224,6 @@ def _hashes(folder: Path) -> set[str] | None:
 
 
 def _rows(folder: Path, hashes: set[str] | None = None) -> pd.DataFrame:
-    from eegfm_bench.results import ResultStore
-
     df = ResultStore(folder).load()
     hashes = _hashes(folder) if hashes is None else hashes
     if hashes is not None and not df.empty:
@@ -223,8 +232,6 @@ def _rows(folder: Path, hashes: set[str] | None = None) -> pd.DataFrame:
 
 
 def _yaml(path: Path) -> dict:
-    import yaml
-
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
@@ -348,16 +355,13 @@ def _ingest_line(rep: dict) -> str:
 
 def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_accuracy",
                         chance: float | None = None) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     d = df[(df["metric"] == metric) & (df["condition"] == "clean")].copy()
     d["value"] = d["value"].astype(float)
     d["label"] = d["model"].astype(str) + "\n" + d["regime"].astype(str) + " / " + d["head"].astype(str)
     labels = list(dict.fromkeys(d.sort_values(["model", "regime", "head"])["label"]))
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(labels) + 1.5), 3.4))
+    # no pyplot: the user's backend is left alone
+    fig = matplotlib.figure.Figure(figsize=(max(4.0, 1.3 * len(labels) + 1.5), 3.4))
+    ax = fig.subplots()
     rng = np.random.default_rng(0)
     for i, lab in enumerate(labels):
         v = d.loc[d["label"] == lab, "value"].to_numpy()
@@ -371,7 +375,6 @@ def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_ac
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 
@@ -385,8 +388,6 @@ def _span(values) -> str:
 
 def _class_names(cv_dir: Path) -> list[str]:
     """The task's class names (label order) of a cv run, from its config; [] when the task cannot be resolved."""
-    from eegfm_bench.data.tasks import get_task
-
     try:
         return list(get_task(_yaml(cv_dir / "config.yaml").get("task")).class_names)
     except Exception:  # noqa: BLE001  (a page must render even for a task file no longer at its path)
@@ -445,8 +446,6 @@ def _recall_table(cv_dir: Path, df: pd.DataFrame, names: list[str]) -> tuple[Tab
 
 def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
     """Clean performance and the pooling-head comparison of one cv run (current config hashes only)."""
-    from eegfm_bench.reports.cv import SUMMARY_METRICS
-
     df = _rows(cv_dir)
     if df.empty:
         return []
@@ -486,8 +485,6 @@ def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
                                     f"(squares), per model / regime / head, and the chance level (dashed); init "
                                     f"{inits}; {cv_dir.name}."))
     out = [sec]
-    from eegfm_bench.reports.confound import current_rows
-
     c = current_rows(cv_dir)
     if not c.empty:
         csec = Section("confound", f"Confound check ({cv_dir.name})",
@@ -495,8 +492,6 @@ def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
                        "restricted band, same folds and seeds: if the headline collapses, it was not the task. Δ = "
                        "variation − headline (balanced accuracy, paired on the windows both hold, mean over folds) with "
                        "a 95 % subject-cluster bootstrap interval.")
-        from eegfm_bench.reports.confound import VERDICT_LEGEND, ordered
-
         rows = []
         for r in ordered(c).itertuples():
             lo, hi = getattr(r, "checked_low", np.nan), getattr(r, "checked_high", np.nan)
@@ -552,8 +547,6 @@ def _perturbation_type(condition: str) -> str:
 
 def robustness_sections(sweep_dir: Path) -> list[Section]:
     """Robustness per perturbation type: Δ pp from clean with ∗/∇ marks, and the degradation curves."""
-    from eegfm_bench.reports.sweep import add_labels, degradation_table, delta_intervals, fold_deltas, resolve_reference
-
     df = _rows(sweep_dir)
     if df.empty:
         return []
@@ -621,8 +614,6 @@ def robustness_sections(sweep_dir: Path) -> list[Section]:
 
 def probe_sections(probe_dirs: Sequence[Path], attention_dirs: Sequence[Path]) -> list[Section]:
     """Block-wise probe curves and per-block attention maps."""
-    from eegfm_bench.reports.probes import probe_table
-
     secs = []
     for d in probe_dirs:
         df = _rows(d)
@@ -660,9 +651,6 @@ def probe_sections(probe_dirs: Sequence[Path], attention_dirs: Sequence[Path]) -
 
 def attribution_sections(attr_dirs: Sequence[Path]) -> list[Section]:
     """Attribution topomaps with their conservation and randomisation checks."""
-    from eegfm_bench.interpret.attribution import RANDOMISATION_THRESHOLD, sanity_verdict
-    from eegfm_bench.reports.attribution import SANITY_METRICS, checks_table
-
     secs = []
     for d in attr_dirs:
         df = _rows(d)
@@ -755,12 +743,8 @@ def controls_sections(ctrl_dirs: Sequence[Path]) -> list[Section]:
 
 
 def _audit_figure(a: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 4, figsize=(14, 3.2))
+    fig = matplotlib.figure.Figure(figsize=(14, 3.2))  # no pyplot: the user's backend is left alone
+    ax = fig.subplots(1, 4)
     r = a.get("recover") or {}
     ax[0].bar(["LPI"], [r.get("lpi_bits", np.nan)], yerr=[[r.get("lpi_bits", 0) - r.get("low", 0)],
                                                         [r.get("high", 0) - r.get("lpi_bits", 0)]], capsize=4)
@@ -799,7 +783,6 @@ def _audit_figure(a: dict, path: Path) -> Path:
     ax[3].set_title(f"Verify: excess vulnerability G — {a.get('verdict', '?')}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
-    plt.close(fig)
     return path
 
 
@@ -837,8 +820,6 @@ def audit_sections(audits: Sequence[Path], assets: Path) -> list[Section]:
 
 # ------------------------------------------------------------------------------------------------ render
 def _env():
-    import jinja2
-
     return jinja2.Environment(loader=jinja2.PackageLoader("eegfm_bench.reports", "templates"),
                               autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True,
                               lstrip_blocks=True)
@@ -887,8 +868,6 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
     ValueError
         Nothing to report under the folders (names what the commands write).
     """
-    from eegfm_bench.results import code_version
-
     dirs = [Path(d) for d in dirs]
     out = Path(out) if out is not None else dirs[0]
     assets = out / "report_assets"

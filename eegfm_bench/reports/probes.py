@@ -4,6 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from eegfm_bench.results import ResultStore
 
 
 def probe_table(df):
@@ -21,8 +25,6 @@ def probe_table(df):
         Columns ``model, curve, stage, pooling, block, relative_depth, mean, std, n_folds``; ``curve`` is
         ``frozen`` or ``fine-tuned (<cv head> head)`` (one fine-tuned backbone per head trained in the cv run).
     """
-    import pandas as pd
-
     df = df.copy()
     if "source_head" not in df.columns:
         df["source_head"] = ""
@@ -63,13 +65,9 @@ def plot_probe_curves(table, path: str | Path, chance: float | None = None, titl
     Path
         The PNG written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     models = list(dict.fromkeys(table["model"]))
-    fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 3.8), squeeze=False)
+    fig = Figure(figsize=(5.2 * len(models), 3.8))  # no pyplot: the user's backend is left alone
+    axes = fig.subplots(1, len(models), squeeze=False)
     styles = {"frozen": "--", "fine-tuned": "-"}
     colors = {"mean": "tab:blue", "flatten": "tab:orange"}
     for ax, model in zip(axes[0], models):
@@ -93,7 +91,6 @@ def plot_probe_curves(table, path: str | Path, chance: float | None = None, titl
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
-    plt.close(fig)
     return path
 
 
@@ -101,8 +98,6 @@ def write_report(store_dir: str | Path, chance: float | None = None, title: str 
                  config_hashes: set[str] | None = None) -> dict[str, Path]:
     """Table (``probes.md``, ``probe_table.csv``) and curves (``probe_curves.png``) from the stored probe rows
     (only those of ``config_hashes`` when given: the current run's, so rows of cells since retrained are left out)."""
-    from eegfm_bench.results import ResultStore
-
     store = ResultStore(store_dir)
     df = store.load()
     df = df[df["metric"].astype(str).str.startswith("probe_bacc_block")]

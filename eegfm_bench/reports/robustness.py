@@ -29,8 +29,11 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
+from eegfm_bench.perturb.conditions import AdditiveNoise, ChannelDropout, parse_condition
 from eegfm_bench.reports.sweep import add_labels, fold_deltas, resolve_reference
+from eegfm_bench.results import ResultStore
 from eegfm_bench.stats import wilcoxon_holm
 
 PAPER_TABLES = {"white_snr=-5dB": 10, "pink_snr=-5dB": 11, "dropout_p=0.5_zero": 12, "dropout_p=0.5_removed": 13,
@@ -51,8 +54,6 @@ def load_sweep_rows(sweep_dir: str | os.PathLike) -> pd.DataFrame:
     RobustnessReportError
         The folder holds no sweep results, or no ``cells.json`` (a sweep written before it existed: rerun it).
     """
-    from eegfm_bench.results import ResultStore
-
     d = Path(sweep_dir)
     if not (d / "results.csv").is_file() and not (d / "results.parquet").is_file():
         raise RobustnessReportError(f"{d} holds no sweep results; fix: run `eegfm-bench sweep` for it first")
@@ -149,13 +150,6 @@ def table_markdown(table: pd.DataFrame, benchmarks: Sequence[str], n_total: int)
 
 def plot_curves(df: pd.DataFrame, path: str | os.PathLike, metric: str = "balanced_accuracy") -> Path | None:
     """Figure 2: balanced accuracy vs level per perturbation type, averaged over the benchmarks with every level."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from eegfm_bench.perturb.conditions import AdditiveNoise, ChannelDropout, parse_condition
-
     d = df[df["metric"] == metric].copy()
     d["value"] = d["value"].astype(float)
     kinds: dict[str, list] = {}
@@ -167,7 +161,8 @@ def plot_curves(df: pd.DataFrame, path: str | os.PathLike, metric: str = "balanc
             kinds.setdefault(f"random dropout, {c.handling} (p)", []).append((cond, c.p))
     if not kinds:
         return None
-    fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 3.4), squeeze=False)
+    fig = Figure(figsize=(4.2 * len(kinds), 3.4))  # no pyplot: the user's backend is left alone
+    axes = fig.subplots(1, len(kinds), squeeze=False)
     for ax, (kind, levels) in zip(axes[0], kinds.items()):
         conds = [c for c, _ in levels]
         full = [b for b, g in d.groupby("benchmark") if set(conds) | {"clean"} <= set(g["condition"])]
@@ -189,7 +184,6 @@ def plot_curves(df: pd.DataFrame, path: str | os.PathLike, metric: str = "balanc
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 

@@ -3,11 +3,14 @@ missing or unreadable recording (the sources themselves live beside this module;
 registers them)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
+
+import mne
 
 from eegfm_bench.config import ConfigError, check_section
 
@@ -34,8 +37,6 @@ def resolve_data_root(data_root: str | os.PathLike | None = None) -> Path:
     Path
         Absolute.
     """
-    import mne
-
     if data_root:
         return Path(os.path.abspath(Path(data_root).expanduser()))
     if os.environ.get("EEGFM_DATA"):
@@ -150,7 +151,5 @@ def select_subjects(recs: list[Recording], subjects: list | None, where: str) ->
 
 
 def _has_default(cls, name: str) -> bool:
-    import dataclasses
-
     f = cls.__dataclass_fields__[name]
     return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+import mne
+import pandas as pd
+from mne_bids import find_matching_paths, get_bids_path_from_fname, get_entity_vals, read_raw_bids
+
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
 
@@ -63,13 +67,9 @@ class BIDSSource(Source):
         return out
 
     def _paths(self):
-        from mne_bids import find_matching_paths
-
         o = self.opts
         subs = o["subjects"]
         if subs:  # `subjects: [1, 2]` names sub-001 / sub-002 when those are the labels
-            from mne_bids import get_entity_vals
-
             present = set(get_entity_vals(self.root, "subject"))
             by_value = {int(p): p for p in present if p.isdigit()}
             subs = [v if v in present or not v.isdigit() else by_value.get(int(v), v) for v in subs]
@@ -120,8 +120,6 @@ class BIDSSource(Source):
         return select_subjects(recs, subjects, f"task {self.spec['name']!r} (BIDS {self.root})")
 
     def _target_labels(self, column: str) -> dict:
-        import pandas as pd
-
         out = {}
         part = self.root / "participants.tsv"
         cols = []
@@ -156,8 +154,6 @@ class BIDSSource(Source):
         return out
 
     def read(self, rec: Recording):
-        from mne_bids import get_bids_path_from_fname, read_raw_bids
-
         try:
             raw = read_raw_bids(get_bids_path_from_fname(Path(rec.handle)), verbose="warning")
             raw.load_data()
@@ -170,9 +166,6 @@ class BIDSSource(Source):
         return raw
 
     def _events_from_column(self, rec: Recording, raw):
-        import mne
-        import pandas as pd
-
         col = self.opts["events_column"]
         tsv = Path(str(rec.handle).rsplit("_", 1)[0] + "_events.tsv")
         if not tsv.is_file():

@@ -10,10 +10,13 @@ naming where the local copy goes.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+import braindecode.datasets as bd
 
 from eegfm_bench.config import ConfigError, close_matches
 from eegfm_bench.data.sources.base import (DataNotFoundError, Recording, RecordingReadError, Source, download_allowed,
@@ -64,8 +67,6 @@ class BraindecodeSource(Source):
     @classmethod
     def check_options(cls, opts, where):
         out = super().check_options(opts, where)
-        import braindecode.datasets as bd
-
         names = [n for n in dir(bd) if not n.startswith("_") and isinstance(getattr(bd, n), type)]
         if out["cls"] not in names:
             raise ConfigError(f"{where}.cls {out['cls']!r} is not a braindecode dataset class.{close_matches(out['cls'], names)} "
@@ -78,8 +79,6 @@ class BraindecodeSource(Source):
 
     def dataset(self):
         if self._ds is None:
-            import braindecode.datasets as bd
-
             kw = dict(self.opts["kwargs"])
             for key in ("path", "root"):
                 if key in kw and kw[key] is not None and not str(kw[key]).startswith("/"):
@@ -131,8 +130,6 @@ class BraindecodeSource(Source):
 
 
 def _params(cls) -> set:
-    import inspect
-
     with contextlib.suppress(TypeError, ValueError):
         return set(inspect.signature(cls.__init__).parameters)
     return set()

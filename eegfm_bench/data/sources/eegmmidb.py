@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import mne
+
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 
 
@@ -56,8 +58,6 @@ class EEGMMIDBSource(Source):
         DataNotFoundError
             Naming the missing files, the folder MNE expects and how to download them.
         """
-        import mne
-
         runs = [int(r) for r in self.opts["runs"]]
         path = eegmmidb_dir(self.root)
         if subjects is None:
@@ -95,8 +95,6 @@ class EEGMMIDBSource(Source):
                 "`mne.datasets.eegbci.load_data(subjects, runs, path=...)` fetches them from PhysioNet.")
 
     def read(self, rec: Recording):
-        import mne
-
         try:
             raw = mne.io.read_raw_edf(rec.path, preload=True, verbose="warning")
         except Exception as err:  # noqa: BLE001

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+import mne
+import pandas as pd
+
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
 
@@ -87,8 +90,6 @@ class FilesSource(Source):
             raise ConfigError(f"{where}: say where each file's subject comes from: a `pattern` with a (?P<subject>...) "
                               "group, a `table` with a subject column, or `subject: <id>` for a one-subject folder")
         if out["reader"] is not None:
-            import mne
-
             readers = sorted(n[len("read_raw_"):] for n in dir(mne.io) if n.startswith("read_raw_"))
             if out["reader"] not in readers:
                 raise ConfigError(f"{where}.reader {out['reader']!r} is not an MNE reader; valid: {', '.join(readers)}")
@@ -190,8 +191,6 @@ class FilesSource(Source):
         return p if p.is_absolute() else self.root / p
 
     def _table_rows(self) -> list[dict]:
-        import pandas as pd
-
         path = Path(self.opts["table"])
         path = path if path.is_absolute() else self.root / path
         if not path.is_file():
@@ -234,8 +233,6 @@ class FilesSource(Source):
         return [ann] if ann else []
 
     def read(self, rec: Recording):
-        import mne
-
         reader = getattr(mne.io, f"read_raw_{self.opts['reader']}") if self.opts.get("reader") else mne.io.read_raw
         try:
             raw = reader(rec.path, preload=True, verbose="warning", **self.opts["reader_kwargs"])

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import mne
+import moabb.datasets as md
+from moabb.datasets import fake
+
 from eegfm_bench.config import ConfigError, close_matches
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 from eegfm_bench.data.sources.braindecode import no_network
@@ -42,10 +46,6 @@ class MOABBSource(Source):
     @classmethod
     def check_options(cls, opts, where):
         out = super().check_options(opts, where)
-        try:
-            import moabb.datasets as md
-        except ImportError as err:  # pragma: no cover - moabb is a dependency
-            raise ConfigError(f"{where}: moabb is not installed ({err}); fix: pip install moabb") from None
         names = sorted({n for n in dir(md) if not n.startswith("_")} | {"FakeDataset"})
         if out["dataset"] not in names:
             raise ConfigError(f"{where}.dataset {out['dataset']!r} is not a MOABB dataset."
@@ -58,9 +58,6 @@ class MOABBSource(Source):
 
     def dataset(self):
         if self._ds is None:
-            import moabb.datasets as md
-            from moabb.datasets import fake
-
             cls = fake.FakeDataset if self.opts["dataset"] == "FakeDataset" else getattr(md, self.opts["dataset"])
             self._ds = cls(**self.opts["kwargs"])
         return self._ds
@@ -74,8 +71,6 @@ class MOABBSource(Source):
                 try:
                     self._raws[s] = self.dataset().get_data([s])[s]
                 except Exception as err:  # noqa: BLE001
-                    import mne
-
                     where = mne.get_config("MNE_DATA") or str(Path.home() / "mne_data")
                     raise DataNotFoundError(f"task {self.spec['name']!r}: MOABB {self.opts['dataset']} subject {s}: "
                                             f"{type(err).__name__}: {err}\nMOABB looks for its files under {where} "
@@ -99,8 +94,6 @@ class MOABBSource(Source):
         return recs
 
     def read(self, rec: Recording):
-        import mne
-
         s, ses, run = rec.handle.split("|")
         ds = self.dataset()
         sid = type(ds.subject_list[0])(s)

@@ -7,9 +7,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import braindecode.models as bm
 import torch
+from braindecode.models.eegdino import _Attention as EEGDINOAttention
+from braindecode.models.labram import _Attention as LabramAttention
 from torch import nn
 
+from eegfm_bench.data.montage import positions, standard_1005
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
 
 
@@ -84,8 +88,6 @@ class NamedChannelContract(ChannelContract):
                     "a dataset that records them, choose other channels with the backbone's `channels` option, or "
                     "an Interpolated variant (`interpolate: true`) where braindecode ships one")
         elif self.kind == "positions":
-            from eegfm_bench.data.montage import standard_1005
-
             pos = standard_1005().get_positions()["ch_pos"]
             bad = [c for c in ch_names if c not in pos]
             if bad:
@@ -96,16 +98,12 @@ class NamedChannelContract(ChannelContract):
 
 def _chs_info(names: list[str]) -> list[dict]:
     """braindecode ``chs_info`` for 10-05 names: ``{"ch_name", "kind": "eeg", "loc": (x, y, z) in metres}``."""
-    from eegfm_bench.data.montage import positions
-
     return [{"ch_name": n, "kind": "eeg", "loc": np.asarray(p, dtype=float)}
             for n, p in zip(names, positions(list(names)))]
 
 
 def _positions_tensor(names: list[str], batch: int, like: torch.Tensor) -> torch.Tensor:
     """MNE standard 10-05 positions (metres) of ``names`` as ``(batch, n_chans, 3)`` on ``like``'s device/dtype."""
-    from eegfm_bench.data.montage import positions
-
     pos = torch.as_tensor(positions(list(names)), dtype=like.dtype, device=like.device)
     return pos.unsqueeze(0).expand(batch, -1, -1)
 
@@ -242,8 +240,6 @@ def _interpolated(model: str, cls_name: str, src_names: list[str], **kwargs):
     targets : list of str
         The canonical channel names the backbone sees.
     """
-    import braindecode.models as bm
-
     cls = getattr(bm, cls_name)
     net = _quiet(cls, chs_info=_chs_info(src_names), **kwargs)
     return net, [c["ch_name"] for c in cls._TARGET_CHS_INFO]
@@ -384,10 +380,10 @@ def _patched_attention(kind: str) -> type:
     """
     if kind not in _PATCHED:
         if kind == "labram":
-            from braindecode.models.labram import _Attention as base
+            base = LabramAttention
             fwd, name = _labram_attention_forward, "_LabramAttention"
         elif kind == "eegdino":
-            from braindecode.models.eegdino import _Attention as base
+            base = EEGDINOAttention
             fwd, name = _eegdino_attention_forward, "_EEGDINOAttention"
         else:  # pragma: no cover - internal
             raise KeyError(kind)

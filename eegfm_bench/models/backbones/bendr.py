@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import BENDR
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -89,8 +90,6 @@ class BENDRAdapter(BackboneAdapter):
         if interpolate:
             opts["interpolate"] = True
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        from braindecode.models import BENDR
-
         self.max_scale = opts["max_scale"]
         self.interpolate = bool(interpolate)
         common = dict(n_times=self.n_times, n_outputs=self.n_outputs, final_layer=False)

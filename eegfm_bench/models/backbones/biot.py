@@ -4,8 +4,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import BIOT
 from torch import nn
 
+from eegfm_bench.data.montage import BIOT_BIPOLAR_16, BIOT_BIPOLAR_18, bipolar_derivations, bipolar_names
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
 from eegfm_bench.models.backbones._common import (  # noqa: F401
@@ -126,8 +128,6 @@ class BIOTAdapter(BackboneAdapter):
         return list(self.ch_names)
 
     def _build(self, kwargs: dict) -> None:
-        from braindecode.models import BIOT
-
         common = dict(n_times=self.n_times, n_outputs=self.n_outputs, sfreq=int(self.preprocessing.sfreq))
         if self.interpolate:
             self.model, names = _interpolated(self.name, "InterpolatedBIOT", self.ch_names, **common, **kwargs)
@@ -276,8 +276,6 @@ class BIOTBipolarAdapter(BIOTAdapter):
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, derivations: str = "bipolar16",
                  n_channel_tokens: int = 18, percentile_norm: bool = True, **kwargs: Any):
-        from eegfm_bench.data.montage import BIOT_BIPOLAR_16, BIOT_BIPOLAR_18
-
         if derivations not in ("bipolar16", "bipolar18"):
             raise ValueError(f"biot_bipolar: derivations must be 'bipolar16' or 'bipolar18', got {derivations!r}")
         pairs = BIOT_BIPOLAR_16 if derivations == "bipolar16" else BIOT_BIPOLAR_18
@@ -298,15 +296,11 @@ class BIOTBipolarAdapter(BIOTAdapter):
         self._build(kwargs)
 
     def _token_names(self) -> list[str]:
-        from eegfm_bench.data.montage import BIOT_BIPOLAR_18, bipolar_names
-
         return bipolar_names(BIOT_BIPOLAR_18)[: self._n_channel_tokens]
 
     @property
     def derivation_names(self) -> list[str]:
         """Names of the derivations built from the full build montage, e.g. ``"Fp1-F7"``."""
-        from eegfm_bench.data.montage import bipolar_names
-
         return bipolar_names(self._pairs)
 
     @property
@@ -351,8 +345,6 @@ class BIOTBipolarAdapter(BIOTAdapter):
         ChannelContractError
             If no derivation can be built from ``ch_names`` (names the electrodes BIOT's montage needs).
         """
-        from eegfm_bench.data.montage import bipolar_derivations, bipolar_names
-
         names = self.ch_names if ch_names is None else list(ch_names)
         if x.ndim != 3 or x.shape[1] != len(names):
             raise ChannelContractError(f"biot_bipolar: x has shape {tuple(x.shape)} but {len(names)} channel names "

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import CBraMod
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -63,8 +64,6 @@ class CBraModAdapter(_FixedMontageMixin, BackboneAdapter):
         if kwargs.get("patch_size", 200) != 200:
             raise ValueError("cbramod: patch_size must be 200 (braindecode's CBraMod hard-codes 101 rFFT bins)")
         super().__init__(ch_names, n_times, n_outputs, **kwargs)
-        from braindecode.models import CBraMod
-
         self.model = _quiet(CBraMod, n_chans=len(self.ch_names), n_times=self.n_times, n_outputs=self.n_outputs,
                             **kwargs)
         self.model.final_layer = nn.Identity()

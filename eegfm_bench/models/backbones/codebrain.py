@@ -1,9 +1,11 @@
 """codebrain adapter (see :mod:`eegfm_bench.models.backbones`)."""
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import CodeBrain
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -67,8 +69,6 @@ class CodeBrainAdapter(_FixedMontageMixin, BackboneAdapter):
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
         _check_reserved(self.name, kwargs)
         super().__init__(ch_names, n_times, n_outputs, **kwargs)
-        from braindecode.models import CodeBrain
-
         self.model = _quiet(CodeBrain, n_chans=len(self.ch_names), n_times=self.n_times, n_outputs=self.n_outputs,
                             **kwargs)
         self.model.final_layer = nn.Identity()
@@ -112,8 +112,6 @@ class CodeBrainAdapter(_FixedMontageMixin, BackboneAdapter):
         ``.kernel_list.N.kernel`` → ``.kernel_list.N``; ``weight_g`` / ``weight_v`` → weight-norm
         ``parametrizations.weight.original0`` / ``original1``.
         """
-        import re
-
         out, n = {}, 0
         for k, v in state.items():
             new = k.removeprefix("module.").replace(".S41.", ".sgconv.").replace(".sn.", ".rms_norm.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import EEGDINO
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -84,8 +85,6 @@ class EEGDINOAdapter(BackboneAdapter):
         if channels is not None:
             opts["channels"] = list(channels)
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        from braindecode.models import EEGDINO
-
         self.include_cls = bool(include_cls)
         self.model_ch_names = self._selected()
         self.model = _quiet(EEGDINO, n_chans=len(self.model_ch_names), n_times=self.n_times,

@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import EEGPT
+from braindecode.models.eegpt import EEGPT_CHANNELS
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -87,8 +89,6 @@ class EEGPTAdapter(BackboneAdapter):
         if interpolate:
             opts["interpolate"] = True
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        from braindecode.models import EEGPT
-
         self.interpolate = bool(interpolate)
         if self.interpolate:
             self.model, self.model_ch_names = _interpolated(self.name, "InterpolatedEEGPT", self.ch_names,
@@ -104,8 +104,6 @@ class EEGPTAdapter(BackboneAdapter):
         self.model.final_layer = nn.Identity()
 
     def _selected(self) -> list[str]:
-        from braindecode.models.eegpt import EEGPT_CHANNELS
-
         proj = self.arch_kwargs.get("chan_proj_type", "none")
         vocab = EEGPT_CHANNELS if proj == "none" else None
         return _resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names, vocab)

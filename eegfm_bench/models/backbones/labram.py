@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import Labram
+from braindecode.models.labram import LABRAM_CHANNEL_ORDER
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -79,8 +81,6 @@ class LabramAdapter(BackboneAdapter):
         # include_cls / interpolate are recorded in arch_kwargs (config / checkpoint / token-cache keys)
         extra = {"interpolate": True} if interpolate else {}
         super().__init__(ch_names, n_times, n_outputs, include_cls=bool(include_cls), **extra, **kwargs)
-        from braindecode.models import Labram
-
         self.include_cls = bool(include_cls)
         self.interpolate = bool(interpolate)
         if self.interpolate:
@@ -97,8 +97,6 @@ class LabramAdapter(BackboneAdapter):
 
     @property
     def channel_contract(self) -> ChannelContract:
-        from braindecode.models.labram import LABRAM_CHANNEL_ORDER
-
         patch = int(self.arch_kwargs.get("patch_size", 200))
         if self.arch_kwargs.get("interpolate"):
             return NamedChannelContract(kind="positions", sfreq=self.preprocessing.sfreq, variable=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import LUNA
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -71,8 +72,6 @@ class LUNAAdapter(BackboneAdapter):
         _check_reserved(self.name, kwargs)
         opts = {"channels": list(channels)} if channels is not None else {}
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        from braindecode.models import LUNA
-
         self.model_ch_names = _resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names)
         self.model = _quiet(LUNA, n_chans=len(self.model_ch_names), n_times=self.n_times,
                             n_outputs=max(int(self.n_outputs), 1), chs_info=_chs_info(self.model_ch_names), **kwargs)

@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import REVE
 from torch import nn
 
+from eegfm_bench.data.cache import default_cache_dir
+from eegfm_bench.data.montage import standard_1005
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract
 from eegfm_bench.models.backbones._common import (  # noqa: F401
@@ -41,11 +44,7 @@ def reve_positions_dir(folder: str | os.PathLike | None = None) -> Path:
     Path
         The folder holding ``reve_positions.json`` (rewritten atomically only when its content differs).
     """
-    from eegfm_bench.data.montage import standard_1005
-
     if folder is None:
-        from eegfm_bench.data.cache import default_cache_dir
-
         folder = Path(default_cache_dir()) / "reve"
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -155,8 +154,6 @@ class REVEAdapter(BackboneAdapter):
         if n_layers is not None:
             opts["n_layers"] = int(n_layers)
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        from braindecode.models import REVE
-
         self.zscore_clip = opts["zscore_clip"]
         self.model_ch_names = _resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names)
         folder = reve_positions_dir()

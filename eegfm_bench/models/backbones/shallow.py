@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from braindecode.models import ShallowFBCSPNet
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -58,8 +59,6 @@ class ShallowFBCSPNetAdapter(_FromScratchBaseline):
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
         _check_reserved(self.name, kwargs)
         super().__init__(ch_names, n_times, n_outputs, **kwargs)
-        from braindecode.models import ShallowFBCSPNet
-
         self.model = _quiet(ShallowFBCSPNet, n_chans=len(self.ch_names), n_times=self.n_times,
                             n_outputs=self.n_outputs, **kwargs)
         self._probe_shape(time_axis=2)

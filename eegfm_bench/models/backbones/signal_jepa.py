@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import SignalJEPA_Contextual
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -77,8 +78,6 @@ class SignalJEPAAdapter(BackboneAdapter):
         _check_reserved(self.name, kwargs)
         opts = {"interpolate": True} if interpolate else {}
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        from braindecode.models import SignalJEPA_Contextual
-
         self.interpolate = bool(interpolate)
         common = dict(n_times=self.n_times, sfreq=self.preprocessing.sfreq, n_outputs=self.n_outputs)
         if self.interpolate:

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+from braindecode.models import STEEGFormer
+from huggingface_hub import try_to_load_from_cache
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
-from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
+from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError, checkpoint_dir
 from eegfm_bench.models.backbones._common import (  # noqa: F401
     _check_reserved,
     _check_time,
@@ -34,8 +36,6 @@ def steegformer_vocabulary(path: str | os.PathLike | None = None) -> list[str]:
     FileNotFoundError
         Naming where to put the file (braindecode downloads it from the hub on first use; offline it cannot).
     """
-    from eegfm_bench.models.base import checkpoint_dir
-
     tried = []
     cands = [Path(path)] if path is not None else []
     cands.append(checkpoint_dir() / STEEGFORMER_REPO / STEEGFORMER_VOCAB_FILE)
@@ -43,14 +43,9 @@ def steegformer_vocabulary(path: str | os.PathLike | None = None) -> list[str]:
         tried.append(str(c))
         if c.is_file():
             return list(json.loads(c.read_text()))
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(STEEGFORMER_REPO, STEEGFORMER_VOCAB_FILE)
-        if isinstance(cached, str) and os.path.isfile(cached):
-            return list(json.loads(Path(cached).read_text()))
-    except ImportError:  # pragma: no cover - huggingface_hub is a dependency
-        pass
+    cached = try_to_load_from_cache(STEEGFORMER_REPO, STEEGFORMER_VOCAB_FILE)
+    if isinstance(cached, str) and os.path.isfile(cached):
+        return list(json.loads(Path(cached).read_text()))
     raise FileNotFoundError(
         f"ST-EEGFormer's channel vocabulary is not available offline (tried {tried} and the Hugging Face cache).\n"
         f"fix: download https://huggingface.co/{STEEGFORMER_REPO}/resolve/main/{STEEGFORMER_VOCAB_FILE} to "
@@ -124,8 +119,6 @@ class STEEGFormerAdapter(BackboneAdapter):
         if vocabulary_path is not None:
             opts["vocabulary_path"] = str(vocabulary_path)
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        from braindecode.models import STEEGFormer
-
         self.standardize = bool(standardize)
         if slots_opt == "vocabulary":
             vocab = {n.upper(): i for i, n in enumerate(steegformer_vocabulary(vocabulary_path))}
