@@ -305,28 +305,42 @@ class RunConfig(ConfigRecord):
 class CVConfig(ConfigRecord):
     """``eegfm-bench cv``: cross-validate models × heads × regimes on one task.
 
-    Args:
-        experiment: name recorded in every row.
-        task: a registered task (``eegfm-bench tasks``), a task YAML file, or a task mapping
-            (``{preset: tuab, root: /data/tuab}``, or a full declaration: see ``eegfm_bench.data.spec``).
-        out_dir: where rows, splits, checkpoints, predictions and logs go.
-        seed: training seed (fold ``k`` trains with ``seed + k``).
-        data: windows and batches.
-        split: folds.
-        optim: optimiser.
-        runs: the models to cross-validate.
-        launcher: where the cells run (``none``: this process; ``local`` workers; ``slurm``), see
-            :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
-        user_models: encoders outside this package, by import path, with the declaration the adapter contract
-            needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
-        confound: the confound check (:mod:`eegfm_bench.runs.confound`), on by default for every event-locked task
-            (issue 24): every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the
-            task's default variations), beside the headline with a verdict; ``confound: off`` turns it off.
-        compile: ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
-            arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
-            hash (a compiled graph computes the same function; kernels may round differently).
-        trainer: every ``lightning.Trainer`` argument plus ``patience`` and ``loggers``
-            (:func:`~eegfm_bench.config.add_trainer_arguments`).
+    Parameters
+    ----------
+    experiment
+        name recorded in every row.
+    task
+        a registered task (``eegfm-bench tasks``), a task YAML file, or a task mapping
+        (``{preset: tuab, root: /data/tuab}``, or a full declaration: see ``eegfm_bench.data.spec``).
+    out_dir
+        where rows, splits, checkpoints, predictions and logs go.
+    seed
+        training seed (fold ``k`` trains with ``seed + k``).
+    data
+        windows and batches.
+    split
+        folds.
+    optim
+        optimiser.
+    runs
+        the models to cross-validate.
+    launcher
+        where the cells run (``none``: this process; ``local`` workers; ``slurm``), see
+        :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
+    user_models
+        encoders outside this package, by import path, with the declaration the adapter contract
+        needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
+    confound
+        the confound check (:mod:`eegfm_bench.runs.confound`), on by default for every event-locked task
+        (issue 24): every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the
+        task's default variations), beside the headline with a verdict; ``confound: off`` turns it off.
+    compile
+        ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
+        arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
+        hash (a compiled graph computes the same function; kernels may round differently).
+    trainer
+        every ``lightning.Trainer`` argument plus ``patience`` and ``loggers``
+        (:func:`~eegfm_bench.config.add_trainer_arguments`).
     """
 
     experiment: str = "experiment"
