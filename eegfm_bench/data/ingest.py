@@ -30,12 +30,16 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import mne
 import numpy as np
 
 from eegfm_bench.config import ConfigError
+from eegfm_bench.data.montage import ChannelNameError, canonical_name, standard_1005
 from eegfm_bench.data.qc import IngestError, RecordingQC, capture_warnings, channel_signal_checks, edf_header
-from eegfm_bench.data.sources import SOURCES, Recording, resolve_data_root
+from eegfm_bench.data.sources import SOURCES, Recording, RecordingReadError, resolve_data_root
 from eegfm_bench.data.spec import parse_task_spec, spec_hash
+from eegfm_bench.perturb.regions import register_task_regions
 
 BIOSEMI_ABC = re.compile(r"^[A-H]([1-9]|[1-2][0-9]|3[0-2])$")
 """BioSemi ABC-layout channel names (A1-A32 ... H1-H32), which collide with some 10-05 names."""
@@ -87,8 +91,6 @@ class DeclaredTask:
                 raise ConfigError(f"{where}: classes {unknown} are used in labels / windows.balance but not listed in "
                                   f"classes {list(classes)}; fix: add them to `classes:` or correct the spelling")
         if s["regions"]:
-            from eegfm_bench.perturb.regions import register_task_regions
-
             register_task_regions(s["name"], s["regions"])
         return cls(s, s["name"], s["dataset"] or s["name"], classes, s["line_freq"], s["description"],
                    tuple(s["pretraining_aliases"]))
@@ -165,8 +167,6 @@ def _native_rates(raw, qc: RecordingQC) -> dict[str, float]:
 
 def _same_channel(entry: str, name: str, ch: dict) -> bool:
     """Whether a ``channels.exclude`` entry names channel ``name``: as read, or by its 10-05 name (any case)."""
-    from eegfm_bench.data.montage import ChannelNameError, canonical_name
-
     if entry.lower() == name.lower():
         return True
     if not ch["aliases"]:
@@ -259,16 +259,35 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
     RecordingReadError
         The reader failed (the message names the file and the fix).
     """
-    import mne
+    raw = _read_checked(source, rec, qc)
+    raw, types = _one_rate(task, rec, raw, qc)
+    canon = _channel_policy(task, rec, raw, qc, types)
+    if canon is None:
+        return None
+    _apply_channels(task, raw, canon, qc)
+    if not _signal_checks(task, rec, raw, qc):
+        return None
+    if task.spec["strict"]:
+        serious = [w for w in qc.warnings if not any(b in w for b in BENIGN_WARNINGS)]
+        if qc.findings or serious:
+            raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings + [f"reader: {w}" for w in serious])
+                              + ". fix: repair or exclude the recording, or set strict: false to accept these "
+                                "findings (each is written to the ingest report)")
+    return raw
 
-    from eegfm_bench.data.montage import ChannelNameError, canonical_name, standard_1005
 
-    ch = task.spec["channels"]
+def _read_checked(source, rec: Recording, qc: RecordingQC):
+    """Step 1: the recording as the source reads it, its format, channels, rate and duration recorded, and a file
+    shorter than its EDF header declares reported as truncated.
+
+    Raises
+    ------
+    RecordingReadError
+        A file without any signal channel (an annotation-only EDF+).
+    """
     with capture_warnings(qc):
         raw = source.read(rec)
     if len(raw.ch_names) == 0:
-        from eegfm_bench.data.sources import RecordingReadError
-
         raise RecordingReadError(
             f"{rec.path} holds no signal channel (an annotation-only EDF+ file, such as a Sleep-EDF hypnogram, with "
             f"{len(raw.annotations)} annotations). fix: narrow the glob to the recordings and name this file in "
@@ -283,38 +302,65 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
         if qc.read_duration_s + 1e-6 < hdr["declared_s"] - max(1.0 / raw.info["sfreq"], 1e-3):
             qc.find(f"truncated: the header declares {hdr['declared_s']:g} s ({hdr['n_records']} records) but the file "
                     f"holds {qc.read_duration_s:g} s; only the data present were used")
+    return raw
+
+
+def _one_rate(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC):
+    """Step 2a: channels sampled at different rates are refused (``mixed_rates: refuse``) or the file is read again
+    with only the channels at the EEG rate (``eeg_only``, EDF/BDF). Returns ``(raw, {channel: type})``.
+
+    Raises
+    ------
+    IngestError
+        ``mixed_rates: refuse``, or ``eeg_only`` on a file that is not EDF/BDF.
+    """
+    ch = task.spec["channels"]
     rates = _native_rates(raw, qc)
     types = dict(zip(raw.ch_names, raw.get_channel_types()))
-    # -- mixed sampling rates ---------------------------------------------------------------------------------
     excluded = _excluded(raw.ch_names, ch)
     eeg_like = [c for c in raw.ch_names if not _is_non_eeg(c, types[c]) and c not in excluded]
-    if len({round(rates[c], 6) for c in eeg_like}) > 1 or len({round(r, 6) for r in rates.values()}) > 1:
-        by = {}
-        for c in raw.ch_names:
-            by.setdefault(rates[c], []).append(c)
-        desc = "; ".join(f"{len(v)} channel(s) at {k:g} Hz ({', '.join(v[:4])}{'…' if len(v) > 4 else ''})"
-                         for k, v in sorted(by.items(), reverse=True))
-        eeg_rate = max({rates[c] for c in eeg_like} or {raw.info["sfreq"]},
-                       key=lambda r: sum(rates[c] == r for c in eeg_like))
-        if ch["mixed_rates"] == "refuse":
-            raise IngestError(f"{rec.recording} ({rec.path}): channels are sampled at different rates: {desc}; MNE would "
-                              "resample the slower ones to the fastest. fix: channels.mixed_rates: eeg_only (read only "
-                              f"the channels at the EEG rate, {eeg_rate:g} Hz), or exclude the others")
-        keep = [c for c in raw.ch_names if rates[c] == eeg_rate]
-        gone = [c for c in raw.ch_names if c not in keep]
-        if rec.path is None or rec.path.suffix.lower() not in (".edf", ".bdf"):
-            raise IngestError(f"{rec.recording}: mixed_rates: eeg_only needs an EDF/BDF file; fix: exclude {gone}")
-        with capture_warnings(qc):
-            raw = mne.io.read_raw_edf(rec.path, include=keep, preload=True, verbose="warning")
-            if task.spec["source"] == "eegmmidb":
-                mne.datasets.eegbci.standardize(raw)
-        for c in gone:
-            qc.dropped[c] = f"sampled at {rates[c]:g} Hz, not the EEG rate {eeg_rate:g} Hz (mixed_rates: eeg_only)"
-        qc.act(f"read only the {len(keep)} channels at {eeg_rate:g} Hz; dropped {gone}")
-        qc.find(f"mixed sampling rates in one file: {desc}")
-        qc.sfreq_read = float(raw.info["sfreq"])
-        types = dict(zip(raw.ch_names, raw.get_channel_types()))
-    # -- channel policy ---------------------------------------------------------------------------------------
+    if not (len({round(rates[c], 6) for c in eeg_like}) > 1 or len({round(r, 6) for r in rates.values()}) > 1):
+        return raw, types
+    by = {}
+    for c in raw.ch_names:
+        by.setdefault(rates[c], []).append(c)
+    desc = "; ".join(f"{len(v)} channel(s) at {k:g} Hz ({', '.join(v[:4])}{'…' if len(v) > 4 else ''})"
+                     for k, v in sorted(by.items(), reverse=True))
+    eeg_rate = max({rates[c] for c in eeg_like} or {raw.info["sfreq"]},
+                   key=lambda r: sum(rates[c] == r for c in eeg_like))
+    if ch["mixed_rates"] == "refuse":
+        raise IngestError(f"{rec.recording} ({rec.path}): channels are sampled at different rates: {desc}; MNE would "
+                          "resample the slower ones to the fastest. fix: channels.mixed_rates: eeg_only (read only "
+                          f"the channels at the EEG rate, {eeg_rate:g} Hz), or exclude the others")
+    keep = [c for c in raw.ch_names if rates[c] == eeg_rate]
+    gone = [c for c in raw.ch_names if c not in keep]
+    if rec.path is None or rec.path.suffix.lower() not in (".edf", ".bdf"):
+        raise IngestError(f"{rec.recording}: mixed_rates: eeg_only needs an EDF/BDF file; fix: exclude {gone}")
+    with capture_warnings(qc):
+        raw = mne.io.read_raw_edf(rec.path, include=keep, preload=True, verbose="warning")
+        if task.spec["source"] == "eegmmidb":
+            mne.datasets.eegbci.standardize(raw)
+    for c in gone:
+        qc.dropped[c] = f"sampled at {rates[c]:g} Hz, not the EEG rate {eeg_rate:g} Hz (mixed_rates: eeg_only)"
+    qc.act(f"read only the {len(keep)} channels at {eeg_rate:g} Hz; dropped {gone}")
+    qc.find(f"mixed sampling rates in one file: {desc}")
+    qc.sfreq_read = float(raw.info["sfreq"])
+    return raw, dict(zip(raw.ch_names, raw.get_channel_types()))
+
+
+def _channel_policy(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC, types: dict) -> dict | None:
+    """Step 2b: which channels stay and their 10-05 names (``channels.rename``, ``duplicates``, ``exclude``,
+    ``non_eeg``, ``aliases``, ``unknown``, ``include``), each dropped channel in ``qc.dropped`` with why. Returns
+    ``{name as read: 10-05 name}`` in the final order, or ``None`` when no EEG channel is left (the recording is
+    dropped).
+
+    Raises
+    ------
+    IngestError
+        A refusing policy (``non_eeg: error``, ``unknown: error``, ``duplicates: error``), BioSemi ABC names under
+        ``aliases``, or an ``include`` channel the recording lacks.
+    """
+    ch = task.spec["channels"]
     if ch["rename"]:
         ren = {a: b for a, b in ch["rename"].items() if a in raw.ch_names}
         if ren:
@@ -322,6 +368,32 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
             qc.renamed.update(ren)
             types = {ren.get(c, c): t for c, t in types.items()}
     types = _resolve_duplicate_labels(raw, types, ch["duplicates"], rec, qc)
+    drop = _excluded_or_non_eeg(rec, raw, qc, types, ch)
+    names = [c for c in raw.ch_names if c not in drop]
+    _refuse_biosemi_abc(rec, names, ch)
+    canon = _canonical_names(rec, names, drop, qc, ch)
+    if ch["include"] is not None:
+        canon = _included(rec, canon, drop, ch["include"])
+    for c, why in drop.items():
+        qc.dropped[c] = why
+    if not canon:
+        qc.find(f"no EEG channel left after the channel policy (read: {list(raw.ch_names)})")
+        qc.drop("no EEG channel left after the channel policy")
+        return None
+    if drop:
+        raw.drop_channels([c for c in drop if c in raw.ch_names])
+    return canon
+
+
+def _excluded_or_non_eeg(rec: Recording, raw, qc: RecordingQC, types: dict, ch: dict) -> dict[str, str]:
+    """``{channel: why}`` for the channels ``channels.exclude`` names and the non-EEG ones (``non_eeg: drop``);
+    an ``exclude`` entry that matches no channel is a finding.
+
+    Raises
+    ------
+    IngestError
+        A non-EEG channel under ``non_eeg: error``.
+    """
     drop: dict[str, str] = {}
     excluded = _excluded(raw.ch_names, ch)
     unmatched = [e for e in ch["exclude"] if not any(_same_channel(e, c, ch) for c in raw.ch_names)]
@@ -336,7 +408,17 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
                 raise IngestError(f"{rec.recording}: channel {c!r} ({types.get(c)}) is not EEG; fix: channels.non_eeg: "
                                   f"drop, or channels.exclude: [{c!r}]")
             drop[c] = f"not EEG ({types.get(c) if types.get(c) != 'eeg' else 'by name'})"
-    names = [c for c in raw.ch_names if c not in drop]
+    return drop
+
+
+def _refuse_biosemi_abc(rec: Recording, names: list[str], ch: dict) -> None:
+    """Refuse BioSemi ABC labels (A1..D32) read as 10-05 names: several collide with 10-05 names at other places.
+
+    Raises
+    ------
+    IngestError
+        16 or more ABC labels, some of them 10-05 names, under ``channels.aliases``.
+    """
     abc = [c for c in names if BIOSEMI_ABC.match(c)]
     collide = [c for c in abc if c.lower() in {n.lower() for n in standard_1005().ch_names}]
     if ch["aliases"] and len(abc) >= 16 and collide:
@@ -346,6 +428,18 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
             "them to "
             "their 10-05 names (your cap's ABC-to-10-20 table), or channels.aliases: false with channels.unknown: keep "
             "(no positions)")
+
+
+def _canonical_names(rec: Recording, names: list[str], drop: dict, qc: RecordingQC, ch: dict) -> dict[str, str]:
+    """``{name as read: 10-05 name}`` of ``names`` (``aliases``: T3 → T7, FP1 → Fp1); a channel without one is
+    refused, dropped or kept under its own name (``channels.unknown``), and a second spelling of one 10-05 name
+    refused or dropped (``channels.duplicates``). Adds the dropped ones to ``drop``.
+
+    Raises
+    ------
+    IngestError
+        ``unknown: error`` or ``duplicates: error``.
+    """
     canon: dict[str, str] = {}
     for c in names:
         new = c
@@ -374,27 +468,35 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
                     "(channels.duplicates: keep_first)")
             continue
         canon[c] = new
-    if ch["include"] is not None:
-        wanted = list(ch["include"])
-        got = {v.lower(): k for k, v in canon.items()} | {k.lower(): k for k in canon}
-        missing = [w for w in wanted if w.lower() not in got]
-        if missing:
-            raise IngestError(f"{rec.recording}: channels.include lists {missing}, which the recording lacks (it has "
-                              f"{sorted(canon.values())}); fix: remove them from include, or exclude this recording")
-        order = [got[w.lower()] for w in wanted]
-        for c in list(canon):
-            if c not in order:
-                drop[c] = "not in channels.include"
-                canon.pop(c)
-        canon = {c: canon[c] for c in order}
-    for c, why in drop.items():
-        qc.dropped[c] = why
-    if not canon:
-        qc.find(f"no EEG channel left after the channel policy (read: {list(raw.ch_names)})")
-        qc.drop("no EEG channel left after the channel policy")
-        return None
-    if drop:
-        raw.drop_channels([c for c in drop if c in raw.ch_names])
+    return canon
+
+
+def _included(rec: Recording, canon: dict[str, str], drop: dict, include: list[str]) -> dict[str, str]:
+    """``canon`` reduced to ``channels.include``, in its order (the others added to ``drop``).
+
+    Raises
+    ------
+    IngestError
+        An included channel the recording lacks.
+    """
+    wanted = list(include)
+    got = {v.lower(): k for k, v in canon.items()} | {k.lower(): k for k in canon}
+    missing = [w for w in wanted if w.lower() not in got]
+    if missing:
+        raise IngestError(f"{rec.recording}: channels.include lists {missing}, which the recording lacks (it has "
+                          f"{sorted(canon.values())}); fix: remove them from include, or exclude this recording")
+    order = [got[w.lower()] for w in wanted]
+    for c in list(canon):
+        if c not in order:
+            drop[c] = "not in channels.include"
+            canon.pop(c)
+    return {c: canon[c] for c in order}
+
+
+def _apply_channels(task: DeclaredTask, raw, canon: dict[str, str], qc: RecordingQC) -> None:
+    """Step 2c: the kept channels in their order under their 10-05 names, typed EEG, with 10-05 positions; what was
+    dropped as non-EEG or without a 10-05 name said."""
+    ch = task.spec["channels"]
     raw.reorder_channels(list(canon))
     ren = {c: n for c, n in canon.items() if c != n}
     if ren:
@@ -410,7 +512,17 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
     unknown = [c for c, why in qc.dropped.items() if why.startswith("no standard 10-05")]
     if unknown:
         qc.find(f"channels without a 10-05 name dropped: {unknown}")
-    # -- signal checks ----------------------------------------------------------------------------------------
+
+
+def _signal_checks(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC) -> bool:
+    """Step 3: non-finite, saturated, flat and marked-bad channels and the amplitude's plausibility, then the
+    ``channels.flat`` policy for the flat / bad ones. Returns ``False`` when the recording is dropped.
+
+    Raises
+    ------
+    IngestError
+        Flat or marked-bad channels under ``channels.flat: error``.
+    """
     data = raw.get_data()
     channel_signal_checks(data, list(raw.ch_names), qc)
     if qc.nonfinite:
@@ -432,34 +544,40 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
     if qc.flat:
         qc.find(f"flat channels (peak-to-peak < 0.1 µV): {qc.flat}")
     if to_fix:
-        policy = ch["flat"]
-        what = f"flat / marked-bad channels {to_fix}"
-        if policy == "error":
-            raise IngestError(f"{rec.recording}: {what}; fix: channels.flat: interpolate | drop_recording | keep, or "
-                              "exclude them")
-        if policy == "drop_recording":
-            qc.drop(f"{what} (channels.flat: drop_recording)")
-            return None
-        if policy == "interpolate":
-            pos = raw.get_montage().get_positions()["ch_pos"] if raw.get_montage() else {}
-            if not all(c in pos for c in to_fix) or len(to_fix) >= len(raw.ch_names) - 2:
-                qc.drop(f"{what} cannot be interpolated (no positions or too few good channels)")
-                return None
-            raw.info["bads"] = list(to_fix)
-            with capture_warnings(qc):
-                raw.interpolate_bads(reset_bads=True, mode="accurate", verbose="warning")
-            qc.interpolated = list(to_fix)
-            qc.act(f"interpolated {what} (spherical spline) before the common average")
-        elif policy == "keep":
-            raw.info["bads"] = []  # kept means kept: in the reference and in the model's input
-            qc.act(f"kept {what} as they are (channels.flat: keep), in the common average too")
-    if task.spec["strict"]:
-        serious = [w for w in qc.warnings if not any(b in w for b in BENIGN_WARNINGS)]
-        if qc.findings or serious:
-            raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings + [f"reader: {w}" for w in serious])
-                              + ". fix: repair or exclude the recording, or set strict: false to accept these "
-                                "findings (each is written to the ingest report)")
-    return raw
+        return _flat_policy(task.spec["channels"]["flat"], rec, raw, qc, to_fix)
+    return True
+
+
+def _flat_policy(policy: str, rec: Recording, raw, qc: RecordingQC, to_fix: list[str]) -> bool:
+    """``channels.flat`` on the flat / marked-bad channels: ``error``, ``drop_recording``, ``interpolate``
+    (spherical spline, before the common average) or ``keep``. Returns ``False`` when the recording is dropped.
+
+    Raises
+    ------
+    IngestError
+        ``flat: error``.
+    """
+    what = f"flat / marked-bad channels {to_fix}"
+    if policy == "error":
+        raise IngestError(f"{rec.recording}: {what}; fix: channels.flat: interpolate | drop_recording | keep, or "
+                          "exclude them")
+    if policy == "drop_recording":
+        qc.drop(f"{what} (channels.flat: drop_recording)")
+        return False
+    if policy == "interpolate":
+        pos = raw.get_montage().get_positions()["ch_pos"] if raw.get_montage() else {}
+        if not all(c in pos for c in to_fix) or len(to_fix) >= len(raw.ch_names) - 2:
+            qc.drop(f"{what} cannot be interpolated (no positions or too few good channels)")
+            return False
+        raw.info["bads"] = list(to_fix)
+        with capture_warnings(qc):
+            raw.interpolate_bads(reset_bads=True, mode="accurate", verbose="warning")
+        qc.interpolated = list(to_fix)
+        qc.act(f"interpolated {what} (spherical spline) before the common average")
+    elif policy == "keep":
+        raw.info["bads"] = []  # kept means kept: in the reference and in the model's input
+        qc.act(f"kept {what} as they are (channels.flat: keep), in the common average too")
+    return True
 
 
 PLAUSIBLE_RMS_UV = (0.5, 500.0)
@@ -478,8 +596,6 @@ def _mark_nonfinite(raw, data: np.ndarray, qc: RecordingQC) -> None:
     """Set non-finite samples to 0 on every channel and annotate each stretch (± ``NONFINITE_MARGIN_S``) as
     ``BAD_nonfinite``, so that only the windows overlapping them are rejected (NaN would spread through the filters
     into every window)."""
-    import mne
-
     bad_t = ~np.isfinite(data).all(axis=0)
     idx = np.flatnonzero(bad_t)
     starts = idx[np.r_[True, np.diff(idx) > 1]]
@@ -567,171 +683,258 @@ def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: Re
     IngestError
         ``tmax`` inconsistent with the window, or a refusing policy (``past_end: error``, ``overlap: error``).
     """
-    import mne
-
-    w, lab = task.spec["windows"], task.spec["labels"]
-    sfreq = float(raw.info["sfreq"])
-    n = int(round(window_s * sfreq))
-    data = raw.get_data()
-    T = data.shape[1]
-    cls_idx = {c: i for i, c in enumerate(task.class_names)}
-    rej = w["reject_annotations"] or []
-    bad = _bad_intervals(raw, rej) if rej else []
-    events_map = lab["events"] or {}
-    descs = [str(d) for d in raw.annotations.description]
-    mapped = {d: event_class(events_map, d) for d in set(descs)}
-    for d in sorted(set(descs)):
-        if mapped[d] is None and not any(d.upper().startswith(p.upper()) for p in rej):
-            qc.events_unmapped[d] = descs.count(d)
-    starts: list[int] = []
-    ys: list[int] = []
-
-    def overlaps_bad(s: int) -> str | None:
-        a, b = s / sfreq, (s + n) / sfreq
-        return next((f"overlaps a {d} annotation" for lo, hi, d in bad if lo < b and hi > a), None)
-
-    if w["mode"] == "events":
-        if w["tmax"] is not None and abs((w["tmax"] - w["tmin"]) - window_s) > 1e-6:
-            raise IngestError(f"task {task.name!r}: windows.tmax - tmin = {w['tmax'] - w['tmin']:g} s but the window is "
-                              f"{window_s:g} s; fix: set tmax: {w['tmin'] + window_s:g}, or remove tmax")
-        present = {d: i + 1 for i, d in enumerate(sorted(d for d, c in mapped.items() if c is not None))}
-        if not present:
-            qc.find(f"no event of {sorted(events_map)} in the recording (annotations: {sorted(set(descs)) or 'none'})")
-            qc.drop("no labelled event")
-            return _empty(raw, n)
-        with capture_warnings(qc):
-            ev, ids = mne.events_from_annotations(raw, event_id=present, verbose="warning")
-        inv = {v: mapped[k] for k, v in ids.items()}
-        ann = raw.annotations
-        sel = np.flatnonzero([str(d) in present for d in ann.description])  # the rows of ev, in annotation order
-        durations, onsets = np.asarray(ann.duration, float)[sel], np.asarray(ann.onset, float)[sel]
-        order = np.argsort(ev[:, 0], kind="stable")
-        ev, durations, onsets = ev[order], durations[order], onsets[order]
-        nexts = _next_onsets(onsets, np.asarray(ann.onset, float), [str(d) for d in ann.description], rej)
-        crop_at: dict[int, int] = {}
-        last_end = -1
-        for e, dur, on, nxt in zip(ev, durations, onsets, nexts):
-            c = inv[e[2]]
-            if dur > 0 and nxt is not None and on + dur > nxt + 1.0 / sfreq:
-                qc.past_event["event overruns the next annotation"] = \
-                    qc.past_event.get("event overruns the next annotation", 0) + 1
-            qc.events[c] = qc.events.get(c, 0) + 1
-            s = int(e[0] - raw.first_samp + round(w["tmin"] * sfreq))
-            if s < 0 or s + n > T:
-                if w["past_end"] == "error":
-                    raise IngestError(f"{rec.recording}: the window of the {c} event at {e[0] / sfreq:.2f} s runs past "
-                                      "the data; fix: windows.past_end: drop")
-                qc.reject("runs past the end of the data")
-                qc.find("windows run past the end of the data (rejected; windows.past_end: drop)")
-                continue
-            if s < last_end:
-                qc.overlapping_events += 1
-                if w["overlap"] == "error":
-                    raise IngestError(f"{rec.recording}: the {c} event at {e[0] / sfreq:.2f} s overlaps the previous "
-                                      "event's window; fix: windows.overlap: keep | drop")
-                if w["overlap"] == "drop":
-                    qc.reject("overlaps the previous event's window")
-                    continue
-            why = overlaps_bad(s)
-            if why:
-                qc.reject(why)
-                continue
-            if dur > 0 and w["tmin"] + window_s > dur + 1.0 / sfreq:  # the window runs into what follows the event
-                policy = w["past_event"]
-                if policy == "error":
-                    raise IngestError(f"{rec.recording}: the window of the {c} event at {on:.2f} s ends "
-                                      f"{w['tmin'] + window_s:g} s after its onset, but the event lasts {dur:g} s; fix: "
-                                      f"a window of at most {dur - w['tmin']:g} s (window_s), or windows.past_event: "
-                                      "keep | crop | drop")
-                qc.past_event["window longer than its event"] = \
-                    qc.past_event.get("window longer than its event", 0) + 1
-                if policy == "drop":
-                    qc.reject("runs past the end of its event (windows.past_event: drop)")
-                    continue
-                if policy == "crop":
-                    crop_at[len(starts)] = max(0, int(round((dur - w["tmin"]) * sfreq)))
-            starts.append(s)
-            ys.append(cls_idx[c])
-            last_end = s + n
-        _past_event_lines(qc, w, window_s, durations, crop_at, n)
-        if qc.overlapping_events and w["overlap"] == "keep":
-            qc.act(f"kept {qc.overlapping_events} windows that overlap the previous event's window (windows.overlap: keep)")
-            qc.find(f"{qc.overlapping_events} events overlap the previous event's window (kept; windows.overlap: keep)")
+    cut = _Cut.of(task, raw, window_s, qc)
+    if task.spec["windows"]["mode"] == "events":
+        placed = _event_windows(task, raw, rec, window_s, qc, cut)
     else:
-        stride = int(round((w["stride_s"] or window_s) * sfreq))
-        cand = list(range(0, T - n + 1, stride))
-        tail = T - (cand[-1] + n if cand else 0)
-        if label is not None:
-            for s in cand:
-                why = overlaps_bad(s)
-                if why:
-                    qc.reject(why)
-                    continue
-                starts.append(s)
-                ys.append(cls_idx[label])
-        elif events_map:
-            shift = raw.first_time if raw.annotations.orig_time is not None else 0.0
-            ann = [(float(a["onset"]) - shift, float(a["duration"]), mapped[str(a["description"])])
-                   for a in raw.annotations if mapped.get(str(a["description"])) is not None]
-            for _, _, c in ann:
-                qc.events[c] = qc.events.get(c, 0) + 1
-            background = lab["background"]
-            if not ann and not (background and lab["without_events"] == "background"):
-                qc.find(f"no event of {sorted(events_map)} in the recording (annotations: {sorted(set(descs)) or 'none'})")
-                qc.drop(f"no event of {sorted(events_map)} to label the windows")
-                return _empty(raw, n)
-            need = lab["min_overlap"] * window_s
-            lo_hi = None
-            if w.get("span") and w["span"]["around"]:
-                around = [(on, on + dur) for on, dur, c in ann if c in w["span"]["around"]]
-                if around:
-                    m = float(w["span"]["margin_s"])
-                    lo_hi = (min(a for a, _ in around) - m, max(b for _, b in around) + m)
-                    qc.act(f"kept only {lo_hi[0]:.0f}-{lo_hi[1]:.0f} s: the events of {w['span']['around']} ± {m:g} s "
-                           "(windows.span)")
-                else:
-                    qc.find(f"no event of {w['span']['around']} to place windows.span; the whole recording is used")
-            for s in cand:
-                a, b = s / sfreq, (s + n) / sfreq
-                if lo_hi is not None and (a < lo_hi[0] or b > lo_hi[1]):
-                    qc.reject(f"outside the span around {w['span']['around']} (windows.span)")
-                    continue
-                cover: dict[str, float] = {}
-                for on, dur, c in ann:
-                    ov = min(b, on + max(dur, 0.0)) - max(a, on)
-                    if ov > 0 or (dur == 0 and a <= on < b):
-                        cover[c] = cover.get(c, 0.0) + max(ov, 0.0)
-                if not cover and background:
-                    c = background
-                else:
-                    best = max(cover.items(), key=lambda kv: kv[1]) if cover else None
-                    if best is None or best[1] + 1e-9 < need:
-                        qc.reject(f"no labelled event covers {lab['min_overlap']:.0%} of the window"
-                                  if best is None or not background else
-                                  f"overlaps a labelled event by less than {lab['min_overlap']:.0%} (ambiguous)")
-                        continue
-                    c = best[0]
-                why = overlaps_bad(s)
-                if why:
-                    qc.reject(why)
-                    continue
-                starts.append(s)
-                ys.append(cls_idx[c])
-        else:
-            raise IngestError(f"{rec.recording}: no recording label and no labels.events; fix: declare labels.events, "
-                              "labels.target or a path label")
-        if tail > 0 and cand:
-            qc.act(f"the last {tail / sfreq:.2f} s (shorter than a window) are not used")
+        placed = _fixed_windows(task, raw, rec, window_s, qc, label, cut)
+    if placed is None:
+        return _empty(raw, cut.n)
+    starts, ys, crop_at = placed
     if not starts:
         if qc.status == "kept":
             qc.drop("no window: " + (", ".join(f"{v} {k}" for k, v in qc.windows_rejected.items())
-                                     or f"the recording ({T / sfreq:.2f} s) is shorter than one window"))
-        return _empty(raw, n)
-    X = np.stack([data[:, s:s + n] for s in starts])
-    if w["mode"] == "events":
-        for k, cut in crop_at.items():
-            X[k, :, cut:] = 0.0
+                                     or f"the recording ({cut.T / cut.sfreq:.2f} s) is shorter than one window"))
+        return _empty(raw, cut.n)
+    X = np.stack([cut.data[:, s:s + cut.n] for s in starts])
+    for k, at in crop_at.items():
+        X[k, :, at:] = 0.0
     return X, np.asarray(ys, dtype=np.int64)
+
+
+@dataclass
+class _Cut:
+    """What every window of one recording is cut against: the samples (volts), the window length in samples, the
+    class indices, the rejection annotations and the event descriptions mapped to classes."""
+
+    sfreq: float
+    n: int
+    data: np.ndarray
+    T: int
+    cls_idx: dict
+    rej: list
+    bad: list
+    events_map: dict
+    descs: list
+    mapped: dict
+
+    @classmethod
+    def of(cls, task: DeclaredTask, raw, window_s: float, qc: RecordingQC) -> "_Cut":
+        """The recording's cut settings; annotations that map to no class (and are not rejections) are counted in
+        ``qc.events_unmapped``."""
+        w, lab = task.spec["windows"], task.spec["labels"]
+        sfreq = float(raw.info["sfreq"])
+        data = raw.get_data()
+        rej = w["reject_annotations"] or []
+        events_map = lab["events"] or {}
+        descs = [str(d) for d in raw.annotations.description]
+        mapped = {d: event_class(events_map, d) for d in set(descs)}
+        for d in sorted(set(descs)):
+            if mapped[d] is None and not any(d.upper().startswith(p.upper()) for p in rej):
+                qc.events_unmapped[d] = descs.count(d)
+        return cls(sfreq, int(round(window_s * sfreq)), data, data.shape[1],
+                   {c: i for i, c in enumerate(task.class_names)}, rej, _bad_intervals(raw, rej) if rej else [],
+                   events_map, descs, mapped)
+
+    def overlaps_bad(self, s: int) -> str | None:
+        """Why the window starting at sample ``s`` is rejected (it overlaps a rejection annotation), or None."""
+        a, b = s / self.sfreq, (s + self.n) / self.sfreq
+        return next((f"overlaps a {d} annotation" for lo, hi, d in self.bad if lo < b and hi > a), None)
+
+
+def _event_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: RecordingQC, cut: _Cut):
+    """``windows.mode: events``: one window per labelled event, ``tmin`` after its onset; windows past the data,
+    overlapping the previous one, overlapping a rejection annotation or running past their event follow the
+    ``past_end`` / ``overlap`` / ``past_event`` policies. Returns ``(starts, labels, crop_at)``, or None when the
+    recording has no labelled event (dropped).
+
+    Raises
+    ------
+    IngestError
+        ``tmax`` inconsistent with the window, or a refusing policy.
+    """
+    w = task.spec["windows"]
+    if w["tmax"] is not None and abs((w["tmax"] - w["tmin"]) - window_s) > 1e-6:
+        raise IngestError(f"task {task.name!r}: windows.tmax - tmin = {w['tmax'] - w['tmin']:g} s but the window is "
+                          f"{window_s:g} s; fix: set tmax: {w['tmin'] + window_s:g}, or remove tmax")
+    present = {d: i + 1 for i, d in enumerate(sorted(d for d, c in cut.mapped.items() if c is not None))}
+    if not present:
+        qc.find(f"no event of {sorted(cut.events_map)} in the recording (annotations: {sorted(set(cut.descs)) or 'none'})")
+        qc.drop("no labelled event")
+        return None
+    with capture_warnings(qc):
+        ev, ids = mne.events_from_annotations(raw, event_id=present, verbose="warning")
+    inv = {v: cut.mapped[k] for k, v in ids.items()}
+    ann = raw.annotations
+    sel = np.flatnonzero([str(d) in present for d in ann.description])  # the rows of ev, in annotation order
+    durations, onsets = np.asarray(ann.duration, float)[sel], np.asarray(ann.onset, float)[sel]
+    order = np.argsort(ev[:, 0], kind="stable")
+    ev, durations, onsets = ev[order], durations[order], onsets[order]
+    nexts = _next_onsets(onsets, np.asarray(ann.onset, float), [str(d) for d in ann.description], cut.rej)
+    starts: list[int] = []
+    ys: list[int] = []
+    crop_at: dict[int, int] = {}
+    last_end = -1
+    for e, dur, on, nxt in zip(ev, durations, onsets, nexts):
+        c = inv[e[2]]
+        s = _event_window(task, raw, rec, window_s, qc, cut, e, dur, on, nxt, c, last_end)
+        if s is None:
+            continue
+        if isinstance(s, tuple):  # cropped at the end of its event (windows.past_event: crop)
+            s, crop_at[len(starts)] = s
+        starts.append(s)
+        ys.append(cut.cls_idx[c])
+        last_end = s + cut.n
+    _past_event_lines(qc, w, window_s, durations, crop_at, cut.n)
+    if qc.overlapping_events and w["overlap"] == "keep":
+        qc.act(f"kept {qc.overlapping_events} windows that overlap the previous event's window (windows.overlap: keep)")
+        qc.find(f"{qc.overlapping_events} events overlap the previous event's window (kept; windows.overlap: keep)")
+    return starts, ys, crop_at
+
+
+def _event_window(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: RecordingQC, cut: _Cut, e, dur: float,
+                  on: float, nxt, c: str, last_end: int):
+    """The start sample of one event's window, ``(start, crop sample)`` when it is cropped at its event's end, or
+    None when it is rejected (counted in ``qc`` with why).
+
+    Raises
+    ------
+    IngestError
+        ``past_end: error``, ``overlap: error`` or ``past_event: error``.
+    """
+    w, sfreq, n = task.spec["windows"], cut.sfreq, cut.n
+    if dur > 0 and nxt is not None and on + dur > nxt + 1.0 / sfreq:
+        qc.past_event["event overruns the next annotation"] = \
+            qc.past_event.get("event overruns the next annotation", 0) + 1
+    qc.events[c] = qc.events.get(c, 0) + 1
+    s = int(e[0] - raw.first_samp + round(w["tmin"] * sfreq))
+    if s < 0 or s + n > cut.T:
+        if w["past_end"] == "error":
+            raise IngestError(f"{rec.recording}: the window of the {c} event at {e[0] / sfreq:.2f} s runs past "
+                              "the data; fix: windows.past_end: drop")
+        qc.reject("runs past the end of the data")
+        qc.find("windows run past the end of the data (rejected; windows.past_end: drop)")
+        return None
+    if s < last_end:
+        qc.overlapping_events += 1
+        if w["overlap"] == "error":
+            raise IngestError(f"{rec.recording}: the {c} event at {e[0] / sfreq:.2f} s overlaps the previous "
+                              "event's window; fix: windows.overlap: keep | drop")
+        if w["overlap"] == "drop":
+            qc.reject("overlaps the previous event's window")
+            return None
+    why = cut.overlaps_bad(s)
+    if why:
+        qc.reject(why)
+        return None
+    if dur > 0 and w["tmin"] + window_s > dur + 1.0 / sfreq:  # the window runs into what follows the event
+        policy = w["past_event"]
+        if policy == "error":
+            raise IngestError(f"{rec.recording}: the window of the {c} event at {on:.2f} s ends "
+                              f"{w['tmin'] + window_s:g} s after its onset, but the event lasts {dur:g} s; fix: "
+                              f"a window of at most {dur - w['tmin']:g} s (window_s), or windows.past_event: "
+                              "keep | crop | drop")
+        qc.past_event["window longer than its event"] = qc.past_event.get("window longer than its event", 0) + 1
+        if policy == "drop":
+            qc.reject("runs past the end of its event (windows.past_event: drop)")
+            return None
+        if policy == "crop":
+            return s, max(0, int(round((dur - w["tmin"]) * sfreq)))
+    return s
+
+
+def _fixed_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: RecordingQC, label: str | None,
+                   cut: _Cut):
+    """Fixed windows every ``stride_s`` labelled by the recording's label, or by the events that cover them
+    (:func:`_covering_event_labels`). Returns ``(starts, labels, {})``, or None when the recording is dropped.
+
+    Raises
+    ------
+    IngestError
+        Neither a recording label nor ``labels.events``.
+    """
+    w = task.spec["windows"]
+    stride = int(round((w["stride_s"] or window_s) * cut.sfreq))
+    cand = list(range(0, cut.T - cut.n + 1, stride))
+    tail = cut.T - (cand[-1] + cut.n if cand else 0)
+    starts: list[int] = []
+    ys: list[int] = []
+    if label is not None:
+        for s in cand:
+            why = cut.overlaps_bad(s)
+            if why:
+                qc.reject(why)
+                continue
+            starts.append(s)
+            ys.append(cut.cls_idx[label])
+    elif cut.events_map:
+        placed = _covering_event_labels(task, raw, window_s, qc, cut, cand)
+        if placed is None:
+            return None
+        starts, ys = placed
+    else:
+        raise IngestError(f"{rec.recording}: no recording label and no labels.events; fix: declare labels.events, "
+                          "labels.target or a path label")
+    if tail > 0 and cand:
+        qc.act(f"the last {tail / cut.sfreq:.2f} s (shorter than a window) are not used")
+    return starts, ys, {}
+
+
+def _covering_event_labels(task: DeclaredTask, raw, window_s: float, qc: RecordingQC, cut: _Cut, cand: list[int]):
+    """Fixed windows labelled by the annotation that covers most of them (at least ``labels.min_overlap``; else
+    ``labels.background`` or rejected as ambiguous), optionally only within ``windows.span`` around some events.
+    Returns ``(starts, labels)``, or None when the recording has no labelling event (dropped)."""
+    w, lab, sfreq, n = task.spec["windows"], task.spec["labels"], cut.sfreq, cut.n
+    shift = raw.first_time if raw.annotations.orig_time is not None else 0.0
+    ann = [(float(a["onset"]) - shift, float(a["duration"]), cut.mapped[str(a["description"])])
+           for a in raw.annotations if cut.mapped.get(str(a["description"])) is not None]
+    for _, _, c in ann:
+        qc.events[c] = qc.events.get(c, 0) + 1
+    background = lab["background"]
+    if not ann and not (background and lab["without_events"] == "background"):
+        qc.find(f"no event of {sorted(cut.events_map)} in the recording (annotations: {sorted(set(cut.descs)) or 'none'})")
+        qc.drop(f"no event of {sorted(cut.events_map)} to label the windows")
+        return None
+    need = lab["min_overlap"] * window_s
+    lo_hi = None
+    if w.get("span") and w["span"]["around"]:
+        around = [(on, on + dur) for on, dur, c in ann if c in w["span"]["around"]]
+        if around:
+            m = float(w["span"]["margin_s"])
+            lo_hi = (min(a for a, _ in around) - m, max(b for _, b in around) + m)
+            qc.act(f"kept only {lo_hi[0]:.0f}-{lo_hi[1]:.0f} s: the events of {w['span']['around']} ± {m:g} s "
+                   "(windows.span)")
+        else:
+            qc.find(f"no event of {w['span']['around']} to place windows.span; the whole recording is used")
+    starts: list[int] = []
+    ys: list[int] = []
+    for s in cand:
+        a, b = s / sfreq, (s + n) / sfreq
+        if lo_hi is not None and (a < lo_hi[0] or b > lo_hi[1]):
+            qc.reject(f"outside the span around {w['span']['around']} (windows.span)")
+            continue
+        cover: dict[str, float] = {}
+        for on, dur, c in ann:
+            ov = min(b, on + max(dur, 0.0)) - max(a, on)
+            if ov > 0 or (dur == 0 and a <= on < b):
+                cover[c] = cover.get(c, 0.0) + max(ov, 0.0)
+        if not cover and background:
+            c = background
+        else:
+            best = max(cover.items(), key=lambda kv: kv[1]) if cover else None
+            if best is None or best[1] + 1e-9 < need:
+                qc.reject(f"no labelled event covers {lab['min_overlap']:.0%} of the window"
+                          if best is None or not background else
+                          f"overlaps a labelled event by less than {lab['min_overlap']:.0%} (ambiguous)")
+                continue
+            c = best[0]
+        why = cut.overlaps_bad(s)
+        if why:
+            qc.reject(why)
+            continue
+        starts.append(s)
+        ys.append(cut.cls_idx[c])
+    return starts, ys
 
 
 def _next_onsets(onsets: np.ndarray, all_onsets: np.ndarray, descs: list[str], reject: list[str]) -> list:

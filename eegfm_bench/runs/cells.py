@@ -32,25 +32,39 @@ once), and only rank 0 writes rows, predictions, the summary and every other fil
 """
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import os
+import socket
 import time
-import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
 
 import numpy as np
-import yaml
+import torch
+from lightning.pytorch.tuner import Tuner
+from tqdm.auto import tqdm
 
 from eegfm_bench.config import (ConfigError, ConfigRecord, check_section, check_trainer_section, command_parser,
                                 parse_config, typed)
-from eegfm_bench.data.tasks import get_task
+from eegfm_bench.data.datamodule import EEGDataModule
+from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
+from eegfm_bench.data.tasks import get_task, resolve_task_path, resolve_task_spec, task_name
+from eegfm_bench.data.windows import load_window_sets
 from eegfm_bench.distributed import is_global_zero
-from eegfm_bench.results import Cell, cell_dir_name, cell_id, cell_key, done_cells, run_label  # noqa: F401
+from eegfm_bench.models.adaptation import check_lora_section, check_regime
+from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.models.base import ChannelContractError
+from eegfm_bench.models.heads import HEADS
+from eegfm_bench.models.module import FMClassifier
+from eegfm_bench.models.user import (UserModelError, _normalise, check_user_model, hashable_user_spec,
+                                     register_user_models)
+from eegfm_bench.results import Cell, config_hash
 from eegfm_bench.runs.confound_config import ConfoundConfig, check_confound, resolve_confound
-from eegfm_bench.runs.launch import LauncherConfig
-
+from eegfm_bench.runs.launch import LauncherConfig, check_launcher
+from eegfm_bench.trainer import build_trainer, check_trainer, hashable_trainer
 
 @dataclass(frozen=True)
 class DataConfig(ConfigRecord):
@@ -90,7 +104,6 @@ def compiled(model, spec):
     are the uncompiled module's."""
     if not spec:
         return model
-    import torch
 
     model.forward = torch.compile(model.forward, **({} if spec is True else dict(spec)))
     return model
@@ -112,8 +125,6 @@ def load_ridge(head, r: dict, n_classes: int) -> None:
     ValueError
         If a class has no training or validation window (the ridge targets would miss it).
     """
-    import torch
-
     W, b = np.asarray(r["coef"]), np.asarray(r["intercept"])
     if len(r["classes"]) != n_classes:
         raise ValueError(f"ridge head: the training and validation windows hold classes {list(r['classes'])} of "
@@ -152,10 +163,6 @@ def find_batch_size(model, dm, tr: dict, cap: int) -> int:
     int
         The batch size (per device), ``<= cap``.
     """
-    from lightning.pytorch.tuner import Tuner
-
-    from eegfm_bench.trainer import build_trainer
-
     t = build_trainer({**tr, "enable_progress_bar": False}, loggers=False)
     init = int(min(cap, int(dm.hparams.batch_size)))
     dm.hparams.batch_size = init
@@ -174,9 +181,6 @@ def check_user_model_on_data(name: str, spec: dict, ws, checked: set, progress: 
     ConfigError
         The weights do not load on this montage (naming why).
     """
-    from eegfm_bench.models.backbones import BACKBONES
-    from eegfm_bench.models.user import UserModelError, _normalise
-
     if name in checked:
         return
     checked.add(name)
@@ -186,8 +190,6 @@ def check_user_model_on_data(name: str, spec: dict, ws, checked: set, progress: 
         keep = {c.lower() for c in ch["names"]}
         left = [c for c in ws.ch_names if c.lower() not in keep]
         if left:
-            from tqdm.auto import tqdm
-
             tqdm.write(f"user model {name} reads its {len(ch['names'])} declared channels (channels.kind: names), in "
                        f"their order; the data's other {len(left)} channels are not given to it: {left}")
     if spec["pretrained"]:
@@ -211,8 +213,6 @@ def shared_batch_size(out: Path, key: str, compute) -> tuple[int, bool]:
     found_here : bool
         Whether this process ran the search.
     """
-    import torch
-
     device = torch.cuda.get_device_name(0).replace(" ", "_") if torch.cuda.is_available() else "cpu"
     path = Path(out) / "batch_size_auto" / f"{key}@{device}.json"
     if path.is_file():
@@ -375,8 +375,6 @@ def load_config(source, args: Sequence[str] = ()) -> CVConfig:
     ConfigError, UnknownNameError
         Naming the bad key or value, the close matches and the fix.
     """
-    from eegfm_bench.data.tasks import resolve_task_path, resolve_task_spec
-
     if isinstance(source, CVConfig):  # e.g. a launcher's worker: parsed again, so its user models register here
         source = source.to_dict()
     raw = parse_config(cv_parser(), source, args)
@@ -400,10 +398,6 @@ def _check_cv(cfg: CVConfig, task_spec: dict) -> None:
     ------
     ConfigError, UnknownNameError
     """
-    from eegfm_bench.data.tasks import get_task
-    from eegfm_bench.trainer import check_trainer
-    from eegfm_bench.runs.launch import check_launcher
-
     task = get_task(cfg.task)  # a declared task is validated here, before any data is read
     if task.class_names and len(task.class_names) < 2:
         raise ConfigError(f"task {task.name!r} has one class ({list(task.class_names)}): nothing to classify; fix: "
@@ -414,8 +408,6 @@ def _check_cv(cfg: CVConfig, task_spec: dict) -> None:
     check_trainer(cfg.trainer, "trainer")
     check_launcher(cfg.launcher, trainer=cfg.trainer)
     if cfg.user_models:
-        from eegfm_bench.models.user import check_user_model, register_user_models
-
         register_user_models(cfg.user_models)
         used = {r.model for r in cfg.runs}
         for name, spec in cfg.user_models.items():  # one batch through each, before any data is read
@@ -435,11 +427,6 @@ def _check_run(cfg: CVConfig, run: RunConfig, i: int) -> None:
     ------
     ConfigError, UnknownNameError
     """
-    from eegfm_bench.models.adaptation import check_lora_section, check_regime
-    from eegfm_bench.models.backbones import BACKBONES
-    from eegfm_bench.models.heads import HEADS
-    from eegfm_bench.trainer import check_trainer
-
     BACKBONES.get(run.model)
     if run.regime not in LP_FT:
         check_regime(run.regime)
@@ -498,8 +485,6 @@ def check_out_dir(path, where: str) -> None:
     ConfigError
         ``path`` is a file, or its nearest existing parent is not a writable folder; the message names the fix.
     """
-    import os
-
     p = Path(path).expanduser().absolute()
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{where} {path} is a file, not a folder; fix: --{where} a folder path")
@@ -544,10 +529,6 @@ def cell_hash(cfg: CVConfig, run: RunConfig, head: str, data_key: str | None) ->
     trainer settings: only those an inference pass depends on (``precision``, ``inference_mode``,
     ``deterministic``), so changing the schedule of the other cells does not retrain it.
     """
-    from eegfm_bench.models.user import hashable_user_spec
-    from eegfm_bench.results import config_hash
-    from eegfm_bench.trainer import hashable_trainer
-
     d = cfg.data
     closed_form = head == "ridge"  # trains no batch: the optimiser, schedule and batch size cannot change it
     user = (cfg.user_models or {}).get(run.model)
@@ -567,8 +548,6 @@ def cell_hash(cfg: CVConfig, run: RunConfig, head: str, data_key: str | None) ->
 def head_kwargs_for(run: RunConfig, head: str) -> dict | None:
     """The ``head_kwargs`` of one head of a run: per head when every key names a head (``{mlp: {hidden: [256]},
     ridge: {alphas: [...]}}``), else the run's one mapping for all its heads (``None`` when unset)."""
-    from eegfm_bench.models.heads import HEADS
-
     hk = run.head_kwargs
     if hk and set(hk) <= set(HEADS.names()) | {"ridge"} and all(isinstance(v, dict) or v is None for v in hk.values()):
         return hk.get(head) or None
@@ -583,10 +562,6 @@ def check_head_kwargs(run: RunConfig, i: int) -> None:
     ConfigError
         A key that is not an argument of that head, naming the head's arguments and the per-head form.
     """
-    import inspect
-
-    from eegfm_bench.models.heads import HEADS
-
     for h in run.heads:
         kw = head_kwargs_for(run, h) or {}
         valid = {"alphas"} if h == "ridge" else set(inspect.signature(HEADS.get(h).__init__).parameters) - {
@@ -612,10 +587,6 @@ def model_preprocessing(cfg: CVConfig, model: str):
         A band that leaves nothing of the model's (``lo >= hi`` after the intersection), or a window shortened
         to nothing.
     """
-    import dataclasses
-
-    from eegfm_bench.models.backbones import BACKBONES
-
     prep = BACKBONES.get(model).preprocessing
     d = cfg.data
     over = {}
@@ -652,8 +623,6 @@ def windows_for_models(cfg: CVConfig, models: Sequence[str], cache: dict, progre
     """Load the task's windows under every preprocessing ``models`` need into ``cache`` (keyed by preprocessing):
     a cold cache reads each recording once for all of them
     (:func:`~eegfm_bench.data.windows.load_window_sets`)."""
-    from eegfm_bench.data.windows import load_window_sets
-
     d = cfg.data
     preps = [p for p in dict.fromkeys(model_preprocessing(cfg, m) for m in models) if _prep_key(p) not in cache]
     if not preps:
@@ -667,9 +636,6 @@ def windows_for_models(cfg: CVConfig, models: Sequence[str], cache: dict, progre
 def _running_marker(out: Path, cid: str) -> Path:
     """``running/<cell>.json`` (host, pid, start): what ``eegfm-bench status`` reports as running; removed when the
     cell ends (a killed process leaves it: status then checks the pid)."""
-    import os
-    import socket
-
     d = out / "running"
     p = d / (cid.replace("/", "__") + ".json")
     for _ in range(3):  # another worker may remove the (then empty) folder between the two steps
@@ -697,10 +663,6 @@ def enumerate_cells(cfg: CVConfig, windows: dict, progress: bool = False, *, spl
     SplitMismatchError
         If the saved split differs from the recomputed one.
     """
-    from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
-    from eegfm_bench.models.backbones import BACKBONES
-    from eegfm_bench.data.tasks import task_name
-
     sp = cfg.split
     spec = SplitSpec(sp.scheme, sp.k, sp.seed, sp.n_val_groups, sp.group_by)
     tname = task_name(cfg.task)
@@ -713,7 +675,6 @@ def enumerate_cells(cfg: CVConfig, windows: dict, progress: bool = False, *, spl
         ws = windows_for(cfg, run.model, windows, progress)
         declared = getattr(BACKBONES.get(run.model), "declared_contract", None)
         if declared is not None:  # a user model: its channel contract against the windows, before any cell trains
-            from eegfm_bench.models.base import ChannelContractError
 
             try:
                 declared.check(list(ws.ch_names), ws.sfreq, ws.n_times, run.model)
@@ -780,10 +741,6 @@ def check_config(config, args: Sequence[str] = ()) -> None:
 
     Prints one line per run × head; raises the first error with its fix.
     """
-    from eegfm_bench.data.datamodule import EEGDataModule
-    from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.trainer import build_trainer
-
     cfg = load_config(config, args)
     d, sp = cfg.data, cfg.split
     subjects, k = check_subjects(cfg)

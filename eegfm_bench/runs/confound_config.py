@@ -2,10 +2,11 @@
 read; the check itself (retraining every cell on other windows) is :mod:`eegfm_bench.runs.confound`."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from eegfm_bench.config import ConfigError, ConfigRecord
+from eegfm_bench.data.spec import default_confound_variations
 
 VARIATIONS = ("offset", "band", "offset+band", "frontal")
 FRONTAL = ["Fp1", "Fpz", "Fp2", "AF7", "AF3", "AFz", "AF4", "AF8", "F7", "F8", "FT7", "FT8"]
@@ -61,10 +62,6 @@ def resolve_confound(cc, task_spec: dict) -> dict:
     """The confound section with ``enabled`` and ``variations`` resolved against the task (issue 24: safe by
     default): ``confound: off`` / ``false`` → disabled; ``enabled: null`` → on when the task has default variations;
     ``variations: null`` → the task's defaults (:func:`~eegfm_bench.data.spec.default_confound_variations`)."""
-    from dataclasses import asdict
-
-    from eegfm_bench.data.spec import default_confound_variations
-
     base = asdict(ConfoundConfig())
     if cc is False or cc is None:
         out = {**base, "enabled": False}

@@ -15,6 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from eegfm_bench.data.tasks import get_task
+from eegfm_bench.data.windows import load_windows, write_ingest_reports
+from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.runs.cells import load_config
+
 
 def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, subjects=None,
                out_dir: str | Path | None = None, progress: bool = True) -> Path | None:
@@ -26,10 +31,6 @@ def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, 
         ``<out_dir>/ingest_report.md`` (None without ``out_dir``; each window set's own report is in its cache
         folder, printed).
     """
-    from eegfm_bench.data.tasks import get_task
-    from eegfm_bench.data.windows import load_windows, write_ingest_reports
-    from eegfm_bench.models.backbones import BACKBONES
-
     t = get_task(task)
     used: dict[str, tuple[list[str], Any]] = {}
     for m in models:
@@ -46,8 +47,6 @@ def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, 
 
 def ingest_from_config(config, overrides=(), progress: bool = True) -> Path | None:
     """``eegfm-bench ingest --config <cv config>``: the config's task, data selection and every run's model."""
-    from eegfm_bench.runs.cells import load_config
-
     cfg = load_config(config, overrides)
     d = cfg.data
     models = list(dict.fromkeys(r.model for r in cfg.runs))

@@ -9,7 +9,12 @@ from typing import Optional, Sequence
 from eegfm_bench.config import ConfigError, command_parser, parse_config
 from eegfm_bench.interpret.config import (AttentionConfig, AttributionConfig, InterpretConfigError, ProbeConfig,
                                           SelectConfig)
+from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
+from eegfm_bench.interpret.probes import POOLINGS
+from eegfm_bench.perturb.conditions import parse_condition
+from eegfm_bench.runs.cells import load_config as load_cv_config
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
+from eegfm_bench.trainer import check_trainer
 
 
 @dataclass
@@ -53,11 +58,6 @@ def load_interpret_config(source, args: Sequence[str] = ()) -> dict:
         Unknown keys (with close matches), missing ``cv_dir`` / ``out_dir``, unknown pooling / method / attention
         rule / fallback, an unparsable condition string, trainer settings this machine cannot honour.
     """
-    from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
-    from eegfm_bench.interpret.probes import POOLINGS
-    from eegfm_bench.perturb.conditions import parse_condition
-    from eegfm_bench.trainer import check_trainer
-
     try:
         cfg = parse_config(interpret_parser(), source, args)
     except ConfigError as err:
@@ -65,7 +65,6 @@ def load_interpret_config(source, args: Sequence[str] = ()) -> dict:
     if cfg["cv_config"] is not None:
         if cfg["cv_dir"] is not None:
             raise InterpretConfigError("set one of `cv_dir` and `cv_config`, not both")
-        from eegfm_bench.runs.cells import load_config as load_cv_config
 
         cfg["cv_dir"] = load_cv_config(cfg["cv_config"])["out_dir"]
     for key in ("cv_dir", "out_dir"):

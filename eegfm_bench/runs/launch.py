@@ -24,21 +24,28 @@ Launchers (the ``launcher:`` section of a cv config, or ``--launcher`` / ``--wor
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import logging
 import os
 import re
 import shutil
-import socket
 import subprocess
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
+import submitit
+import torch
+from submitit.core.utils import FailedJobError
+from submitit.slurm.slurm import SlurmInfoWatcher, _make_sbatch_string
+from tqdm.auto import tqdm
+
 from eegfm_bench.config import ConfigError, ConfigRecord
-from eegfm_bench.errors import NotAResultFolderError
 
 
 @dataclass(frozen=True)
@@ -207,8 +214,6 @@ def slurm_parameters(lc: dict, devices: int = 1, accelerator: str = "auto", *,
 def sbatch_preview(lc: dict, folder: str | os.PathLike, devices: int = 1, n_jobs: int = 1,
                    accelerator: str = "auto") -> str:
     """The sbatch script submitit would write for one job of this launcher (for docs, tests and ``plan``)."""
-    from submitit.slurm.slurm import _make_sbatch_string
-
     p = slurm_parameters(lc, devices, accelerator)
     kw = {"partition": p["slurm_partition"], "time": p["timeout_min"], "gpus_per_node": p["gpus_per_node"],
           "ntasks_per_node": p["tasks_per_node"], "cpus_per_task": p["cpus_per_task"], "mem": f"{p['mem_gb']}GB",
@@ -227,8 +232,6 @@ def make_executor(lc: dict, folder: str | os.PathLike, devices: int = 1, acceler
     ConfigError
         For ``kind: none`` or an unknown kind, or (``slurm``) no partition.
     """
-    import submitit
-
     if lc["kind"] == "local":
         ex = submitit.LocalExecutor(folder=str(folder))
         ex.update_parameters(timeout_min=int(lc["timeout_min"]))
@@ -249,12 +252,7 @@ def chunks(cells: Sequence[str], lc: dict) -> list[list[str]]:
     return [list(cells[i:i + k]) for i in range(0, len(cells), k)]
 
 
-try:
-    import submitit as _submitit
-
-    _Base = _submitit.helpers.Checkpointable
-except ImportError:  # pragma: no cover - submitit is a dependency
-    _Base = object
+_Base = submitit.helpers.Checkpointable
 
 
 WORKER_ENTRY = {
@@ -278,29 +276,22 @@ class CellJob(_Base):
 
     def __call__(self, cfg: dict, cell_ids: list[str], threads: int, kind: str = "cv",
                  parent: int | None = None) -> list[dict]:
-        import torch
-
         if parent is not None:  # a local worker stops when the command that launched it is gone
             _watch_parent(parent)
         torch.set_num_threads(max(1, int(threads)))
         if kind not in WORKER_ENTRY:
             raise ValueError(f"unknown job kind {kind!r}; valid: {sorted(WORKER_ENTRY)}")
-        import importlib
 
         module, func, kwarg = WORKER_ENTRY[kind]
         return getattr(importlib.import_module(module), func)(cfg, progress=False, **{kwarg: list(cell_ids)})
 
     def checkpoint(self, cfg: dict, cell_ids: list[str], threads: int, kind: str = "cv", parent: int | None = None):
-        import submitit
-
         return submitit.helpers.DelayedSubmission(self, cfg, cell_ids, threads, kind, parent)
 
 
 def _watch_parent(pid: int, every_s: float = 2.0) -> None:
     """End this process (a local worker) once process ``pid`` (the launching command) has exited: a killed command
     must not leave workers training and writing behind it. Its finished cells' rows are already in parts."""
-    import threading
-
     def loop():
         while True:
             time.sleep(every_s)
@@ -326,7 +317,6 @@ def submit_jobs(ex, lc: dict, calls: list[tuple]) -> list:
     """
     if lc["kind"] != "slurm":
         return [ex.submit(*c) for c in calls]
-    from submitit.core.utils import FailedJobError
 
     try:  # submitit prints sbatch's stderr before raising: it goes into the one-line error instead
         with contextlib.redirect_stderr(io.StringIO()), ex.batch():
@@ -374,13 +364,9 @@ def queue_states(job_ids: Sequence[str]) -> Optional[dict[str, str]]:
 
 _ACCOUNTING_NOTED = False
 
-try:
-    from submitit.slurm.slurm import SlurmInfoWatcher as _SlurmInfoWatcher
-except ImportError:  # pragma: no cover - submitit is a dependency
-    _SlurmInfoWatcher = object
 
 
-class QueueInfoWatcher(_SlurmInfoWatcher):
+class QueueInfoWatcher(SlurmInfoWatcher):
     """submitit's job-state watcher reading ``squeue`` instead of ``sacct`` (a cluster without accounting storage).
 
     A job in the queue has its queue state (``PENDING``, ``RUNNING``, ...); a job that has left the queue is
@@ -432,7 +418,6 @@ def quiet_submitit_without_accounting(progress: bool = True) -> None:
             return "Bypassing sacct error" not in record.getMessage()
 
     logging.getLogger("submitit").addFilter(_NoSacct())
-    import submitit
 
     submitit.SlurmJob.watcher = QueueInfoWatcher(delay_s=60)  # every SlurmJob of this process asks squeue
     _ACCOUNTING_NOTED = True
@@ -451,8 +436,6 @@ def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: in
     hashes of the rows the probe workers wrote, which the parent's report selects by). ``devices`` (default: the
     config's ``trainer.devices``) and ``trainer.accelerator`` size each SLURM job (:func:`slurm_parameters`).
     """
-    from tqdm.auto import tqdm
-
     tr = cfg.get("trainer") or {}
     if devices is None:
         devices = tr.get("devices", 1) if isinstance(tr.get("devices", 1), int) else 1
@@ -519,8 +502,6 @@ def status_markdown(rows: list[dict], cmd: str, unmerged: bool = False) -> str:
 
     ``rows`` and ``cmd`` are :func:`~eegfm_bench.runs.progress.cv_status`'s; ``unmerged``: :meth:`ResultStore.unmerged` of the folder.
     """
-    from collections import Counter
-
     n = Counter(r["state"] for r in rows)
     lines = [f"{len(rows)} cells: " + ", ".join(f"{n[s]} {s}" for s in ("done", "running", "pending", "failed",
                                                                       "missing") if s != "pending" or n[s])

@@ -21,9 +21,13 @@ import copy
 import sys
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.reports.truncation import write_depth_report
+from eegfm_bench.results import ResultStore
+from eegfm_bench.runs.cv import run_cv
 from eegfm_bench.models.backbones.truncated import (  # noqa: F401  (public here too)
     TRUNCATABLE,
     TruncationError,
@@ -77,15 +81,6 @@ def run_depth_sweep(config, *, progress: bool = True) -> Path:
     Path
         The Markdown table.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import pandas as pd
-
-    from eegfm_bench.runs.cv import run_cv
-    from eegfm_bench.results import ResultStore
-
     cfgs = depth_configs(config)
     frames = []
     for k, c in cfgs:
@@ -95,27 +90,7 @@ def run_depth_sweep(config, *, progress: bool = True) -> Path:
             df = ResultStore(c["out_dir"]).load()
             if not df.empty:
                 frames.append(df.assign(depth=k))
-    root = Path(cfgs[0][1]["out_dir"]).parent
-    df = pd.concat(frames, ignore_index=True)
-    df = df[(df["metric"] == "balanced_accuracy") & (df["condition"] == "clean")]
-    g = df.groupby(["model", "regime", "head", "depth"])["value"]
-    table = pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1), "n_folds": g.count()}).reset_index()
-    table.to_csv(root / "depth_table.csv", index=False)
-    lines = ["# Depth truncation (paper 003 App. I.6): balanced accuracy mean ± std over folds", "",
-             "| model | regime | head | last block k | balanced accuracy | folds |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r.model} | {r.regime} | {r.head} | {r.depth} | {r.mean:.3f}{'' if pd.isna(r.std) else f' ± {r.std:.3f}'} "
-              f"| {r.n_folds} |" for r in table.itertuples()]
-    (root / "depth_table.md").write_text("\n".join(lines) + "\n")
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for (m, reg, h), sub in table.groupby(["model", "regime", "head"]):
-        ax.errorbar(sub["depth"], sub["mean"], yerr=sub["std"].fillna(0), marker="o", capsize=3, label=f"{m} {reg} {h}")
-    ax.set_xlabel("last kept block k")
-    ax.set_ylabel("balanced accuracy")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(root / "depth_curve.png", dpi=130)
-    plt.close(fig)
-    return root / "depth_table.md"
+    return write_depth_report(pd.concat(frames, ignore_index=True), Path(cfgs[0][1]["out_dir"]).parent)
 
 
 def main(argv: list[str] | None = None) -> int:
