@@ -91,14 +91,14 @@ def test_nan_window_is_rejected_and_reported(data_root, tmp_path, monkeypatch):
 
     import eegfm_bench.data.windows as W
 
-    real = W.apply_preprocessing
+    real = W.resample_to  # the last preprocessing step before the windows are cut
 
-    def poisoned(raw, prep, line):
-        raw, applied = real(raw, prep, line)
+    def poisoned(raw, prep, applied):
+        raw = real(raw, prep, applied)
         raw._data[3, 100] = np.nan  # sample 100 at 80 Hz: inside window 0 of each recording
-        return raw, applied
+        return raw
 
-    monkeypatch.setattr(W, "apply_preprocessing", poisoned)
+    monkeypatch.setattr(W, "resample_to", poisoned)
     ws = load_windows("eegmmidb_eyes", PREP, data_root=data_root, subjects=[1], cache_dir=tmp_path / "nan", progress=False)
     assert len(ws) == 28 and np.isfinite(np.asarray(ws.X)).all()  # 15 + 15 windows, window 0 of each rejected
     rep = json.loads(open(ws.meta["ingest_report"].replace(".md", ".json")).read())
