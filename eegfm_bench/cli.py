@@ -334,7 +334,7 @@ def _add_tool_commands(sub) -> None:
 # ============================================================================= commands without a typed config
 def _status(p, a, extra) -> int:
     from eegfm_bench.results import ResultStore  # reason: lazy start-up
-    from eegfm_bench.runs.launch import status_markdown  # reason: lazy start-up
+    from eegfm_bench.reports.status import status_markdown  # reason: lazy start-up
     from eegfm_bench.runs.progress import cv_status  # reason: lazy start-up
 
     print(status_markdown(*cv_status(a.out_dir), unmerged=ResultStore(a.out_dir, write=False).unmerged()))

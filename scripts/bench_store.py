@@ -89,7 +89,7 @@ def _timed(snippet: str, folder: Path) -> float:
     """Seconds of ``snippet`` in a fresh Python process (imports excluded)."""
     code = ("import sys, time; sys.path.insert(0, %r)\n"
             "from eegfm_bench.results import ResultStore, done_cells, ROW_COLUMNS\n"
-            "from eegfm_bench.runs.launch import status_markdown\nfrom eegfm_bench.runs.progress import cv_status\n"
+            "from eegfm_bench.reports.status import status_markdown\nfrom eegfm_bench.runs.progress import cv_status\n"
             "folder = %r\nt0 = time.perf_counter()\n%s\nprint(time.perf_counter() - t0)") % (str(REPO), str(folder),
                                                                                            snippet)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -32,13 +32,13 @@ from tqdm.auto import tqdm
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import Split
 from eegfm_bench.data.tasks import task_name
-from eegfm_bench.data.windows import write_ingest_reports
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.models.base import state_dict_sha256
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.models.ridge import ridge_probe
 from eegfm_bench.reports.cv import current_summary, write_summary
+from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.reports.page import refresh
 from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_name, classification_metrics,
                                  code_version, library_versions, run_label)

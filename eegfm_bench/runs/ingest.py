@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from eegfm_bench.data.tasks import get_task
-from eegfm_bench.data.windows import load_windows, write_ingest_reports
+from eegfm_bench.data.windows import load_windows
+from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.runs.cells import load_config
 

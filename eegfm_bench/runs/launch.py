@@ -34,7 +34,6 @@ import shutil
 import subprocess
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
@@ -495,19 +494,3 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def status_markdown(rows: list[dict], cmd: str, unmerged: bool = False) -> str:
-    """The ``eegfm-bench status`` text: counts per state, one table row per cell, the resume (or wait) line.
-
-    ``rows`` and ``cmd`` are :func:`~eegfm_bench.runs.progress.cv_status`'s; ``unmerged``: :meth:`ResultStore.unmerged` of the folder.
-    """
-    n = Counter(r["state"] for r in rows)
-    lines = [f"{len(rows)} cells: " + ", ".join(f"{n[s]} {s}" for s in ("done", "running", "pending", "failed",
-                                                                      "missing") if s != "pending" or n[s])
-             + ("; results.csv is older than the newest rows (a rerun merges them)" if unmerged else ""), "",
-             "| cell | state | detail |", "|---|---|---|"]
-    lines += [f"| {r['cell']} | {r['state']} | {r['detail'].splitlines()[0][:120] if r['detail'] else ''} |"
-              for r in rows]
-    lines += ["", (cmd if cmd.startswith("wait") else f"resume: {cmd}") if cmd else "nothing to resume"]
-    return "\n".join(lines)

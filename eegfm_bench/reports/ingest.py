@@ -1,0 +1,44 @@
+"""A command's ingest report: the report of every window set it read, each headed by the models that read it
+(:func:`write_ingest_reports`; each window set's own report lives in its cache folder, written by
+:mod:`eegfm_bench.data.windows`)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from eegfm_bench.data.windows import WindowSet
+
+
+def write_ingest_reports(out_dir: str | os.PathLike, window_sets: list[tuple[list[str], WindowSet]]) -> Path | None:
+    """``ingest_report.md`` / ``.json`` in ``out_dir``: the ingest report of every window set a command used
+    (one per preprocessing), each headed by the models that read it.
+
+    Returns
+    -------
+    Path or None
+        The markdown report (None when no window set carries a report).
+    """
+    out = Path(out_dir)
+    md, js = [], {}
+    for models, ws in window_sets:
+        p = Path(ws.meta.get("ingest_report", ""))
+        if not p.is_file():
+            continue
+        rep = json.loads(p.with_suffix(".json").read_text())
+        rep["models"] = list(models)
+        rep["cache"] = str(p.parent)
+        js[ws.meta["cache_key"]] = rep
+        pp = ws.meta.get("preprocessing", {})
+        md.append(f"<!-- windows {ws.meta['cache_key']} -->\n_Windows for {', '.join(models)}: "
+                  f"{pp.get('sfreq')} Hz, {pp.get('l_freq')}–{pp.get('h_freq')} Hz, reference {pp.get('reference')}, "
+                  f"{pp.get('window_s')} s windows; cache {p.parent}_\n\n" + p.read_text())
+    if not md:
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ingest_report.md").write_text("\n\n".join(md))
+    (out / "ingest_report.json").write_text(json.dumps(js, indent=1, default=str))
+    return out / "ingest_report.md"
+
+
+__all__ = ["write_ingest_reports"]
