@@ -401,7 +401,7 @@ class ConfigRecord:
     (what is saved as ``config.yaml`` and what config hashes are computed from).
 
     Read access by key (``cfg["data"]``, ``cfg.get("launcher")``) is kept while the commands move to attribute
-    access (issue 25: typed configs end to end), so a command not yet moved still runs on the object; assigning
+    access (typed configs end to end), so a command not yet moved still runs on the object; assigning
     raises ``FrozenInstanceError``.
     """
 

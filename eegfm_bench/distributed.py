@@ -1,4 +1,4 @@
-"""Rank helpers for commands that run under Lightning's DDP (DESIGN.md "Distributed correctness").
+"""Rank helpers for commands that run under Lightning's DDP (docs/guide/architecture.md, "Distributed correctness").
 
 Every command runs as a *script* under ``strategy: ddp``: Lightning's launcher re-executes the command line once
 per extra device (``LOCAL_RANK`` set in the children's environment), so the orchestration code runs on every

@@ -1,4 +1,4 @@
-"""The one user-error base class (DESIGN.md "one error policy", ground floor: it imports nothing of the package).
+"""The one user-error base class (one error policy; ground floor: it imports nothing of the package).
 
 Every error a user can cause — a config key, a name, missing or bad data, a channel contract, an unsupported method —
 derives from :class:`EEGFMError` (directly, or through the domain class that carries it: ``ConfigError``,

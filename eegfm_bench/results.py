@@ -1,4 +1,4 @@
-"""Result store: tidy long-format rows (DESIGN.md "Result row"), atomic writes, resumable.
+"""Result store: tidy long-format rows (docs/guide/architecture.md, "Result row"), atomic writes, resumable.
 
 One metric value per row. The identifying columns (:data:`KEY_COLUMNS`, the config hash among them) make a row
 unique: rows of one cell computed under another config are kept beside the current ones under their own hash,

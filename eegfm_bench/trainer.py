@@ -1,4 +1,4 @@
-"""The one ``lightning.Trainer`` builder every command uses (DESIGN.md: Lightning owns every loop).
+"""The one ``lightning.Trainer`` builder every command uses (Lightning owns every loop: docs/guide/architecture.md).
 
 A command's ``trainer:`` section (:mod:`eegfm_bench.config`) holds any ``lightning.Trainer`` argument plus the
 package's ``patience`` and ``loggers``. :func:`check_trainer` builds a throw-away Trainer from it before any data is

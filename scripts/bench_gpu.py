@@ -1,4 +1,4 @@
-"""GPU benchmark per backbone at 64 channels × 4 s (issue 13, item 3), to compare with paper 003's H100 table.
+"""GPU benchmark per backbone at 64 channels × 4 s, to compare with paper 003's H100 table.
 
 For each backbone (published-size architecture, random init; the quickstart's 64 EEGMMIDB electrodes at the
 backbone's declared rate and window) on one CUDA device:

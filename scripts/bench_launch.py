@@ -1,4 +1,4 @@
-"""Launcher benchmark (issue 13): wall time of the quickstart cv sequentially, with 1 and with 2 local workers, and
+"""Launcher benchmark: wall time of the quickstart cv sequentially, with 1 and with 2 local workers, and
 whether the three give the same rows; then the store's append cost (``scripts/bench_store.py``).
 
 Every variant trains into its own fresh ``out_dir`` (the window and feature caches are warmed first, so all three

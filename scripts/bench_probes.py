@@ -1,5 +1,5 @@
 """Benchmark: probes on the quickstart's LaBraM tokens (fold 0): wall time and peak memory of the ridge probe, the
-linear (flatten) head on cached tokens and the MLP head (issue 15; the ridge probe must stay under 1 GB peak).
+linear (flatten) head on cached tokens and the MLP head (the ridge probe must stay under 1 GB peak).
 
 The tokens come from the feature cache the quickstart cv filled (``eegfm-bench cv --config
 configs/experiment/quickstart.yaml``; filled here first when missing): random-init LaBraM, 720 windows × 256 tokens

@@ -1,4 +1,4 @@
-"""What a cold cv pays to read its recordings for several models (issue 26): each model's preprocessing built on
+"""What a cold cv pays to read its recordings for several models: each model's preprocessing built on
 its own (every recording read, filtered and resampled once per model) against one read per recording shared by
 all of them (:func:`eegfm_bench.data.windows.load_window_sets`).
 

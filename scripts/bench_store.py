@@ -1,4 +1,4 @@
-"""What the result store costs at a paper-sized grid (issue 26): 10², 10⁴ and 10⁵ cells.
+"""What the result store costs at a paper-sized grid: 10², 10⁴ and 10⁵ cells.
 
 For each size a cv-shaped folder is built (``cells.json``, ``splits.json``, ``config.yaml``: cells × 5 folds, 12
 metric rows per cell as a cv writes them), its rows stored the way a long SLURM array leaves them with the store's

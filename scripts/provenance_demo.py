@@ -1,6 +1,6 @@
 """PhysioTRACE demonstration on real EEG: paired reference views of eegmat (paper 000 §4.2, App. B, App. E).
 
-Steps (project issue 7, item 6):
+Steps:
 
 1. Load ``eegmat`` windows (rest vs mental arithmetic) under EEGNet's preprocessing (128 Hz, 1–40 Hz, 4 s, µV)
    *without* re-referencing, and build K = 3 paired reference views of every window
@@ -91,7 +91,7 @@ def train_encoder(pw, split: np.ndarray, enc: dict, seed: int, threads: int, tra
 
     With ``val`` (a mask of validation windows) the encoder is fine-tuned on the task until its validation AUROC
     (every view of the validation subjects) stops improving (``encoder.patience`` epochs) and the best epoch is kept,
-    so the audit runs on an encoder that has learned the task (issue 23: a fixed 10-epoch schedule left two of three
+    so the audit runs on an encoder that has learned the task (a fixed 10-epoch schedule left two of three
     seeds at chance on held-out subjects, and the audit then "certified" encoders that relied on nothing).
 
     Parameters

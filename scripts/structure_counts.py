@@ -1,4 +1,4 @@
-"""The package's structure in numbers (issue 25): function-local imports, config lookups by string, long functions,
+"""The package's structure in numbers: function-local imports, config lookups by string, long functions,
 import cycles between modules and package-level back-edges.
 
 Usage::
@@ -9,7 +9,7 @@ Usage::
 An import is "function-local" when it sits inside a ``def``; a config lookup is ``<name>["key"]`` or
 ``<name>.get("key")`` on a variable named like a config (``cfg``, ``d``, ``sp``, ``cc``, ``acfg``, ...). The import graph
 counts every import of an ``eegfm_bench`` module, module-level and function-local alike (a function-local import
-still ties the two modules). Packages are ordered by the floors of ``DESIGN.md`` (ground floor first); an edge from
+still ties the two modules). Packages are ordered by the package's floors (ground floor first; docs/guide/architecture.md); an edge from
 a lower floor to a higher one is a back-edge.
 """
 from __future__ import annotations

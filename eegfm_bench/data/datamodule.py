@@ -1,6 +1,6 @@
 """``EEGDataModule``: one task, one preprocessing, one fold of a subject-grouped split.
 
-Batches are dicts (DESIGN.md "Window batch"):
+Batches are dicts (the "Window batch" contract, docs/guide/architecture.md):
 ``x`` float32 ``(batch, n_chans, n_times)`` in the backbone's unit (``preprocessing["unit"]``, e.g. µV),
 ``y`` int64 ``(batch,)``, ``index`` int64 ``(batch,)`` (row in the WindowSet, mapping back to
 ``subject`` / ``recording`` / ``window_index``); the montage is ``datamodule.ch_names``. In token mode

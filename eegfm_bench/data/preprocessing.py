@@ -9,7 +9,7 @@ the backbone's rate (polyphase) → cut windows → multiply by ``scale``; then,
 (montage intersection, :mod:`eegfm_bench.data.windows`), the common average reference over the *final* channel set
 (:func:`reference_windows`). The reference is linear and per sample, so applying it to the windows equals applying
 it to the continuous recording over the same channels; applying it last is what keeps one reference per window set
-(DESIGN.md "The same signal gives the same window").
+(the "The same signal gives the same window" contract, docs/guide/architecture.md).
 
 **Why polyphase.** ``mne.io.Raw.resample``'s default FFT method resamples the whole recording at once, so each
 output sample depends on the recording's length: an EEGMMIDB run cut to 11,680 samples and resampled from 160 to

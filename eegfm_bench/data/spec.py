@@ -310,7 +310,7 @@ def spec_hash(spec: dict) -> str:
 
 
 def default_confound_variations(spec: dict) -> list[str]:
-    """The confound variations a cv of this task runs by default (issue 24): the task's ``confound`` list when it
+    """The confound variations a cv of this task runs by default: the task's ``confound`` list when it
     declares one, else ``["offset+band"]`` for event-locked windows (paper 003 / NeuroAtlas's motor-imagery
     filtering: 1 s after the cue, 4-40 Hz) and none for fixed windows."""
     if spec.get("confound") is not None:

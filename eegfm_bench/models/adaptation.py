@@ -1,4 +1,4 @@
-"""Adaptation regimes (DESIGN.md "Adaptation"): ``head_only``, ``full`` and ``lora`` (peft).
+"""Adaptation regimes (docs/guide/architecture.md, "Adaptation"): ``head_only``, ``full`` and ``lora`` (peft).
 
 * ``head_only`` — linear probing in paper 003's sense: the backbone is frozen *and kept in eval mode*
   (dropout / batch-norm statistics fixed), only the pooling head trains; training reads cached tokens.

@@ -1,4 +1,4 @@
-"""Backbone adapter contract (DESIGN.md "Backbone adapter") and channel contracts.
+"""The backbone adapter contract (docs/guide/architecture.md, "Contracts") and channel contracts.
 
 A backbone adapter wraps one braindecode model (never a re-implementation) and exposes
 
@@ -104,7 +104,7 @@ class ChannelContract:
 
 
 class BackboneAdapter(nn.Module):
-    """Base class of all backbone adapters (DESIGN.md contract).
+    """Base class of all backbone adapters (the backbone-adapter contract, docs/guide/architecture.md).
 
     Subclasses set the class attributes and implement :meth:`build`, :meth:`tokens`, :attr:`blocks`.
 

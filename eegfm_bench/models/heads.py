@@ -1,4 +1,4 @@
-"""Pooling heads: tokens ``(batch, n_tokens, d_model)`` → logits ``(batch, n_classes)`` (DESIGN.md "Head").
+"""Pooling heads: tokens ``(batch, n_tokens, d_model)`` → logits ``(batch, n_classes)`` (architecture guide, "Head").
 
 Each head pools the backbone's tokens and ends in ONE linear classifier, as in the pooling ablation of
 paper 003 §4.5 ("We use linear classifiers for this ablation"):

@@ -1,4 +1,5 @@
-"""``FMClassifier``: backbone adapter → pooling head, trained under an adaptation regime (DESIGN.md).
+"""``FMClassifier``: backbone adapter → pooling head, trained under an adaptation regime
+(docs/guide/architecture.md, "Contracts").
 
 Metrics per split with torchmetrics: balanced accuracy (macro-averaged recall), AUROC (one-vs-rest, macro)
 and Cohen's kappa. Optimiser AdamW with linear warm-up then cosine decay, stepped per batch. The loss is

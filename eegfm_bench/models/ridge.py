@@ -1,5 +1,5 @@
 """Closed-form ridge probe on cached tokens, streamed so that wide (flattened) features never need a dense
-``p × p`` Gram matrix (project issue 15; the peers' ridge probe, OpenEEGBench).
+``p × p`` Gram matrix (the peers' ridge probe, OpenEEGBench).
 
 The probe is scikit-learn's ``RidgeClassifierCV`` with ``cv`` = the validation subjects: targets in {-1, 1} per
 class (one column for two classes), ``fit_intercept`` (features and targets centred on the fitting rows), the

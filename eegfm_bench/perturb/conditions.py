@@ -21,7 +21,7 @@ Seeds: ``ctx.seed`` is the *perturbation* seed, fixed for a sweep; it alone sele
 every fold, seed and model sees the same mask. The noise comes from ``rng``; :func:`condition_rng` derives
 one Generator per condition from that seed.
 
-Order with respect to the reference (``ctx.order``; issue 12 item 1). The windows are stored after the model's
+Order with respect to the reference (``ctx.order``). The windows are stored after the model's
 preprocessing, common average reference (CAR) included. ``"before_reference"`` (default) perturbs the signal as it
 was before the reference step and then references it again over the channels present: :meth:`Condition.perturb`
 applies the corruption and recomputes the CAR over the channels that are not zero-padded, then sets the zero-padded

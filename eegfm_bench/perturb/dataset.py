@@ -1,4 +1,5 @@
-"""A perturbed view of test windows whose noise depends only on (seed, condition, window) (DESIGN.md).
+"""A perturbed view of test windows whose noise depends only on (seed, condition, window)
+(docs/guide/architecture.md, "Distributed correctness").
 
 :class:`PerturbedWindows` serves rows of a :class:`~eegfm_bench.data.windows.WindowSet` under one App. D condition
 (:mod:`eegfm_bench.perturb.conditions`). Each window draws its noise from its own ``numpy`` Generator, seeded with

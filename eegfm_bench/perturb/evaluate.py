@@ -253,7 +253,7 @@ def _details(condition: Condition, ch_names: Sequence[str], ctx: PerturbContext)
 
 
 def condition_rows(result: ConditionResult, base: dict) -> list[dict]:
-    """Result rows of one condition (DESIGN.md "Result row"): one per metric, or one not-applicable row.
+    """Result rows of one condition (architecture guide, "Result row"): one per metric, or one not-applicable row.
 
     Parameters
     ----------

@@ -32,7 +32,7 @@ unit-modulus phase ``H(k) / |H(k)|`` (the linear phase of a symmetric FIR, with 
 does not change its distribution. Both paths therefore produce zero-mean Gaussian vectors with the same
 covariance; only the random numbers differ. The tests check the magnitude response against Welch PSDs.
 
-Resampled data (issue 12 item 5). The data were notched and band-passed at their *native* rate and then resampled
+Resampled data. The data were notched and band-passed at their *native* rate and then resampled
 (MNE's FFT resampling: an ideal low-pass at the lower of the two Nyquist frequencies). With ``native_sfreq`` set and
 different from ``sfreq``, the noise takes the same path: its magnitude response at the windows' rFFT bins is the
 native-rate FIR's ``|H(f)|`` (evaluated at those frequencies) times 1 below ``min(native, sfreq) / 2`` and 0 above,

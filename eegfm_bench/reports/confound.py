@@ -23,7 +23,7 @@ def current_rows(out_dir: Path) -> pd.DataFrame:
 def confound_markdown(table: pd.DataFrame, head_cfg: dict) -> str:
     cc = head_cfg["confound"]
     lines = [f"# Confound check: {head_cfg['experiment']}", "",
-             "Every headline cell retrained and tested on other windows, same folds and seeds (issue 16): "
+             "Every headline cell retrained and tested on other windows, same folds and seeds: "
              f"`offset` starts the windows {cc['offset_s']:g} s after the cue "
              f"({'same length' if cc['keep_length'] else 'same end, shorter'}); `band` narrows every model's "
              f"band-pass to {cc['band'][0]:g}–{cc['band'][1]:g} Hz; `frontal` removes {', '.join(cc['frontal_channels'])}."

@@ -62,7 +62,7 @@ def current_summary(store, experiment: str, current: dict):
 
 
 def confound_side_by_side(table: pd.DataFrame, confound: pd.DataFrame) -> pd.DataFrame:
-    """The headline balanced accuracy beside every confound-checked one, with its interval, Δ and verdict (issue 24).
+    """The headline balanced accuracy beside every confound-checked one, with its interval, Δ and verdict.
 
     Parameters
     ----------

@@ -331,8 +331,8 @@ class CVConfig(ConfigRecord):
         encoders outside this package, by import path, with the declaration the adapter contract
         needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
     confound
-        the confound check (:mod:`eegfm_bench.runs.confound`), on by default for every event-locked task
-        (issue 24): every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the
+        the confound check (:mod:`eegfm_bench.runs.confound`), on by default for every event-locked task:
+        every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the
         task's default variations), beside the headline with a verdict; ``confound: off`` turns it off.
     compile
         ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword

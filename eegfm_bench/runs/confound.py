@@ -1,4 +1,4 @@
-"""Confound check of an event-locked cv (project issue 16): every cell again without the cue-evoked response and
+"""Confound check of an event-locked cv: every cell again without the cue-evoked response and
 outside the artefact bands, beside the headline.
 
 Paper 003 §4.2 / App. H.3 leaves PhysioNet MI out of its interpretability analyses for eye-movement contamination;
@@ -156,7 +156,7 @@ VERDICTS = ("survives", "partly", "does not survive")
 
 
 def confound_verdict(checked_low: float, chance: float, delta_high: float) -> str:
-    """The verdict of one cell under one confound variation (issue 24).
+    """The verdict of one cell under one confound variation.
 
     * ``survives``: the confound-checked score's 95 % subject-cluster interval lies above chance *and* the paired
       difference from the headline is not significantly negative (its interval reaches 0 or above);

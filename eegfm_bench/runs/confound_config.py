@@ -59,7 +59,7 @@ excepted): each of offset and band alone and together."""
 
 
 def resolve_confound(cc, task_spec: dict) -> dict:
-    """The confound section with ``enabled`` and ``variations`` resolved against the task (issue 24: safe by
+    """The confound section with ``enabled`` and ``variations`` resolved against the task (safe by
     default): ``confound: off`` / ``false`` → disabled; ``enabled: null`` → on when the task has default variations;
     ``variations: null`` → the task's defaults (:func:`~eegfm_bench.data.spec.default_confound_variations`)."""
     base = asdict(ConfoundConfig())

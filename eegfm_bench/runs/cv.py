@@ -5,7 +5,7 @@ The command is two named steps:
 1. the headline cells (:func:`eegfm_bench.runs.cv_loop.run_cells`: every model × regime × head × fold, resumable,
    launchable as jobs);
 2. the confound check (:func:`eegfm_bench.runs.confound.run_confound`), on by default for every event-locked task
-   (issue 24: the safe number is the default one): every cell retrained on the task's default variations, the
+   (the safe number is the default one): every cell retrained on the task's default variations, the
    headline beside the confound-checked score with a verdict in ``summary.md``; ``confound: off`` skips it.
 """
 from __future__ import annotations

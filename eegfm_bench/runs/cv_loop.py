@@ -12,7 +12,7 @@ merges the rows, writes ``summary.md``, ``failures.json`` and the experiment's p
 One cell (:func:`train_cell`): the model and fold's DataModule, LP-FT's linear-probing stage, the head-only token
 cache, ``batch_size: auto``, then ``Trainer.fit`` with early stopping on validation balanced accuracy (or the
 closed-form ridge solution); :func:`test_cell` tests the best checkpoint, gathers the predictions (each test window
-once under DDP) and returns the cell's long-format rows (DESIGN.md's result row).
+once under DDP) and returns the cell's long-format rows (the result-row contract of docs/guide/architecture.md).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cells as independent jobs through submitit: local worker processes or SLURM (project issue 13).
+"""Cells as independent jobs through submitit: local worker processes or SLURM.
 
 A command's parent process decides the cells to run exactly as a sequential run does (the window cache, the
 split, ``cells.json`` are built and written first), cuts them into jobs and submits every job to a submitit

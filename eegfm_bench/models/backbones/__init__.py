@@ -1,4 +1,4 @@
-"""Backbone adapters over braindecode models (DESIGN.md "Backbone adapter").
+"""Backbone adapters over braindecode models (docs/guide/architecture.md, "Backbone adapter").
 
 Each adapter wraps one braindecode model, built for the dataset's montage, and exposes the representation
 before any pooling as ``tokens(x, ch_names) -> (batch, n_tokens, d_model)``. The braindecode model's own
