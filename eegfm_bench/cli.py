@@ -227,11 +227,15 @@ def _main(argv: list[str]) -> int:
             sp.add_argument("--launcher", choices=["none", "local", "slurm"],
                             help="run the cells as jobs: local worker processes or SLURM (= --launcher.kind)")
             sp.add_argument("--workers", type=int, help="concurrent local workers (= --launcher.workers)")
-    pl = sub.add_parser("plan", help="a cv config's cells, jobs, cached backbone passes and device-hours, before it runs")
-    pl.add_argument("--config", action="append", required=True)
+    pl = sub.add_parser("plan", help="a cv config's (or a paper's, configs/paper/) cells, jobs, cached backbone "
+                                      "passes and device-hours, before it runs")
+    pl.add_argument("--config", action="append", required=True, help="a cv config, or a paper file (configs/paper/)")
     pl.add_argument("--bench", help="throughput table: scripts/bench_backbones.py --out FILE's .json")
     pl.add_argument("--no-measure", action="store_true", help="do not measure missing models' throughput here")
     pl.add_argument("--json", action="store_true", help="print the plan as JSON")
+    pl.add_argument("--launcher", choices=["none", "local", "slurm"], help="plan the jobs of this launcher (as cv's)")
+    pl.add_argument("--workers", type=int, help="plan this many local workers (as cv's --workers)")
+    pl.add_argument("--members", nargs="+", help="a paper file's members to plan (default: all)")
     st = sub.add_parser("status", help="cells of a cv out_dir: done / running / failed / missing, and the resume command")
     st.add_argument("out_dir")
     cf = sub.add_parser("confound", help="the confound check of a finished cv: offset / band / frontal variations",
@@ -296,9 +300,17 @@ def _main(argv: list[str]) -> int:
 
         from eegfm_bench.runs.plan import plan_cv, plan_markdown
 
-        src = a.config[0] if len(a.config) == 1 else a.config[0]
+        from eegfm_bench.runs.paper import is_paper_config
+
+        if is_paper_config(a.config[0]):  # a paper: every member planned (runs/plan_paper.py)
+            from eegfm_bench.runs.plan_paper import plan_paper, plan_paper_markdown
+
+            p = plan_paper(a.config[0], list(extra) + _launcher_args(a), bench=a.bench, measure=not a.no_measure,
+                           members=a.members)
+            print(_json.dumps(p, indent=1, default=str) if a.json else plan_paper_markdown(p))
+            return 0
         more = [x for c in a.config[1:] for x in ("--config", c)]
-        p = plan_cv(src, more + list(extra), bench=a.bench, measure=not a.no_measure)
+        p = plan_cv(a.config[0], more + list(extra) + _launcher_args(a), bench=a.bench, measure=not a.no_measure)
         print(_json.dumps(p, indent=1, default=str) if a.json else plan_markdown(p))
         return 0
     if a.cmd == "status":
@@ -440,7 +452,10 @@ def _run(a, source, overrides) -> int:
                 print("\n" + VERDICT_LEGEND.format(chance=f"{conf['chance'].iloc[0]:.3f}"))
     elif a.cmd == "check":
         from eegfm_bench.runs.cells import check_config
+        from eegfm_bench.runs.paper import check_paper, is_paper_config
 
+        if is_paper_config(source):  # a paper file: every member on the staged data (runs/paper.py)
+            return 1 if any(v.startswith("failed") for v in check_paper(source).values()) else 0
         check_config(source, overrides)
     elif a.cmd == "sweep":
         import pandas as pd
