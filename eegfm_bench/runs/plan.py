@@ -79,17 +79,18 @@ def read_bench(path: str | Path) -> dict:
     return table
 
 
-def lookup(table: dict, model: str, n_chans: int, n_times: int, backbone_kwargs: dict | None = None) -> dict | None:
+def lookup(table: dict, model: str, n_chans: int, n_times: int, backbone_kwargs: dict | None = None, *,
+           exact: bool = False) -> dict | None:
     """The throughput of ``model`` at this input size: the exact entry, else a depth-truncated model's base model
-    scaled by the blocks it keeps (``L / (depth + 1)``), else the model's entry at another size (said in its
-    ``source``); None when the table has nothing for it."""
+    scaled by the blocks it keeps (``L / (depth + 1)``), else the model's entry that gives no input size, else (not
+    ``exact``) its entry at another size (said in its ``source``); None when the table has nothing for it."""
     kw = dict(backbone_kwargs or {})
     hit = table.get(throughput_key(model, n_chans, n_times, kw))
     if hit is not None:
         return hit
     if model.endswith("_truncated") and kw.get("depth") is not None:
         base_kw = {k: v for k, v in kw.items() if k != "depth"}
-        base = lookup(table, model[:-len("_truncated")], n_chans, n_times, base_kw)
+        base = lookup(table, model[:-len("_truncated")], n_chans, n_times, base_kw, exact=exact)
         if base is not None and base.get("n_blocks"):
             f = base["n_blocks"] / (int(kw["depth"]) + 1)
             scaled = {k: (v * f if k in ("fwd_per_s", "fwd_bwd_per_s") else v) for k, v in base.items()}
@@ -99,6 +100,8 @@ def lookup(table: dict, model: str, n_chans: int, n_times: int, backbone_kwargs:
             scaled["source"] = f"{base['source']}, scaled by {base['n_blocks']}/{int(kw['depth']) + 1} blocks"
             return scaled
     hit = table.get(throughput_key(model))
+    if hit is not None and hit.get("n_chans") is not None and exact:
+        return None
     if hit is not None and hit.get("n_chans") not in (None, n_chans):
         return {**hit, "source": f"{hit['source']}; measured at {hit['n_chans']} × {hit['n_times']}, not "
                                  f"{n_chans} × {n_times}"}

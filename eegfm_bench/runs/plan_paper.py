@@ -39,7 +39,6 @@ from eegfm_bench.data.tasks import resolve_task_spec, task_name
 from eegfm_bench.data.windows import load_windows
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.catalogue import load_catalogue
-from eegfm_bench.models.throughput import batch_seconds
 from eegfm_bench.perturb.evaluate import resolve_conditions
 from eegfm_bench.runs.cells import cv_defaults, run_trainer
 from eegfm_bench.runs.launch import chunks
@@ -100,6 +99,7 @@ class Ctx:
     measured: list = field(default_factory=list)
     sizes: dict = field(default_factory=dict)
     on_measure: Callable | None = None
+    failed: dict = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------- data and rates
@@ -129,17 +129,20 @@ def n_times(task, model: str) -> int:
 
 
 def rate(ctx: Ctx, model: str, n_chans: int | None, n: int, kwargs: dict | None = None) -> dict | None:
-    """The throughput of ``model`` on ``n_chans`` × ``n`` inputs: the table's, else measured here (unless off).
-
-    A measured entry's batch adapts to the model's speed: the largest power of two up to 64 whose training step
-    takes about a second (one timed step at 2 windows decides), so slow models are timed on few windows."""
+    """The throughput of ``model`` on ``n_chans`` × ``n`` inputs: the table's entry for exactly that input, else
+    measured here (:func:`_measure_entry`, unless measuring is off; a model that does not build on it has none)."""
     if n_chans is None:
         return None
     kw = dict(kwargs or {})
-    hit = lookup(ctx.table, model, n_chans, n, kw)
-    if hit is None and ctx.measure and not model.endswith("_truncated"):
-        hit = _measure_adaptive(model, montage(n_chans), n, kw)
-        ctx.table[throughput_key(model, n_chans, n, kw)] = hit
+    hit = lookup(ctx.table, model, n_chans, n, kw, exact=True)
+    key = throughput_key(model, n_chans, n, kw)
+    if hit is None and ctx.measure and not model.endswith("_truncated") and key not in ctx.failed:
+        try:
+            hit = _measure_entry(model, montage(n_chans), n, kw)
+        except Exception as err:  # noqa: BLE001  (a model that does not build on this input: no rate, said once)
+            ctx.failed[key] = f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"
+            return None
+        ctx.table[key] = hit
         ctx.measured.append(hit)
         if ctx.on_measure is not None:
             ctx.on_measure(hit)
@@ -149,17 +152,22 @@ def rate(ctx: Ctx, model: str, n_chans: int | None, n: int, kwargs: dict | None 
     return hit
 
 
-def _measure_adaptive(model: str, names: list[str], n: int, kwargs: dict) -> dict:
-    torch.manual_seed(0)
-    ad = BACKBONES.get(model)(names, n, n_outputs=2, **kwargs)
-    t = float(np.median(batch_seconds(ad, names, torch.randn(2, len(names), n), train=True, warmup=2,
-                                      min_batches=2, min_seconds=0.0)))
-    batch = int(min(64, max(2, 2 ** int(np.log2(max(2.0, 2.0 / max(t, 1e-3)))))))
-    del ad
+MEASURE_BATCH = 16
+"""Windows per timed step when a paper's plan measures a missing entry. On a shared CPU every operator waits for its
+time slice, so a step of a few windows is mostly waiting (REVE: about 11 s per step at 1, 2 or 8 windows under a load
+average of 10); 16 windows is nearer the paper's batches at a price a 2-core machine can time."""
+
+MEASURE_STEPS = 3
+"""Timed steps (after 2 warm-up steps) of such a measurement."""
+
+
+def _measure_entry(model: str, names: list[str], n: int, kwargs: dict) -> dict:
+    """One throughput entry measured here (:func:`~eegfm_bench.runs.plan._measure` at :data:`MEASURE_BATCH` windows,
+    at least :data:`MEASURE_STEPS` timed steps and 2 s), with the machine's 1-minute load average before and after."""
     load = os.getloadavg()[0]
-    out = _measure(model, names, n, {"backbone_kwargs": kwargs}, batch)
-    # the machine's 1-min load average before and after: a shared CPU's measurements are slower than an idle one's
-    return {**out, "load_avg": [round(load, 2), round(os.getloadavg()[0], 2)], "cpu_count": os.cpu_count()}
+    out = _measure(model, names, n, {"backbone_kwargs": kwargs}, MEASURE_BATCH, min_batches=MEASURE_STEPS)
+    return {**out, "load_avg": [round(load, 2), round(os.getloadavg()[0], 2)], "cpu_count": os.cpu_count(),
+            "threads": torch.get_num_threads()}
 
 
 def _windows(size: Size) -> tuple[int, bool]:
@@ -167,11 +175,18 @@ def _windows(size: Size) -> tuple[int, bool]:
     return (size.windows, True) if size.windows else (PER_WINDOWS, False)
 
 
-def _folds(split: dict, size: Size) -> int | None:
+LOSO_UNKNOWN = 10
+"""Folds assumed for a leave-one-subject-out split whose subject count is neither declared nor on disk (said in the
+member's notes)."""
+
+
+def _folds(split: dict, size: Size) -> int:
+    """Folds of a split: its ``folds`` subset, ``k``, or one per subject for LOSO (:data:`LOSO_UNKNOWN` when the
+    subjects are unknown)."""
     if split.get("folds") is not None:
         return len(split["folds"])
     if split["scheme"] == "loso":
-        return size.subjects
+        return int(size.subjects or LOSO_UNKNOWN)
     return int(split["k"])
 
 
@@ -205,8 +220,6 @@ def _cv_cost(ctx: Ctx, cfg: dict, size: Size) -> tuple[int, int, np.ndarray, boo
     """(cells, todo, seconds, windows known) of a resolved cv config on ``size`` windows."""
     w, known = _windows(size)
     folds = _folds(cfg["split"], size)
-    if folds is None:
-        folds = 10
     seconds, cells, extracted = np.zeros(3), 0, set()
     tr_fold = _fold_windows(w, folds, size, int(cfg["split"]["n_val_groups"]))
     for run in cfg["runs"]:
@@ -261,7 +274,7 @@ def plan_sweep_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
     cv = _cv_of(ctx, m)
     size = task_size(ctx, cv["task"])
     w, known = _windows(size)
-    folds = len(cfg["folds"]) if cfg.get("folds") else (_folds(cv["split"], size) or 10)
+    folds = len(cfg["folds"]) if cfg.get("folds") else _folds(cv["split"], size)
     conds = resolve_conditions(cfg["conditions"], task_name(cv["task"]))
     cat = load_catalogue(check_registry=False)
     test = w // folds
@@ -291,7 +304,7 @@ def plan_probe_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
     cv = _cv_of(ctx, m)
     size = task_size(ctx, cv["task"])
     w, known = _windows(size)
-    folds = _folds(cv["split"], size) or 10
+    folds = _folds(cv["split"], size)
     sel = cfg["select"]
     pr, att = cfg["probe"], cfg["attention"]
     seconds, fits, units, frozen = np.zeros(3), 0, 0, set()
@@ -315,7 +328,7 @@ def plan_attribute_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
     cv = _cv_of(ctx, m)
     size = task_size(ctx, cv["task"])
     w, known = _windows(size)
-    folds = _folds(cv["split"], size) or 10
+    folds = _folds(cv["split"], size)
     a, sel = cfg["attribution"], cfg["select"]
     test = w // folds
     chosen = int(test * (1 - float(a["percentile"]) / 100))
@@ -338,7 +351,7 @@ def plan_controls_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
     """A controls member: embeddings per encoder and initialisation, probe fits, and the scrambled adaptations."""
     size = task_size(ctx, cfg["task"])
     w, known = _windows(size)
-    folds = _folds(cfg["split"], size) or 5
+    folds = _folds(cfg["split"], size)
     seconds, reps, encoders = np.zeros(3), len(cfg["features"]["families"]), 0
     for mod in cfg["models"]:
         arms = (1 if mod.get("pretrained") else 0) + len(mod["init_seeds"])
@@ -358,7 +371,8 @@ def plan_controls_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
         seconds += per * 2 * len(s["seeds"]) * folds
         units += 2 * len(s["seeds"]) * folds
     jobs, par, kind = _jobs(ctx, cfg, units)
-    return _row(m["name"], "controls", size, fits, jobs + 1, par, kind, seconds, known, unit="probe fits",
+    jobs = 1 if kind == "none" else jobs + 1  # the launching process runs every step but the adaptations
+    return _row(m["name"], "controls", size, fits, jobs, par, kind, seconds, known, unit="probe fits",
                 notes=[f"{reps} representations × {folds} folds; {units} scrambled-label adaptations as jobs, the "
                        "rest in the launching process; probe fits and handcrafted features not timed"])
 
@@ -450,7 +464,8 @@ def plan_paper(path, launcher_args: Sequence[str] = (), *, bench: str | None = N
             "uncosted": [r["member"] for r in rows if not (r["known_windows"] and r["costed"])],
             "throughput": throughput_summary(ctx.table, ctx.used),
             "overhead_s": over, "missing_weights": _weights(ctx, cfgs), "not_runnable": paper["not_runnable"],
-            "measured_here": len(ctx.measured)}
+            "measured_here": len(ctx.measured),
+            "not_measurable": {f"{k[0]} ({k[1]} ch × {k[2]})": v for k, v in ctx.failed.items()}}
 
 
 def _hours(sec: float) -> str:
@@ -481,6 +496,8 @@ def plan_paper_markdown(p: dict) -> str:
         o = p["overhead_s"]
         lines.append(f"- Lightning outside the model (measured on a toy model): {o['per_cell']:.2f} s per cell + "
                      f"{o['per_epoch']:.2f} s per epoch")
+    for k, v in (p.get("not_measurable") or {}).items():
+        lines.append(f"- {k}: not measurable here ({v})")
     if p["missing_weights"]:
         lines += ["", "pretrained weights not on disk (the plan needs none; the run does):"]
         lines += [f"- {x}" for x in p["missing_weights"]]
