@@ -28,6 +28,7 @@ config file). Member config paths are relative to the paper file. Three entry po
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -328,11 +329,15 @@ def _check_cv(cfg: dict, say) -> None:
     check_config({k: v for k, v in cfg.items() if k != "runs"} | {"runs": have})
 
 
-def _check_member(member: dict, paper: dict, say) -> str:
-    """Check one member; returns ``ok``, ``no local copy`` or ``config only``."""
+def _check_member(member: dict, paper: dict, say, seen: dict) -> str:
+    """Check one member; returns ``ok``, ``no local copy`` or ``config only``. ``seen`` caches each task's
+    :func:`local_copy` (a MOABB dataset's offline probe alone takes its index client's retries: tens of seconds)."""
     cfg = member_config(member)
     task = member_task(member, cfg, paper)
-    why = local_copy(task) if task is not None else None
+    key = json.dumps(task, sort_keys=True, default=str)
+    if task is not None and key not in seen:
+        seen[key] = local_copy(task)
+    why = seen.get(key)
     if why is not None:
         say(f"no local copy of its data: {why}")
         return "no local copy"
@@ -377,6 +382,7 @@ def check_paper(path, members: Sequence[str] | None = None) -> dict[str, str]:
     paper = load_paper(path, members)
     print(f"# check: {paper['title']} ({len(paper['members'])} members)")
     out: dict[str, str] = {}
+    seen: dict = {}
     for m in paper["members"]:
         print(f"\n## {m['name']} ({m['command']})")
 
@@ -384,7 +390,7 @@ def check_paper(path, members: Sequence[str] | None = None) -> dict[str, str]:
             print(f"- {line}")
 
         try:
-            out[m["name"]] = _check_member(m, paper, say)
+            out[m["name"]] = _check_member(m, paper, say, seen)
         except Exception as err:  # noqa: BLE001  (one member's failure is reported; the others are still checked)
             out[m["name"]] = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
             say(out[m["name"]])

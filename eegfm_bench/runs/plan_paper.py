@@ -78,12 +78,15 @@ def montage(n: int) -> list[str]:
 
 @dataclass
 class Size:
-    """The windows a member's task has: ``windows`` (None: unknown), ``subjects``, ``n_chans`` and their source."""
+    """The windows a member's task has: ``windows`` (None: unknown), ``subjects``, ``n_chans``, where they come from
+    (``kind``: declared, local copy or unknown; ``source``: the paper file's note) and the task's name."""
 
     windows: int | None
     subjects: int | None
     n_chans: int | None
     source: str
+    kind: str = "declared"
+    task: str = ""
 
 
 @dataclass
@@ -100,6 +103,7 @@ class Ctx:
     sizes: dict = field(default_factory=dict)
     on_measure: Callable | None = None
     failed: dict = field(default_factory=dict)
+    missing: set = field(default_factory=set)
 
 
 # --------------------------------------------------------------------------------------------- data and rates
@@ -111,13 +115,14 @@ def task_size(ctx: Ctx, task) -> Size:
         return ctx.sizes[name]
     d = ctx.paper["datasets"].get(name) or {}
     if d.get("windows"):
-        size = Size(int(d["windows"]), d.get("subjects"), d.get("n_chans"), f"declared: {d.get('source', '')}")
+        size = Size(int(d["windows"]), d.get("subjects"), d.get("n_chans"), d.get("source", ""), "declared", name)
     elif local_copy(task) is None:
         ws = load_windows(task, BACKBONES.get("eegnet").preprocessing, progress=False)
-        size = Size(len(ws), int(len(np.unique(ws.subject))), len(ws.ch_names),
-                    f"local copy ({len(np.unique(ws.subject))} subjects)")
+        size = Size(len(ws), int(len(np.unique(ws.subject))), len(ws.ch_names), "the windows on disk",
+                    f"local copy ({len(np.unique(ws.subject))} subjects)", name)
     else:
-        size = Size(None, d.get("subjects"), d.get("n_chans"), d.get("source") or "no local copy, size not declared")
+        size = Size(None, d.get("subjects"), d.get("n_chans"), d.get("source") or "no local copy, size not declared",
+                    "unknown", name)
     ctx.sizes[name] = size
     return size
 
@@ -132,6 +137,7 @@ def rate(ctx: Ctx, model: str, n_chans: int | None, n: int, kwargs: dict | None 
     """The throughput of ``model`` on ``n_chans`` × ``n`` inputs: the table's entry for exactly that input, else
     measured here (:func:`_measure_entry`, unless measuring is off; a model that does not build on it has none)."""
     if n_chans is None:
+        ctx.missing.add(f"{model} (channels unknown)")
         return None
     kw = dict(kwargs or {})
     hit = lookup(ctx.table, model, n_chans, n, kw, exact=True)
@@ -146,9 +152,11 @@ def rate(ctx: Ctx, model: str, n_chans: int | None, n: int, kwargs: dict | None 
         ctx.measured.append(hit)
         if ctx.on_measure is not None:
             ctx.on_measure(hit)
+    label = f"{model} ({n_chans} ch × {n})" + (f" {kw}" if kw else "")
     if hit is not None:
-        label = f"{model} ({n_chans} ch × {n})" + (f" {kw}" if kw else "")
         ctx.used.setdefault(label, hit)
+    else:
+        ctx.missing.add(label)
     return hit
 
 
@@ -210,7 +218,8 @@ def _jobs(ctx: Ctx, cfg: dict, n_units: int) -> tuple[int, int, str]:
 def _row(name: str, command: str, size: Size, cells: int, jobs: int, parallel: int, launcher: str,
          seconds, known: bool, unit: str = "cells", notes: Sequence[str] = ()) -> dict:
     sec = np.asarray(seconds, dtype=float)
-    return {"member": name, "command": command, "windows": size.windows, "data": size.source, "cells": int(cells),
+    return {"member": name, "command": command, "windows": size.windows, "data": size.kind, "task": size.task,
+            "cells": int(cells),
             "unit": unit, "jobs": int(jobs), "parallel": int(parallel), "launcher": launcher,
             "seconds": sec.tolist(), "known_windows": known, "costed": bool(sec[0] > 0), "notes": list(notes)}
 
@@ -453,7 +462,11 @@ def plan_paper(path, launcher_args: Sequence[str] = (), *, bench: str | None = N
     for m in paper["members"]:
         cfg = member_config(m, launcher_args)
         cfgs.append((m["command"], cfg))
-        rows.append(PLANNERS[m["command"]](ctx, m, cfg))
+        ctx.missing = set()
+        row = PLANNERS[m["command"]](ctx, m, cfg)
+        if ctx.missing:  # a part without a rate: the member is not costed (rather than costed in part)
+            row.update(costed=False, notes=row["notes"] + [f"no throughput for {', '.join(sorted(ctx.missing))}"])
+        rows.append(row)
     known = [r for r in rows if r["known_windows"] and r["costed"]]
     total = np.sum([r["seconds"] for r in known], axis=0) if known else np.zeros(3)
     wall = sum(r["seconds"][0] / max(1, r["parallel"]) for r in known)
@@ -463,6 +476,7 @@ def plan_paper(path, launcher_args: Sequence[str] = (), *, bench: str | None = N
                 sorted(float(x) / 3600 for x in total[1:]), "estimate_wall_hours": wall / 3600,
             "uncosted": [r["member"] for r in rows if not (r["known_windows"] and r["costed"])],
             "throughput": throughput_summary(ctx.table, ctx.used),
+            "datasets": {k: vars(v) for k, v in ctx.sizes.items()},
             "overhead_s": over, "missing_weights": _weights(ctx, cfgs), "not_runnable": paper["not_runnable"],
             "measured_here": len(ctx.measured),
             "not_measurable": {f"{k[0]} ({k[1]} ch × {k[2]})": v for k, v in ctx.failed.items()}}
@@ -475,14 +489,22 @@ def _hours(sec: float) -> str:
 def plan_paper_markdown(p: dict) -> str:
     """The ``eegfm-bench plan`` text of :func:`plan_paper`: one row per member, totals, rates, gaps."""
     lines = [f"# plan: {p['paper']} ({p['path']})", "",
-             "| member | command | windows (source) | cells | jobs (at once) | device-hours (quartile steps) |",
+             "| member | command | windows | cells | jobs (launcher, at once) | device-hours (quartile steps) |",
              "|---|---|---|---:|---|---:|"]
     for r in p["members"]:
-        w = f"{r['windows']:,}" if r["windows"] else f"unknown: cost per {PER_WINDOWS:,} windows"
+        w = f"{r['windows']:,} ({r['data']})" if r["windows"] else f"unknown: per {PER_WINDOWS:,} windows"
         s = r["seconds"]
         cost = "no throughput" if not r["costed"] else f"{_hours(s[0])} ({_hours(min(s[1:]))}–{_hours(max(s[1:]))})"
-        lines.append(f"| {r['member']} | {r['command']} | {w} ({r['data']}) | {r['cells']:,} {r['unit']} | "
-                     f"{r['jobs']:,} ({r['launcher']}, {r['parallel']} at once) | {cost} |")
+        lines.append(f"| {r['member']} | {r['command']} | {w} | {r['cells']:,} {r['unit']} | "
+                     f"{r['jobs']:,} ({r['launcher']}, {r['parallel']}) | {cost} |")
+    lines += ["", "datasets:"]
+    for k, d in p["datasets"].items():
+        w = f"{d['windows']:,}" if d["windows"] else "unknown"
+        lines.append(f"- {k}: {w} windows, {d['subjects'] or '?'} subjects, {d['n_chans'] or '?'} channels "
+                     f"({d['kind']}: {d['source']})")
+    notes = [f"- {r['member']}: {'; '.join(r['notes'])}" for r in p["members"] if r["notes"]]
+    if notes:
+        lines += ["", "notes:"] + notes
     lo, hi = p["estimate_device_hours_range"]
     lines += ["", f"cells (cv and truncation): {p['n_cells']:,}; jobs: {p['n_jobs']:,}",
               f"estimate: {p['estimate_device_hours']:,.1f} device-hours ({lo:,.1f}–{hi:,.1f} at the quartile steps) "
