@@ -46,9 +46,10 @@ from eegfm_bench.runs.paper import load_paper, local_copy, member_config, missin
 from eegfm_bench.runs.plan import (_lightning_overhead, _measure, _parallel, cell_passes, cell_seconds, lookup,
                                    read_bench, throughput_key, throughput_line, throughput_summary)
 
-TEN_TWENTY = ["Fp1", "Fp2", "F7", "F8", "F3", "F4", "T7", "T8", "C3", "C4", "P7", "P8", "P3", "P4", "O1", "O2", "Fz",
+TEN_TWENTY = ["F4", "C4", "O2", "C3", "Fp1", "Fp2", "F7", "F8", "F3", "T7", "T8", "P7", "P8", "P3", "P4", "O1", "Fz",
               "Cz", "Pz"]
-"""The 10-20 electrodes, BIOT's bipolar anodes and cathodes first: a montage of up to 19 channels is measured on
+"""The 10-20 electrodes, spread over the scalp from the first four on (an interpolating model fits a sphere to
+them) and BIOT's 16 bipolar anodes and cathodes within the first 18: a montage of up to 19 channels is measured on
 the first ``n``."""
 
 TEN_FIVE = ["FC5", "FC3", "FC1", "FCz", "FC2", "FC4", "FC6", "C5", "C3", "C1", "Cz", "C2", "C4", "C6", "CP5", "CP3",
