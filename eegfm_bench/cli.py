@@ -215,26 +215,20 @@ def _main(argv: list[str]) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     _add_config_commands(sub)
-    pl = sub.add_parser("plan", help="a cv config's cells, jobs, cached backbone passes and device-hours, before it runs")
-    pl.add_argument("--config", action="append", required=True)
+    pl = sub.add_parser("plan", help="a cv config's (or a paper's, configs/paper/) cells, jobs, cached backbone "
+                                      "passes and device-hours, before it runs")
+    pl.add_argument("--config", action="append", required=True, help="a cv config, or a paper file (configs/paper/)")
     pl.add_argument("--bench", help="throughput table: scripts/bench_backbones.py --out FILE's .json")
     pl.add_argument("--no-measure", action="store_true", help="do not measure missing models' throughput here")
     pl.add_argument("--json", action="store_true", help="print the plan as JSON")
+    pl.add_argument("--launcher", choices=["none", "local", "slurm"], help="plan the jobs of this launcher (as cv's)")
+    pl.add_argument("--workers", type=int, help="plan this many local workers (as cv's --workers)")
+    pl.add_argument("--members", nargs="+", help="a paper file's members to plan (default: all)")
     _add_result_commands(sub)
     _add_tool_commands(sub)
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
-    if a.cmd == "plan":
-        import json as _json
-
-        from eegfm_bench.runs.plan import plan_cv, plan_markdown
-
-        src = a.config[0] if len(a.config) == 1 else a.config[0]
-        more = [x for c in a.config[1:] for x in ("--config", c)]
-        p = plan_cv(src, more + list(extra), bench=a.bench, measure=not a.no_measure)
-        print(_json.dumps(p, indent=1, default=str) if a.json else plan_markdown(p))
-        return 0
     if a.cmd in _HANDLERS:
         return _HANDLERS[a.cmd](p, a, extra)
     return _config_command(p, a, extra)
@@ -405,9 +399,28 @@ def _ingest(p, a, extra) -> int:
     return 0
 
 
-_HANDLERS = {"status": _status, "confound": _confound, "report": _report, "models": _models, "tasks": _tasks,
+def _plan(p, a, extra) -> int:
+    """A cv config's plan, or every member's of a paper file (configs/paper/), with cv's launcher options."""
+    import json  # reason: lazy start-up
+
+    from eegfm_bench.runs.paper import is_paper_config  # reason: lazy start-up
+    from eegfm_bench.runs.plan import plan_cv, plan_markdown  # reason: lazy start-up
+    from eegfm_bench.runs.plan_paper import plan_paper, plan_paper_markdown  # reason: lazy start-up
+
+    if is_paper_config(a.config[0]):  # a paper: every member planned (runs/plan_paper.py)
+        plan = plan_paper(a.config[0], list(extra) + _launcher_args(a), bench=a.bench, measure=not a.no_measure,
+                          members=a.members)
+        print(json.dumps(plan, indent=1, default=str) if a.json else plan_paper_markdown(plan))
+        return 0
+    more = [x for c in a.config[1:] for x in ("--config", c)]
+    plan = plan_cv(a.config[0], more + list(extra) + _launcher_args(a), bench=a.bench, measure=not a.no_measure)
+    print(json.dumps(plan, indent=1, default=str) if a.json else plan_markdown(plan))
+    return 0
+
+
+_HANDLERS = {"plan": _plan, "status": _status, "confound": _confound, "report": _report, "models": _models, "tasks": _tasks,
              "ingest": _ingest, "cache": _cache, "robustness": _robustness}
-"""The commands without a typed config (``plan`` stays in :func:`_main`), each ``handler(parser, args, extra)``."""
+"""The commands without a typed config, each ``handler(parser, args, extra)``."""
 
 
 # ==================================================================================== commands with a config
@@ -453,8 +466,7 @@ def _run(a, source, overrides) -> int:
     """Run a command of :data:`COMMANDS` on its config and print its result (rank 0 only)."""
     runner = {"cv": _run_cv, "check": _run_check, "sweep": _run_sweep, "probe": _run_probe,
               "attribute": _run_attribute, "controls": _run_controls, "audit": _run_audit}[a.cmd]
-    runner(a, source, overrides, progress=not a.no_progress)
-    return 0
+    return runner(a, source, overrides, progress=not a.no_progress) or 0
 
 
 def _run_cv(a, source, overrides, *, progress: bool) -> None:
@@ -475,10 +487,14 @@ def _run_cv(a, source, overrides, *, progress: bool) -> None:
             print("\n" + VERDICT_LEGEND.format(chance=f"{conf['chance'].iloc[0]:.3f}"))
 
 
-def _run_check(a, source, overrides, *, progress: bool) -> None:
+def _run_check(a, source, overrides, *, progress: bool) -> int:
     from eegfm_bench.runs.cells import check_config  # reason: lazy start-up
+    from eegfm_bench.runs.paper import check_paper, is_paper_config  # reason: lazy start-up
 
+    if is_paper_config(source):  # a paper file: every member on the staged data (runs/paper.py)
+        return 1 if any(v.startswith("failed") for v in check_paper(source).values()) else 0
     check_config(source, overrides)
+    return 0
 
 
 def _run_sweep(a, source, overrides, *, progress: bool) -> None:

@@ -25,24 +25,26 @@ import numpy as np
 import torch
 
 
-def _measure(model: str, ch_names: list[str], n_times: int, run: dict, batch: int) -> dict:
+def _measure(model: str, ch_names: list[str], n_times: int, run: dict, batch: int, *, min_batches: int = 5,
+             min_seconds: float = 2.0) -> dict:
     """Windows/s of one backbone on this machine's CPU, forward (eval, no grad) and forward + backward (train), at
-    the config's batch size: 2 warm-up steps, then at least 5 timed steps and 2 s
+    ``batch`` windows per step: 2 warm-up steps, then at least ``min_batches`` timed steps and ``min_seconds``
     (:func:`~eegfm_bench.models.throughput.batch_seconds`); the median step sets the rate, the quartiles its
-    spread. Also the seconds to save the model's weights once (each epoch writes ``best`` and ``last``)."""
+    spread. Also the seconds to save the model's weights once (each epoch writes ``best`` and ``last``), the input
+    size and the number of blocks (what a depth-truncated variant scales by)."""
     import io
-
-    import torch
 
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.throughput import batch_seconds
 
     torch.manual_seed(0)
-    ad = BACKBONES.get(model)(ch_names, n_times, n_outputs=2, **(run.get("backbone_kwargs") or {}))
+    kwargs = dict(run.get("backbone_kwargs") or {})
+    ad = BACKBONES.get(model)(ch_names, n_times, n_outputs=2, **kwargs)
     x = torch.randn(batch, len(ch_names), n_times)
-    out: dict = {"batch": batch, "source": "measured (CPU)"}
+    out: dict = {"model": model, "n_chans": len(ch_names), "n_times": int(n_times), "backbone_kwargs": kwargs,
+                 "batch": batch, "device": "cpu", "source": "measured (CPU)"}
     for key, train in (("fwd", False), ("fwd_bwd", True)):
-        t = np.asarray(batch_seconds(ad, ch_names, x, train=train))
+        t = np.asarray(batch_seconds(ad, ch_names, x, train=train, min_batches=min_batches, min_seconds=min_seconds))
         q1, med, q3 = np.percentile(t, [25, 50, 75])
         out[f"{key}_per_s"] = batch / med
         out[f"{key}_batches"] = int(len(t))
@@ -50,7 +52,83 @@ def _measure(model: str, ch_names: list[str], n_times: int, run: dict, batch: in
     t0 = time.perf_counter()
     torch.save(ad.state_dict(), io.BytesIO())
     out["save_s"] = time.perf_counter() - t0
+    out["n_blocks"] = len(list(getattr(ad, "blocks", []) or []))
     return out
+
+
+def throughput_key(model: str, n_chans: int | None = None, n_times: int | None = None,
+                   backbone_kwargs: dict | None = None) -> tuple:
+    """The key of one throughput entry: the model alone, or with its input size and architecture overrides."""
+    if n_chans is None:
+        return (model,)
+    return (model, int(n_chans), int(n_times), json.dumps(backbone_kwargs or {}, sort_keys=True))
+
+
+def read_bench(path: str | Path) -> dict:
+    """A throughput table (``scripts/bench_backbones.py --out FILE``'s ``.json``, or ``python -m
+    eegfm_bench.runs.plan --write-bench``'s): every row under its model (the first row of a model) and, for rows
+    that give their input size (``n_chans``, ``n_times``), under that too; rows with an ``error`` are skipped."""
+    table: dict = {}
+    for r in json.loads(Path(path).read_text()):
+        if "error" in r:
+            continue
+        r = {**r, "source": r.get("source_label") or f"{path} ({r.get('device', '?')})"}
+        table.setdefault(throughput_key(r["model"]), r)
+        if r.get("n_chans") is not None and r.get("n_times") is not None:
+            table[throughput_key(r["model"], r["n_chans"], r["n_times"], r.get("backbone_kwargs"))] = r
+    return table
+
+
+def lookup(table: dict, model: str, n_chans: int, n_times: int, backbone_kwargs: dict | None = None, *,
+           exact: bool = False) -> dict | None:
+    """The throughput of ``model`` at this input size: the exact entry, else a depth-truncated model's base model
+    scaled by the blocks it keeps (``L / (depth + 1)``), else the model's entry that gives no input size, else (not
+    ``exact``) its entry at another size (said in its ``source``); None when the table has nothing for it."""
+    kw = dict(backbone_kwargs or {})
+    hit = table.get(throughput_key(model, n_chans, n_times, kw))
+    if hit is not None:
+        return hit
+    if model.endswith("_truncated") and kw.get("depth") is not None:
+        base_kw = {k: v for k, v in kw.items() if k != "depth"}
+        base = lookup(table, model[:-len("_truncated")], n_chans, n_times, base_kw, exact=exact)
+        if base is not None and base.get("n_blocks"):
+            f = base["n_blocks"] / (int(kw["depth"]) + 1)
+            scaled = {k: (v * f if k in ("fwd_per_s", "fwd_bwd_per_s") else v) for k, v in base.items()}
+            for k in ("fwd_spread", "fwd_bwd_spread"):
+                if k in base:
+                    scaled[k] = [v * f for v in base[k]]
+            scaled["source"] = f"{base['source']}, scaled by {base['n_blocks']}/{int(kw['depth']) + 1} blocks"
+            return scaled
+    hit = table.get(throughput_key(model))
+    if hit is not None and hit.get("n_chans") is not None and exact:
+        return None
+    if hit is not None and hit.get("n_chans") not in (None, n_chans):
+        return {**hit, "source": f"{hit['source']}; measured at {hit['n_chans']} × {hit['n_times']}, not "
+                                 f"{n_chans} × {n_times}"}
+    return hit
+
+
+def cell_seconds(fwd: float, bwd: float, tput: dict | None, over: dict | None, epochs: int) -> np.ndarray:
+    """Seconds of one cell at the median, slow-quartile and fast-quartile steps: its backbone forward and forward +
+    backward passes at the throughput's rates, plus Lightning's per-cell and per-epoch cost and two checkpoint
+    saves per epoch (zeros without a throughput)."""
+    if tput is None:
+        return np.zeros(3)
+    rates = [(tput["fwd_per_s"], tput["fwd_bwd_per_s"])]
+    rates += [(tput.get("fwd_spread", [tput["fwd_per_s"]] * 2)[i],
+               tput.get("fwd_bwd_spread", [tput["fwd_bwd_per_s"]] * 2)[i]) for i in (0, 1)]
+    fixed = over["per_cell"] + epochs * (over["per_epoch"] + 2 * tput.get("save_s", 0.0)) if over else 0.0
+    return np.array([fwd / f + bwd / b + fixed for f, b in rates])
+
+
+def cell_passes(regime: str, epochs: int, n_train: int, n_val: int, n_test: int, n_all: int,
+                first_extraction: bool) -> tuple[int, int]:
+    """Backbone (forward, forward + backward) window-passes of one cell: a head-only cell extracts its frozen
+    backbone's tokens once for every window (``n_all``), shared by every head and fold of that backbone (so only
+    the first such cell pays them); a fine-tuned cell trains ``epochs`` epochs and tests once."""
+    if regime == "head_only":
+        return (n_all if first_extraction else 0), 0
+    return epochs * n_val + n_test, epochs * n_train
 
 
 class _Toy(L.LightningModule):
@@ -114,11 +192,7 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
     from eegfm_bench.runs.cells import load_config
 
     cfg = load_config(config, args)
-    table: dict = {}
-    if bench:
-        for r in json.loads(Path(bench).read_text()):
-            if "error" not in r:
-                table.setdefault(r["model"], {**r, "source": f"{bench} ({r['device']})"})
+    table: dict = read_bench(bench) if bench else {}
     over = _lightning_overhead(cfg["trainer"]) if (table or measure) else None
     head = _plan_part(cfg, table, measure, over)
     conf = []
@@ -139,10 +213,7 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
             "n_done": head["n_cells"] - len(head["todo"]), "todo": head["todo"], "launcher": head["launcher"],
             "n_jobs": head["n_jobs"], "parallel": head["parallel"],
             "backbone_passes_saved_by_cache": head["passes_saved"],
-            "throughput": {m: {k: v for k, v in t.items() if k in ("fwd_per_s", "fwd_bwd_per_s", "source", "batch",
-                                                                   "fwd_batches", "fwd_bwd_batches", "fwd_spread",
-                                                                   "fwd_bwd_spread", "save_s")}
-                           for m, t in table.items()},
+            "throughput": throughput_summary(table, head["used"]),
             "overhead_s": over,
             "estimate_device_hours": total[0] / 3600.0 if known else None,
             "estimate_device_hours_range": sorted(hours(total)[1:]) if known else None,
@@ -168,7 +239,7 @@ def _plan_part(cfg: dict, table: dict, measure: bool, over: dict | None) -> dict
     lc = cfg.get("launcher") or {"kind": "none"}
     jobs = chunks([cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], lc) \
         if lc["kind"] != "none" else ([[None] * len(todo)] if todo else [])
-    rows, passes_saved = [], 0
+    rows, passes_saved, used = [], 0, {}
     seconds = np.zeros(3)  # at the median step, the slow quartile and the fast quartile
     extracted = set()
     for c in todo:
@@ -178,31 +249,30 @@ def _plan_part(cfg: dict, table: dict, measure: bool, over: dict | None) -> dict
         epochs = int(tr.get("max_epochs") or 1)
         groups = ws.subject if cfg["split"]["group_by"] == "subject" else ws.recording
         n_train, n_val, n_test = (len(i) for i in split.indices(groups, fold))
-        tput = table.get(run["model"])
+        kw = run.get("backbone_kwargs")
+        tput = lookup(table, run["model"], len(ws.ch_names), int(ws.n_times), kw)
         if tput is None and measure:
             batch = max(1, min(fixed_batch_size(cfg["data"]), n_train or 1))
-            tput = table[run["model"]] = _measure(run["model"], list(ws.ch_names), int(ws.n_times), run, batch)
-        if run["regime"] == "head_only":
-            key = (run["model"], json.dumps(run.get("backbone_kwargs"), sort_keys=True), run.get("pretrained"))
-            would = epochs * (n_train + n_val) + n_test  # backbone passes without the cache (per head and fold)
-            once = 0 if key in extracted else len(ws)
-            extracted.add(key)
-            passes_saved += would - once
-            fwd, bwd = once, 0
-        else:
-            fwd, bwd = epochs * n_val + n_test, epochs * n_train
+            tput = _measure(run["model"], list(ws.ch_names), int(ws.n_times), run, batch)
+            table[throughput_key(run["model"], len(ws.ch_names), int(ws.n_times), kw)] = tput
+            table.setdefault(throughput_key(run["model"]), tput)
         if tput is not None:
-            rates = [(tput["fwd_per_s"], tput["fwd_bwd_per_s"])]
-            rates += [(tput.get("fwd_spread", [tput["fwd_per_s"]] * 2)[i], tput.get("fwd_bwd_spread",
-                       [tput["fwd_bwd_per_s"]] * 2)[i]) for i in (0, 1)]
-            fixed = over["per_cell"] + epochs * (over["per_epoch"] + 2 * tput.get("save_s", 0.0)) if over else 0.0
-            seconds += np.array([fwd / f + bwd / b + fixed for f, b in rates])
+            label = run["model"] if used.get(run["model"], tput) is tput else f"{run['model']} {kw}"
+            used.setdefault(label, tput)
+        key = (run["model"], json.dumps(kw, sort_keys=True), run.get("pretrained"))
+        if run["regime"] == "head_only":
+            would = epochs * (n_train + n_val) + n_test  # backbone passes without the cache (per head and fold)
+            passes_saved += would - (0 if key in extracted else len(ws))
+        fwd, bwd = cell_passes(run["regime"], epochs, n_train, n_val, n_test, len(ws), key not in extracted)
+        if run["regime"] == "head_only":
+            extracted.add(key)
+        seconds += cell_seconds(fwd, bwd, tput, over, epochs)
         rows.append({"cell": cell_id(run["model"], run["regime"], c.head, fold, c.chash), "epochs": epochs,
                      "windows": {"train": n_train, "val": n_val, "test": n_test},
                      "backbone_passes": {"forward": fwd, "forward_backward": bwd}})
     return {"out_dir": str(out), "n_cells": len(cells), "todo": rows, "launcher": lc["kind"], "n_jobs": len(jobs),
             "passes_saved": int(passes_saved), "seconds": seconds.tolist(), "current": current, "overhead": over,
-            "parallel": _parallel(lc, len(jobs))}
+            "parallel": _parallel(lc, len(jobs)), "used": used}
 
 
 def _parallel(lc: dict, n_jobs: int) -> int:
@@ -212,6 +282,30 @@ def _parallel(lc: dict, n_jobs: int) -> int:
     if lc.get("kind") == "local":
         return max(1, min(n_jobs, int(lc.get("workers") or 1)))
     return 1
+
+
+THROUGHPUT_FIELDS = ("fwd_per_s", "fwd_bwd_per_s", "source", "batch", "fwd_batches", "fwd_bwd_batches", "fwd_spread",
+                     "fwd_bwd_spread", "save_s", "n_chans", "n_times")
+
+
+def throughput_summary(table: dict, used: dict | None = None) -> dict:
+    """The throughput entries a plan used (label → rate, spread, sample size, source), for its JSON and text."""
+    if used is None:
+        used = {k[0]: v for k, v in table.items() if len(k) == 1}
+    return {m: {k: v for k, v in t.items() if k in THROUGHPUT_FIELDS} for m, t in used.items()}
+
+
+def throughput_line(label: str, t: dict) -> str:
+    """One model's throughput as a line: rates, the sample (timed batches of N after 2 warm-up steps), the
+    quartile spread and where the figures come from."""
+    line = f"- {label}: {t['fwd_per_s']:.2f} windows/s forward, {t['fwd_bwd_per_s']:.2f} forward + backward"
+    if "fwd_batches" in t:
+        line += (f" (median of {t['fwd_batches']} / {t['fwd_bwd_batches']} timed batches of {t['batch']} after 2 "
+                 f"warm-up; quartiles {t['fwd_spread'][0]:.2f}–{t['fwd_spread'][1]:.2f} / "
+                 f"{t['fwd_bwd_spread'][0]:.2f}–{t['fwd_bwd_spread'][1]:.2f}; {t['source']})")
+    else:
+        line += f" ({t['source']})"
+    return line
 
 
 def plan_markdown(p: dict) -> str:
@@ -231,14 +325,7 @@ def plan_markdown(p: dict) -> str:
     lines.append(f"backbone passes saved by the feature cache (head-only runs share one extraction): "
                  f"{p['backbone_passes_saved_by_cache']:,}")
     for m, t in p["throughput"].items():
-        line = f"- {m}: {t['fwd_per_s']:.1f} windows/s forward, {t['fwd_bwd_per_s']:.1f} forward + backward"
-        if "fwd_batches" in t:
-            line += (f" (median of {t['fwd_batches']} / {t['fwd_bwd_batches']} timed batches of {t['batch']} after 2 "
-                     f"warm-up; quartiles {t['fwd_spread'][0]:.1f}–{t['fwd_spread'][1]:.1f} / "
-                     f"{t['fwd_bwd_spread'][0]:.1f}–{t['fwd_bwd_spread'][1]:.1f}; {t['source']})")
-        else:
-            line += f" ({t['source']})"
-        lines.append(line)
+        lines.append(throughput_line(m, t))
     if p.get("overhead_s"):
         o = p["overhead_s"]
         lines.append(f"- Lightning outside the model (Trainer, callbacks, checkpoints, test loop; measured on a toy "
