@@ -32,7 +32,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Optional, Sequence
 
@@ -309,24 +309,25 @@ def missing_weights(ids: Sequence[str]) -> list[str]:
     return out
 
 
-def _check_cv(cfg: dict, say) -> None:
-    """One batch of every run of a cv config whose weights are on disk (the others are named, not checked), on the
-    local copy: a k-fold split with more folds than the copy has subjects is checked with one fold per subject."""
+def _check_cv(cfg, say) -> None:
+    """One batch of every run of a cv config (a typed :class:`~eegfm_bench.runs.cells.CVConfig`) whose weights are on
+    disk (the others are named, not checked), on the local copy: a k-fold split with more folds than the copy has
+    subjects is checked with one fold per subject."""
     from eegfm_bench.runs.cells import check_config  # lazy: see COMMANDS
 
-    n = local_subjects(cfg["task"])
-    sp = cfg["split"]
-    if sp["scheme"] == "kfold" and sp["group_by"] == "subject" and int(sp["k"]) > n >= 2:
-        say(f"the local copy has {n} subjects: checked with k = {n} (the run keeps k = {sp['k']})")
-        cfg = {**cfg, "split": {**sp, "k": n}}
-    gaps = missing_weights([r.get("pretrained") for r in cfg["runs"]])
+    n = local_subjects(cfg.task)
+    sp = cfg.split
+    if sp.scheme == "kfold" and sp.group_by == "subject" and int(sp.k) > n >= 2:
+        say(f"the local copy has {n} subjects: checked with k = {n} (the run keeps k = {sp.k})")
+        cfg = replace(cfg, split=replace(sp, k=n))
+    gaps = missing_weights([r.pretrained for r in cfg.runs])
     for line in gaps:
         say(line)
-    have = [r for r in cfg["runs"] if not missing_weights([r.get("pretrained")])]
+    have = [r for r in cfg.runs if not missing_weights([r.pretrained])]
     if not have:
         say("no run to check: every run needs missing weights")
         return
-    check_config({k: v for k, v in cfg.items() if k != "runs"} | {"runs": have})
+    check_config(replace(cfg, runs=have))
 
 
 def _check_member(member: dict, paper: dict, say, seen: dict) -> str:

@@ -15,7 +15,9 @@ Prints, without training anything:
 """
 from __future__ import annotations
 
+import io
 import json
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
@@ -23,22 +25,26 @@ from typing import Sequence
 import lightning as L
 import numpy as np
 import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.models.throughput import batch_seconds
+from eegfm_bench.runs.cells import CVConfig, enumerate_cells, fixed_batch_size, load_config, run_trainer, windows_for
+from eegfm_bench.runs.confound import derive, label
+from eegfm_bench.runs.launch import chunks
+from eegfm_bench.runs.progress import CellProgress
+from eegfm_bench.trainer import build_trainer, fit_callbacks
 
 
-def _measure(model: str, ch_names: list[str], n_times: int, run: dict, batch: int, *, min_batches: int = 5,
+def _measure(model: str, ch_names: list[str], n_times: int, backbone_kwargs: dict | None, batch: int, *, min_batches: int = 5,
              min_seconds: float = 2.0) -> dict:
     """Windows/s of one backbone on this machine's CPU, forward (eval, no grad) and forward + backward (train), at
     ``batch`` windows per step: 2 warm-up steps, then at least ``min_batches`` timed steps and ``min_seconds``
     (:func:`~eegfm_bench.models.throughput.batch_seconds`); the median step sets the rate, the quartiles its
     spread. Also the seconds to save the model's weights once (each epoch writes ``best`` and ``last``), the input
     size and the number of blocks (what a depth-truncated variant scales by)."""
-    import io
-
-    from eegfm_bench.models.backbones import BACKBONES
-    from eegfm_bench.models.throughput import batch_seconds
-
     torch.manual_seed(0)
-    kwargs = dict(run.get("backbone_kwargs") or {})
+    kwargs = dict(backbone_kwargs or {})
     ad = BACKBONES.get(model)(ch_names, n_times, n_outputs=2, **kwargs)
     x = torch.randn(batch, len(ch_names), n_times)
     out: dict = {"model": model, "n_chans": len(ch_names), "n_times": int(n_times), "backbone_kwargs": kwargs,
@@ -155,12 +161,6 @@ def _lightning_overhead(tr: dict) -> dict:
     """Seconds a cell spends outside the model on this machine: a Trainer with the cv's callbacks (early stopping,
     checkpoint, RNG state) fitting and testing a toy model for 1 and for 4 epochs; ``per_epoch`` is the slope and
     ``per_cell`` the rest (Trainer start, test loop)."""
-    import tempfile
-
-    from torch.utils.data import DataLoader, TensorDataset
-
-    from eegfm_bench.trainer import build_trainer, fit_callbacks
-
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(32, 8, generator=g), torch.randint(0, 2, (32,), generator=g))
     cost = {}
@@ -188,18 +188,15 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
     ConfigError
         From the config, as ``eegfm-bench cv`` would.
     """
-    from eegfm_bench.runs.confound import derive, label
-    from eegfm_bench.runs.cells import load_config
-
     cfg = load_config(config, args)
     table: dict = read_bench(bench) if bench else {}
-    over = _lightning_overhead(cfg["trainer"]) if (table or measure) else None
+    over = _lightning_overhead(cfg.trainer) if (table or measure) else None
     head = _plan_part(cfg, table, measure, over)
     conf = []
-    cc = cfg.get("confound") or {}
-    if cc.get("enabled"):
-        for v in cc["variations"]:
-            part = _plan_part(load_config(derive(cfg, v)), table, measure, over)
+    cc = cfg.confound
+    if cc.enabled:
+        for v in cc.variations:
+            part = _plan_part(derive(cfg, v), table, measure, over)
             conf.append({"condition": label(v, cc), "out_dir": part["out_dir"], "n_cells": part["n_cells"],
                          "n_todo": len(part["todo"]), "n_jobs": part["n_jobs"], "seconds": part["seconds"],
                          "parallel": part["parallel"]})
@@ -209,7 +206,7 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
     # wall clock: each part's jobs run `parallel` at once (on their own devices); the confound check after the headline
     wall = np.asarray(head["seconds"]) / head["parallel"] + sum((np.asarray(c["seconds"]) / c["parallel"]
                                                                   for c in conf), np.zeros(3))
-    return {"config": cfg["experiment"], "out_dir": head["out_dir"], "n_cells": head["n_cells"],
+    return {"config": cfg.experiment, "out_dir": head["out_dir"], "n_cells": head["n_cells"],
             "n_done": head["n_cells"] - len(head["todo"]), "todo": head["todo"], "launcher": head["launcher"],
             "n_jobs": head["n_jobs"], "parallel": head["parallel"],
             "backbone_passes_saved_by_cache": head["passes_saved"],
@@ -224,53 +221,47 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
             "heads": {f"{m}/{r}/{h}": c for (m, r, h), c in head["current"].items()}}
 
 
-def _plan_part(cfg: dict, table: dict, measure: bool, over: dict | None) -> dict:
-    """Cells, jobs, backbone passes and seconds of one resolved cv config (the headline or a confound variation)."""
-    from eegfm_bench.results import ResultStore
-    from eegfm_bench.results import cell_id, cell_key, done_cells
-    from eegfm_bench.runs.cells import enumerate_cells, fixed_batch_size, run_trainer, windows_for
-    from eegfm_bench.runs.launch import chunks
-
-    out = Path(cfg["out_dir"])
+def _plan_part(cfg: CVConfig, table: dict, measure: bool, over: dict | None) -> dict:
+    """Cells, jobs, backbone passes and seconds of one resolved cv config (the headline or a confound variation):
+    the cells a run would train (:class:`~eegfm_bench.runs.progress.CellProgress`, as the cv decides them)."""
+    out = Path(cfg.out_dir)
     windows: dict = {}
     cells, current, split = enumerate_cells(cfg, windows, progress=False)
-    done = done_cells(ResultStore(out, write=False), cfg["experiment"])
-    todo = [c for c in cells if cell_key(c) not in done]
-    lc = cfg.get("launcher") or {"kind": "none"}
-    jobs = chunks([cell_id(c.run["model"], c.run["regime"], c.head, c.fold, c.chash) for c in todo], lc) \
-        if lc["kind"] != "none" else ([[None] * len(todo)] if todo else [])
+    todo = CellProgress.of_cells(out, cfg.experiment, cells).todo()
+    lc = cfg.launcher
+    jobs = chunks([c.id for c in todo], lc) if lc.kind != "none" else ([[None] * len(todo)] if todo else [])
     rows, passes_saved, used = [], 0, {}
     seconds = np.zeros(3)  # at the median step, the slow quartile and the fast quartile
     extracted = set()
     for c in todo:
         run, fold = c.run, c.fold
-        ws = windows_for(cfg, run["model"], windows)
+        ws = windows_for(cfg, run.model, windows)
         tr = run_trainer(cfg, run)
         epochs = int(tr.get("max_epochs") or 1)
-        groups = ws.subject if cfg["split"]["group_by"] == "subject" else ws.recording
+        groups = ws.subject if cfg.split.group_by == "subject" else ws.recording
         n_train, n_val, n_test = (len(i) for i in split.indices(groups, fold))
-        kw = run.get("backbone_kwargs")
-        tput = lookup(table, run["model"], len(ws.ch_names), int(ws.n_times), kw)
+        kw = run.backbone_kwargs
+        tput = lookup(table, run.model, len(ws.ch_names), int(ws.n_times), kw)
         if tput is None and measure:
-            batch = max(1, min(fixed_batch_size(cfg["data"]), n_train or 1))
-            tput = _measure(run["model"], list(ws.ch_names), int(ws.n_times), run, batch)
-            table[throughput_key(run["model"], len(ws.ch_names), int(ws.n_times), kw)] = tput
-            table.setdefault(throughput_key(run["model"]), tput)
+            batch = max(1, min(fixed_batch_size(cfg.data), n_train or 1))
+            tput = _measure(run.model, list(ws.ch_names), int(ws.n_times), kw, batch)
+            table[throughput_key(run.model, len(ws.ch_names), int(ws.n_times), kw)] = tput
+            table.setdefault(throughput_key(run.model), tput)
         if tput is not None:
-            label = run["model"] if used.get(run["model"], tput) is tput else f"{run['model']} {kw}"
+            label = run.model if used.get(run.model, tput) is tput else f"{run.model} {kw}"
             used.setdefault(label, tput)
-        key = (run["model"], json.dumps(kw, sort_keys=True), run.get("pretrained"))
-        if run["regime"] == "head_only":
+        key = (run.model, json.dumps(kw, sort_keys=True), run.pretrained)
+        if run.regime == "head_only":
             would = epochs * (n_train + n_val) + n_test  # backbone passes without the cache (per head and fold)
             passes_saved += would - (0 if key in extracted else len(ws))
-        fwd, bwd = cell_passes(run["regime"], epochs, n_train, n_val, n_test, len(ws), key not in extracted)
-        if run["regime"] == "head_only":
+        fwd, bwd = cell_passes(run.regime, epochs, n_train, n_val, n_test, len(ws), key not in extracted)
+        if run.regime == "head_only":
             extracted.add(key)
         seconds += cell_seconds(fwd, bwd, tput, over, epochs)
-        rows.append({"cell": cell_id(run["model"], run["regime"], c.head, fold, c.chash), "epochs": epochs,
+        rows.append({"cell": c.id, "epochs": epochs,
                      "windows": {"train": n_train, "val": n_val, "test": n_test},
                      "backbone_passes": {"forward": fwd, "forward_backward": bwd}})
-    return {"out_dir": str(out), "n_cells": len(cells), "todo": rows, "launcher": lc["kind"], "n_jobs": len(jobs),
+    return {"out_dir": str(out), "n_cells": len(cells), "todo": rows, "launcher": lc.kind, "n_jobs": len(jobs),
             "passes_saved": int(passes_saved), "seconds": seconds.tolist(), "current": current, "overhead": over,
             "parallel": _parallel(lc, len(jobs)), "used": used}
 

@@ -174,7 +174,7 @@ def _measure_entry(model: str, names: list[str], n: int, kwargs: dict) -> dict:
     """One throughput entry measured here (:func:`~eegfm_bench.runs.plan._measure` at :data:`MEASURE_BATCH` windows,
     at least :data:`MEASURE_STEPS` timed steps and 2 s), with the machine's 1-minute load average before and after."""
     load = os.getloadavg()[0]
-    out = _measure(model, names, n, {"backbone_kwargs": kwargs}, MEASURE_BATCH, min_batches=MEASURE_STEPS)
+    out = _measure(model, names, n, kwargs, MEASURE_BATCH, min_batches=MEASURE_STEPS)
     return {**out, "load_avg": [round(load, 2), round(os.getloadavg()[0], 2)], "cpu_count": os.cpu_count(),
             "threads": torch.get_num_threads()}
 
