@@ -6,6 +6,7 @@ the device the fit ran on (:func:`eegfm_bench.interpret.attribution.explain_fold
 from __future__ import annotations
 
 import logging
+from dataclasses import fields
 from pathlib import Path
 from typing import Sequence
 
@@ -15,7 +16,7 @@ from lightning.pytorch.callbacks import Callback
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.callbacks.probes import single_device
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
-from eegfm_bench.interpret.config import DEFAULTS, InterpretConfigError
+from eegfm_bench.interpret.config import AttributionConfig, InterpretConfigError
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
 from eegfm_bench.results import ResultStore, code_version, config_hash
 from eegfm_bench.trainer import best_fitted
@@ -39,19 +40,26 @@ class Attribution(Callback):
         Condition strings (App. I.2), ``clean`` by default.
     experiment : str
     **settings
-        Any key of the config's ``attribution`` section (``percentile``, ``max_windows_per_fold``,
+        Any field of the config's ``attribution`` section
+        (:class:`~eegfm_bench.interpret.config.AttributionConfig`: ``percentile``, ``max_windows_per_fold``,
         ``lrp_fallback``, ``attention_rule``, ``epsilon``, ``conservation_windows``, ...).
+
+    Raises
+    ------
+    InterpretConfigError
+        A setting that is not a field of the ``attribution`` section (naming the valid ones).
     """
 
     def __init__(self, out_dir: str | Path, methods: Sequence[str] = ("gxi", "attnlrp"),
                  conditions: Sequence[str] = ("clean",), experiment: str = "attribution", **settings):
         super().__init__()
-        bad = set(settings) - set(DEFAULTS["attribution"])
+        valid = {f.name for f in fields(AttributionConfig)}
+        bad = set(settings) - valid
         if bad:
-            raise InterpretConfigError(f"Attribution: unknown settings {sorted(bad)}; valid: "
-                                       f"{sorted(DEFAULTS['attribution'])}")
+            raise InterpretConfigError(f"Attribution: unknown settings {sorted(bad)}; valid: {sorted(valid)}; fix: "
+                                       "correct or remove them")
         self.out_dir = Path(out_dir)
-        self.acfg = {**DEFAULTS["attribution"], **settings, "methods": list(methods), "conditions": list(conditions)}
+        self.acfg = AttributionConfig(**{**settings, "methods": list(methods), "conditions": list(conditions)})
         self.experiment = experiment
 
     def on_fit_end(self, trainer, pl_module) -> None:
@@ -62,10 +70,10 @@ class Attribution(Callback):
         clf = clf.cpu().eval()
         hp = pl_module.hparams
         cell = f"{hp.backbone}-{hp.regime}-{hp.head}"
-        for m in self.acfg["methods"]:
-            resolve_method(m, hp.backbone, self.acfg["lrp_fallback"])
+        for m in self.acfg.methods:
+            resolve_method(m, hp.backbone, self.acfg.lrp_fallback)
         store = ResultStore(self.out_dir)
-        for condition in self.acfg["conditions"]:
+        for condition in self.acfg.conditions:
             try:
                 res = explain_fold(clf, dm.ws, dm.test_idx, condition=condition, acfg=self.acfg,
                                    trainer=single_device(trainer))
@@ -76,7 +84,8 @@ class Attribution(Callback):
                     "init": str(pl_module.init), "regime": hp.regime, "head": hp.head, "fold": int(dm.fold),
                     "seed": 0, "condition": condition,
                     "n_subjects": int(np.unique(np.asarray(dm.ws.subject)[dm.test_idx]).size), "fold_unit": "subject",
-                    "config_hash": config_hash(self.acfg), "code_version": code_version(), "checkpoint": str(best)}
+                    "config_hash": config_hash(self.acfg.to_dict()), "code_version": code_version(),
+                    "checkpoint": str(best)}
             rows = []
             for method, fm in res.items():
                 fm.save(self.out_dir / cell / cond_dir(condition) / method / f"fold{int(dm.fold)}.npz")

@@ -31,15 +31,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from eegfm_bench.config import ConfigError
+from eegfm_bench.config import ConfigError, ConfigRecord
 
 
 class InterpretConfigError(ConfigError):
     """An interpret config with an unknown key or an invalid value (names the valid ones)."""
 
 
-@dataclass
-class SelectConfig:
+@dataclass(frozen=True)
+class SelectConfig(ConfigRecord):
     """Which cells of the cv run to analyse (null: all).
 
     Args:
@@ -55,8 +55,8 @@ class SelectConfig:
     folds: Optional[list[int]] = None
 
 
-@dataclass
-class ProbeConfig:
+@dataclass(frozen=True)
+class ProbeConfig(ConfigRecord):
     """Block-wise linear probes (paper 003 App. I.5).
 
     Args:
@@ -82,8 +82,8 @@ class ProbeConfig:
     standardize_mean: bool = True
 
 
-@dataclass
-class AttentionConfig:
+@dataclass(frozen=True)
+class AttentionConfig(ConfigRecord):
     """Per-block attention topomaps (paper 003 App. I.4).
 
     Args:
@@ -99,8 +99,8 @@ class AttentionConfig:
     batch_size: int = 16
 
 
-@dataclass
-class AttributionConfig:
+@dataclass(frozen=True)
+class AttributionConfig(ConfigRecord):
     """Gradient×Input and AttnLRP maps (paper 003 App. I.1-I.2).
 
     Args:
@@ -134,7 +134,3 @@ class AttributionConfig:
     randomisation_windows: int = 8
     seed: int = 0
     data_randomisation: bool = False
-
-
-DEFAULTS: dict = {"attribution": {f: getattr(AttributionConfig(), f) for f in AttributionConfig.__dataclass_fields__}}
-"""Defaults of the ``attribution`` section (for the Attribution callback's keyword arguments)."""

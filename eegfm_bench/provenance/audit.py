@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from sklearn.preprocessing import StandardScaler
 
+from eegfm_bench.config import ConfigRecord, typed
 from eegfm_bench.reports.audit import audit_markdown
 from eegfm_bench.stats import BootstrapCI, cluster_bootstrap
 
@@ -52,9 +53,11 @@ SCHEMA = "physiotrace-audit/1"
 _SPLITS = ("train", "val", "test")
 
 
-@dataclass
-class AuditConfig:
-    """Declared settings of one audit (all enter the config hash).
+@dataclass(frozen=True)
+class AuditConfig(ConfigRecord):
+    """Declared settings of one audit (all enter the config hash), typed and frozen: ``eegfm-bench audit`` builds
+    it from the config's top-level keys (:func:`eegfm_bench.runs.audit.load_audit_config`), the Python API from a
+    mapping (:meth:`from_dict`).
 
     Attributes
     ----------
@@ -112,11 +115,11 @@ class AuditConfig:
     random_match: str = "energy"
     utility_margin: float = -0.02
 
-    def __post_init__(self):
-        self.Cs = tuple(float(c) for c in self.Cs)
-        self.intermediate_exponents = tuple(float(e) for e in self.intermediate_exponents)
+    def __post_init__(self):  # the declared types, on a frozen record
+        object.__setattr__(self, "Cs", tuple(float(c) for c in self.Cs))
+        object.__setattr__(self, "intermediate_exponents", tuple(float(e) for e in self.intermediate_exponents))
         if self.shortcut_groups is not None:
-            self.shortcut_groups = list(self.shortcut_groups)
+            object.__setattr__(self, "shortcut_groups", list(self.shortcut_groups))
         if not self.Cs or min(self.Cs) <= 0:
             raise ValueError(f"Cs must be non-empty and positive, got {self.Cs}")
         if self.n_boot < 100:
@@ -141,13 +144,19 @@ class AuditConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping | None) -> "AuditConfig":
-        """Build from a plain dict, rejecting unknown keys (the message lists the valid ones)."""
+        """Build from a plain dict, rejecting unknown keys (the message lists the valid ones).
+
+        Raises
+        ------
+        ValueError
+            An unknown key, or a value :class:`AuditConfig` refuses.
+        """
         d = dict(d or {})
         valid = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - valid)
         if unknown:
             raise ValueError(f"unknown audit config keys {unknown}; valid keys: {sorted(valid)}")
-        return cls(**d)
+        return typed(cls, d)
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""

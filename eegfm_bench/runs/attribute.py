@@ -20,12 +20,13 @@ from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
+from eegfm_bench.interpret.config import AttributionConfig
 from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
 from eegfm_bench.reports.attribution import checks_markdown, checks_table, method_label, write_cell_maps
 from eegfm_bench.reports.page import refresh, report_root
 from eegfm_bench.results import FailedCellsError, ResultStore, code_version, config_hash
 from eegfm_bench.runs.cells import LP_FT, fixed_batch_size, head_kwargs_for, run_init_seed, run_optim, run_trainer
-from eegfm_bench.runs.interpret_config import load_interpret_config
+from eegfm_bench.runs.interpret_config import InterpretConfig, load_interpret_config, worker_config
 from eegfm_bench.runs.launch import run_jobs
 from eegfm_bench.runs.output import CVRun, load_fold_model
 from eegfm_bench.trainer import hashable_trainer, log_summary
@@ -67,18 +68,17 @@ def label_randomised_model(run, ck, ws, root: Path, seed: int):
     if best.is_file():
         return load_fold_model(best)
     cfg, r = run.config, run.run_of(ck.model, ck.regime, ck.head)
-    sp = cfg["split"]
-    spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
+    sp = cfg.split
+    spec = SplitSpec(sp.scheme, sp.k, sp.seed, sp.n_val_groups, sp.group_by)
     groups = ws.subject if spec.group_by == "subject" else ws.recording
     split = save_or_verify(make_split(ws.y, groups, spec, run.task), run.dir / "splits.json", write=False)
     tr, va, _ = run.fold_indices(ws, ck.fold)
     y_perm, _ = scrambled_source_labels(ws.y, ws.subject, np.concatenate([tr, va]), "auto", seed=seed + ck.fold)
-    train_fold(task=cfg["task"], model=ck.model, regime=LP_FT.get(ck.regime, ck.regime), head=ck.head, fold=ck.fold,
-               split=split, ws=ws, seed=int(cfg["seed"]), init_seed=run_init_seed(cfg, r),
-               trainer_cfg=run_trainer(cfg, r), optim=run_optim(cfg, r), batch_size=fixed_batch_size(cfg["data"]),
-               out_dir=folder, tag=tag, backbone_kwargs=r.get("backbone_kwargs"), head_kwargs=head_kwargs_for(r, ck.head),
-               lora=r.get("lora"), pretrained=r.get("pretrained"), y_train=y_perm,
-               user_model=(cfg.get("user_models") or {}).get(ck.model))
+    train_fold(task=cfg.task, model=ck.model, regime=LP_FT.get(ck.regime, ck.regime), head=ck.head, fold=ck.fold,
+               split=split, ws=ws, seed=int(cfg.seed), init_seed=run_init_seed(cfg, r),
+               trainer_cfg=run_trainer(cfg, r), optim=run_optim(cfg, r), batch_size=fixed_batch_size(cfg.data),
+               out_dir=folder, tag=tag, backbone_kwargs=r.backbone_kwargs, head_kwargs=head_kwargs_for(r, ck.head),
+               lora=r.lora, pretrained=r.pretrained, y_train=y_perm, user_model=(cfg.user_models or {}).get(ck.model))
     return load_fold_model(best)
 
 
@@ -108,25 +108,23 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
         Paths written and the summary table of the checks.
     """
     cfg = load_interpret_config(config, args)
-    acfg, sel = cfg["attribution"], cfg["select"]
-    run = CVRun(cfg["cv_dir"], cfg["cv_config"])
+    acfg, sel = cfg.attribution, cfg.select
+    run = CVRun(cfg.cv_dir, cfg.cv_config)
     zero = is_global_zero()
-    root = Path(cfg["out_dir"]) / "attribution"
-    cks = run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])
+    root = Path(cfg.out_dir) / "attribution"
+    cks = run.checkpoints(sel.models, sel.regimes, sel.heads, sel.folds)
     _check_methods_and_montages(run, cks, acfg)
     worker = worker_units is not None
-    lc = cfg.get("launcher") or {"kind": "none"}
     store = ResultStore(root, write=zero, merge=not worker)
-    chash = config_hash({"attribution": {k: acfg[k] for k in sorted(acfg)},
-                         "trainer": hashable_trainer(cfg["trainer"], inference=True)})
+    chash = config_hash({"attribution": acfg.to_dict(), "trainer": hashable_trainer(cfg.trainer, inference=True)})
     code = code_version()
     skipped = []
     current: set[str] = set()  # config hashes of this run's rows: the checks table shows only these
     todo = cks
     if worker:
         todo = [ck for ck in cks if attribution_unit(ck) in set(worker_units)]
-    elif lc["kind"] != "none":
-        skipped += _attribution_jobs(cfg, lc, cks, root, progress=progress and zero)
+    elif cfg.launcher.kind != "none":
+        skipped += _attribution_jobs(cfg, cks, root, progress=progress and zero)
         current |= {config_hash({"attribution": chash, "cv": ck.config_hash}) for ck in cks}
         store.merge()
         todo = []
@@ -141,26 +139,26 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
     paths: dict = {"results": store.csv, **_aggregate_maps(run, cks, acfg, root)}
     table = _checks_table(cfg, run, store, current, root)
     (root / "checks.md").write_text(checks_markdown(table))
-    (root / "interpret.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))  # the page's
-    # reproduce block names it
+    (root / "interpret.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False,
+                                                         allow_unicode=True))  # the page's reproduce block names it
     (root / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
     paths["checks"] = root / "checks.md"
-    refresh(report_root(cfg["out_dir"], run.dir), quiet=not progress)
+    refresh(report_root(cfg.out_dir, run.dir), quiet=not progress)
     paths["checks_table"] = table
     return paths
 
 
-def _check_methods_and_montages(run, cks: list, acfg: dict) -> None:
+def _check_methods_and_montages(run, cks: list, acfg: AttributionConfig) -> None:
     """Every method resolves for every selected model and every montage has positions, before any computation
     (MOABB-style) or any folder is made."""
     for ck in cks:
-        for m in acfg["methods"]:
-            resolve_method(m, ck.model, acfg["lrp_fallback"])
+        for m in acfg.methods:
+            resolve_method(m, ck.model, acfg.lrp_fallback)
     for model in sorted({ck.model for ck in cks}):
         check_positions(run.windows(model).ch_names)
 
 
-def _attribution_jobs(cfg: dict, lc: dict, cks: list, root: Path, *, progress: bool) -> list[dict]:
+def _attribution_jobs(cfg: InterpretConfig, cks: list, root: Path, *, progress: bool) -> list[dict]:
     """Every :func:`attribution_unit` of ``cks`` as a launcher job; the (cell, fold, condition)s the jobs skipped.
 
     Raises
@@ -169,8 +167,8 @@ def _attribution_jobs(cfg: dict, lc: dict, cks: list, root: Path, *, progress: b
         A job failed (the finished units' rows and maps are kept).
     """
     got: dict = {}
-    failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, [attribution_unit(ck) for ck in cks],
-                        root, progress=progress, kind="attribute", collect=got)
+    failures = run_jobs(cfg.launcher, worker_config(cfg), [attribution_unit(ck) for ck in cks], root,
+                        progress=progress, kind="attribute", collect=got)
     if failures:
         raise FailedCellsError(f"{len(failures)} attribution job(s) failed (first: {failures[0]['cell']}: "
                                f"{failures[0]['error'][:300]}); the finished units' rows and maps are kept under "
@@ -178,27 +176,27 @@ def _attribution_jobs(cfg: dict, lc: dict, cks: list, root: Path, *, progress: b
     return got.get("skipped", [])
 
 
-def _explain_checkpoint(cfg: dict, run, ck, root: Path, store, chash: str, code: str, skipped: list, *,
-                        write: bool) -> set[str]:
+def _explain_checkpoint(cfg: InterpretConfig, run, ck, root: Path, store, chash: str, code: str, skipped: list,
+                        *, write: bool) -> set[str]:
     """The maps of one fold checkpoint under every condition and method: per-fold maps (``fold<k>.npz``) and rows
     (appended to ``store``); a condition that selects no window is logged and added to ``skipped``. Returns the
     config hashes of the rows written."""
-    acfg = cfg["attribution"]
+    acfg = cfg.attribution
     ws = run.windows(ck.model)
     _, _, te = run.fold_indices(ws, ck.fold)
     clf = load_fold_model(ck.path)
-    lab = label_randomised_model(run, ck, ws, root, int(acfg["seed"])) if acfg["data_randomisation"] else None
+    lab = label_randomised_model(run, ck, ws, root, int(acfg.seed)) if acfg.data_randomisation else None
     current = set()
-    for condition in acfg["conditions"]:
+    for condition in acfg.conditions:
         try:
-            res = explain_fold(clf, ws, te, condition=condition, acfg=acfg, trainer=cfg["trainer"],
+            res = explain_fold(clf, ws, te, condition=condition, acfg=acfg, trainer=cfg.trainer,
                                label_randomised=lab)
         except NoWindowsSelectedError as err:
             log.warning("%s fold %d %s: %s", ck.cell, ck.fold, condition, err)
             skipped.append({"cell": ck.cell, "fold": ck.fold, "condition": condition, "reason": str(err)})
             continue
         base = {"experiment": run.experiment, "task": run.task, "model": ck.model, "init": ck.init,
-                "regime": ck.regime, "head": ck.head, "fold": ck.fold, "seed": int(run.config["seed"]),
+                "regime": ck.regime, "head": ck.head, "fold": ck.fold, "seed": int(run.config.seed),
                 "condition": condition, "n_subjects": int(np.unique(np.asarray(ws.subject)[te]).size),
                 "fold_unit": run.group_by, "config_hash": config_hash({"attribution": chash, "cv": ck.config_hash}),
                 "code_version": code, "checkpoint": str(ck.path)}
@@ -212,16 +210,15 @@ def _explain_checkpoint(cfg: dict, run, ck, root: Path, store, chash: str, code:
     return current
 
 
-def _aggregate_maps(run, cks: list, acfg: dict, root: Path) -> dict:
+def _aggregate_maps(run, cks: list, acfg: AttributionConfig, root: Path) -> dict:
     """Per cell / condition / method: the per-fold maps found on disk averaged into ``maps.npz`` + ``topomap.png``;
     per condition an overview of every cell and method. Returns the paths written."""
     paths: dict = {}
     class_names = run.windows(cks[0].model).class_names
-    for condition in acfg["conditions"]:
+    for condition in acfg.conditions:
         rows_maps, names_map = {}, {}
         for cell in sorted({ck.cell for ck in cks}):
-            for method in sorted({resolve_method(m, cell.split("-")[0], acfg["lrp_fallback"])
-                                  for m in acfg["methods"]}):
+            for method in sorted({resolve_method(m, cell.split("-")[0], acfg.lrp_fallback) for m in acfg.methods}):
                 agg = write_cell_maps(root / cell, method, condition, class_names,
                                       f"{cell} on {run.task}, {condition}: {method_label(method, cell.split('-')[0])}")
                 if agg is None:
@@ -238,13 +235,13 @@ def _aggregate_maps(run, cks: list, acfg: dict, root: Path) -> dict:
     return paths
 
 
-def _checks_table(cfg: dict, run, store, current: set[str], root: Path):
+def _checks_table(cfg: InterpretConfig, run, store, current: set[str], root: Path):
     """The sanity checks' summary (conservation, randomisation) of this run's rows, also logged to the trackers."""
-    acfg = cfg["attribution"]
+    acfg = cfg.attribution.to_dict()
     df_all = store.load()
     table = checks_table(df_all[df_all["config_hash"].astype(str).isin(current)] if not df_all.empty else df_all)
     if not table.empty:
-        log_summary(cfg["trainer"], root, "attribution", {
+        log_summary(cfg.trainer, root, "attribution", {
             f"attribution/{r.model}-{r.regime}-{r.head}/{r.condition}/{r.metric}": r.mean for r in table.itertuples()},
             hparams={"cv_dir": str(run.dir), **{f"attribution.{k}": str(v) for k, v in acfg.items()}},
             experiment=run.experiment)

@@ -14,13 +14,13 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from eegfm_bench.config import command_parser, parse_config
+from eegfm_bench.config import ConfigRecord, command_parser, parse_config, typed
 from eegfm_bench.provenance.audit import AuditConfig, AuditReport, run_audit
 from eegfm_bench.provenance.views import pair_views
 
 
-@dataclass
-class AuditCommand:
+@dataclass(frozen=True)
+class AuditCommand(ConfigRecord):
     """Inputs and outputs of one audit.
 
     Args:
@@ -46,6 +46,28 @@ def audit_parser():
 _NPZ_KEYS = ("emb", "y", "provenance", "subject", "record", "split")
 
 
+def load_audit_config(source, args: Sequence[str] = ()) -> tuple[AuditCommand, AuditConfig]:
+    """Read an audit config (YAML path or mapping, plus dotted overrides) and return its two typed, frozen parts:
+    the inputs and outputs (:class:`AuditCommand`) and the audit's settings (every other top-level key,
+    :class:`~eegfm_bench.provenance.audit.AuditConfig`), before any file is read.
+
+    Raises
+    ------
+    ConfigError
+        Unknown keys (with close matches), wrong types.
+    ValueError
+        ``embeddings`` / ``out_dir`` missing, or a setting :class:`~eegfm_bench.provenance.audit.AuditConfig`
+        refuses.
+    """
+    raw = {k: v for k, v in parse_config(audit_parser(), source, args).items() if v is not None or k in NULLABLE}
+    own = {f.name for f in dataclasses.fields(AuditCommand)}
+    cmd = typed(AuditCommand, {k: v for k, v in raw.items() if k in own})
+    for key, value in (("embeddings", cmd.embeddings), ("out_dir", cmd.out_dir)):
+        if not value:
+            raise ValueError(f"audit config needs {key!r}; fix: add {key}: <path> to the audit config")
+    return cmd, typed(AuditConfig, {k: v for k, v in raw.items() if k not in own})
+
+
 def audit_main(config, args: Sequence[str] = ()) -> AuditReport:
     """Run (or resume) an audit described by a config dict; the ``eegfm-bench audit`` hook.
 
@@ -53,11 +75,14 @@ def audit_main(config, args: Sequence[str] = ()) -> AuditReport:
     ----------
     config : path or dict
         A YAML file or mapping (typed: :class:`AuditCommand` plus every
-        :class:`~eegfm_bench.provenance.audit.AuditConfig` field at the top level). ``embeddings``: path to an ``.npz`` with keys ``emb``, ``y``, ``provenance``, ``subject``, ``record``,
-        ``split`` (shapes as in :func:`run_audit`); ``out_dir``: output folder; optional ``paired: true`` when
-        ``emb`` is long-format ``(n_rows, d)`` with one row per (window, view) — rows are then paired by
-        :func:`~eegfm_bench.provenance.views.pair_views` on (record, order), with optional ``views`` giving the
-        view order; every other key is an :class:`AuditConfig` field.
+        :class:`~eegfm_bench.provenance.audit.AuditConfig` field at the top level; read by
+        :func:`load_audit_config`). ``embeddings``: path to an ``.npz`` with keys ``emb``, ``y``, ``provenance``,
+        ``subject``, ``record``, ``split`` (shapes as in :func:`run_audit`); ``out_dir``: output folder; optional
+        ``paired: true`` when ``emb`` is long-format ``(n_rows, d)`` with one row per (window, view) — rows are then
+        paired by :func:`~eegfm_bench.provenance.views.pair_views` on (record, order), with optional ``views``
+        giving the view order; every other key is an :class:`AuditConfig` field.
+    args : sequence of str
+        Dotted overrides (``--n_boot 2000``).
 
     Returns
     -------
@@ -67,19 +92,13 @@ def audit_main(config, args: Sequence[str] = ()) -> AuditReport:
     Raises
     ------
     ValueError
-        If ``embeddings``/``out_dir`` are missing, the npz lacks a key, paired rows disagree in target, subject
-        or split, or any :func:`run_audit` check fails.
+        If ``embeddings``/``out_dir`` are missing, a setting is refused, the npz lacks a key, paired rows disagree
+        in target, subject or split, or any :func:`run_audit` check fails.
     FileNotFoundError
         If the npz does not exist.
     """
-    config = {k: v for k, v in parse_config(audit_parser(), config, args).items() if v is not None or k in NULLABLE}
-    for key in ("embeddings", "out_dir"):
-        if not config.get(key):
-            raise ValueError(f"audit config needs {key!r}; fix: add {key}: <path> to the audit config")
-    path = Path(config.pop("embeddings"))
-    out_dir = Path(config.pop("out_dir"))
-    paired_long = bool(config.pop("paired", False))
-    views = config.pop("views", None)
+    cmd, audit_cfg = load_audit_config(config, args)
+    path = Path(cmd.embeddings)
     if not path.exists():
         raise FileNotFoundError(f"embeddings file {path} not found; fix: cache embeddings first")
     with np.load(path, allow_pickle=False) as f:
@@ -87,8 +106,8 @@ def audit_main(config, args: Sequence[str] = ()) -> AuditReport:
         if missing:
             raise ValueError(f"{path} lacks keys {missing}; it needs {list(_NPZ_KEYS)}")
         arr = {k: f[k] for k in _NPZ_KEYS}
-    if paired_long:
-        pv = pair_views(arr["emb"], arr["provenance"], arr["record"], views=views)
+    if cmd.paired:
+        pv = pair_views(arr["emb"], arr["provenance"], arr["record"], views=cmd.views)
         first = pv.rows[:, 0]
         for k in ("y", "subject", "record", "split"):
             a = arr[k]
@@ -98,7 +117,7 @@ def audit_main(config, args: Sequence[str] = ()) -> AuditReport:
         arr = {"emb": pv.emb, "provenance": np.array(pv.views), **{k: arr[k][first] for k in
                                                                     ("y", "subject", "record", "split")}}
     return run_audit(arr["emb"], arr["y"], arr["provenance"], arr["subject"], arr["record"], arr["split"],
-                     AuditConfig.from_dict(config), out_dir=out_dir)
+                     audit_cfg, out_dir=Path(cmd.out_dir))
 
 
 # ----------------------------------------------------------------------------------------------------------------

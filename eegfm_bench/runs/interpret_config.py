@@ -3,10 +3,10 @@
 before any data or model is touched."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional, Sequence
 
-from eegfm_bench.config import ConfigError, command_parser, parse_config
+from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, parse_config, typed
 from eegfm_bench.interpret.config import (AttentionConfig, AttributionConfig, InterpretConfigError, ProbeConfig,
                                           SelectConfig)
 from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
@@ -17,8 +17,8 @@ from eegfm_bench.runs.launch import LauncherConfig, check_launcher
 from eegfm_bench.trainer import check_trainer
 
 
-@dataclass
-class InterpretConfig:
+@dataclass(frozen=True)
+class InterpretConfig(ConfigRecord):
     """``eegfm-bench probe`` / ``attribute``: analyses of a cv run's fold checkpoints (paper 003 §4, App. I).
 
     Args:
@@ -32,6 +32,7 @@ class InterpretConfig:
         attribution: attribution maps.
         launcher: where the units run (``none``: this process; ``local`` workers; ``slurm``): one unit is one
             (model, fold) for ``probe`` and one (cell, fold) for ``attribute``, see :mod:`eegfm_bench.runs.launch`.
+        trainer: every ``lightning.Trainer`` argument plus ``loggers`` (every forward pass runs in a Trainer).
     """
 
     experiment: Optional[str] = None
@@ -43,14 +44,17 @@ class InterpretConfig:
     attention: AttentionConfig = field(default_factory=AttentionConfig)
     attribution: AttributionConfig = field(default_factory=AttributionConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    trainer: dict[str, Any] = field(default_factory=dict)
 
 
 def interpret_parser(prog: str = "eegfm-bench probe"):
     return command_parser(prog, InterpretConfig, description=InterpretConfig.__doc__, training=False)
 
 
-def load_interpret_config(source, args: Sequence[str] = ()) -> dict:
-    """Read, fill defaults and validate an interpret config (before any data or model is touched).
+def load_interpret_config(source, args: Sequence[str] = ()) -> InterpretConfig:
+    """Read (YAML path, mapping or :class:`InterpretConfig`, plus dotted overrides), fill defaults, validate and
+    return an interpret config typed and frozen (before any data or model is touched); with ``cv_config`` its
+    ``out_dir`` is the ``cv_dir``.
 
     Raises
     ------
@@ -58,40 +62,58 @@ def load_interpret_config(source, args: Sequence[str] = ()) -> dict:
         Unknown keys (with close matches), missing ``cv_dir`` / ``out_dir``, unknown pooling / method / attention
         rule / fallback, an unparsable condition string, trainer settings this machine cannot honour.
     """
+    if isinstance(source, InterpretConfig):  # e.g. a launcher's worker: parsed and checked again
+        source = source.to_dict()
     try:
-        cfg = parse_config(interpret_parser(), source, args)
+        cfg = typed(InterpretConfig, parse_config(interpret_parser(), source, args))
     except ConfigError as err:
         raise InterpretConfigError(str(err)) from None
-    if cfg["cv_config"] is not None:
-        if cfg["cv_dir"] is not None:
+    if cfg.cv_config is not None:
+        if cfg.cv_dir is not None:
             raise InterpretConfigError("set one of `cv_dir` and `cv_config`, not both")
-
-        cfg["cv_dir"] = load_cv_config(cfg["cv_config"])["out_dir"]
-    for key in ("cv_dir", "out_dir"):
-        if not cfg[key]:
-            raise InterpretConfigError(f"`{key}` is required (cv_dir: the out_dir of an `eegfm-bench cv` run; "
-                                       "out_dir: where the analyses go)")
-    for p in cfg["probe"]["poolings"]:
-        if p not in POOLINGS:
-            raise InterpretConfigError(f"probe.poolings: unknown pooling {p!r}; valid: {POOLINGS}")
-    a = cfg["attribution"]
-    for m in a["methods"]:
-        if m not in ATTRIBUTION_METHODS:
-            raise InterpretConfigError(f"attribution.methods: unknown method {m!r}; valid: {ATTRIBUTION_METHODS}")
-    if a["lrp_fallback"] not in (None, "gxi"):
-        raise InterpretConfigError(f"attribution.lrp_fallback must be null or 'gxi', got {a['lrp_fallback']!r}")
-    if a["attention_rule"] not in ATTENTION_RULES:
-        raise InterpretConfigError(f"attribution.attention_rule must be one of {ATTENTION_RULES}")
-    if not 0 <= float(a["percentile"]) < 100:
-        raise InterpretConfigError(f"attribution.percentile must be in [0, 100), got {a['percentile']}")
-    for c in a["conditions"]:
-        parse_condition(c)
-    try:
-        check_trainer(cfg["trainer"], "trainer")
-        check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
-    except ConfigError as err:
-        raise InterpretConfigError(str(err)) from None
+        cfg = replace(cfg, cv_dir=load_cv_config(cfg.cv_config).out_dir)
+    _check_interpret(cfg)
     return cfg
 
 
-__all__ = ["InterpretConfig", "interpret_parser", "load_interpret_config", "InterpretConfigError"]
+def _check_interpret(cfg: InterpretConfig) -> None:
+    """The checks of a typed interpret config that need no data: the folders, the probe poolings, the attribution
+    methods / fallback / rule / percentile / conditions, the trainer and the launcher.
+
+    Raises
+    ------
+    InterpretConfigError
+    """
+    for key, value in (("cv_dir", cfg.cv_dir), ("out_dir", cfg.out_dir)):
+        if not value:
+            raise InterpretConfigError(f"`{key}` is required (cv_dir: the out_dir of an `eegfm-bench cv` run; "
+                                       "out_dir: where the analyses go)")
+    for p in cfg.probe.poolings:
+        if p not in POOLINGS:
+            raise InterpretConfigError(f"probe.poolings: unknown pooling {p!r}; valid: {POOLINGS}")
+    a = cfg.attribution
+    for m in a.methods:
+        if m not in ATTRIBUTION_METHODS:
+            raise InterpretConfigError(f"attribution.methods: unknown method {m!r}; valid: {ATTRIBUTION_METHODS}")
+    if a.lrp_fallback not in (None, "gxi"):
+        raise InterpretConfigError(f"attribution.lrp_fallback must be null or 'gxi', got {a.lrp_fallback!r}")
+    if a.attention_rule not in ATTENTION_RULES:
+        raise InterpretConfigError(f"attribution.attention_rule must be one of {ATTENTION_RULES}")
+    if not 0 <= float(a.percentile) < 100:
+        raise InterpretConfigError(f"attribution.percentile must be in [0, 100), got {a.percentile}")
+    for c in a.conditions:
+        parse_condition(c)
+    try:
+        check_trainer(cfg.trainer, "trainer")
+        check_launcher(cfg.launcher, trainer=cfg.trainer)
+    except ConfigError as err:
+        raise InterpretConfigError(str(err)) from None
+
+
+def worker_config(cfg: InterpretConfig) -> InterpretConfig:
+    """The config a launcher's worker runs: no launcher of its own, and the ``cv_dir`` the parent resolved and
+    verified (``cv_config`` dropped: loading both set is refused)."""
+    return replace(cfg, launcher=replace(cfg.launcher, kind="none"), cv_config=None)
+
+
+__all__ = ["InterpretConfig", "interpret_parser", "load_interpret_config", "worker_config", "InterpretConfigError"]

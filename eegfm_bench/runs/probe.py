@@ -24,7 +24,7 @@ from eegfm_bench.models.features import state_hash
 from eegfm_bench.reports.page import refresh, report_root
 from eegfm_bench.reports.probes import write_report
 from eegfm_bench.results import FailedCellsError, ResultStore
-from eegfm_bench.runs.interpret_config import load_interpret_config
+from eegfm_bench.runs.interpret_config import InterpretConfig, load_interpret_config, worker_config
 from eegfm_bench.runs.launch import run_jobs
 from eegfm_bench.runs.output import CVRun, load_fold_model, load_initial_model
 from eegfm_bench.trainer import log_summary
@@ -49,8 +49,9 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
 
     Parameters
     ----------
-    config : path or dict
-        Interpret config (see :mod:`eegfm_bench.interpret.config`): ``cv_dir``, ``out_dir``, ``select``,
+    config : path, dict or InterpretConfig
+        Interpret config (see :mod:`eegfm_bench.interpret.config`; read by
+        :func:`~eegfm_bench.runs.interpret_config.load_interpret_config`): ``cv_dir``, ``out_dir``, ``select``,
         ``probe``, ``launcher`` (``local`` / ``slurm``: one job per :func:`probe_unit`; the parent then writes the
         report and the attention maps).
     worker_units : sequence of str, optional
@@ -63,39 +64,39 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
         Paths of the written table, CSV, curve plot and (when enabled) attention topomaps.
     """
     cfg = load_interpret_config(config, args)
-    run = CVRun(cfg["cv_dir"], cfg["cv_config"])
-    if cfg["attention"]["enabled"] and cfg["attention"]["models"]:  # refused before any probe is fitted
-        for m in cfg["attention"]["models"]:
+    run = CVRun(cfg.cv_dir, cfg.cv_config)
+    if cfg.attention.enabled and cfg.attention.models:  # refused before any probe is fitted
+        for m in cfg.attention.models:
             check_attention_support(m)
     zero = is_global_zero()
-    sel = cfg["select"]
-    out = Path(cfg["out_dir"]) / "probes"
+    sel = cfg.select
+    out = Path(cfg.out_dir) / "probes"
     if zero:
         out.mkdir(parents=True, exist_ok=True)
-    cks = run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])
+    cks = run.checkpoints(sel.models, sel.regimes, sel.heads, sel.folds)
     current: set[str] = set()  # config hashes of this run's rows: the report shows only these
     worker = worker_units is not None
-    lc = cfg.get("launcher") or {"kind": "none"}
+    launched = cfg.launcher.kind != "none"
     if worker:
         cks = [ck for ck in cks if probe_unit(ck) in set(worker_units)]
-    elif lc["kind"] != "none":
-        current |= _probe_jobs(cfg, lc, cks, out, progress=progress and zero)
+    elif launched:
+        current |= _probe_jobs(cfg, cks, out, progress=progress and zero)
         cks = []
     current |= _probe_folds(cfg, run, cks, out, progress=progress and zero, write=zero, merge=not worker)
     if worker:
         return {"failures": [], "current": sorted(current)}
-    if zero and lc["kind"] != "none":
+    if zero and launched:
         ResultStore(out).merge()
-    ws0 = run.windows(run.checkpoints(sel["models"], sel["regimes"], sel["heads"], sel["folds"])[0].model)
+    ws0 = run.windows(run.checkpoints(sel.models, sel.regimes, sel.heads, sel.folds)[0].model)
     paths = _write_probe_report(cfg, run, out, current, chance=1.0 / len(ws0.class_names)) if zero else {}
-    if cfg["attention"]["enabled"]:
+    if cfg.attention.enabled:
         paths.update(run_attention(cfg, run=run, progress=progress))
     if zero:
-        refresh(report_root(cfg["out_dir"], run.dir), quiet=not progress)
+        refresh(report_root(cfg.out_dir, run.dir), quiet=not progress)
     return paths
 
 
-def _probe_jobs(cfg: dict, lc: dict, cks: list, out: Path, *, progress: bool) -> set[str]:
+def _probe_jobs(cfg: InterpretConfig, cks: list, out: Path, *, progress: bool) -> set[str]:
     """Every :func:`probe_unit` of ``cks`` as a launcher job; the config hashes the jobs wrote.
 
     Raises
@@ -104,8 +105,8 @@ def _probe_jobs(cfg: dict, lc: dict, cks: list, out: Path, *, progress: bool) ->
         A job failed (the finished units' rows are kept).
     """
     got: dict = {}
-    failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, list(dict.fromkeys(map(probe_unit, cks))),
-                        out, progress=progress, kind="probe", collect=got)
+    failures = run_jobs(cfg.launcher, worker_config(cfg), list(dict.fromkeys(map(probe_unit, cks))), out,
+                        progress=progress, kind="probe", collect=got)
     if failures:
         raise FailedCellsError(f"{len(failures)} probe job(s) failed (first: {failures[0]['cell']}: "
                                f"{failures[0]['error'][:300]}); the finished units' rows are kept under {out}; "
@@ -113,11 +114,13 @@ def _probe_jobs(cfg: dict, lc: dict, cks: list, out: Path, *, progress: bool) ->
     return set(got.get("current", []))
 
 
-def _probe_folds(cfg: dict, run, cks: list, out: Path, *, progress: bool, write: bool, merge: bool) -> set[str]:
+def _probe_folds(cfg: InterpretConfig, run, cks: list, out: Path, *, progress: bool, write: bool,
+                 merge: bool) -> set[str]:
     """The block-wise probes of every fold checkpoint in ``cks`` (identical backbones probed once per fold); the
     config hashes of the rows written."""
-    pc = cfg["probe"]
-    fit_kw = {k: pc[k] for k in ("max_epochs", "patience", "lr", "batch_size", "standardize_mean")}
+    pc = cfg.probe
+    fit_kw = {"max_epochs": pc.max_epochs, "patience": pc.patience, "lr": pc.lr, "batch_size": pc.batch_size,
+              "standardize_mean": pc.standardize_mean}
     done: set = set()  # (model, fold, stage, weights): identical backbones are probed once per fold
     current: set[str] = set()
     for ck in tqdm(cks, desc="probes", disable=not progress, unit="fold"):
@@ -125,33 +128,33 @@ def _probe_folds(cfg: dict, run, cks: list, out: Path, *, progress: bool, write:
         tr, va, te = run.fold_indices(ws, ck.fold)
         model = load_fold_model(ck.path)
         frozen = None
-        if pc["include_frozen"]:
+        if pc.include_frozen:
             init = load_initial_model(ck.path)
             frozen = init.backbone
-        rows = run_fold_probes(model, ws, tr, va, te, fold=ck.fold, out_dir=out, experiment=run.experiment, task=run.task,
-                        model_name=ck.model, source_head=ck.head, frozen_backbone=frozen, poolings=pc["poolings"],
-                        cache_dir=pc["cache_dir"] or run.config["data"].get("cache_dir"), batch_size=pc["forward_batch_size"], probe_kwargs=fit_kw,
-                        checkpoint=str(ck.path), seed=run.seed, trainer=cfg["trainer"], done=done, write=write,
-                        merge=merge)
+        rows = run_fold_probes(model, ws, tr, va, te, fold=ck.fold, out_dir=out, experiment=run.experiment,
+                               task=run.task, model_name=ck.model, source_head=ck.head, frozen_backbone=frozen,
+                               poolings=pc.poolings, cache_dir=pc.cache_dir or run.config.data.cache_dir,
+                               batch_size=pc.forward_batch_size, probe_kwargs=fit_kw, checkpoint=str(ck.path),
+                               seed=run.seed, trainer=cfg.trainer, done=done, write=write, merge=merge)
         current |= {str(r["config_hash"]) for r in rows}
     return current
 
 
-def _write_probe_report(cfg: dict, run, out: Path, current: set[str], *, chance: float) -> dict:
+def _write_probe_report(cfg: InterpretConfig, run, out: Path, current: set[str], *, chance: float) -> dict:
     """The probe report of this run's rows, its hashes (``cells.json``), its config and the tracker summary."""
-    pc = cfg["probe"]
+    pc = cfg.probe.to_dict()
     paths = write_report(out, chance=chance,
                          title=f"{run.experiment} ({run.task}): block-wise linear probes", config_hashes=current)
     (out / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
-    (out / "interpret.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))  # reproduce
+    (out / "interpret.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
     table = pd.read_csv(paths["csv"])
-    log_summary(cfg["trainer"], out, "probes", {
+    log_summary(cfg.trainer, out, "probes", {
         f"probe/{r.model}/{r.curve}/{r.pooling}/block{int(r.block):02d}": r.mean for r in table.itertuples()},
         hparams={"cv_dir": str(run.dir), **{f"probe.{k}": v for k, v in pc.items()}}, experiment=run.experiment)
     return paths
 
 
-def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Path]:
+def run_attention(cfg: InterpretConfig, *, run=None, progress: bool = True) -> dict[str, Path]:
     """Per-block attention topomaps, frozen vs fine-tuned, for a cv run's transformer checkpoints (App. I.4.1).
 
     For each selected model with attention: per fold, the per-channel attention of every block on the fold's
@@ -166,15 +169,15 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
         If ``attention.models`` names a backbone without attention (models not named explicitly and without
         attention are skipped with a log line).
     """
-    run = run or CVRun(cfg["cv_dir"], cfg.get("cv_config"))
-    tr = cfg["trainer"]
-    ac, sel = cfg["attention"], cfg["select"]
-    explicit = ac["models"]
+    run = run or CVRun(cfg.cv_dir, cfg.cv_config)
+    tr = cfg.trainer
+    ac, sel = cfg.attention, cfg.select
+    explicit = ac.models
     if explicit:
         for m in explicit:
             check_attention_support(m)
-    cks = run.checkpoints(explicit or sel["models"], sel["regimes"], sel["heads"], sel["folds"])
-    out_dir = Path(cfg["out_dir"]) / "attention"
+    cks = run.checkpoints(explicit or sel.models, sel.regimes, sel.heads, sel.folds)
+    out_dir = Path(cfg.out_dir) / "attention"
     out: dict[str, Path] = {}
     by_model: dict[str, list] = {}
     def supported(model: str) -> bool:
@@ -197,17 +200,17 @@ def run_attention(cfg: dict, *, run=None, progress: bool = True) -> dict[str, Pa
         for ck in tqdm(group, desc=f"attention {model_name}", disable=not (progress and is_global_zero()), unit="fold"):
             ws = run.windows(ck.model)
             _, _, te = run.fold_indices(ws, ck.fold)
-            if ac["max_windows_per_fold"]:
-                te = te[: int(ac["max_windows_per_fold"])]
+            if ac.max_windows_per_fold:
+                te = te[: int(ac.max_windows_per_fold)]
             names = list(ws.ch_names)
             init = load_initial_model(ck.path)
             key = f"{state_hash(init.backbone)}-{ck.fold}"
             if key not in frozen_done:  # one frozen backbone per fold, whatever heads were trained on it
-                frozen_done[key] = mean_channel_attention(init.backbone, ws, te, ac["batch_size"], tr)
+                frozen_done[key] = mean_channel_attention(init.backbone, ws, te, ac.batch_size, tr)
                 frozen.append(frozen_done[key])
             if ck.regime != "head_only":
                 model = load_fold_model(ck.path)
-                tuned.append(mean_channel_attention(model.backbone, ws, te, ac["batch_size"], tr))
+                tuned.append(mean_channel_attention(model.backbone, ws, te, ac.batch_size, tr))
         frozen_a = np.stack(frozen)
         arrays = {"frozen": frozen_a, "ch_names": np.array(names)}
         rows = {}

@@ -48,7 +48,7 @@ import os
 import traceback
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Sequence
 
@@ -60,7 +60,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from eegfm_bench.callbacks.sweep import TestSweep
-from eegfm_bench.config import ConfigError, command_parser, parse_config
+from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, parse_config, typed
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.perturb.conditions import Condition, PerturbContext
 from eegfm_bench.perturb.dataset import PerturbedWindows
@@ -78,8 +78,8 @@ from eegfm_bench.runs.output import CVRun, load_fold_model
 from eegfm_bench.trainer import build_trainer, check_trainer, close_loggers, quiet_lightning
 
 
-@dataclass
-class SweepConfig:
+@dataclass(frozen=True)
+class SweepConfig(ConfigRecord):
     """``eegfm-bench sweep``: test-time perturbations (paper 003 App. D) on a cv run's fold checkpoints.
 
     Args:
@@ -105,6 +105,8 @@ class SweepConfig:
             ``hashed`` (one hash per channel name: independent of the channel order).
         launcher: where the (backbone group × fold) units run: ``none`` (this process), ``local`` workers or
             ``slurm`` (:mod:`eegfm_bench.runs.launch`); not part of any config hash.
+        trainer: every ``lightning.Trainer`` argument plus ``loggers`` (``precision: null``: each cell's training
+            precision).
     """
 
     cv_out_dir: Optional[str] = None
@@ -123,6 +125,7 @@ class SweepConfig:
     region_snr: Literal["montage", "region"] = "montage"
     mask: Literal["paper", "hashed"] = "paper"
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    trainer: dict[str, Any] = field(default_factory=dict)
 
 
 def sweep_parser():
@@ -130,23 +133,66 @@ def sweep_parser():
                           description=SweepConfig.__doc__)
 
 
-def load_sweep_config(source, args: Sequence[str] = ()) -> dict:
-    """Read and validate a sweep config, before any data or model is touched.
-
-    Resolves the cv run (:class:`~eegfm_bench.runs.output.CVRun`; with ``cv_config`` its hashes are verified),
-    ``out_dir``, the conditions and the cells to sweep.
-
-    Returns
-    -------
-    dict
-        The resolved config plus private keys ``_run`` (CVRun), ``_cells`` (its FoldCheckpoints to sweep) and
-        ``_conditions`` (list of Condition).
+def load_sweep_config(source, args: Sequence[str] = ()) -> SweepConfig:
+    """Read (YAML path, mapping or :class:`SweepConfig`, plus dotted overrides), fill defaults, validate and return
+    a sweep config typed and frozen, before any data or model is touched: with ``cv_config`` its ``out_dir`` is the
+    ``cv_out_dir``; ``out_dir`` defaults to ``<cv out_dir>/sweep``. :func:`plan_sweep` then resolves the cv run.
 
     Raises
     ------
     ConfigError
-        Unknown keys (close matches), neither or both of ``cv_out_dir`` / ``cv_config``, an invalid value, a
-        ``reference`` that is not among the swept models, trainer settings this machine cannot honour.
+        Unknown keys (close matches), neither or both of ``cv_out_dir`` / ``cv_config``, an invalid value, trainer
+        or launcher settings this machine cannot honour.
+    """
+    if isinstance(source, SweepConfig):  # e.g. a launcher's worker: parsed and checked again
+        source = source.to_dict()
+    cfg = typed(SweepConfig, parse_config(sweep_parser(), source, args))
+    if (cfg.cv_out_dir is None) == (cfg.cv_config is None):
+        raise ConfigError("set exactly one of `cv_out_dir` (the cv run's out_dir) and `cv_config` (its config "
+                          "YAML); fix: e.g. `cv_out_dir: results/tiny`")
+    for k, value, lo in (("batch_size", cfg.batch_size, 1), ("num_workers", cfg.num_workers, 0)):
+        if value < lo:
+            raise ConfigError(f"{k} must be an int ≥ {lo}, got {value!r}")
+    if not 0 < cfg.alpha < 1:
+        raise ConfigError(f"alpha must be in (0, 1), got {cfg.alpha!r}")
+    check_trainer(cfg.trainer, "trainer")
+    check_launcher(cfg.launcher, trainer=cfg.trainer)
+    if cfg.cv_config is not None:
+        cfg = replace(cfg, cv_out_dir=load_cv_config(cfg.cv_config).out_dir)
+    return replace(cfg, out_dir=str(cfg.out_dir or Path(cfg.cv_out_dir) / "sweep"))
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A sweep config resolved against its cv run (:func:`plan_sweep`).
+
+    Attributes
+    ----------
+    config : SweepConfig
+        The config with its ``conditions`` resolved to their names (what ``sweep.yaml`` records and a launcher's
+        workers run).
+    run : CVRun
+        The cv run.
+    cells : list of FoldCheckpoint
+        The fold checkpoints to sweep.
+    conditions : list of Condition
+        The conditions, clean first.
+    """
+
+    config: SweepConfig
+    run: CVRun
+    cells: list
+    conditions: list
+
+
+def plan_sweep(cfg: SweepConfig) -> SweepPlan:
+    """The cv run of a loaded sweep config (:class:`~eegfm_bench.runs.output.CVRun`; with ``cv_config`` its hashes
+    are verified), its conditions and the cells to sweep, before any data or model is touched.
+
+    Raises
+    ------
+    ConfigError
+        A ``reference`` that is not among the swept models.
     StaleCVRunError
         ``cv_config`` gives other cell hashes than the cv run holds (names both).
     CVRunError
@@ -154,47 +200,26 @@ def load_sweep_config(source, args: Sequence[str] = ()) -> dict:
     UnknownNameError, ValueError
         From the condition strings (see :func:`~eegfm_bench.perturb.evaluate.resolve_conditions`).
     """
-    cfg = parse_config(sweep_parser(), source, args)
-    if (cfg["cv_out_dir"] is None) == (cfg["cv_config"] is None):
-        raise ConfigError("set exactly one of `cv_out_dir` (the cv run's out_dir) and `cv_config` (its config "
-                          "YAML); fix: e.g. `cv_out_dir: results/tiny`")
-    for k, lo in (("batch_size", 1), ("num_workers", 0)):
-        if cfg[k] < lo:
-            raise ConfigError(f"{k} must be an int ≥ {lo}, got {cfg[k]!r}")
-    if not 0 < cfg["alpha"] < 1:
-        raise ConfigError(f"alpha must be in (0, 1), got {cfg['alpha']!r}")
-    check_trainer(cfg["trainer"], "trainer")
-    check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
-    if cfg["cv_config"] is not None:
-        cfg["cv_out_dir"] = load_cv_config(cfg["cv_config"])["out_dir"]
-    run = CVRun(cfg["cv_out_dir"])
-    cfg["_conditions"] = resolve_conditions(cfg["conditions"], run.task)
-    if cfg["cv_config"] is not None:
-        run.verify(cfg["cv_config"])
-    cells = run.checkpoints(models=cfg["models"], folds=cfg["folds"])
-    if cfg["reference"] is not None and cfg["reference"] not in {c.model for c in cells}:
-        raise ConfigError(f"reference model {cfg['reference']!r} is not among the swept models "
+    run = CVRun(cfg.cv_out_dir)
+    conditions = resolve_conditions(cfg.conditions, run.task)
+    if cfg.cv_config is not None:
+        run.verify(cfg.cv_config)
+    cells = run.checkpoints(models=cfg.models, folds=cfg.folds)
+    if cfg.reference is not None and cfg.reference not in {c.model for c in cells}:
+        raise ConfigError(f"reference model {cfg.reference!r} is not among the swept models "
                           f"{sorted({c.model for c in cells})}; fix: set `reference:` to one of them, or "
                           "`reference: null` for no significance marks")
-    cfg["out_dir"] = str(cfg["out_dir"] or Path(cfg["cv_out_dir"]) / "sweep")
-    cfg["_run"], cfg["_cells"] = run, cells
-    return cfg
+    return SweepPlan(replace(cfg, conditions=[c.name for c in conditions]), run, cells, conditions)
 
 
-def _public(cfg: dict) -> dict:
-    out = {k: v for k, v in cfg.items() if not k.startswith("_")}
-    out["conditions"] = [c.name for c in cfg["_conditions"]]
-    return out
-
-
-def _check_resume(out: Path, cfg: dict) -> None:
+def _check_resume(out: Path, cfg: SweepConfig) -> None:
     path = out / "sweep.yaml"
     if path.is_file():
         old = yaml.safe_load(path.read_text()) or {}
-        for key in ("seed", "cv_out_dir"):
-            if str(old.get(key)) != str(cfg[key]):
+        for key, value in (("seed", cfg.seed), ("cv_out_dir", cfg.cv_out_dir)):
+            if str(old.get(key)) != str(value):
                 raise ConfigError(
-                    f"{out} holds a sweep with {key}={old.get(key)!r}, this config has {cfg[key]!r}; resuming would mix "
+                    f"{out} holds a sweep with {key}={old.get(key)!r}, this config has {value!r}; resuming would mix "
                     f"the two. fix: use a new out_dir, or set {key}: {old.get(key)!r}")
 
 
@@ -220,15 +245,15 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
                worker_units: Sequence[str] | None = None):
     """Run the perturbation sweep on every current fold checkpoint of a cv run, then write the report.
 
-    Steps: load and check the config (:func:`load_sweep_config`), group the models by preprocessing and resolve
-    every region, mask and fold's test windows before any model runs (:func:`_prepare_groups`), run every
-    (backbone group × fold) unit (:class:`_Sweep`; with a launcher, as jobs), then write ``failures.json``,
-    ``cells.json``, the report and the page.
+    Steps: load and check the config (:func:`load_sweep_config`) and resolve its cv run (:func:`plan_sweep`),
+    group the models by preprocessing and resolve every region, mask and fold's test windows before any model runs
+    (:func:`_prepare_groups`), run every (backbone group × fold) unit (:class:`_Sweep`; with a launcher, as jobs),
+    then write ``failures.json``, ``cells.json``, the report and the page.
 
     Parameters
     ----------
-    config : path or dict
-        Sweep config (see the module docstring).
+    config : path, dict or SweepConfig
+        Sweep config (see the module docstring and :class:`SweepConfig`).
     args : sequence of str
         Dotted overrides (``--trainer.devices 2``).
     progress : bool
@@ -247,14 +272,15 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     Raises
     ------
     ConfigError, UnknownNameError, ValueError, CVRunError
-        Config problems, before any model runs (see :func:`load_sweep_config`); also if a fold's test windows
-        differ from those the cv tested (the data changed since), or a region / dropout mask cannot be resolved.
+        Config problems, before any model runs (see :func:`load_sweep_config` and :func:`plan_sweep`); also if a
+        fold's test windows differ from those the cv tested (the data changed since), or a region / dropout mask
+        cannot be resolved.
     FailedCellsError
         At the end, if something failed (see ``failures.json``).
     """
-    cfg = load_sweep_config(config, args)
-    run, cells = cfg["_run"], cfg["_cells"]
-    out = Path(cfg["out_dir"])
+    plan = plan_sweep(load_sweep_config(config, args))
+    cfg, run, cells = plan.config, plan.run, plan.cells
+    out = Path(cfg.out_dir)
     zero = is_global_zero()
     worker = worker_units is not None
     if zero:
@@ -266,20 +292,19 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     if missing and zero:
         tqdm.write(f"note: the cv run {run.dir} has no rows yet for folds {missing} of its current config; they are "
                    "not swept (let the cv finish, then rerun the sweep)")
-    groups, notes, masks = _prepare_groups(cfg, warn=zero)  # everything that can fail on names or data, first
+    groups, notes, masks = _prepare_groups(plan, warn=zero)  # everything that can fail on names or data, first
     if zero and not worker:
-        (out / "sweep.yaml").write_text(yaml.safe_dump(_public(cfg), sort_keys=False, allow_unicode=True))
+        (out / "sweep.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
         _write_json(out / "dropout_masks.json", masks)
     store = ResultStore(out, write=zero, merge=not worker)
     units = [f"group{gi}/fold{fold}" for gi, g in enumerate(groups)
              for fold in sorted({c.fold for c in cells if c.model in g["models"]})]
     launched_failures = None
-    lc = cfg.get("launcher") or {"kind": "none"}
-    if not worker and lc["kind"] != "none":
-        launched_failures = run_jobs(lc, {**_public(cfg), "launcher": {**lc, "kind": "none"}}, units, out,
-                                     progress=progress and zero, kind="sweep")
+    if not worker and cfg.launcher.kind != "none":
+        launched_failures = run_jobs(cfg.launcher, _worker_config(cfg), units, out, progress=progress and zero,
+                                     kind="sweep")
         store.merge()
-    sweep = _Sweep(cfg, out, store, zero=zero)
+    sweep = _Sweep(plan, out, store, zero=zero)
     sweep.run_units(groups, worker_units, launched=launched_failures is not None, progress=progress)
     failures = sweep.failures
     if worker:
@@ -292,7 +317,7 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     if zero:
         _write_json(out / "failures.json", failures)
         _write_json(out / "cells.json", sorted(sweep.hashes))  # this config's hashes: what reports may read
-        table = write_report(out, reference=cfg["reference"], alpha=cfg["alpha"],
+        table = write_report(out, reference=cfg.reference, alpha=cfg.alpha,
                              chance=1.0 / len(groups[0]["ws"].class_names), filter_notes=notes,
                              experiment=run.experiment, task=run.task, config_hashes=sweep.hashes)
         refresh(report_root(out, run.dir), quiet=not progress)
@@ -304,7 +329,13 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     return table
 
 
-def _prepare_groups(cfg: dict, *, warn: bool) -> tuple[list[dict], list[str], dict]:
+def _worker_config(cfg: SweepConfig) -> SweepConfig:
+    """The config a launcher's worker runs: no launcher of its own, and the ``cv_out_dir`` the parent resolved and
+    verified (``cv_config`` dropped: loading both set is refused)."""
+    return replace(cfg, launcher=replace(cfg.launcher, kind="none"), cv_config=None)
+
+
+def _prepare_groups(plan: SweepPlan, *, warn: bool) -> tuple[list[dict], list[str], dict]:
     """The swept models grouped by preprocessing (one window set each), with every name and window check done
     before any model runs.
 
@@ -324,7 +355,7 @@ def _prepare_groups(cfg: dict, *, warn: bool) -> tuple[list[dict], list[str], di
     UnknownNameError, ValueError
         A region or dropout mask that cannot be resolved on the windows' channels.
     """
-    run, cells, conditions = cfg["_run"], cfg["_cells"], cfg["_conditions"]
+    cfg, run, cells, conditions = plan.config, plan.run, plan.cells, plan.conditions
     by_prep: dict[tuple, dict] = {}
     for m in sorted({c.model for c in cells}):
         prep = model_preprocessing(run.config, m)  # the cv run's band / window settings applied
@@ -333,8 +364,8 @@ def _prepare_groups(cfg: dict, *, warn: bool) -> tuple[list[dict], list[str], di
     notes, masks = [], {}
     for g in by_prep.values():
         ws = run.windows(g["models"][0])
-        ctx, fnotes = perturb_context(ws.meta, run.task, cfg["seed"], order=cfg["corruption_order"],
-                                      region_power=cfg["region_snr"], mask=cfg["mask"])
+        ctx, fnotes = perturb_context(ws.meta, run.task, cfg.seed, order=cfg.corruption_order,
+                                      region_power=cfg.region_snr, mask=cfg.mask)
         notes += [n for n in fnotes if n not in notes]
         details = {c.name: _details(c, ws.ch_names, ctx) for c in conditions}  # resolves regions and masks (raises)
         for role in REGION_ROLES:
@@ -342,8 +373,8 @@ def _prepare_groups(cfg: dict, *, warn: bool) -> tuple[list[dict], list[str], di
                 resolve_region(run.task, role, ws.ch_names, warn=warn)
         g.update(ws=ws, ctx=ctx, details=details)
         masks[ws.meta["dataset"]] = {"ch_names": list(ws.ch_names),
-                                     "masks": dropout_masks_record(ws.ch_names, ws.meta["dataset"], cfg["seed"],
-                                                                   conditions, rule=cfg["mask"])}
+                                     "masks": dropout_masks_record(ws.ch_names, ws.meta["dataset"], cfg.seed,
+                                                                   conditions, rule=cfg.mask)}
         _check_test_windows(run, [ck for ck in cells if ck.model in g["models"]], ws)
     return list(by_prep.values()), notes, masks
 
@@ -361,8 +392,8 @@ def _check_test_windows(run, cells: list, ws) -> None:
 class _Sweep:
     """One sweep's units (backbone group × fold): what is done, what failed, the rows as each condition ends."""
 
-    def __init__(self, cfg: dict, out: Path, store, *, zero: bool):
-        self.cfg, self.run, self.out, self.store, self.zero = cfg, cfg["_run"], out, store, zero
+    def __init__(self, plan: SweepPlan, out: Path, store, *, zero: bool):
+        self.plan, self.cfg, self.run, self.out, self.store, self.zero = plan, plan.config, plan.run, out, store, zero
         existing = store.load()
         done_cols = ["model", "init", "regime", "head", "fold", "condition", "config_hash"]
         self.done = (set(map(tuple, existing[done_cols].astype(str).to_numpy()))
@@ -374,12 +405,12 @@ class _Sweep:
 
     def precision_of(self, ck) -> Any:
         """The sweep's precision, or (``precision: null``) the cell's training precision."""
-        p = self.cfg["trainer"].get("precision")
+        p = self.cfg.trainer.get("precision")
         return p if p is not None else self.run.trainer_of(ck.model, ck.regime, ck.head).get("precision", "32-true")
 
     def chash_of(self, ck, ctx) -> str:
         """The config hash of a cell's sweep rows: the cv cell's hash, perturbation seed and filter, precision."""
-        return config_hash({"cv_config_hash": ck.config_hash, "perturb_seed": self.cfg["seed"],
+        return config_hash({"cv_config_hash": ck.config_hash, "perturb_seed": self.cfg.seed,
                             "perturbation": ctx.as_dict(), "precision": str(self.precision_of(ck))})
 
     def fail(self, ck, condition: str, error: str, tb: str) -> None:
@@ -393,7 +424,7 @@ class _Sweep:
 
     def run_units(self, groups: list[dict], worker_units, *, launched: bool, progress: bool) -> None:
         """Every (backbone group × fold) unit in order (a worker: only its units; after a launcher: only counted)."""
-        cells, conditions = self.cfg["_cells"], self.cfg["_conditions"]
+        cells, conditions = self.plan.cells, self.plan.conditions
         self.bar = tqdm(total=len(cells) * len(conditions), desc=f"sweep {self.run.experiment}",
                         disable=not (progress and self.zero), unit="cond")
         with warnings.catch_warnings():
@@ -417,10 +448,10 @@ class _Sweep:
         models = self._load_models(fcells, todo)
         if not models:
             return
-        evaluate_conditions(models, ws, te, self.cfg["_conditions"], ctx, trainer=self.cfg["trainer"],
+        evaluate_conditions(models, ws, te, self.plan.conditions, ctx, trainer=self.cfg.trainer,
                             todo={i: [c.name for c in todo[i]] for i in models},
                             precision={i: self.precision_of(fcells[i]) for i in models},
-                            batch_size=self.cfg["batch_size"], num_workers=self.cfg["num_workers"],
+                            batch_size=self.cfg.batch_size, num_workers=self.cfg.num_workers,
                             sink=lambda results: self._sink(results, fcells, bases, fold, ws),
                             details=g["details"], out_dir=self.out, name=f"sweep-fold{fold}",
                             experiment=run.experiment,
@@ -431,7 +462,7 @@ class _Sweep:
 
     def _fold_todo(self, fcells: list, fold: int, ctx, te: np.ndarray, ws) -> tuple[dict, dict]:
         """Per cell of the fold: the conditions without rows under its current hash, and its rows' base columns."""
-        run, conditions = self.run, self.cfg["_conditions"]
+        run, conditions = self.run, self.plan.conditions
         n_subjects = int(np.unique(ws.subject[te]).size)
         todo, bases = {}, {}
         for i, ck in enumerate(fcells):
@@ -444,7 +475,7 @@ class _Sweep:
                         "regime": ck.regime, "head": ck.head, "fold": int(fold), "seed": ck.seed,
                         "n_windows": int(len(te)), "n_subjects": n_subjects,
                         "fold_unit": ck.fold_unit or run.group_by, "config_hash": h, "code_version": self.code,
-                        "checkpoint": str(ck.path), "perturb_seed": self.cfg["seed"]}
+                        "checkpoint": str(ck.path), "perturb_seed": self.cfg.seed}
         return todo, bases
 
     def _load_models(self, fcells: list, todo: dict) -> dict:
@@ -472,7 +503,7 @@ class _Sweep:
                 continue
             base = bases[res.model] if res.index is None else {**bases[res.model], "n_windows": int(len(res.index))}
             rows += condition_rows(res, base)
-            if self.cfg["save_predictions"] and res.status == "ok":
+            if self.cfg.save_predictions and res.status == "ok":
                 _save_predictions(self.out / "predictions" / f"{run_label(ck.model, ck.regime, ck.head)}-"
                                   f"{base['config_hash'][:8]}-fold{fold}", res.condition, res.index, res.probs, ws)
         self.store.append(rows)

@@ -19,14 +19,17 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
+from eegfm_bench.config import read_yaml
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.reports.truncation import write_depth_report
 from eegfm_bench.results import ResultStore
+from eegfm_bench.runs.cells import CVConfig
+from eegfm_bench.runs.cells import load_config as load_cv_config
 from eegfm_bench.runs.cv import run_cv
 from eegfm_bench.models.backbones.truncated import (  # noqa: F401  (public here too)
     TRUNCATABLE,
@@ -42,35 +45,35 @@ def truncated_names() -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ sweep
-def depth_configs(config) -> list[tuple[int, dict]]:
-    """One cv config per depth ``k`` of a depth-truncation config.
+def depth_configs(config) -> list[tuple[int, CVConfig]]:
+    """One cv config per depth ``k`` of a depth-truncation config, typed and frozen.
 
-    The config is a cv config (:mod:`eegfm_bench.cv`) plus ``depths: [k, ...]``; every run must use a
-    ``*_truncated`` backbone and gets ``backbone_kwargs.depth = k``. Each depth is its own experiment
-    (``<experiment>_depth<k>``, out_dir ``<out_dir>/depth<k>``), so result rows and checkpoints never collide.
+    The config (a YAML path or a mapping) is a cv config (:class:`~eegfm_bench.runs.cells.CVConfig`) plus
+    ``depths: [k, ...]``; it is read by :func:`~eegfm_bench.runs.cells.load_config` once, before any data is read.
+    Every run must use a ``*_truncated`` backbone and gets ``backbone_kwargs.depth = k``. Each depth is its own
+    experiment (``<experiment>_depth<k>``, out_dir ``<out_dir>/depth<k>``), so result rows and checkpoints never
+    collide.
 
     Raises
     ------
     TruncationError
         No ``depths``, or a run whose model is not a truncated variant.
+    ConfigError
+        Everything :func:`~eegfm_bench.runs.cells.load_config` refuses.
     """
-    raw = config if isinstance(config, dict) else yaml.safe_load(Path(config).read_text())
-    raw = copy.deepcopy(raw)
+    raw = copy.deepcopy(config if isinstance(config, dict) else read_yaml(config))
     depths = raw.pop("depths", None)
     if not depths:
         raise TruncationError("a depth-truncation config needs `depths: [k, ...]` (index of the last kept block)")
-    out = []
-    for k in depths:
-        c = copy.deepcopy(raw)
-        c["experiment"] = f"{raw.get('experiment', 'depth_truncation')}_depth{k}"
-        c["out_dir"] = str(Path(raw.get("out_dir", "results/depth_truncation")) / f"depth{k}")
-        for i, run in enumerate(c.get("runs", [])):
-            if not str(run.get("model", "")).endswith("_truncated"):
-                raise TruncationError(f"runs[{i}].model is {run.get('model')!r}; depth truncation needs a truncated "
-                                      f"variant: one of {truncated_names()}")
-            run["backbone_kwargs"] = {**(run.get("backbone_kwargs") or {}), "depth": int(k)}
-        out.append((int(k), c))
-    return out
+    cfg = load_cv_config(raw)
+    for i, run in enumerate(cfg.runs):
+        if not run.model.endswith("_truncated"):
+            raise TruncationError(f"runs[{i}].model is {run.model!r}; depth truncation needs a truncated variant: "
+                                  f"one of {truncated_names()}")
+    return [(int(k), replace(cfg, experiment=f"{cfg.experiment}_depth{k}", out_dir=str(Path(cfg.out_dir) / f"depth{k}"),
+                             runs=[replace(run, backbone_kwargs={**(run.backbone_kwargs or {}), "depth": int(k)})
+                                   for run in cfg.runs]))
+            for k in depths]
 
 
 def run_depth_sweep(config, *, progress: bool = True) -> Path:
@@ -87,10 +90,10 @@ def run_depth_sweep(config, *, progress: bool = True) -> Path:
         try:
             run_cv(c, progress=progress)
         finally:
-            df = ResultStore(c["out_dir"]).load()
+            df = ResultStore(c.out_dir).load()
             if not df.empty:
                 frames.append(df.assign(depth=k))
-    return write_depth_report(pd.concat(frames, ignore_index=True), Path(cfgs[0][1]["out_dir"]).parent)
+    return write_depth_report(pd.concat(frames, ignore_index=True), Path(cfgs[0][1].out_dir).parent)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,17 @@
 """`eegfm-bench probe` / `attribute` config: every bad value fails before any data or model is touched."""
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.runs.interpret_config import InterpretConfigError, load_interpret_config
+from eegfm_bench.runs.interpret_config import InterpretConfigError, load_interpret_config, worker_config
+
+REPO = Path(__file__).resolve().parents[2]
 
 BASE = {"cv_dir": "results/x", "out_dir": "results/x/interpret"}
 
@@ -13,11 +19,11 @@ BASE = {"cv_dir": "results/x", "out_dir": "results/x/interpret"}
 def test_defaults_are_filled_and_the_trainer_section_is_typed():
     cfg = load_interpret_config({**BASE, "trainer": {"accelerator": "cpu", "devices": 2, "strategy": "ddp"}},
                                 ["--trainer.precision", "bf16-mixed", "--attribution.percentile", "50"])
-    assert cfg["trainer"]["devices"] == 2 and cfg["trainer"]["precision"] == "bf16-mixed"
-    assert cfg["attribution"]["percentile"] == 50.0
+    assert cfg.trainer["devices"] == 2 and cfg.trainer["precision"] == "bf16-mixed"
+    assert cfg.attribution.percentile == 50.0
     cfg = load_interpret_config(BASE)
-    assert cfg["probe"]["poolings"] == ["mean", "flatten"] and cfg["attribution"]["percentile"] == 75.0
-    assert cfg["attribution"]["methods"] == ["gxi", "attnlrp"]
+    assert cfg.probe.poolings == ["mean", "flatten"] and cfg.attribution.percentile == 75.0
+    assert cfg.attribution.methods == ["gxi", "attnlrp"]
 
 
 @pytest.mark.parametrize("over,match", [
@@ -50,3 +56,18 @@ def test_unknown_condition_is_refused():
 
     with pytest.raises((UnknownNameError, ValueError), match="valid|grammar|unknown"):
         load_interpret_config({**BASE, "attribution": {"conditions": ["clean", "thunder_snr=3dB"]}})
+
+
+def test_the_config_is_frozen_and_a_workers_copy_loads_again(tmp_path):
+    """The typed config cannot be changed in place, and a launcher's worker re-reads the parent's config: ``cv_dir``
+    resolved from ``cv_config`` (no data read), its own launcher off."""
+    cv = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
+    path = tmp_path / "cv.yaml"
+    path.write_text(yaml.safe_dump({**cv, "out_dir": str(tmp_path / "cv")}))
+    cfg = load_interpret_config({"cv_config": str(path), "out_dir": str(tmp_path / "i"), "launcher": {"kind": "local"},
+                                 "probe": {"max_epochs": 3}})
+    assert cfg.cv_dir == str(tmp_path / "cv") and cfg.probe.max_epochs == 3
+    with pytest.raises(FrozenInstanceError):
+        cfg.probe.max_epochs = 4
+    again = load_interpret_config(worker_config(cfg))
+    assert again.cv_dir == cfg.cv_dir and again.launcher.kind == "none" and again.probe == cfg.probe

@@ -108,8 +108,8 @@ def test_depth_configs_one_experiment_per_depth():
            "runs": [{"model": "labram_truncated", "regime": "full", "heads": ["flatten"], "backbone_kwargs": {"x": 1}}]}
     out = depth_configs(cfg)
     assert [k for k, _ in out] == [0, 2]
-    assert out[1][1]["experiment"] == "d_depth2" and out[1][1]["out_dir"].endswith("d/depth2")
-    assert out[1][1]["runs"][0]["backbone_kwargs"] == {"x": 1, "depth": 2}
+    assert out[1][1].experiment == "d_depth2" and out[1][1].out_dir.endswith("d/depth2")
+    assert out[1][1].runs[0].backbone_kwargs == {"x": 1, "depth": 2}
     bad = {**cfg, "runs": [{"model": "labram"}]}
     with pytest.raises(TruncationError, match="labram_truncated"):
         depth_configs(bad)

@@ -256,6 +256,25 @@ def test_bad_config_fails_before_any_model_runs(mi_cv, tmp_path, monkeypatch):
     assert not (tmp_path / "s").exists()
 
 
+def test_the_sweep_config_is_typed_and_a_workers_copy_loads_again(tmp_path):
+    """``load_sweep_config`` returns the frozen :class:`SweepConfig` (``cv_out_dir`` from ``cv_config``, the default
+    ``out_dir``) without reading the cv run; a launcher's worker re-reads the parent's config."""
+    from dataclasses import FrozenInstanceError
+
+    from eegfm_bench.runs.sweep import SweepConfig, _worker_config, load_sweep_config
+
+    cv = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
+    path = tmp_path / "cv.yaml"
+    path.write_text(yaml.safe_dump({**cv, "out_dir": str(tmp_path / "cv")}))
+    cfg = load_sweep_config({"cv_config": str(path), "launcher": {"kind": "local"}}, ["--trainer.accelerator", "cpu"])
+    assert isinstance(cfg, SweepConfig) and cfg.cv_out_dir == str(tmp_path / "cv")
+    assert cfg.out_dir == str(tmp_path / "cv" / "sweep") and cfg.trainer["accelerator"] == "cpu"
+    with pytest.raises(FrozenInstanceError):
+        cfg.seed = 1
+    again = load_sweep_config(_worker_config(cfg))
+    assert again.cv_out_dir == cfg.cv_out_dir and again.launcher.kind == "none" and again.trainer == cfg.trainer
+
+
 @requires_data
 @ignore_missing
 def test_perturbation_of_a_window_does_not_depend_on_its_batch(mi_cv):

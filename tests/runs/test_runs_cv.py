@@ -120,22 +120,22 @@ def test_analyses_refuse_a_cv_run_made_with_another_config(tmp_path):
     from eegfm_bench.interpret.config import InterpretConfigError
     from eegfm_bench.runs.output import StaleCVRunError
     from eegfm_bench.runs.probe import run_probes
-    from eegfm_bench.runs.sweep import load_sweep_config
+    from eegfm_bench.runs.sweep import load_sweep_config, plan_sweep
 
     cfg = _cfg(tmp_path)
     run_cv(cfg, progress=False)
     path = tmp_path / "cv.yaml"
     path.write_text(yaml.safe_dump(cfg))
     ran = pd.read_csv(Path(cfg["out_dir"]) / "results.csv").config_hash.iloc[0]
-    assert load_sweep_config({"cv_config": str(path), "reference": None})["_cells"][0].config_hash == ran
+    assert plan_sweep(load_sweep_config({"cv_config": str(path), "reference": None})).cells[0].config_hash == ran
     path.write_text(yaml.safe_dump({**cfg, "optim": {"lr": 0.02}}))  # edited after the run
     with pytest.raises(StaleCVRunError, match=rf"made with config hash {ran} but .* gives [0-9a-f]{{12}}: they differ in "
                                               r"optim\.lr: 0\.001 \(run\) vs 0\.02 \(file\).*fix: rerun"):
-        load_sweep_config({"cv_config": str(path), "reference": None})
+        plan_sweep(load_sweep_config({"cv_config": str(path), "reference": None}))
     with pytest.raises((StaleCVRunError, InterpretConfigError), match=rf"config hash {ran}"):
         run_probes({"cv_config": str(path), "out_dir": str(tmp_path / "i")}, progress=False)
     # pointing at the folder analyses the run as it is
-    assert load_sweep_config({"cv_out_dir": cfg["out_dir"], "reference": None})["_cells"][0].config_hash == ran
+    assert plan_sweep(load_sweep_config({"cv_out_dir": cfg["out_dir"], "reference": None})).cells[0].config_hash == ran
 
 
 def test_equal_settings_hash_equally():
