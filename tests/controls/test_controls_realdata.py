@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -173,6 +174,10 @@ def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
     assert json.loads((out / "cells.json").read_text()) == index
     report3 = json.loads((out / "controls_report.json").read_text())
     assert report3["permutation"] == report0["permutation"] and report3["gates"] == report0["gates"]
+    from eegfm_bench.errors import NotAResultFolderError
+
+    with pytest.raises(NotAResultFolderError, match="a controls out_dir"):  # its cells.json is not a cv run's
+        main(["status", str(out)])
 
 
 def _count_units(monkeypatch) -> dict:
@@ -232,6 +237,46 @@ def test_controls_changed_probe_reruns_the_units_that_read_it(tmp_path, monkeypa
 
 def _untimed(perms: dict) -> dict:
     return {k: {kk: vv for kk, vv in v.items() if kk != "seconds"} for k, v in perms.items()}
+
+
+@requires_data
+def test_controls_on_a_cv_run_take_its_windows_split_and_checkpoints(tmp_path, monkeypatch):
+    """With ``cv_out_dir`` the loaded config is final: the cv run's subjects, window cap and split are taken before
+    it is typed (a different ``data.subjects`` is refused); the cv claims come from its predictions and ``correct:
+    cv`` reuses its checkpoints, so only the scrambled arm trains (with the cv run's seed and init seed)."""
+    from eegfm_bench.cli import main
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.runs.controls import load_run_config
+
+    cv = {"experiment": "cvtiny", "task": "eegmat", "out_dir": str(tmp_path / "cv"), "seed": 3,
+          "data": {"subjects": [0, 1, 2, 3, 4, 5], "max_windows_per_subject": 4, "batch_size": 16},
+          "split": {"scheme": "kfold", "k": 3, "seed": 1, "n_val_groups": 1}, "confound": False,
+          "trainer": {"max_epochs": 1, "patience": 1, "accelerator": "cpu"},
+          "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"], "backbone_kwargs": TINY_EEGNET}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["cv", "--config", _write(tmp_path, cv, "cv.yaml"), "--no-progress"]) == 0
+    ctl = {"experiment": "controls_cv", "task": "eegmat", "out_dir": str(tmp_path / "o"), "cv_out_dir": cv["out_dir"],
+           "features": {"families": ["simple"]}, "models": [], "identity": None, "bootstrap": {"n_boot": 100},
+           "permutation": {"n": 3, "families": "none"},
+           "scrambled": [{"model": "eegnet", "regime": "full", "head": "flatten", "correct": "cv"}]}
+    cfg, cv_cfg = load_run_config(ctl)
+    assert cfg.data.subjects == [0, 1, 2, 3, 4, 5] and cfg.data.max_windows_per_subject == 4
+    assert cfg.split.to_dict() == cv_cfg.split.to_dict() and cfg.split.seed == 1
+    with pytest.raises(ConfigError, match=r"data.subjects = \[0, 1\] differs from the cv run's.*fix: drop data.subjects"):
+        load_run_config({**ctl, "data": {"subjects": [0, 1]}})
+    calls = _count_units(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["controls", "--config", _write(tmp_path, ctl, "c.yaml"), "--no-progress"]) == 0
+    assert calls["fit"] == 3  # the scrambled arm per fold; the correct arm is the cv run's checkpoint
+    df = pd.read_csv(tmp_path / "o" / "results.csv")
+    claim = df[(df.condition == "cv_predictions") & (df.metric == "auroc_window") & (df.fold.astype(str) != "pooled")]
+    assert len(claim) == 3 and set(claim.seed) == {3}
+    fits = df[df.condition.isin(["correct_labels", "scrambled_labels"]) & (df.metric == "auroc_window")]
+    assert len(fits) == 6 and set(fits.seed) == {3} and set(fits.init) == {"random#seed3"}
+    saved = yaml.safe_load((tmp_path / "o" / "config.yaml").read_text())
+    assert saved["data"]["subjects"] == [0, 1, 2, 3, 4, 5] and saved["split"]["seed"] == 1
 
 
 # ------------------------------------------------------------------------------------------------ bad input
