@@ -66,7 +66,7 @@ def controls_markdown(ctx, hand, frozen, cv_reps, perms, paired, scrambled, iden
     """The full ``controls_report.md`` of ``eegfm-bench controls``: the run's settings, then one section per
     control in the paper's order (scores, random init, paired uncertainty, permutation, scrambled labels, dataset
     identity, the four gates) and the run's notes."""
-    metric = ctx.cfg["metric"]
+    metric = ctx.cfg.metric
     L = _settings_lines(ctx, metric, seconds)
     L += _scores_section(ctx, metric, hand, frozen, cv_reps, scrambled)
     L += _random_init_section(metric, frozen)
@@ -81,20 +81,20 @@ def controls_markdown(ctx, hand, frozen, cv_reps, perms, paired, scrambled, iden
 
 def _settings_lines(ctx, metric: str, seconds: float) -> list[str]:
     """The title and what was run: windows, folds, probe, unit level, permutation scheme, preprocessing, time."""
-    return [f"# Negative controls (paper 001): {ctx.cfg['experiment']} — task {ctx.cfg['task']} "
+    return [f"# Negative controls (paper 001): {ctx.cfg.experiment} — task {ctx.cfg.task} "
             f"({ctx.task.dataset}: {' vs '.join(ctx.classes.astype(str)) if False else ' vs '.join(ctx.task.class_names)})",
             "",
             f"- windows: {len(ctx.keys)} from {np.unique(ctx.subjects).size} subjects; folds {ctx.fold_ids} of a "
             f"{ctx.split.spec.scheme} split (k={ctx.split.spec.k}, {ctx.split.spec.group_by}-grouped"
-            f"{', from the cv run ' + str(ctx.cfg['cv_out_dir']) if ctx.cfg['cv_out_dir'] else ''}); probes train on "
+            f"{', from the cv run ' + str(ctx.cfg.cv_out_dir) if ctx.cfg.cv_out_dir else ''}); probes train on "
             "each fold's train + validation subjects and test on its test subjects",
             f"- probe: {ctx.spec}; metric for the gates: {metric} (mean over folds, window level)",
             "- unit-level estimates: "
             + (f"{ctx.agg_level} (mean probability per {ctx.agg_level}), reported separately" if ctx.agg_level else
                "none — every subject and every recording holds both classes, so no unit-level outcome is defined "
                "(§3.5)"),
-            f"- label permutation scheme: {ctx.scheme}; N = {ctx.cfg['permutation']['n']}",
-            f"- feature preprocessing: {ctx.cfg['features']['preprocessing']}",
+            f"- label permutation scheme: {ctx.scheme}; N = {ctx.cfg.permutation.n}",
+            f"- feature preprocessing: {ctx.cfg.features.preprocessing}",
             f"- wall time of this invocation: {seconds:.0f} s (units already in out_dir are loaded, not recomputed)",
             ""]
 
@@ -164,7 +164,7 @@ def _scrambled_section(ctx, scrambled) -> list[str]:
         L += [f"- {s['model']} {s['regime']} / {s['head']} (schedule from {s['schedule_from']}; {s.get('schedule', '')}; "
               f"seeds {s['seeds']}): scored by the {s.get('scored_by', 'adapted head')}: correct labels "
               f"{c['correct_mean']:.4f}, scrambled labels {c['scrambled_mean']:.4f}, Δ = {c['delta_pp']:+.1f} pp"
-              + (f", paired subject-cluster {ctx.cfg['bootstrap']['level']:.0%} interval [{s['paired_ci'][0]:+.4f}, "
+              + (f", paired subject-cluster {ctx.cfg.bootstrap.level:.0%} interval [{s['paired_ci'][0]:+.4f}, "
                  f"{s['paired_ci'][1]:+.4f}] (decides gate iv; not an equivalence test)" if s.get("paired_ci")
                  else " (no paired interval could be computed: gate iv reads inconclusive)")]
         h = s.get("runs_head") or {}

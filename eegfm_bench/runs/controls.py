@@ -23,17 +23,18 @@ For one task and a list of models, in the subject-grouped folds of a cv run (its
     from the model catalogue's pretraining corpora against the task's dataset and its aliases
     (``Task.pretraining_aliases``), plus a full ``controls_report.md`` / ``.json``.
 
-The command reads as: load the config (:mod:`eegfm_bench.runs.controls_config`) -> build the shared context
-(windows, folds, unit level, probe, store) and check everything cheap before the expensive steps -> run the steps
-(:mod:`eegfm_bench.runs.controls_steps`; Control 4 in :mod:`eegfm_bench.runs.controls_scrambled`) -> judge the gates
-(:mod:`eegfm_bench.runs.controls_gates`) -> write the reports.
+The command reads as: load the config, typed and final (the cv run's data selection and split taken;
+:mod:`eegfm_bench.runs.controls_config`) -> build the shared context (windows, folds, unit level, probe, store) and
+check everything cheap before the expensive steps -> run the steps (:mod:`eegfm_bench.runs.controls_steps`; Control 4
+in :mod:`eegfm_bench.runs.controls_scrambled`) -> judge the gates (:mod:`eegfm_bench.runs.controls_gates`) -> write
+the reports.
 
-Resumable: every unit of work writes long result rows (:class:`eegfm_bench.results.ResultStore`, keyed by
-experiment, task, model, init, regime, head, fold, seed, condition, metric) and its out-of-fold predictions or
-null distribution under ``out_dir``; a rerun loads those instead of recomputing, and refuses (naming the unit)
-when the stored rows were computed with other settings (their ``config_hash`` differs;
-:mod:`eegfm_bench.runs.controls_store`). Handcrafted features
-and token caches are stored on disk too.
+Resumable with the cv's rule (:mod:`eegfm_bench.runs.controls_store`): every unit of work writes long result rows
+(:class:`eegfm_bench.results.ResultStore`, keyed by experiment, task, model, init, regime, head, fold, seed,
+condition, metric and config hash) and its out-of-fold predictions or null distribution under ``out_dir``, in files
+named with its config hash; a rerun loads those instead of recomputing, a changed config computes the units it
+changes beside the old ones, and ``cells.json`` names the current units' hashes (the reports and the page show only
+those). Handcrafted features and token caches are stored on disk too.
 
 Config schema (``configs/experiment/controls_eegmat.yaml`` is a complete example)::
 
@@ -66,7 +67,7 @@ Config schema (``configs/experiment/controls_eegmat.yaml`` is a complete example
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -84,13 +85,14 @@ from eegfm_bench.data.tasks import get_task
 from eegfm_bench.reports.controls import controls_markdown, write_gate_report
 from eegfm_bench.reports.page import refresh
 from eegfm_bench.results import FailedCellsError
-from eegfm_bench.runs.controls_config import (DEFAULT_FEATURE_PREPROCESSING, ControlsConfig, _init_label,
-                                              check_probe_overrides, controls_parser, load_config)
+from eegfm_bench.runs.cells import CVConfig
+from eegfm_bench.runs.controls_config import (DEFAULT_FEATURE_PREPROCESSING, ControlsConfig, ControlsScrambled,
+                                              _init_label, controls_parser, load_config, load_run_config)
 from eegfm_bench.runs.controls_gates import _gates, _scrambled_interval
 from eegfm_bench.runs.controls_scrambled import _scrambled
-from eegfm_bench.runs.controls_steps import (Rep, _Ctx, _cv_claims, _cv_config, _frozen_models, _handcrafted,
-                                             _identity, _load_ws, _model_ws, _paired, _permutation, _probe_result,
-                                             _score, _write_json)
+from eegfm_bench.runs.controls_steps import (Rep, _Ctx, _cv_claims, _frozen_models, _handcrafted, _identity,
+                                             _load_ws, _model_ws, _paired, _permutation, _probe_result, _score,
+                                             _write_json)
 from eegfm_bench.runs.controls_store import ControlsStore
 from eegfm_bench.runs.launch import run_jobs
 from eegfm_bench.trainer import log_summary
@@ -99,16 +101,17 @@ from eegfm_bench.trainer import log_summary
 def controls_main(config, *, args=(), progress: bool = True, worker_units=None) -> dict:
     """Run the negative-control suite of one config and write its report (paper 001 §3.6, §4, §5.5).
 
-    Steps: load the config and take the cv run's data settings and folds (:func:`_inherit_cv_settings`) -> build
-    the shared context and refuse what cannot run before any heavy step (:func:`_build_context`,
+    Steps: load the config, typed and final, with the cv run's data settings and folds
+    (:func:`~eegfm_bench.runs.controls_config.load_run_config`) -> build the shared context and refuse what cannot
+    run before any heavy step (:func:`_build_context`,
     :func:`_check_model_windows`, :func:`_check_identity_channels`) -> the scrambled-label fits as launcher jobs
     (:func:`_launch_adaptations`) -> the steps (a)-(g) (:func:`_run_steps`) -> the gates and the reports
     (:func:`_write_reports`).
 
     Parameters
     ----------
-    config : str, path or dict
-        A controls YAML (see the module docstring) or the dict it holds.
+    config : str, path, dict or ControlsConfig
+        A controls YAML (see the module docstring), the dict it holds, or a loaded config (a launcher's worker).
     progress : bool
         Progress bars (feature chunks, token batches, permutations, adaptation fits).
     worker_units : list of str, optional
@@ -126,7 +129,7 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None) 
     ------
     ConfigError
         Bad config values (before any data is read), too few subjects for the folds or for the within-fold
-        bootstrap, a unit level the labels do not define, or stored results from other settings.
+        bootstrap, a unit level the labels do not define.
     ValueError
         A permutation scheme that does not fit the labels (naming the one that does), two identity datasets
         without shared channels (listing each one's), features on too-short windows.
@@ -136,84 +139,55 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None) 
         A backbone's windows or a cv run's predictions do not cover the feature windows.
     """
     t_start = time.time()
-    cfg = load_config(config, args)
-    cv_cfg = _cv_config(cfg)
-    _inherit_cv_settings(cfg, cv_cfg, config)
-    out = Path(cfg["out_dir"])
+    cfg, cv_cfg = load_run_config(config, args)
+    out = Path(cfg.out_dir)
     worker = worker_units is not None
     out.mkdir(parents=True, exist_ok=True)
     if not worker:
-        (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
+        (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
     ctx = _build_context(cfg, cv_cfg, out, progress=progress, merge=not worker)
     _check_model_windows(ctx)
     if worker:
-        for entry in cfg["scrambled"]:
+        for entry in cfg.scrambled:
             _scrambled(ctx, entry, cv_cfg, units=set(worker_units))
         return {"failures": []}
     _launch_adaptations(ctx, cv_cfg, progress=progress)
-    if cfg["identity"] is not None:
+    if cfg.identity is not None:
         _check_identity_channels(cfg, progress=progress)
     results = _run_steps(ctx, cv_cfg)
     return _write_reports(ctx, results, t_start, progress=progress)
 
 
 # ========================================================================================= context and checks
-def _inherit_cv_settings(cfg: dict, cv_cfg: dict | None, config) -> None:
-    """With a cv run, its task must be this config's, and its data selection and split are taken (in place).
-
-    Raises
-    ------
-    ConfigError
-        The cv run is of another task, or this config sets ``data.subjects`` / ``data.max_windows_per_subject``
-        to other values than the cv run's (paired comparisons need the same windows).
-    """
-    if cv_cfg is None:
-        return
-    if cv_cfg["task"] != cfg["task"]:
-        raise ConfigError(f"cv_out_dir {cfg['cv_out_dir']} is a run of task {cv_cfg['task']!r}, not "
-                          f"{cfg['task']!r}; fix: point cv_out_dir at a run of this task")
-    for k in ("subjects", "max_windows_per_subject"):
-        mine = (config if isinstance(config, dict) else yaml.safe_load(Path(config).read_text())).get(
-            "data", {}).get(k)
-        if mine is not None and mine != cv_cfg["data"][k]:
-            raise ConfigError(f"data.{k} = {mine} differs from the cv run's {cv_cfg['data'][k]}; paired "
-                              "comparisons need the same windows; fix: drop data.{k} (it is taken from the cv run)")
-        cfg["data"][k] = cv_cfg["data"][k]
-    cfg["split"] = {**cv_cfg["split"]}
-
-
-def _build_context(cfg: dict, cv_cfg: dict | None, out: Path, *, progress: bool, merge: bool) -> _Ctx:
+def _build_context(cfg: ControlsConfig, cv_cfg: CVConfig | None, out: Path, *, progress: bool, merge: bool) -> _Ctx:
     """The feature windows, their labels and subjects, the fixed folds (the cv run's ``splits.json`` or a fresh
     split, saved), the permutation scheme, the unit level, the probe and the store, checked before any heavy step.
 
     Raises
     ------
     ConfigError
-        Too few subjects for the folds or for the within-fold bootstrap, a unit level the labels do not define, bad
-        probe overrides.
+        Too few subjects for the folds or for the within-fold bootstrap, a unit level the labels do not define.
     ValueError
         A permutation scheme that does not fit the labels.
     SplitMismatchError
         The cv run's ``splits.json`` does not match these windows.
     """
-    task = get_task(cfg["task"])
-    d = cfg["data"]
-    ws = _load_ws(cfg, cfg["task"], cfg["features"]["preprocessing"], progress, subjects=d["subjects"],
-                  max_windows=d["max_windows_per_subject"])
+    task = get_task(cfg.task)
+    ws = _load_ws(cfg, cfg.task, cfg.features.preprocessing, progress, subjects=cfg.data.subjects,
+                  max_windows=cfg.data.max_windows_per_subject)
     y_idx, classes = encode_labels(ws.y)
     subjects = np.asarray(ws.subject).astype(str)
     split, spec, fold_ids, folds = _fixed_folds(cfg, cv_cfg, out, ws, subjects, task.name)
     n_test_subj = _check_bootstrap_folds(folds, subjects)
-    scheme = cfg["permutation"]["scheme"]
+    scheme = cfg.permutation.scheme
     if scheme == "auto":
         scheme = infer_scheme(y_idx, subjects)  # raises when neither subject scheme fits
     check_scheme(y_idx, subjects, scheme)
-    agg_level, agg_units = _unit_level(cfg["aggregate"], y_idx, subjects, np.asarray(ws.recording).astype(str))
-    check_probe_overrides(cfg)
-    pspec = ProbeSpec(kind=cfg["probe"]["kind"], C=cfg["probe"]["C"], pca=cfg["probe"]["pca"],
-                      cap_pca=cfg["probe"]["pca"] is not None, seed=42,
-                      svm_probability=cfg["probe"].get("svm_probability", "libsvm"))
-    store = ControlsStore(out, cfg, spec.group_by, merge=merge)
+    agg_level, agg_units = _unit_level(cfg.aggregate, y_idx, subjects, np.asarray(ws.recording).astype(str))
+    pr = cfg.probe
+    pspec = ProbeSpec(kind=pr.kind, C=pr.C, pca=pr.pca, cap_pca=pr.pca is not None, seed=42,
+                      svm_probability=pr.svm_probability)
+    store = ControlsStore(out, cfg.experiment, cfg.seed, spec.group_by, merge=merge)
     ctx = _Ctx(cfg, out, task, ws, row_keys(ws.recording, ws.window_index), y_idx, classes, subjects, split, fold_ids,
                folds, agg_level, agg_units, scheme, pspec, store, progress)
     ctx.note(f"{len(ws)} windows, {np.unique(subjects).size} subjects, folds {fold_ids} (test subjects per fold "
@@ -221,7 +195,7 @@ def _build_context(cfg: dict, cv_cfg: dict | None, out: Path, *, progress: bool,
     return ctx
 
 
-def _fixed_folds(cfg: dict, cv_cfg: dict | None, out: Path, ws, subjects: np.ndarray, task_name: str):
+def _fixed_folds(cfg: ControlsConfig, cv_cfg: CVConfig | None, out: Path, ws, subjects: np.ndarray, task_name: str):
     """``(split, spec, fold ids, [(train+val rows, test rows)])``: the split made from the config (the cv run's when
     ``cv_out_dir`` is set), verified against (or saved as) ``splits.json``, restricted to ``split.folds``.
 
@@ -230,8 +204,8 @@ def _fixed_folds(cfg: dict, cv_cfg: dict | None, out: Path, ws, subjects: np.nda
     ConfigError
         More folds than subjects, or too few subjects for the requested folds.
     """
-    sp = cfg["split"]
-    spec = SplitSpec(sp["scheme"], sp["k"], sp["seed"], sp["n_val_groups"], sp["group_by"])
+    sp = cfg.split
+    spec = SplitSpec(sp.scheme, sp.k, sp.seed, sp.n_val_groups, sp.group_by)
     groups = subjects if spec.group_by == "subject" else np.asarray(ws.recording).astype(str)
     n_subj = np.unique(subjects).size
     if spec.scheme == "kfold" and spec.k > n_subj:
@@ -240,11 +214,11 @@ def _fixed_folds(cfg: dict, cv_cfg: dict | None, out: Path, ws, subjects: np.nda
         split = make_split(ws.y, groups, spec, task_name)
     except SplitConfigError as err:
         raise ConfigError(f"too few subjects for the requested folds: {err}") from err
-    split_path = Path(cfg["cv_out_dir"]) / "splits.json" if cv_cfg is not None else out / "splits.json"
+    split_path = Path(cfg.cv_out_dir) / "splits.json" if cv_cfg is not None else out / "splits.json"
     split = save_or_verify(split, split_path)
     if cv_cfg is not None:
         save_or_verify(split, out / "splits.json")
-    fold_ids = list(sp["folds"]) if sp.get("folds") is not None else list(range(len(split.folds)))
+    fold_ids = list(sp.folds) if sp.folds is not None else list(range(len(split.folds)))
     folds = []
     for k in fold_ids:
         tr, va, te = split.indices(groups, k)
@@ -299,25 +273,23 @@ def _unit_level(agg: str, y_idx: np.ndarray, subjects: np.ndarray, recordings: n
 def _check_model_windows(ctx: _Ctx) -> None:
     """Every model's windows (frozen and scrambled-label) cover the feature windows: cheap, before the expensive
     steps (a :class:`~eegfm_bench.controls.embeddings.RowAlignmentError` names what is missing)."""
-    for m in ctx.cfg["models"] + [{"model": s["model"]} for s in ctx.cfg["scrambled"]]:
-        ws_m = _model_ws(ctx, m["model"])
-        align_rows(ctx.keys, row_keys(ws_m.recording, ws_m.window_index), f"{m['model']} windows")
+    for model in [m.model for m in ctx.cfg.models] + [s.model for s in ctx.cfg.scrambled]:
+        ws_m = _model_ws(ctx, model)
+        align_rows(ctx.keys, row_keys(ws_m.recording, ws_m.window_index), f"{model} windows")
 
 
-def _check_identity_channels(cfg: dict, *, progress: bool) -> None:
+def _check_identity_channels(cfg: ControlsConfig, *, progress: bool) -> None:
     """The identity probe's two datasets share channels (the error names each dataset's channels)."""
-    idc = cfg["identity"]
-    ta, tb = idc["tasks"]
-    wa = _load_ws(cfg, ta, cfg["features"]["preprocessing"], progress,
-                  subjects=(idc["subjects"] or {}).get(get_task(ta).name),
-                  max_windows=idc["max_windows_per_subject"])
-    wb = _load_ws(cfg, tb, cfg["features"]["preprocessing"], progress,
-                  subjects=(idc["subjects"] or {}).get(get_task(tb).name),
-                  max_windows=idc["max_windows_per_subject"])
+    idc = cfg.identity
+    ta, tb = idc.tasks
+    wa = _load_ws(cfg, ta, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(get_task(ta).name),
+                  max_windows=idc.max_windows_per_subject)
+    wb = _load_ws(cfg, tb, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(get_task(tb).name),
+                  max_windows=idc.max_windows_per_subject)
     shared_channels(wa.ch_names, wb.ch_names, (get_task(ta).dataset, get_task(tb).dataset))
 
 
-def _launch_adaptations(ctx: _Ctx, cv_cfg: dict | None, *, progress: bool) -> None:
+def _launch_adaptations(ctx: _Ctx, cv_cfg: CVConfig | None, *, progress: bool) -> None:
     """With ``launcher: local | slurm``: every scrambled-label fit without rows as one job, then their rows merged
     (the steps find the fits done).
 
@@ -327,19 +299,19 @@ def _launch_adaptations(ctx: _Ctx, cv_cfg: dict | None, *, progress: bool) -> No
         A job failed (the finished fits are kept).
     """
     cfg, out = ctx.cfg, ctx.out
-    lc = cfg.get("launcher") or {"kind": "none"}
-    if lc["kind"] == "none":
+    lc = cfg.launcher
+    if lc.kind == "none":
         return
-    todo = [u for entry in cfg["scrambled"] for u in _scrambled(ctx, entry, cv_cfg, list_units=True)["units"]]
+    todo = [u for entry in cfg.scrambled for u in _scrambled(ctx, entry, cv_cfg, list_units=True)["units"]]
     if todo:
-        failures = run_jobs(lc, {**cfg, "launcher": {**lc, "kind": "none"}}, todo, out, progress=progress,
+        failures = run_jobs(lc, replace(cfg, launcher=replace(lc, kind="none")), todo, out, progress=progress,
                             kind="controls")
         ctx.store.merge()
         if failures:
             raise FailedCellsError(f"{len(failures)} scrambled-label adaptation job(s) failed (first: "
                                    f"{failures[0]['cell']}: {failures[0]['error'][:300]}); the finished fits are "
                                    f"kept under {out}; fix the cause and rerun")
-    ctx.note(f"launcher {lc['kind']}: {len(todo)} scrambled-label adaptation fits as jobs")
+    ctx.note(f"launcher {lc.kind}: {len(todo)} scrambled-label adaptation fits as jobs")
 
 
 # ================================================================================================== steps
@@ -359,39 +331,40 @@ class _Results:
     identity: dict | None
 
 
-def _run_steps(ctx: _Ctx, cv_cfg: dict | None) -> _Results:
+def _run_steps(ctx: _Ctx, cv_cfg: CVConfig | None) -> _Results:
     """The suite's steps in order: (a) handcrafted, (b) frozen embeddings, (c) cv claims, (e) scrambled-label
     adaptation, (g) each claim minus the stronger family, (d) permutations, (f) identity."""
     cfg = ctx.cfg
-    metric = cfg["metric"]
+    metric = cfg.metric
     hand, hand_X = _handcrafted(ctx)
     strongest = max(hand, key=lambda f: _score(hand[f], metric))
     ctx.note(f"stronger handcrafted family: {strongest} ({_score(hand[strongest], metric):.4f})")
     frozen, frozen_X = _frozen_models(ctx)
     cv_reps = _cv_claims(ctx, cv_cfg)
-    scrambled = [_scrambled_entry(ctx, entry, cv_cfg) for entry in cfg["scrambled"]]
+    scrambled = [_scrambled_entry(ctx, entry, cv_cfg) for entry in cfg.scrambled]
     paired = {r.name: _paired(ctx, r, hand[strongest], strongest) for r in _claims(frozen, cv_reps, scrambled)}
     perms = _permutations(ctx, hand, hand_X, strongest, frozen, frozen_X)
-    identity = _identity(ctx) if cfg["identity"] is not None else None
+    identity = _identity(ctx) if cfg.identity is not None else None
     return _Results(hand, hand_X, strongest, frozen, frozen_X, cv_reps, scrambled, paired, perms, identity)
 
 
-def _scrambled_entry(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> dict:
+def _scrambled_entry(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None) -> dict:
     """Control 4 for one entry: both arms (:func:`~eegfm_bench.runs.controls_scrambled._scrambled`), a
     representation per arm (the seeds' mean probabilities), the correct − scrambled contrast and gate (iv)'s paired
     interval; the per-seed probabilities are dropped after."""
     cfg = ctx.cfg
     s = _scrambled(ctx, entry, cv_cfg)
+    arm_hashes = s.pop("arm_hashes")
     for lab in ("correct", "scrambled"):
         first = s["runs"][lab][int(s["seeds"][0])]
         proba = first["proba"] if len(s["seeds"]) == 1 else np.mean(
             [v["proba"] for v in s["runs"][lab].values()], axis=0)
-        user = cfg["user_models"].get(entry["model"])
-        init = _init_label(cfg, entry["model"], "declared") if user and user.get("pretrained") else \
-            f"pretrained:{entry['pretrained']}" if entry.get("pretrained") else "random"
-        rep = Rep(f"{entry['model']}-{entry['regime']}-{entry['head']} ({lab} labels)", entry["model"],
-                  init, entry["regime"], entry["head"], f"adaptation ({lab} labels)", proba,
-                  _probe_result(ctx, proba), int(s["seeds"][0]))
+        user = cfg.user_models.get(entry.model)
+        init = _init_label(cfg, entry.model, "declared") if user and user.get("pretrained") else \
+            f"pretrained:{entry.pretrained}" if entry.pretrained else "random"
+        rep = Rep(f"{entry.model}-{entry.regime}-{entry.head} ({lab} labels)", entry.model, init, entry.regime,
+                  entry.head, f"adaptation ({lab} labels)", proba, _probe_result(ctx, proba), int(s["seeds"][0]),
+                  chash=arm_hashes[lab])
         s["rep" if lab == "correct" else "rep_scrambled"] = rep
     s["contrast"] = scrambled_label_contrast([v["score"] for v in s["runs"]["correct"].values()],
                                              [v["score"] for v in s["runs"]["scrambled"].values()])
@@ -421,7 +394,7 @@ def _permutations(ctx: _Ctx, hand: dict, hand_X: dict, strongest: str, frozen: d
     for model, by_init in frozen.items():
         lab = "pretrained" if "pretrained" in by_init else next(lab for lab in by_init if lab.startswith("random"))
         perms[by_init[lab].name] = _permutation(ctx, by_init[lab], frozen_X[model][lab])
-    fams = {"strongest": [strongest], "all": list(hand), "none": []}[ctx.cfg["permutation"]["families"]]
+    fams = {"strongest": [strongest], "all": list(hand), "none": []}[ctx.cfg.permutation.families]
     for f in fams:
         perms[hand[f].name] = _permutation(ctx, hand[f], hand_X[f])
     return perms
@@ -440,9 +413,10 @@ def _write_reports(ctx: _Ctx, r: _Results, t_start: float, *, progress: bool) ->
     (out / "controls_report.md").write_text(md)
     summary = _summary(ctx, r, gate_reports, gate_context, seconds)
     _write_json(out / "controls_report.json", summary)
-    log_summary(cfg["trainer"], out, "controls", {
+    ctx.store.write_index(out / "cells.json")  # the current units' hashes: the rows the page reads
+    log_summary(cfg.trainer, out, "controls", {
         f"controls/{name}/{k}": float(np.nanmean(v)) for name, s in summary["scores"].items()
-        for k, v in s.items() if isinstance(v, list) and v}, experiment=cfg["experiment"])
+        for k, v in s.items() if isinstance(v, list) and v}, experiment=cfg.experiment)
     refresh([out], quiet=not progress)
     return {"gates_json": out / "gates.json", "gates_md": out / "gates.md", "report_md": out / "controls_report.md",
             "report_json": out / "controls_report.json", "results": out / "results.csv", "wall_seconds": seconds}
@@ -453,9 +427,9 @@ def _summary(ctx: _Ctx, r: _Results, gate_reports: list, gate_context: list, sec
     comparisons, permutations (without their null draws), scrambled-label entries, identity, gates and notes."""
     cfg, task, ws = ctx.cfg, ctx.task, ctx.ws
     return {
-        "experiment": cfg["experiment"], "task": task.name, "dataset": task.dataset, "n_windows": len(ws),
+        "experiment": cfg.experiment, "task": task.name, "dataset": task.dataset, "n_windows": len(ws),
         "n_subjects": int(np.unique(ctx.subjects).size), "folds": ctx.fold_ids, "permutation_scheme": ctx.scheme,
-        "unit_level": ctx.agg_level, "metric": cfg["metric"], "stronger_family": r.strongest,
+        "unit_level": ctx.agg_level, "metric": cfg.metric, "stronger_family": r.strongest,
         "scores": {rep.name: {"source": rep.source, "init": rep.init, "regime": rep.regime, "head": rep.head,
                               **{f"{m}_{lv}": rep.result.fold_values(m, lv).tolist()
                                  for m in ("auroc", "balanced_accuracy") for lv in rep.result.levels}}
@@ -468,4 +442,5 @@ def _summary(ctx: _Ctx, r: _Results, gate_reports: list, gate_context: list, sec
         "notes": ctx.log, "wall_seconds": seconds}
 
 
-__all__ = ["ControlsConfig", "DEFAULT_FEATURE_PREPROCESSING", "load_config", "controls_main", "controls_parser"]
+__all__ = ["ControlsConfig", "DEFAULT_FEATURE_PREPROCESSING", "load_config", "load_run_config", "controls_main",
+           "controls_parser"]

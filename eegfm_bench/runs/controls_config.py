@@ -1,19 +1,22 @@
 """The config of ``eegfm-bench controls`` (paper 001's negative controls): its typed schema and its loader.
 
-:func:`load_config` reads a controls YAML (or dict, plus dotted overrides), fills the defaults and checks every name
-and number before any data is read; the schema is documented in :mod:`eegfm_bench.runs.controls` and
-``configs/experiment/controls_eegmat.yaml``. The user models a config (or its cv run) declares are resolved and
-dry-run here too (:func:`_user_models`).
+:func:`load_config` reads a controls YAML (or mapping, plus dotted overrides), fills the defaults, normalises the
+mapping, builds the frozen :class:`ControlsConfig` and checks every name and number on it before any data is read;
+:func:`load_run_config` (the command's loader) also takes the data selection and split of the ``cv_out_dir`` run
+before the config is typed, so the steps receive it final. The schema is documented in
+:mod:`eegfm_bench.runs.controls` and ``configs/experiment/controls_eegmat.yaml``. The user models a config (or its
+cv run) declares are registered and dry-run here too.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import yaml
 
-from eegfm_bench.config import ConfigError, check_trainer_section, command_parser, parse_config
+from eegfm_bench.config import ConfigError, ConfigRecord, check_trainer_section, command_parser, parse_config, typed
 from eegfm_bench.controls.embeddings import POOLINGS
 from eegfm_bench.controls.features import BANDS, FAMILIES
 from eegfm_bench.controls.permutation import SCHEMES
@@ -24,7 +27,9 @@ from eegfm_bench.models.adaptation import check_regime
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.heads import HEADS
 from eegfm_bench.models.user import _normalise, check_user_model, hashable_user_spec, register_user_models, user_init_label
+from eegfm_bench.runs.cells import CVConfig
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
+from eegfm_bench.runs.output import CVRun
 from eegfm_bench.trainer import check_trainer
 
 DEFAULT_FEATURE_PREPROCESSING = {
@@ -34,8 +39,8 @@ DEFAULT_FEATURE_PREPROCESSING = {
 }
 
 
-@dataclass
-class ControlsData:
+@dataclass(frozen=True)
+class ControlsData(ConfigRecord):
     """Windows of the task (``subjects`` / ``max_windows_per_subject`` come from the cv run when ``cv_out_dir`` is set).
 
     Args:
@@ -53,8 +58,8 @@ class ControlsData:
     batch_size: int = 64
 
 
-@dataclass
-class ControlsFeatures:
+@dataclass(frozen=True)
+class ControlsFeatures(ConfigRecord):
     """Handcrafted comparators (§3.3-3.4).
 
     Args:
@@ -70,8 +75,8 @@ class ControlsFeatures:
     study_summaries: bool = True
 
 
-@dataclass
-class ControlsProbe:
+@dataclass(frozen=True)
+class ControlsProbe(ConfigRecord):
     """The frozen probe (§3.5).
 
     Args:
@@ -93,8 +98,8 @@ class ControlsProbe:
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-@dataclass
-class ControlsModel:
+@dataclass(frozen=True)
+class ControlsModel(ConfigRecord):
     """One encoder's frozen embeddings (configured checkpoint and matched random inits, Control 2).
 
     Args:
@@ -112,8 +117,8 @@ class ControlsModel:
     backbone_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class ControlsPermutation:
+@dataclass(frozen=True)
+class ControlsPermutation(ConfigRecord):
     """Label permutation (Control 3, §4.2.3).
 
     Args:
@@ -132,8 +137,8 @@ class ControlsPermutation:
     statistic: Literal["mean_fold", "pooled"] = "mean_fold"
 
 
-@dataclass
-class ControlsBootstrap:
+@dataclass(frozen=True)
+class ControlsBootstrap(ConfigRecord):
     """Subject-cluster bootstrap (§4.6).
 
     Args:
@@ -147,8 +152,8 @@ class ControlsBootstrap:
     seed: int = 0
 
 
-@dataclass
-class ControlsScrambled:
+@dataclass(frozen=True)
+class ControlsScrambled(ConfigRecord):
     """Scrambled-label adaptation (Control 4, §4.2.4); unset keys come from the matching cv run.
 
     Args:
@@ -185,9 +190,29 @@ class ControlsScrambled:
     lora: Optional[dict[str, Any]] = None
     pretrained: Optional[str] = None
 
+    @property
+    def seed_list(self) -> list[int]:
+        """The training seeds: ``seeds``, or ``[0]`` when unset (``correct: cv`` takes the cv run's instead)."""
+        return [int(x) for x in self.seeds or [0]]
 
-@dataclass
-class ControlsIdentity:
+    @property
+    def seeds_given(self) -> bool:
+        """Whether the config set ``seeds`` (``correct: cv`` refuses seeds other than the cv run's)."""
+        return self.seeds is not None
+
+    def overrides(self) -> list[str]:
+        """The optional keys this entry sets (:data:`SCRAMBLED_OPTIONAL`; the unset ones come from the cv run)."""
+        return [k for k in SCRAMBLED_OPTIONAL if getattr(self, k) is not None]
+
+    def hashed(self) -> dict:
+        """The entry as its fits' config hashes read it: the unset optional keys left out and ``seeds`` resolved
+        (the mapping hashed before configs were typed, so the hashes are unchanged)."""
+        d = {k: v for k, v in self.to_dict().items() if not (k in SCRAMBLED_OPTIONAL and v is None)}
+        return {**d, "seeds": self.seed_list}
+
+
+@dataclass(frozen=True)
+class ControlsIdentity(ConfigRecord):
     """Dataset-identity probe (§4.4, Table 7).
 
     Args:
@@ -218,8 +243,8 @@ class ControlsIdentity:
     group_by: Literal["subject", "recording"] = "subject"
 
 
-@dataclass
-class ControlsGates:
+@dataclass(frozen=True)
+class ControlsGates(ConfigRecord):
     """The four gates (§3.6, §5.5).
 
     Args:
@@ -229,8 +254,8 @@ class ControlsGates:
     alpha: float = 0.05
 
 
-@dataclass
-class ControlsSplit:
+@dataclass(frozen=True)
+class ControlsSplit(ConfigRecord):
     """Folds (ignored with ``cv_out_dir``: the cv run's are used).
 
     Args:
@@ -250,8 +275,8 @@ class ControlsSplit:
     folds: Optional[list[int]] = None
 
 
-@dataclass
-class ControlsConfig:
+@dataclass(frozen=True)
+class ControlsConfig(ConfigRecord):
     """``eegfm-bench controls``: the negative-control suite of paper 001 on one task.
 
     Args:
@@ -279,6 +304,8 @@ class ControlsConfig:
             ``cv_out_dir`` run are inherited. A user model's weights come from its declaration: its ``models``
             entry gets the declared weights as its pretrained arm and ``init_seeds`` random inits built without
             them.
+        trainer: the frozen embeddings' ``Trainer.predict`` passes (every ``lightning.Trainer`` argument, see
+            :func:`~eegfm_bench.config.add_trainer_arguments`).
     """
 
     experiment: str = "controls"
@@ -301,9 +328,11 @@ class ControlsConfig:
     gates: ControlsGates = field(default_factory=ControlsGates)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    trainer: dict[str, Any] = field(default_factory=dict)
 
 
 def controls_parser():
+    """The ``eegfm-bench controls`` parser (``--config`` files, dotted overrides, the Trainer arguments)."""
     return command_parser("eegfm-bench controls", ControlsConfig, description=ControlsConfig.__doc__, training=False)
 
 
@@ -317,265 +346,356 @@ def _lowest_band_seconds() -> float:
     return 1.0 / min(lo for _, lo, _ in BANDS)
 
 
-def load_config(path_or_dict, args=()) -> dict:
-    """Read a controls YAML (or dict, plus dotted overrides), fill defaults and validate every name and number before
-    any data is read.
+# ============================================================================================ the loading step
+def load_config(source, args=()) -> ControlsConfig:
+    """Read a controls YAML (or mapping, or :class:`ControlsConfig`, plus dotted overrides), fill defaults, validate
+    every name and number before any data is read, and return it typed and frozen.
 
-    Steps: parse against :class:`ControlsConfig`; require ``task`` and ``out_dir``; check the trainer, launcher, task
-    and user models; resolve and check the feature preprocessing (:func:`_check_features`), the probe, metric and
-    statistics (:func:`_check_probe_and_statistics`), the models (:func:`_check_models`), the cv run and its claims
-    (:func:`_check_cv_run`), each scrambled-label entry (:func:`_check_scrambled`) and the identity probe
-    (:func:`_check_identity`).
+    The cv run of ``cv_out_dir`` is not read here beyond its ``config.yaml`` (its user models) and the presence of
+    its ``splits.json``; :func:`load_run_config` (what the command uses) also takes its data selection and split.
+
+    Steps: parse against :class:`ControlsConfig` and require ``task`` and ``out_dir`` (:func:`_parsed`) -> the
+    normalisations on the mapping (:func:`_resolved`: user models inherited and registered, the feature
+    preprocessing resolved to a full mapping, each model's ``backbone_kwargs`` and declared weights, each
+    scrambled entry's trainer section) -> :func:`~eegfm_bench.config.typed` -> the checks on the typed object
+    (:func:`_check_controls`).
 
     Returns
     -------
-    dict
-        The resolved config (``features.preprocessing`` resolved to a full dict, ``identity`` filled).
+    ControlsConfig
+        The resolved config (``features.preprocessing`` a full mapping).
 
     Raises
     ------
     ConfigError
         A missing ``task`` or ``out_dir``, unknown keys, unknown families / probes / poolings / aggregates / schemes,
-        a feature window shorter than
-        the lowest band (0.5 Hz needs 2 s) or the Welch segment, a missing cv out_dir, regimes that cannot run.
+        a feature window shorter than the lowest band (0.5 Hz needs 2 s) or the Welch segment, a missing cv
+        out_dir, regimes that cannot run.
     UnknownNameError
         Unknown task or backbone (lists valid names).
     """
-    path_or_dict, given = _pop_seeds_given(path_or_dict)
-    cfg = parse_config(controls_parser(), path_or_dict, args)
-    missing = [k for k in ("task", "out_dir") if not cfg.get(k)]
+    return _resolved(_parsed(source, args), None)
+
+
+def load_run_config(source, args=()) -> tuple[ControlsConfig, CVConfig | None]:
+    """:func:`load_config` with the cv run of ``cv_out_dir`` read (:class:`~eegfm_bench.runs.output.CVRun`): its
+    data selection (``subjects``, ``max_windows_per_subject``) and its split are taken on the mapping before it is
+    typed, so the returned config is final. Returns ``(config, the cv run's typed config or None)``.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`load_config`; the cv run is of another task, or this config sets ``data.subjects`` /
+        ``data.max_windows_per_subject`` to other values than the cv run's (paired comparisons need the same
+        windows).
+    CVRunError
+        ``cv_out_dir`` is not a finished cv run.
+    """
+    raw = _parsed(source, args)
+    cv = CVRun(raw["cv_out_dir"]).config if raw["cv_out_dir"] is not None else None
+    return _resolved(raw, cv), cv
+
+
+def _parsed(source, args) -> dict:
+    """The validated mapping (a :class:`ControlsConfig` is turned back into one and parsed again: a launcher's
+    worker), with ``task`` and ``out_dir`` set and the cv run's ``config.yaml`` / ``splits.json`` present."""
+    if isinstance(source, ControlsConfig):
+        source = source.to_dict()
+    raw = parse_config(controls_parser(), source, args)
+    missing = [k for k in ("task", "out_dir") if not raw[k]]
     if missing:
         raise ConfigError(f"the controls config needs {' and '.join(f'`{k}`' for k in missing)} (a full run takes "
                           "hours on CPU, so nothing is assumed); fix: start from configs/experiment/controls_eegmat.yaml")
-    check_trainer(cfg["trainer"], "trainer")
-    check_launcher(cfg.get("launcher"), trainer=cfg.get("trainer"))
-    get_task(cfg["task"])
-    _user_models(cfg)
-    cfg["features"]["preprocessing"] = _check_features(cfg["features"])
-    _check_probe_and_statistics(cfg)
-    cfg["models"] = _check_models(cfg)
-    _check_cv_run(cfg)
-    cfg["scrambled"] = [_check_scrambled(cfg, i, s, given) for i, s in enumerate(cfg["scrambled"])]
-    _check_identity(cfg)
-    return cfg
-
-
-def _pop_seeds_given(path_or_dict):
-    """A resolved config (a launcher's worker) carries each scrambled entry's ``seeds_given``: taken out before
-    parsing, returned as ``{entry index: bool}`` (a copy of the dict is parsed; the caller's is left alone)."""
-    given: dict[int, bool] = {}
-    if isinstance(path_or_dict, dict) and path_or_dict.get("scrambled"):
-        path_or_dict = {**path_or_dict, "scrambled": [dict(e) for e in path_or_dict["scrambled"]]}
-        for i, e in enumerate(path_or_dict["scrambled"]):
-            if "seeds_given" in e:
-                given[i] = bool(e.pop("seeds_given"))
-    return path_or_dict, given
-
-
-def _check_features(fc: dict) -> dict:
-    """The feature families checked and the feature preprocessing resolved (null: paper 001 §3.3's defaults; a
-    backbone name: its preprocessing; a dict: over the defaults), long and fast enough for the bands."""
-    fam = fc["families"]
-    if not fam or any(f not in FAMILIES for f in fam) or len(set(fam)) != len(fam):
-        raise ConfigError(f"features.families {fam!r}; fix: a non-empty list from {list(FAMILIES)}")
-    prep = fc["preprocessing"]
-    if prep is None:
-        prep = dict(DEFAULT_FEATURE_PREPROCESSING)
-    elif isinstance(prep, str):
-        p = BACKBONES.get(prep).preprocessing
-        prep = p.to_dict()
-    else:
-        bad = set(prep) - set(Preprocessing.__dataclass_fields__)
-        if bad:
-            raise ConfigError(f"features.preprocessing: unknown keys {sorted(bad)}; valid: "
-                              f"{sorted(Preprocessing.__dataclass_fields__)}")
-        prep = {**DEFAULT_FEATURE_PREPROCESSING, **prep}
-    need = max(_lowest_band_seconds(), float(fc["welch_seconds"]))
-    if float(prep["window_s"]) < need:
-        raise ConfigError(
-            f"features.preprocessing.window_s = {prep['window_s']} s is shorter than the handcrafted features need "
-            f"({need:g} s: the lowest band edge is 0.5 Hz and the Welch segment is "
-            f"{fc['welch_seconds']} s); fix: window_s >= {need:g}")
-    if float(prep["sfreq"]) <= 90:
-        raise ConfigError(f"features.preprocessing.sfreq = {prep['sfreq']} Hz cannot carry the γ band (30-45 Hz); "
-                          "fix: sfreq > 90 (200 by default)")
-    return prep
-
-
-def _check_probe_and_statistics(cfg: dict) -> None:
-    """The probe kind, the gates' metric, the unit level, the permutation and the bootstrap settings."""
-    PROBES.get(cfg["probe"]["kind"])
-    if cfg["probe"]["kind"] == "lda" and cfg["probe"]["C"] is not None:
-        raise ConfigError("probe.C is set but the lda probe has no C; fix: probe.C: null")
-    if cfg["metric"] not in ("auroc", "balanced_accuracy"):
-        raise ConfigError(f"metric {cfg['metric']!r}; fix: auroc or balanced_accuracy")
-    if cfg["aggregate"] not in AGGREGATES:
-        raise ConfigError(f"aggregate {cfg['aggregate']!r}; fix: one of {AGGREGATES}")
-    perm = cfg["permutation"]
-    if perm["scheme"] != "auto" and perm["scheme"] not in SCHEMES:
-        raise ConfigError(f"permutation.scheme {perm['scheme']!r}; fix: auto or one of {SCHEMES}")
-    if perm["families"] not in PERM_FAMILIES:
-        raise ConfigError(f"permutation.families {perm['families']!r}; fix: one of {PERM_FAMILIES}")
-    if int(perm["n"]) < 1:
-        raise ConfigError("permutation.n must be >= 1 (the paper uses 100)")
-    if int(cfg["bootstrap"]["n_boot"]) < 100:
-        raise ConfigError("bootstrap.n_boot must be >= 100 for a 95 % interval (2000 by default)")
-
-
-def _check_models(cfg: dict) -> list[dict]:
-    """The frozen-embedding models, checked (a user model's weights come from its declaration: ``pretrained`` is
-    ``declared`` or null), one entry per model."""
-    models = []
-    for i, m in enumerate(cfg["models"]):
-        BACKBONES.get(m["model"])
-        m = {**m, "backbone_kwargs": m.get("backbone_kwargs") or {}}
-        if m["model"] in cfg["user_models"]:
-            if m["pretrained"] not in (None, "declared"):
-                raise ConfigError(f"models[{i}]: {m['model']} is a user model, whose weights come from its "
-                                  f"declaration (user_models.{m['model']}.pretrained), not pretrained: "
-                                  f"{m['pretrained']!r}; fix: pretrained: null")
-            m["pretrained"] = "declared" if cfg["user_models"][m["model"]].get("pretrained") else None
-        if m["pooling"] not in POOLINGS:
-            raise ConfigError(f"models[{i}].pooling {m['pooling']!r}; fix: one of {POOLINGS}")
-        if not m["init_seeds"]:
-            raise ConfigError(f"models[{i}].init_seeds is empty; fix: at least one seed (matched random init)")
-        models.append(m)
-    if len({m["model"] for m in models}) != len(models):
-        raise ConfigError("a model is listed twice in `models`; fix: one entry per model (list its seeds in init_seeds)")
-    return models
-
-
-def _check_cv_run(cfg: dict) -> None:
-    """``cv_out_dir`` holds a finished cv run's config and splits; ``cv_claims`` is auto, [] or {model, regime,
-    head} entries (and needs the cv run)."""
-    if cfg["cv_out_dir"] is not None:
-        cvd = Path(cfg["cv_out_dir"])
+    if raw["cv_out_dir"] is not None:
+        cvd = Path(raw["cv_out_dir"])
         for f in ("config.yaml", "splits.json"):
             if not (cvd / f).is_file():
                 raise ConfigError(f"cv_out_dir {cvd} has no {f}; fix: run `eegfm-bench cv --config ...` first, or "
                                   "point cv_out_dir at that run's out_dir (or set it to null)")
-    claims = cfg["cv_claims"]
+    return raw
+
+
+def _resolved(raw: dict, cv: CVConfig | None) -> ControlsConfig:
+    """The normalisations on the parsed mapping (in place), then the typed config and its checks."""
+    if cv is not None:
+        _inherit_cv_settings(raw, cv)
+    raw["user_models"] = _inherited_user_models(raw)
+    if raw["user_models"]:
+        register_user_models(raw["user_models"])  # user models name backbones (and preprocessings) from here on
+    raw["features"]["preprocessing"] = _resolved_preprocessing(raw["features"]["preprocessing"])
+    raw["models"] = [_resolved_model(raw, i, m) for i, m in enumerate(raw["models"])]
+    for i, s in enumerate(raw["scrambled"]):
+        if s.get("trainer"):
+            s["trainer"] = check_trainer_section(s["trainer"], f"scrambled[{i}].trainer")
+    cfg = typed(ControlsConfig, raw)
+    _check_controls(cfg)
+    return cfg
+
+
+def _inherit_cv_settings(raw: dict, cv: CVConfig) -> None:
+    """The cv run's data selection and split, taken on the mapping (its task must be this config's).
+
+    Raises
+    ------
+    ConfigError
+        The cv run is of another task, or this config sets ``data.subjects`` / ``data.max_windows_per_subject`` to
+        other values than the cv run's.
+    """
+    if cv.task != raw["task"]:
+        raise ConfigError(f"cv_out_dir {raw['cv_out_dir']} is a run of task {cv.task!r}, not {raw['task']!r}; fix: "
+                          "point cv_out_dir at a run of this task")
+    theirs = {"subjects": cv.data.subjects, "max_windows_per_subject": cv.data.max_windows_per_subject}
+    for k, v in theirs.items():
+        mine = raw["data"][k]
+        if mine is not None and mine != v:
+            raise ConfigError(f"data.{k} = {mine} differs from the cv run's {v}; paired comparisons need the same "
+                              f"windows; fix: drop data.{k} (it is taken from the cv run)")
+        raw["data"][k] = copy.deepcopy(v)
+    raw["split"] = cv.split.to_dict()
+
+
+def _inherited_user_models(raw: dict) -> dict:
+    """This config's ``user_models`` with those of the ``cv_out_dir`` run (its ``config.yaml``) added.
+
+    Raises
+    ------
+    ConfigError
+        A name declared here and, differently, in the cv run.
+    """
+    user = dict(raw["user_models"] or {})
+    cv_yaml = Path(raw["cv_out_dir"]) / "config.yaml" if raw["cv_out_dir"] else None
+    if cv_yaml is not None and cv_yaml.is_file():
+        for name, spec in ((yaml.safe_load(cv_yaml.read_text()) or {}).get("user_models") or {}).items():
+            if name in user and _normalise(dict(user[name])) != _normalise(dict(spec)):
+                raise ConfigError(f"user model {name!r} is declared here and, differently, in the cv run "
+                                  f"{raw['cv_out_dir']}; fix: drop it from this config (the cv run's declaration is "
+                                  "inherited) or give it another name")
+            user.setdefault(name, spec)
+    return user
+
+
+def _resolved_preprocessing(prep) -> dict:
+    """The feature preprocessing as a full mapping: null -> paper 001 §3.3's defaults; a backbone name -> its
+    preprocessing; a mapping -> over the defaults.
+
+    Raises
+    ------
+    ConfigError
+        Unknown preprocessing keys.
+    """
+    if prep is None:
+        return dict(DEFAULT_FEATURE_PREPROCESSING)
+    if isinstance(prep, str):
+        return BACKBONES.get(prep).preprocessing.to_dict()
+    bad = set(prep) - set(Preprocessing.__dataclass_fields__)
+    if bad:
+        raise ConfigError(f"features.preprocessing: unknown keys {sorted(bad)}; valid: "
+                          f"{sorted(Preprocessing.__dataclass_fields__)}")
+    return {**DEFAULT_FEATURE_PREPROCESSING, **prep}
+
+
+def _resolved_model(raw: dict, i: int, m: dict) -> dict:
+    """One ``models`` entry with ``backbone_kwargs`` a mapping and, for a user model, ``pretrained`` its declared
+    weights (``declared``) or null.
+
+    Raises
+    ------
+    ConfigError
+        A user model given a hub checkpoint (its weights come from its declaration).
+    """
+    m = {**m, "backbone_kwargs": m.get("backbone_kwargs") or {}}
+    if m["model"] in raw["user_models"]:
+        if m["pretrained"] not in (None, "declared"):
+            raise ConfigError(f"models[{i}]: {m['model']} is a user model, whose weights come from its "
+                              f"declaration (user_models.{m['model']}.pretrained), not pretrained: "
+                              f"{m['pretrained']!r}; fix: pretrained: null")
+        m["pretrained"] = "declared" if raw["user_models"][m["model"]].get("pretrained") else None
+    return m
+
+
+# ================================================================================== checks on the typed config
+def _check_controls(cfg: ControlsConfig) -> None:
+    """The checks that need no data: the trainer, launcher and task, the user models (one batch through each), the
+    features (:func:`_check_features`), the probe and statistics (:func:`_check_probe_and_statistics`,
+    :func:`check_probe_overrides`), the models (:func:`_check_models`), the cv claims, each scrambled-label entry
+    (:func:`_check_scrambled`) and the identity probe (:func:`_check_identity`).
+
+    Raises
+    ------
+    ConfigError, UnknownNameError, UserModelError
+    """
+    check_trainer(cfg.trainer, "trainer")
+    check_launcher(cfg.launcher, trainer=cfg.trainer)
+    get_task(cfg.task)
+    _check_user_models(cfg)
+    _check_features(cfg.features)
+    _check_probe_and_statistics(cfg)
+    check_probe_overrides(cfg.probe)
+    _check_models(cfg)
+    _check_cv_claims(cfg)
+    for i, s in enumerate(cfg.scrambled):
+        _check_scrambled(cfg, i, s)
+    _check_identity(cfg.identity)
+
+
+def _check_user_models(cfg: ControlsConfig) -> None:
+    """Each user model a ``models`` / ``scrambled`` entry uses gets one batch through it
+    (:func:`~eegfm_bench.models.user.check_user_model`) before any data is read.
+
+    Raises
+    ------
+    UserModelError
+        A declaration that does not build or fails its dry run (naming the fix).
+    """
+    used = {m.model for m in cfg.models} | {s.model for s in cfg.scrambled}
+    for name, spec in cfg.user_models.items():
+        if name in used:
+            check_user_model(name, spec, lora=any(s.model == name and s.regime == "lora"
+                                                  and not (s.lora or {}).get("target_modules")
+                                                  for s in cfg.scrambled))
+
+
+def _check_features(fc: ControlsFeatures) -> None:
+    """The feature families, and a resolved feature preprocessing long and fast enough for the bands."""
+    fam = fc.families
+    if not fam or any(f not in FAMILIES for f in fam) or len(set(fam)) != len(fam):
+        raise ConfigError(f"features.families {fam!r}; fix: a non-empty list from {list(FAMILIES)}")
+    prep = fc.preprocessing
+    need = max(_lowest_band_seconds(), float(fc.welch_seconds))
+    if float(prep["window_s"]) < need:
+        raise ConfigError(
+            f"features.preprocessing.window_s = {prep['window_s']} s is shorter than the handcrafted features need "
+            f"({need:g} s: the lowest band edge is 0.5 Hz and the Welch segment is "
+            f"{fc.welch_seconds} s); fix: window_s >= {need:g}")
+    if float(prep["sfreq"]) <= 90:
+        raise ConfigError(f"features.preprocessing.sfreq = {prep['sfreq']} Hz cannot carry the γ band (30-45 Hz); "
+                          "fix: sfreq > 90 (200 by default)")
+
+
+def _check_probe_and_statistics(cfg: ControlsConfig) -> None:
+    """The probe kind, the gates' metric, the unit level, the permutation and the bootstrap settings."""
+    PROBES.get(cfg.probe.kind)
+    if cfg.probe.kind == "lda" and cfg.probe.C is not None:
+        raise ConfigError("probe.C is set but the lda probe has no C; fix: probe.C: null")
+    if cfg.metric not in ("auroc", "balanced_accuracy"):
+        raise ConfigError(f"metric {cfg.metric!r}; fix: auroc or balanced_accuracy")
+    if cfg.aggregate not in AGGREGATES:
+        raise ConfigError(f"aggregate {cfg.aggregate!r}; fix: one of {AGGREGATES}")
+    perm = cfg.permutation
+    if perm.scheme != "auto" and perm.scheme not in SCHEMES:
+        raise ConfigError(f"permutation.scheme {perm.scheme!r}; fix: auto or one of {SCHEMES}")
+    if perm.families not in PERM_FAMILIES:
+        raise ConfigError(f"permutation.families {perm.families!r}; fix: one of {PERM_FAMILIES}")
+    if int(perm.n) < 1:
+        raise ConfigError("permutation.n must be >= 1 (the paper uses 100)")
+    if int(cfg.bootstrap.n_boot) < 100:
+        raise ConfigError("bootstrap.n_boot must be >= 100 for a 95 % interval (2000 by default)")
+
+
+def _check_models(cfg: ControlsConfig) -> None:
+    """The frozen-embedding models: registered backbones, a known pooling, at least one init seed, one entry
+    per model."""
+    for i, m in enumerate(cfg.models):
+        BACKBONES.get(m.model)
+        if m.pooling not in POOLINGS:
+            raise ConfigError(f"models[{i}].pooling {m.pooling!r}; fix: one of {POOLINGS}")
+        if not m.init_seeds:
+            raise ConfigError(f"models[{i}].init_seeds is empty; fix: at least one seed (matched random init)")
+    if len({m.model for m in cfg.models}) != len(cfg.models):
+        raise ConfigError("a model is listed twice in `models`; fix: one entry per model (list its seeds in init_seeds)")
+
+
+def _check_cv_claims(cfg: ControlsConfig) -> None:
+    """``cv_claims`` is auto, [] or {model, regime, head} entries (and needs the cv run)."""
+    claims = cfg.cv_claims
     if claims not in ("auto", None) and not isinstance(claims, list):
         raise ConfigError("cv_claims must be auto, [] or a list of {model, regime, head}")
     if isinstance(claims, list):
         for i, c in enumerate(claims):
             if set(c) != {"model", "regime", "head"}:
                 raise ConfigError(f"cv_claims[{i}] needs exactly model, regime, head; got {sorted(c)}")
-        if claims and cfg["cv_out_dir"] is None:
+        if claims and cfg.cv_out_dir is None:
             raise ConfigError("cv_claims are listed but cv_out_dir is null; fix: point cv_out_dir at the cv run")
 
 
-def _check_scrambled(cfg: dict, i: int, s: dict, given: dict[int, bool]) -> dict:
-    """Scrambled-label entry ``i`` checked; unset optional keys are dropped (they come from the cv run), ``seeds``
-    defaults to [0] and ``seeds_given`` says whether the config set them."""
-    BACKBONES.get(s["model"])
-    s = {k: v for k, v in s.items() if not (k in SCRAMBLED_OPTIONAL and v is None)}  # unset: from the cv run
-    if s["model"] in cfg["user_models"] and s.get("pretrained"):
-        raise ConfigError(f"scrambled[{i}]: {s['model']} is a user model, whose weights come from its "
-                          f"declaration (user_models.{s['model']}.pretrained); fix: drop scrambled[{i}].pretrained")
-    if s.get("trainer"):
-        s["trainer"] = check_trainer_section(s["trainer"], f"scrambled[{i}].trainer")
-    s = {**s, "seeds_given": given.get(i, s.get("seeds") is not None), "seeds": s.get("seeds") or [0]}
-    if s["correct"] not in ("auto", "cv", "rerun"):
-        raise ConfigError(f"scrambled[{i}].correct {s['correct']!r}; fix: auto, cv (reuse the cv run's "
+def _check_scrambled(cfg: ControlsConfig, i: int, s: ControlsScrambled) -> None:
+    """Scrambled-label entry ``i``: a registered backbone, a known ``correct`` source, an adapting regime with LoRA
+    targets where needed, a head, a permutation scheme, seeds, and no hub checkpoint for a user model."""
+    BACKBONES.get(s.model)
+    if s.model in cfg.user_models and s.pretrained:
+        raise ConfigError(f"scrambled[{i}]: {s.model} is a user model, whose weights come from its "
+                          f"declaration (user_models.{s.model}.pretrained); fix: drop scrambled[{i}].pretrained")
+    if s.correct not in ("auto", "cv", "rerun"):
+        raise ConfigError(f"scrambled[{i}].correct {s.correct!r}; fix: auto, cv (reuse the cv run's "
                           "correct-label predictions) or rerun")
-    check_regime(s["regime"])
-    if s["regime"] == "head_only":
+    check_regime(s.regime)
+    if s.regime == "head_only":
         raise ConfigError(f"scrambled[{i}]: regime head_only adapts nothing; fix: lora or full")
-    HEADS.get(s["head"])
-    if s["regime"] == "lora" and not BACKBONES.get(s["model"]).lora_targets and not (s.get("lora") or {}).get(
-            "target_modules"):
-        raise ConfigError(f"scrambled[{i}]: {s['model']} declares no LoRA targets (a supervised baseline); "
+    HEADS.get(s.head)
+    if s.regime == "lora" and not BACKBONES.get(s.model).lora_targets and not (s.lora or {}).get("target_modules"):
+        raise ConfigError(f"scrambled[{i}]: {s.model} declares no LoRA targets (a supervised baseline); "
                           "fix: regime: full for it, or set lora.target_modules")
-    if s["scheme"] != "auto" and s["scheme"] not in SCHEMES:
-        raise ConfigError(f"scrambled[{i}].scheme {s['scheme']!r}; fix: auto or one of {SCHEMES}")
-    if not s["seeds"]:
-        raise ConfigError(f"scrambled[{i}].seeds is empty")
-    return s
+    if s.scheme != "auto" and s.scheme not in SCHEMES:
+        raise ConfigError(f"scrambled[{i}].scheme {s.scheme!r}; fix: auto or one of {SCHEMES}")
 
 
-def _check_identity(cfg: dict) -> None:
+def _check_identity(idc: ControlsIdentity | None) -> None:
     """The identity probe names two tasks of two datasets and a handcrafted family."""
-    if cfg["identity"] is None:
+    if idc is None:
         return
-    idc = cfg["identity"]
-    if not isinstance(idc["tasks"], list) or len(idc["tasks"]) != 2:
+    if not isinstance(idc.tasks, list) or len(idc.tasks) != 2:
         raise ConfigError("identity.tasks must name two tasks (e.g. [eegmmidb_mi, eegmat])")
-    for t in idc["tasks"]:
+    for t in idc.tasks:
         get_task(t)
-    if get_task(idc["tasks"][0]).dataset == get_task(idc["tasks"][1]).dataset:
-        raise ConfigError(f"identity.tasks {idc['tasks']} come from the same dataset; fix: two datasets")
-    if idc["family"] not in FAMILIES:
-        raise ConfigError(f"identity.family {idc['family']!r}; fix: one of {list(FAMILIES)}")
-    cfg["identity"] = idc
+    if get_task(idc.tasks[0]).dataset == get_task(idc.tasks[1]).dataset:
+        raise ConfigError(f"identity.tasks {idc.tasks} come from the same dataset; fix: two datasets")
+    if idc.family not in FAMILIES:
+        raise ConfigError(f"identity.family {idc.family!r}; fix: one of {list(FAMILIES)}")
 
 
-def check_probe_overrides(cfg: dict) -> None:
+def check_probe_overrides(probe: ControlsProbe) -> None:
     """``probe.overrides``: keys handcrafted / frozen / adapted, each a mapping of kind, C, pca, svm_probability
-    with valid values (checked with the probe's own settings)."""
-    bad = set(cfg["probe"].get("overrides") or {}) - {"handcrafted", "frozen", "adapted"}
-    bad_keys = {k for ov in (cfg["probe"].get("overrides") or {}).values() for k in (ov or {})} - {
-        "kind", "C", "pca", "svm_probability"}
-    if bad or bad_keys:
-        raise ConfigError(f"probe.overrides: unknown {sorted(bad) or sorted(bad_keys)}; fix: keys handcrafted, "
-                          "frozen, adapted, each a mapping of kind, C, pca, svm_probability")
-    for where, pr in [("probe", cfg["probe"])] + [(f"probe.overrides.{k}", v or {})
-                                                  for k, v in (cfg["probe"].get("overrides") or {}).items()]:
-        if pr.get("kind") is not None and pr["kind"] not in PROBES.names():
-            raise ConfigError(f"{where}.kind {pr['kind']!r}; fix: one of {PROBES.names()}")
-        if pr.get("svm_probability") is not None and pr["svm_probability"] not in ("libsvm", "calibrated"):
-            raise ConfigError(f"{where}.svm_probability {pr['svm_probability']!r}; fix: libsvm (the paper's "
-                              "SVC(probability=True)) or calibrated (CalibratedClassifierCV)")
-        if pr.get("pca") is not None and (not isinstance(pr["pca"], int) or pr["pca"] < 1):
-            raise ConfigError(f"{where}.pca {pr['pca']!r}; fix: a number of PCA components >= 1, or null")
-        if pr.get("C") is not None and not float(pr["C"]) > 0:
-            raise ConfigError(f"{where}.C {pr['C']!r}; fix: a regularisation strength > 0, or null")
-
-
-def _user_models(cfg: dict) -> None:
-    """Resolve, register and dry-run the user models of a controls config (in place).
-
-    The ``cv_out_dir`` run's ``user_models`` are inherited; a name declared in both must have the same
-    declaration. Each model a ``models`` / ``scrambled`` / ``identity`` step uses gets one batch through it
-    (:func:`~eegfm_bench.models.user.check_user_model`) before any data is read.
+    with valid values (checked with the probe's own settings).
 
     Raises
     ------
     ConfigError
-        A name declared differently here and in the cv run.
-    UserModelError
-        A declaration that does not build or fails its dry run (naming the fix).
+        An unknown representation or key, or a bad value (naming the fix).
     """
-    user = dict(cfg.get("user_models") or {})
-    cv_yaml = Path(cfg["cv_out_dir"]) / "config.yaml" if cfg.get("cv_out_dir") else None
-    if cv_yaml is not None and cv_yaml.is_file():
-        for name, spec in ((yaml.safe_load(cv_yaml.read_text()) or {}).get("user_models") or {}).items():
-            if name in user and _normalise(dict(user[name])) != _normalise(dict(spec)):
-                raise ConfigError(f"user model {name!r} is declared here and, differently, in the cv run "
-                                  f"{cfg['cv_out_dir']}; fix: drop it from this config (the cv run's declaration is "
-                                  "inherited) or give it another name")
-            user.setdefault(name, spec)
-    cfg["user_models"] = user
-    if not user:
-        return
-    register_user_models(user)
-    used = {m["model"] for m in cfg["models"]} | {s["model"] for s in cfg["scrambled"]}
-    for name, spec in user.items():
-        if name in used:
-            check_user_model(name, spec, lora=any(s["model"] == name and s["regime"] == "lora"
-                                                  and not (s.get("lora") or {}).get("target_modules")
-                                                  for s in cfg["scrambled"]))
+    overrides = probe.overrides or {}
+    bad = set(overrides) - {"handcrafted", "frozen", "adapted"}
+    bad_keys = {k for ov in overrides.values() for k in (ov or {})} - {"kind", "C", "pca", "svm_probability"}
+    if bad or bad_keys:
+        raise ConfigError(f"probe.overrides: unknown {sorted(bad) or sorted(bad_keys)}; fix: keys handcrafted, "
+                          "frozen, adapted, each a mapping of kind, C, pca, svm_probability")
+    own = {"kind": probe.kind, "C": probe.C, "pca": probe.pca, "svm_probability": probe.svm_probability}
+    for where, pr in [("probe", own)] + [(f"probe.overrides.{k}", v or {}) for k, v in overrides.items()]:
+        _check_probe_settings(where, pr)
 
 
-def _user_decl(cfg: dict, model: str) -> dict:
+def _check_probe_settings(where: str, pr: dict) -> None:
+    """One probe mapping's kind, svm_probability, pca and C (the set ones)."""
+    if pr.get("kind") is not None and pr["kind"] not in PROBES.names():
+        raise ConfigError(f"{where}.kind {pr['kind']!r}; fix: one of {PROBES.names()}")
+    if pr.get("svm_probability") is not None and pr["svm_probability"] not in ("libsvm", "calibrated"):
+        raise ConfigError(f"{where}.svm_probability {pr['svm_probability']!r}; fix: libsvm (the paper's "
+                          "SVC(probability=True)) or calibrated (CalibratedClassifierCV)")
+    if pr.get("pca") is not None and (not isinstance(pr["pca"], int) or pr["pca"] < 1):
+        raise ConfigError(f"{where}.pca {pr['pca']!r}; fix: a number of PCA components >= 1, or null")
+    if pr.get("C") is not None and not float(pr["C"]) > 0:
+        raise ConfigError(f"{where}.C {pr['C']!r}; fix: a regularisation strength > 0, or null")
+
+
+# ============================================================================================ names in the rows
+def _user_decl(cfg: ControlsConfig, model: str) -> dict:
     """``{"user_model": <declaration without its unhashed keys>}`` for a user model (enters unit hashes), else {}."""
-    spec = (cfg.get("user_models") or {}).get(model)
+    spec = cfg.user_models.get(model)
     return {"user_model": hashable_user_spec(spec)} if spec else {}
 
 
-def _init_label(cfg: dict, model: str, pretrained: str | None) -> str:
+def _init_label(cfg: ControlsConfig, model: str, pretrained: str | None) -> str:
     """The rows' init label of a configured checkpoint: ``pretrained:<id>``, or for a user model's declared
     weights ``pretrained:<file>@<sha12>``."""
     if pretrained == "declared":
-        return user_init_label(cfg["user_models"][model])
+        return user_init_label(cfg.user_models[model])
     return f"pretrained:{pretrained}"

@@ -86,8 +86,8 @@ def _provenance(model: str, init: str, task) -> tuple[list | None, str]:
 def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, paired: dict, scrambled: list) -> list:
     """The claims' gate reports and, per claim, where its evidence came from (provenance, permutation, random
     init): ``(reports, context)``."""
-    metric = ctx.cfg["metric"]
-    alpha = float(ctx.cfg["gates"]["alpha"])
+    metric = ctx.cfg.metric
+    alpha = float(ctx.cfg.gates.alpha)
     comp_scores = {f: _score(r, metric) for f, r in hand.items()}
     related = dict(RELATED_SOURCES)
     related[ctx.task.dataset] = tuple(ctx.task.pretraining_aliases)
@@ -105,7 +105,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
                            adaptation=adaptation, scrambled_label_score=scrambled_score,
                            scrambled_correct_score=scrambled_correct, alpha=alpha, metric=metric,
                            random_init_ci=random_ci, scrambled_ci=scrambled_ci,
-                           ci_level=float(ctx.cfg["bootstrap"]["level"]))
+                           ci_level=float(ctx.cfg.bootstrap.level))
         r = evaluate_gates(ev, related=related)
         reports.append(r)
         context.append({"claim": rep.name, "source": rep.source, "init": rep.init, "provenance": prov_note,
@@ -113,9 +113,9 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
 
     first_random = {}
     for model, by_init in frozen.items():
-        m_cfg = next(m for m in ctx.cfg["models"] if m["model"] == model)
+        m_cfg = next(m for m in ctx.cfg.models if m.model == model)
         rnd = {lab: r for lab, r in by_init.items() if lab.startswith("random")}
-        first_random[model] = rnd[f"random#seed{m_cfg['init_seeds'][0]}"]
+        first_random[model] = rnd[f"random#seed{m_cfg.init_seeds[0]}"]
         rci = None
         if "pretrained" in by_init:
             rep = by_init["pretrained"]

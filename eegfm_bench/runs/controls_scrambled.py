@@ -4,9 +4,9 @@ For one ``scrambled:`` entry, every seed and fold trains two arms — the true s
 permuted (:func:`~eegfm_bench.controls.adapt.scrambled_source_labels`) — on one schedule, then freezes each adapted
 encoder and refits the frozen probe on the fold's true training labels; the arms are compared on the probe's test
 scores. :func:`_scrambled` reads as: resolve the entry (:func:`_resolve_arms`: schedule, seeds and settings, from the
-matching cv run when there is one) -> for every (seed, fold, arm) without stored rows, :func:`_run_fit` (train or
-reuse the cv's checkpoint, refit the probe, store rows and predictions) -> :func:`_collect_arms` (each arm's
-out-of-fold predictions per seed, read back from the files).
+matching cv run when there is one) -> for every (seed, fold, arm) without rows of its current config hash,
+:func:`_run_fit` (train or reuse the cv's checkpoint, refit the probe, store rows and predictions, the files named
+with the hash) -> :func:`_collect_arms` (each arm's out-of-fold predictions per seed, read back from the files).
 """
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ from eegfm_bench.config import ConfigError, merge_config
 from eegfm_bench.controls.adapt import adapted_embedding, scrambled_source_labels, train_fold
 from eegfm_bench.controls.embeddings import align_rows, row_keys
 from eegfm_bench.controls.probes import classification_metrics, fit_predict_folds
-from eegfm_bench.runs.cells import cv_defaults, fixed_batch_size
-from eegfm_bench.runs.controls_config import _init_label, _user_decl
+from eegfm_bench.runs.cells import CVConfig, RunConfig, cv_defaults, fixed_batch_size, run_init_seed
+from eegfm_bench.runs.controls_config import ControlsScrambled, _init_label, _user_decl
 from eegfm_bench.runs.controls_steps import _Ctx, _hash, _model_ws, _probe_result
+from eegfm_bench.runs.controls_store import Unit
 from eegfm_bench.runs.output import CVRun, load_fold_model
 
 ARMS = ("correct", "scrambled")
@@ -33,7 +34,7 @@ ARMS = ("correct", "scrambled")
 class _Arms:
     """One scrambled-label entry resolved: the schedule and settings both arms train with, the seeds, the windows."""
 
-    entry: dict
+    entry: ControlsScrambled
     correct: str
     seeds: list
     init_seed_of: dict
@@ -53,15 +54,15 @@ class _Arms:
 
     @property
     def model(self) -> str:
-        return self.entry["model"]
+        return self.entry.model
 
     @property
     def regime(self) -> str:
-        return self.entry["regime"]
+        return self.entry.regime
 
     @property
     def head(self) -> str:
-        return self.entry["head"]
+        return self.entry.head
 
     @property
     def fixed(self) -> bool:
@@ -73,13 +74,24 @@ class _Arms:
 
     def unit_config(self, ctx: _Ctx, s, lab: str) -> dict:
         """Everything that changes the numbers of one fit (its config hash)."""
-        return {"step": "adaptation", "protocol": "probe-refit-v2",
-                "entry": {kk: vv for kk, vv in self.entry.items() if kk != "seeds_given"},
+        return {"step": "adaptation", "protocol": "probe-refit-v2", "entry": self.entry.hashed(),
                 "trainer": self.trainer_cfg, "optim": self.optim, "backbone_kwargs": self.backbone_kwargs,
                 "head_kwargs": self.head_kwargs, "lora": self.lora, "pretrained": self.pretrained, "labels": lab,
-                "data": ctx.cfg["data"], "batch": self.batch, "correct_from": self.correct,
-                "init_seed": self.init_seed_of[s], "probe": ctx.cfg["probe"], "pooling": self.pooling,
+                "data": ctx.cfg.data.to_dict(), "batch": self.batch, "correct_from": self.correct,
+                "init_seed": self.init_seed_of[s], "probe": ctx.cfg.probe.to_dict(), "pooling": self.pooling,
                 **_user_decl(ctx.cfg, self.model)}
+
+    def fit(self, ctx: _Ctx, s, k, lab: str) -> Unit:
+        """The store's unit of one fit (seed ``s``, fold ``k``, arm ``lab``) under its config hash."""
+        return ctx.store.unit(_hash(self.unit_config(ctx, s, lab)), task=ctx.task.name, model=self.model,
+                              init=f"{self.init_name}#seed{self.init_seed_of[s]}", regime=self.regime, head=self.head,
+                              fold=k, seed=s, condition=f"{lab}_labels")
+
+    def files(self, ctx: _Ctx, unit: Unit, s, k, lab: str) -> tuple[Path, Path]:
+        """``(the adapted head's predictions, the refitted probe's predictions)`` of one fit, named with its hash."""
+        stem = f"{self.tag(s, lab)}-fold{k}"
+        return (unit.file(ctx.out / "adaptation" / "predictions", stem, ".csv"),
+                unit.file(ctx.out / "adaptation" / "probe_predictions", stem, ".csv"))
 
     def summary(self, ctx: _Ctx) -> dict:
         """The entry's report dict (schedule, seeds, how it is scored); ``runs`` / ``runs_head`` filled later."""
@@ -95,7 +107,7 @@ class _Arms:
                 "runs": {}, "runs_head": {}}
 
 
-def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None, *, units: set | None = None,
+def _scrambled(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None, *, units: set | None = None,
                list_units: bool = False) -> dict:
     """Correct- vs scrambled-label adaptation for one entry (Control 4), every fold and seed, resumable.
 
@@ -110,21 +122,17 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None, *, units: set | None
                unit="fit")
     listed: list[str] = []
     for s, k_pos, k, lab in bar:
-        chash = _hash(arms.unit_config(ctx, s, lab))
-        key = dict(task=ctx.task.name, model=arms.model, init=f"{arms.init_name}#seed{arms.init_seed_of[s]}",
-                   regime=arms.regime, head=arms.head, fold=k, seed=s, condition=f"{lab}_labels")
-        tag = arms.tag(s, lab)
-        path = ctx.out / "adaptation" / "predictions" / f"{tag}-fold{k}.csv"
-        probe_path = ctx.out / "adaptation" / "probe_predictions" / f"{tag}-fold{k}.csv"
-        if ctx.store.done(chash, f"the {lab}-label adaptation of {arms.model}/{arms.regime} fold {k} seed {s}",
-                          **key) and path.is_file() and probe_path.is_file():
+        unit = arms.fit(ctx, s, k, lab)
+        path, probe_path = arms.files(ctx, unit, s, k, lab)
+        if ctx.store.done(unit) and path.is_file() and probe_path.is_file():
             continue
+        tag = arms.tag(s, lab)
         if list_units:
             listed.append(f"{tag}/fold{k}")
             continue
         if units is not None and f"{tag}/fold{k}" not in units:
             continue
-        _run_fit(ctx, arms, s, k_pos, k, lab, key=key, chash=chash, path=path, probe_path=probe_path, bar=bar)
+        _run_fit(ctx, arms, s, k_pos, k, lab, unit=unit, path=path, probe_path=probe_path, bar=bar)
     if list_units or units is not None:
         return {"units": listed}
     _collect_arms(ctx, arms, out)  # from files, so reruns see the same numbers
@@ -132,7 +140,7 @@ def _scrambled(ctx: _Ctx, entry: dict, cv_cfg: dict | None, *, units: set | None
 
 
 # ------------------------------------------------------------------------------------------ the entry resolved
-def _resolve_arms(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> _Arms:
+def _resolve_arms(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None) -> _Arms:
     """The schedule (the matching cv run's when there is one, else the cv defaults, then the entry's overrides),
     the correct arm's source (``auto`` = ``rerun``), the seeds and the model's windows (aligned to the feature
     windows).
@@ -143,76 +151,77 @@ def _resolve_arms(ctx: _Ctx, entry: dict, cv_cfg: dict | None) -> _Arms:
         ``correct: cv`` without a matching cv run, with overrides, or with other seeds than the cv run's.
     """
     base_tr, base_opt, run, batch, schedule_from = _cv_schedule(ctx, entry, cv_cfg)
-    correct = entry["correct"]
+    correct = entry.correct
     if correct == "auto":
         correct = "rerun"  # one fixed schedule for both arms (§4.2.4); `cv` reuse is unmatched (early stopping)
     seeds, init_seed_of = _arm_seeds(ctx, entry, correct, run, cv_cfg)
-    run = run or {}
-    trainer_cfg = merge_config(base_tr, entry.get("trainer") or {}, "scrambled.trainer.")
-    optim = merge_config(base_opt, entry.get("optim") or {}, "scrambled.optim.")
-    bk = entry.get("backbone_kwargs", run.get("backbone_kwargs"))
-    hk = entry.get("head_kwargs", run.get("head_kwargs"))
-    lora = entry.get("lora", run.get("lora"))
-    pretrained = entry.get("pretrained", run.get("pretrained"))
-    model = entry["model"]
+    trainer_cfg = merge_config(base_tr, entry.trainer or {}, "scrambled.trainer.")
+    optim = merge_config(base_opt, entry.optim or {}, "scrambled.optim.")
+
+    def inherited(name: str):  # the entry's setting, else the matching cv run's (unset in both: None)
+        mine = getattr(entry, name)
+        return mine if mine is not None or run is None else getattr(run, name)
+
+    pretrained = inherited("pretrained")
+    model = entry.model
     ws_m = _model_ws(ctx, model)
     align_rows(ctx.keys, row_keys(ws_m.recording, ws_m.window_index), f"{model} windows")  # same windows
     groups_m = ws_m.subject if ctx.split.spec.group_by == "subject" else ws_m.recording
-    user = (ctx.cfg.get("user_models") or {}).get(model)
+    user = ctx.cfg.user_models.get(model)
     if user and user.get("pretrained"):
         init_name = _init_label(ctx.cfg, model, "declared")
     else:
         init_name = "pretrained:" + str(pretrained) if pretrained else "random"
     return _Arms(entry=entry, correct=correct, seeds=seeds, init_seed_of=init_seed_of, trainer_cfg=trainer_cfg,
-                 optim=optim, backbone_kwargs=bk, head_kwargs=hk, lora=lora, pretrained=pretrained, batch=batch,
-                 pooling=entry.get("pooling") or "mean", schedule_from=schedule_from, ws_m=ws_m, groups_m=groups_m,
-                 user=user, init_name=init_name)
+                 optim=optim, backbone_kwargs=inherited("backbone_kwargs"), head_kwargs=inherited("head_kwargs"),
+                 lora=inherited("lora"), pretrained=pretrained, batch=batch, pooling=entry.pooling or "mean",
+                 schedule_from=schedule_from, ws_m=ws_m, groups_m=groups_m, user=user, init_name=init_name)
 
 
-def _cv_schedule(ctx: _Ctx, entry: dict, cv_cfg: dict | None):
+def _cv_schedule(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None):
     """``(trainer, optim, cv run entry or None, batch size, where the schedule came from)``: the matching cv run's
-    when there is one (its batch size unless ``auto``), else the cv defaults."""
+    when there is one (its batch size unless ``auto``), else the cv defaults; trainer and optim as mappings."""
     defaults = cv_defaults()
     base_tr, base_opt, run = defaults["trainer"], defaults["optim"], None
     schedule_from = "cv defaults + entry"
-    batch = int(ctx.cfg["data"]["batch_size"])
+    batch = int(ctx.cfg.data.batch_size)
     if cv_cfg is not None:
-        match = [r for r in cv_cfg["runs"] if r["model"] == entry["model"] and r["regime"] == entry["regime"]
-                 and entry["head"] in r["heads"]]
+        match = [r for r in cv_cfg.runs if r.model == entry.model and r.regime == entry.regime
+                 and entry.head in r.heads]
         if match:
             run = match[0]
-            base_tr = merge_config(cv_cfg["trainer"], run.get("trainer") or {}, "trainer.")
-            base_opt = merge_config(cv_cfg["optim"], run.get("optim") or {}, "optim.")
-            batch = fixed_batch_size(cv_cfg["data"], fallback=batch)  # `auto` in the cv run: this config's
-            schedule_from = f"cv run {ctx.cfg['cv_out_dir']} ({entry['model']}/{entry['regime']}/{entry['head']})"
+            base_tr = merge_config(dict(cv_cfg.trainer), run.trainer or {}, "trainer.")
+            base_opt = merge_config(cv_cfg.optim.to_dict(), run.optim or {}, "optim.")
+            batch = fixed_batch_size(cv_cfg.data, fallback=batch)  # `auto` in the cv run: this config's
+            schedule_from = f"cv run {ctx.cfg.cv_out_dir} ({entry.model}/{entry.regime}/{entry.head})"
     return base_tr, base_opt, run, batch, schedule_from
 
 
-def _arm_seeds(ctx: _Ctx, entry: dict, correct: str, run: dict | None, cv_cfg: dict | None):
-    """``(seeds, {seed: init seed})``: the entry's, or with ``correct: cv`` the cv run's one seed (which then
-    allows no overrides)."""
+def _arm_seeds(ctx: _Ctx, entry: ControlsScrambled, correct: str, run: RunConfig | None, cv_cfg: CVConfig | None):
+    """``(seeds, {seed: init seed})``: the entry's, or with ``correct: cv`` the cv run's one seed and its run's
+    init seed (which then allows no overrides)."""
     if correct != "cv":
-        seeds = [int(x) for x in entry["seeds"]]
+        seeds = entry.seed_list
         return seeds, {x: x for x in seeds}
-    overrides = [k for k in ("trainer", "optim", "backbone_kwargs", "head_kwargs", "lora", "pretrained") if k in entry]
+    overrides = entry.overrides()
     if run is None:
-        raise ConfigError(f"scrambled entry {entry['model']}/{entry['regime']}/{entry['head']}: correct: cv but the "
-                          f"cv run {ctx.cfg['cv_out_dir']} has no such run; fix: correct: rerun")
+        raise ConfigError(f"scrambled entry {entry.model}/{entry.regime}/{entry.head}: correct: cv but the "
+                          f"cv run {ctx.cfg.cv_out_dir} has no such run; fix: correct: rerun")
     if overrides:
-        raise ConfigError(f"scrambled entry {entry['model']}/{entry['regime']}: correct: cv reuses the cv run's "
+        raise ConfigError(f"scrambled entry {entry.model}/{entry.regime}: correct: cv reuses the cv run's "
                           f"correct-label predictions, so its settings cannot be overridden ({overrides}); fix: "
                           "drop the overrides or set correct: rerun")
-    seeds = [int(cv_cfg["seed"])]
-    init_seed_of = {seeds[0]: int(run.get("init_seed", cv_cfg["seed"]))}
-    if entry.get("seeds_given") and list(entry["seeds"]) != seeds:
-        raise ConfigError(f"scrambled entry {entry['model']}: correct: cv fixes the seeds to the cv run's "
-                          f"{seeds}, not {entry['seeds']}; fix: drop seeds or set correct: rerun")
+    seeds = [int(cv_cfg.seed)]
+    init_seed_of = {seeds[0]: run_init_seed(cv_cfg, run)}
+    if entry.seeds_given and entry.seed_list != seeds:
+        raise ConfigError(f"scrambled entry {entry.model}: correct: cv fixes the seeds to the cv run's "
+                          f"{seeds}, not {entry.seeds}; fix: drop seeds or set correct: rerun")
     return seeds, init_seed_of
 
 
 # ------------------------------------------------------------------------------------------------- one fit
-def _run_fit(ctx: _Ctx, arms: _Arms, s, k_pos: int, k, lab: str, *, key: dict, chash: str, path: Path,
-             probe_path: Path, bar) -> None:
+def _run_fit(ctx: _Ctx, arms: _Arms, s, k_pos: int, k, lab: str, *, unit: Unit, path: Path, probe_path: Path,
+             bar) -> None:
     """One arm of one seed and fold: its adapted model (trained here, or the cv run's checkpoint for ``correct:
     cv``), its head's test predictions, the frozen probe refitted on its tokens, and their rows.
 
@@ -228,7 +237,7 @@ def _run_fit(ctx: _Ctx, arms: _Arms, s, k_pos: int, k, lab: str, *, key: dict, c
         used_scheme = None
     else:
         bar.set_postfix_str(f"seed {s} fold {k} {lab}")
-        pred, info, net, used_scheme = _train_arm(ctx, arms, s, k, lab)
+        pred, info, net, used_scheme = _train_arm(ctx, arms, s, k, lab, unit.chash)
     path.parent.mkdir(parents=True, exist_ok=True)
     pred.to_csv(path, index=False)
     # §4.2.4: freeze the adapted encoder, refit the probe on the TRUE training labels of this fold, score the test
@@ -240,15 +249,15 @@ def _run_fit(ctx: _Ctx, arms: _Arms, s, k_pos: int, k, lab: str, *, key: dict, c
         pp[f"p{j}"] = p_probe[:, j]
     probe_path.parent.mkdir(parents=True, exist_ok=True)
     pp.to_csv(probe_path, index=False)
-    ctx.store.append(_fit_rows(ctx, pred, p_probe, info, used_scheme, k_pos, f"{arms.tag(s, lab)} fold {k}", key),
-                     chash)
+    ctx.store.append(unit, _fit_rows(ctx, pred, p_probe, info, used_scheme, k_pos, f"{arms.tag(s, lab)} fold {k}",
+                                     unit.row_key))
 
 
 def _cv_correct_arm(ctx: _Ctx, arms: _Arms, k):
     """The cv run's fold-``k`` checkpoint of the entry's cell as the correct-label arm: ``(predictions, info,
     model)``, its epochs and fit time from the cv run's rows."""
     model, regime, head = arms.model, arms.regime, arms.head
-    cv_run = CVRun(ctx.cfg["cv_out_dir"])
+    cv_run = CVRun(ctx.cfg.cv_out_dir)
     cks = {ck.fold: ck for ck in cv_run.checkpoints([model], [regime], [head])}
     src_file = Path(cks[k].predictions) if k in cks and cks[k].predictions else Path("<missing>")
     if not src_file.is_file():
@@ -264,19 +273,20 @@ def _cv_correct_arm(ctx: _Ctx, arms: _Arms, k):
     return pred, info, load_fold_model(cks[k].path)
 
 
-def _train_arm(ctx: _Ctx, arms: _Arms, s, k, lab: str):
+def _train_arm(ctx: _Ctx, arms: _Arms, s, k, lab: str, chash: str):
     """Train one arm on fold ``k``: the scrambled arm on the source labels permuted (seed ``perm_seed + 1000·s +
-    k``), the correct arm on the true ones. Returns ``(predictions, info, model, permutation scheme or None)``."""
+    k``), the correct arm on the true ones; its checkpoint and logs go under ``adaptation/<tag>-<hash>/``. Returns
+    ``(predictions, info, model, permutation scheme or None)``."""
     y_train, used_scheme = None, None
     if lab == "scrambled":
         tr_m, va_m, _ = ctx.split.indices(arms.groups_m, k)
         y_train, used_scheme = scrambled_source_labels(arms.ws_m.y, arms.ws_m.subject, np.concatenate([tr_m, va_m]),
-                                                       arms.entry["scheme"],
-                                                       seed=int(arms.entry["perm_seed"]) + 1000 * int(s) + int(k))
-    pred, info, net = train_fold(task=ctx.cfg["task"], model=arms.model, regime=arms.regime, head=arms.head, fold=k,
+                                                       arms.entry.scheme,
+                                                       seed=int(arms.entry.perm_seed) + 1000 * int(s) + int(k))
+    pred, info, net = train_fold(task=ctx.cfg.task, model=arms.model, regime=arms.regime, head=arms.head, fold=k,
                                  split=ctx.split, ws=arms.ws_m, seed=int(s), init_seed=arms.init_seed_of[s],
                                  trainer_cfg=arms.trainer_cfg, optim=arms.optim, batch_size=arms.batch,
-                                 out_dir=ctx.out, tag=arms.tag(s, lab), backbone_kwargs=arms.backbone_kwargs,
+                                 out_dir=ctx.out, tag=f"{arms.tag(s, lab)}-{chash}", backbone_kwargs=arms.backbone_kwargs,
                                  head_kwargs=arms.head_kwargs, lora=arms.lora, pretrained=arms.pretrained,
                                  y_train=y_train, progress=False, fixed_epochs=arms.fixed, return_model=True,
                                  user_model=arms.user)
@@ -286,8 +296,8 @@ def _train_arm(ctx: _Ctx, arms: _Arms, s, k, lab: str):
 def _refit_probe(ctx: _Ctx, arms: _Arms, net, k_pos: int) -> np.ndarray:
     """The frozen probe refitted on the adapted encoder's pooled tokens with the fold's TRUE training labels: its
     test-window probabilities, shape ``(n_test, n_classes)``."""
-    X = adapted_embedding(net, arms.ws_m, ctx.keys, pooling=arms.pooling, trainer=ctx.cfg["trainer"],
-                          batch_size=arms.batch, cache_dir=ctx.cfg["data"]["cache_dir"])
+    X = adapted_embedding(net, arms.ws_m, ctx.keys, pooling=arms.pooling, trainer=ctx.cfg.trainer,
+                          batch_size=arms.batch, cache_dir=ctx.cfg.data.cache_dir)
     tr_f, te_f = ctx.folds[k_pos]
     return fit_predict_folds(X, ctx.y_idx, [(tr_f, te_f)], ctx.spec_for("adapted"), ctx.classes.size)[0][te_f]
 
@@ -324,8 +334,11 @@ def _fit_rows(ctx: _Ctx, pred: pd.DataFrame, p_probe: np.ndarray, info: dict, us
 def _collect_arms(ctx: _Ctx, arms: _Arms, out: dict) -> None:
     """Each arm's out-of-fold predictions per seed, read back from the files (so reruns see the same numbers):
     ``out["runs"][arm][seed]`` scores the refitted probe (with its probabilities), ``out["runs_head"]`` the adapted
-    head."""
-    metric = ctx.cfg["metric"]
+    head, ``out["arm_hashes"][arm]`` is a hash of the arm's fits' config hashes (what a unit reading the arm
+    hashes)."""
+    metric = ctx.cfg.metric
+    out["arm_hashes"] = {lab: _hash(sorted(arms.fit(ctx, s, k, lab).chash for s in arms.seeds for k in ctx.fold_ids))
+                         for lab in ARMS}
     for lab in ARMS:
         per_seed, per_seed_head = {}, {}
         for s in arms.seeds:
@@ -344,12 +357,12 @@ def _arm_predictions(ctx: _Ctx, arms: _Arms, s, lab: str) -> tuple[np.ndarray, n
     proba = np.full((len(ctx.keys), ctx.classes.size), np.nan)
     proba_head = np.full((len(ctx.keys), ctx.classes.size), np.nan)
     for k_pos, k in enumerate(ctx.fold_ids):
-        tag = arms.tag(s, lab)
+        path, probe_path = arms.files(ctx, arms.fit(ctx, s, k, lab), s, k, lab)
         te = ctx.folds[k_pos][1]
-        dfp = pd.read_csv(ctx.out / "adaptation" / "probe_predictions" / f"{tag}-fold{k}.csv")
+        dfp = pd.read_csv(probe_path)
         o = align_rows(ctx.keys[te], dfp["key"].astype(str).to_numpy(), "probe predictions")
         proba[te] = dfp[[f"p{j}" for j in range(ctx.classes.size)]].to_numpy()[o]
-        df = pd.read_csv(ctx.out / "adaptation" / "predictions" / f"{tag}-fold{k}.csv")
+        df = pd.read_csv(path)
         o = align_rows(ctx.keys[te], row_keys(df["recording"], df["window_index"]), "adaptation predictions")
         proba_head[te] = df[[f"p{j}" for j in range(ctx.classes.size)]].to_numpy()[o]
     return proba, proba_head

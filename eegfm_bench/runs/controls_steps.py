@@ -12,8 +12,10 @@ the order the command runs them (:func:`eegfm_bench.runs.controls.controls_main`
 * :func:`_identity` / :func:`_identity_encoder` — (f) the dataset-identity probe, handcrafted and per encoder.
 
 Control 4 (scrambled-label adaptation) is :mod:`eegfm_bench.runs.controls_scrambled`, the gates
-:mod:`eegfm_bench.runs.controls_gates`. Each step stores long rows (:class:`~eegfm_bench.runs.controls_store.ControlsStore`)
-and its predictions or null distribution under ``out_dir``; a rerun reads those back.
+:mod:`eegfm_bench.runs.controls_gates`. Each step is a unit of the store
+(:class:`~eegfm_bench.runs.controls_store.ControlsStore`): long rows under the unit's config hash and its predictions
+or null distribution in files named with that hash under ``out_dir``; a rerun of the same config reads those back, a
+changed one computes the units it changes beside them.
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ from eegfm_bench.data.windows import load_windows, select_channels, window_refer
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.results import config_hash
-from eegfm_bench.runs.controls_config import _init_label, _user_decl
+from eegfm_bench.runs.cells import CVConfig
+from eegfm_bench.runs.controls_config import ControlsConfig, ControlsModel, _init_label, _user_decl
 from eegfm_bench.runs.controls_store import ControlsStore
 from eegfm_bench.runs.output import CVRun, CVRunError
 
@@ -48,7 +51,8 @@ class Rep:
     """One scored representation on the feature windows' rows (handcrafted, frozen embedding, cv, adaptation).
 
     ``proba`` has shape ``(n_windows, n_classes)`` (NaN on rows outside the evaluated test folds); ``result`` is the
-    :class:`~eegfm_bench.controls.probes.ProbeResult` built from it on the fixed folds.
+    :class:`~eegfm_bench.controls.probes.ProbeResult` built from it on the fixed folds; ``chash`` is the config hash
+    of the unit(s) it comes from (the units that read it, paired comparisons and permutations, hash it).
     """
 
     name: str
@@ -61,7 +65,7 @@ class Rep:
     result: object
     seed: int = 0
     notes: list = field(default_factory=list)
-
+    chash: str = ""
 
 
 def _hash(obj) -> str:
@@ -91,9 +95,9 @@ def _safe(name: str) -> str:
 
 @dataclass
 class _Ctx:
-    """Everything the steps share: windows, folds, units, labels and the store."""
+    """Everything the steps share: the config, windows, folds, units, labels and the store."""
 
-    cfg: dict
+    cfg: ControlsConfig
     out: Path
     task: object
     ws: object
@@ -116,7 +120,7 @@ class _Ctx:
     def spec_for(self, source: str):
         """The probe for one kind of representation: ``probe`` with ``probe.overrides[kind]`` applied."""
         kind = {"frozen": "frozen", "handcrafted": "handcrafted"}.get(source, "adapted")
-        ov = (self.cfg["probe"].get("overrides") or {}).get(kind)
+        ov = (self.cfg.probe.overrides or {}).get(kind)
         if not ov:
             return self.spec
         return dataclasses.replace(self.spec, **ov, **({"cap_pca": True} if ov.get("pca") is not None else {}))
@@ -179,10 +183,10 @@ def _load_predictions(ctx: _Ctx, path: Path) -> np.ndarray:
 def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head: str, source: str, unit_cfg: dict,
                compute_X, seed: int | None = None) -> tuple[Rep, object]:
     """Evaluate (or reload) one representation through the probe; returns the Rep and a lazy X getter."""
-    chash = _hash(unit_cfg)
-    seed = ctx.cfg["seed"] if seed is None else seed
-    key = dict(task=ctx.task.name, model=model, init=init, regime=regime, head=head, seed=seed, condition="clean")
-    path = ctx.out / "predictions" / f"{_safe(name)}.csv"
+    seed = ctx.cfg.seed if seed is None else seed
+    unit = ctx.store.unit(_hash(unit_cfg), task=ctx.task.name, model=model, init=init, regime=regime, head=head,
+                          seed=seed, condition="clean")
+    path = unit.file(ctx.out / "predictions", _safe(name), ".csv")
     cache = {}
 
     def get_X():
@@ -190,7 +194,7 @@ def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head
             cache["X"] = compute_X()
         return cache["X"]
 
-    if ctx.store.done(chash, f"the {name} probe", **key) and path.is_file():
+    if ctx.store.done(unit) and path.is_file():
         proba = _load_predictions(ctx, path)
         res = _probe_result(ctx, proba)
     else:
@@ -204,16 +208,17 @@ def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head
         proba[tested] = res.proba[tested]
         res = _probe_result(ctx, proba)
         _save_predictions(ctx, path, proba)
+        key = unit.row_key
         rows = _fold_rows(ctx, res, **key)
         rows.append({**key, "fold": "all", "metric": "n_dims", "value": float(X.shape[1])})
         ks = [k for k in res_fit.fold_metrics.get("pca_k", pd.Series(dtype=float)).dropna().unique()]
         if ks:  # in-fold PCA components the probe used (the smallest over folds when capped)
             rows.append({**key, "fold": "all", "metric": "pca_k", "value": float(min(ks))})
         rows.append({**key, "fold": "all", "metric": "probe_seconds", "value": float(time.time() - t0)})
-        ctx.store.append(rows, chash)
-        ctx.note(f"{name}: {ctx.cfg['metric']} (window, mean-fold) = {res.mean_fold(ctx.cfg['metric']):.4f} "
+        ctx.store.append(unit, rows)
+        ctx.note(f"{name}: {ctx.cfg.metric} (window, mean-fold) = {res.mean_fold(ctx.cfg.metric):.4f} "
                  f"({X.shape[1]} dims, {time.time() - t0:.1f} s)")
-    return Rep(name, model, init, regime, head, source, proba, res, seed), get_X
+    return Rep(name, model, init, regime, head, source, proba, res, seed, chash=unit.chash), get_X
 
 
 def _score(rep: Rep, metric: str, level: str = "window") -> float:
@@ -222,9 +227,9 @@ def _score(rep: Rep, metric: str, level: str = "window") -> float:
 
 
 # ================================================================================================ steps
-def _load_ws(ctx_cfg: dict, task: str, prep_dict: dict, progress: bool, *, subjects=None, max_windows=None):
-    d = ctx_cfg["data"]
-    return load_windows(task, Preprocessing(**prep_dict), data_root=d["data_root"], cache_dir=d["cache_dir"],
+def _load_ws(cfg: ControlsConfig, task, prep_dict: dict, progress: bool, *, subjects=None, max_windows=None):
+    """The windows of ``task`` under one preprocessing, from the config's data root and cache."""
+    return load_windows(task, Preprocessing(**prep_dict), data_root=cfg.data.data_root, cache_dir=cfg.data.cache_dir,
                         subjects=subjects, max_windows_per_subject=max_windows, progress=progress)
 
 
@@ -232,18 +237,17 @@ def _model_ws(ctx: _Ctx, model: str):
     prep = BACKBONES.get(model).preprocessing
     k = json.dumps(prep.to_dict(), sort_keys=True)
     if k not in ctx.ws_cache:
-        d = ctx.cfg["data"]
-        ctx.ws_cache[k] = _load_ws(ctx.cfg, ctx.cfg["task"], prep.to_dict(), ctx.progress, subjects=d["subjects"],
-                                   max_windows=d["max_windows_per_subject"])
+        ctx.ws_cache[k] = _load_ws(ctx.cfg, ctx.cfg.task, prep.to_dict(), ctx.progress, subjects=ctx.cfg.data.subjects,
+                                   max_windows=ctx.cfg.data.max_windows_per_subject)
     return ctx.ws_cache[k]
 
 
 def _features(ctx: _Ctx, family: str, ws, ch_names: list[str], tag: str) -> np.ndarray:
     """Handcrafted features of ``ws`` (cached as .npy under out_dir/features)."""
-    fc = ctx.cfg["features"]
+    fc = ctx.cfg.features
     rows = row_keys(ws.recording, ws.window_index)
     h = _hash({"family": family, "ws": ws.meta.get("cache_key"), "rows": _hash(rows.tolist()), "ref": "final",
-               "n": len(ws), "ch": ch_names, "welch": fc["welch_seconds"], "study": fc["study_summaries"]})
+               "n": len(ws), "ch": ch_names, "welch": fc.welch_seconds, "study": fc.study_summaries})
     path = ctx.out / "features" / f"{tag}-{family}-{h}.npy"
     if path.is_file():
         return np.load(path)
@@ -255,7 +259,7 @@ def _features(ctx: _Ctx, family: str, ws, ch_names: list[str], tag: str) -> np.n
         X = np.asarray(ws.X[s:s + step], dtype=np.float64)[:, sel]
         if len(sel) < len(ws.ch_names):  # the reference over the channels kept (issue 22)
             reference_windows(X, window_reference(ws))
-        kw = {"welch_seconds": fc["welch_seconds"], "study_summaries": fc["study_summaries"]}
+        kw = {"welch_seconds": fc.welch_seconds, "study_summaries": fc.study_summaries}
         F, _ = handcrafted_features(X, ws.sfreq, ch_names, family=family, **kw)
         parts.append(F)
     F = np.concatenate(parts)
@@ -268,9 +272,10 @@ def _features(ctx: _Ctx, family: str, ws, ch_names: list[str], tag: str) -> np.n
 
 def _handcrafted(ctx: _Ctx) -> dict:
     reps, getters = {}, {}
-    for fam in ctx.cfg["features"]["families"]:
-        unit = {"step": "handcrafted", "family": fam, "features": ctx.cfg["features"], "probe": ctx.cfg["probe"],
-                "folds": ctx.fold_ids, "aggregate": ctx.agg_level, "data": ctx.cfg["data"]}
+    cfg = ctx.cfg
+    for fam in cfg.features.families:
+        unit = {"step": "handcrafted", "family": fam, "features": cfg.features.to_dict(), "probe": cfg.probe.to_dict(),
+                "folds": ctx.fold_ids, "aggregate": ctx.agg_level, "data": cfg.data.to_dict()}
         rep, get_X = _probe_rep(ctx, name=f"handcrafted_{fam}", model=f"handcrafted_{fam}", init="none",
                                 regime="frozen_probe", head=f"probe_{ctx.spec_for('handcrafted').kind}",
                                 source="handcrafted",
@@ -283,100 +288,109 @@ def _handcrafted(ctx: _Ctx) -> dict:
 def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
     """Frozen embeddings of every model and init through the probe: {model: {init_label: Rep}}, getters."""
     reps, getters = {}, {}
-    for m in ctx.cfg["models"]:
-        inits = ([("pretrained", m["pretrained"], m["init_seeds"][0])] if m["pretrained"] else []) + \
-                [(f"random#seed{s}", None, s) for s in m["init_seeds"]]
-        reps[m["model"]], getters[m["model"]] = {}, {}
+    cfg = ctx.cfg
+    for m in cfg.models:
+        inits = ([("pretrained", m.pretrained, m.init_seeds[0])] if m.pretrained else []) + \
+                [(f"random#seed{s}", None, s) for s in m.init_seeds]
+        reps[m.model], getters[m.model] = {}, {}
         for label, pretrained, seed in inits:
-            unit = {"step": "frozen", "model": m, "pretrained": pretrained, "init_seed": seed,
-                    "probe": ctx.cfg["probe"], "folds": ctx.fold_ids, "aggregate": ctx.agg_level,
-                    "data": ctx.cfg["data"], **_user_decl(ctx.cfg, m["model"])}
+            unit = {"step": "frozen", "model": m.to_dict(), "pretrained": pretrained, "init_seed": seed,
+                    "probe": cfg.probe.to_dict(), "folds": ctx.fold_ids, "aggregate": ctx.agg_level,
+                    "data": cfg.data.to_dict(), **_user_decl(cfg, m.model)}
 
             def compute(m=m, pretrained=pretrained, seed=seed):
-                ws_m = _model_ws(ctx, m["model"])
-                emb = frozen_embedding(m["model"], ws_m, ctx.keys, init_seed=seed, pretrained=pretrained,
-                                       pooling=m["pooling"], backbone_kwargs=m["backbone_kwargs"],
-                                       cache_dir=ctx.cfg["data"]["cache_dir"], trainer=ctx.cfg["trainer"],
-                                       batch_size=int(ctx.cfg["data"]["batch_size"]), progress=ctx.progress)
+                ws_m = _model_ws(ctx, m.model)
+                emb = frozen_embedding(m.model, ws_m, ctx.keys, init_seed=seed, pretrained=pretrained,
+                                       pooling=m.pooling, backbone_kwargs=m.backbone_kwargs,
+                                       cache_dir=cfg.data.cache_dir, trainer=cfg.trainer,
+                                       batch_size=int(cfg.data.batch_size), progress=ctx.progress)
                 return emb.X
 
-            init_row = label if pretrained is None else _init_label(ctx.cfg, m["model"], pretrained)
-            rep, get_X = _probe_rep(ctx, name=f"{m['model']}-{_safe(init_row)}-{m['pooling']}", model=m["model"],
-                                    init=init_row, regime="frozen_probe", head=f"{m['pooling']}+probe_{ctx.spec_for('frozen').kind}",
+            init_row = label if pretrained is None else _init_label(cfg, m.model, pretrained)
+            rep, get_X = _probe_rep(ctx, name=f"{m.model}-{_safe(init_row)}-{m.pooling}", model=m.model,
+                                    init=init_row, regime="frozen_probe",
+                                    head=f"{m.pooling}+probe_{ctx.spec_for('frozen').kind}",
                                     source="frozen", unit_cfg=unit, compute_X=compute)
-            reps[m["model"]][label] = rep
-            getters[m["model"]][label] = get_X
+            reps[m.model][label] = rep
+            getters[m.model][label] = get_X
     return reps, getters
 
 
-def _cv_config(cfg: dict) -> dict | None:
-    if cfg["cv_out_dir"] is None:
-        return None
-    return CVRun(cfg["cv_out_dir"]).config
-
-
-def _cv_claims(ctx: _Ctx, cv_cfg: dict | None) -> list[Rep]:
-    """Fine-tuned / head-only cv scores from the cv run's predictions, aligned to the feature windows."""
-    if cv_cfg is None or ctx.cfg["cv_claims"] in (None, []):
+def _cv_claims(ctx: _Ctx, cv_cfg: CVConfig | None) -> list[Rep]:
+    """Fine-tuned / head-only cv scores from the cv run's predictions, aligned to the feature windows: one
+    :func:`_cv_claim` per ``cv_claims`` entry (``auto``: every run × head of the cv run)."""
+    claims = ctx.cfg.cv_claims
+    if cv_cfg is None or claims in (None, []):
         return []
-    cvd = Path(ctx.cfg["cv_out_dir"])
-    run = CVRun(cvd)
-    if ctx.cfg["cv_claims"] == "auto":
-        wanted = [{"model": r["model"], "regime": r["regime"], "head": h} for r in cv_cfg["runs"] for h in r["heads"]]
-    else:
-        wanted = ctx.cfg["cv_claims"]
-    reps = []
-    for c in wanted:
-        name = f"{c['model']}-{c['regime']}-{c['head']}"
-        try:  # the folds of the cv run's current config hash of this cell
-            cks = {ck.fold: ck for ck in run.checkpoints([c["model"]], [c["regime"]], [c["head"]])}
-        except CVRunError as err:
-            raise FileNotFoundError(f"cv claim {name}: {err}") from None
-        files = {k: Path(cks[k].predictions) if k in cks and cks[k].predictions else
-                 cvd / "predictions" / f"{name}-fold{k}.csv" for k in ctx.fold_ids}
-        missing = [str(p) for p in files.values() if not p.is_file()]
-        if missing:
-            raise FileNotFoundError(f"cv claim {name}: missing predictions {missing[:3]}; fix: finish the cv run "
-                                    f"(`eegfm-bench cv --config {cvd / 'config.yaml'}`) or drop it from cv_claims")
-        inits = sorted({ck.init for ck in cks.values()})
-        if len(inits) > 1:
-            raise ValueError(f"cv run {cvd} holds {name} under several inits {inits}; its prediction files cannot "
-                             "tell them apart; fix: one init per model/regime/head in that cv run")
-        init = inits[0] if inits else "unknown"
-        ws_m = _model_ws(ctx, c["model"])
-        proba = np.full((len(ctx.keys), ctx.classes.size), np.nan)
-        for k_pos, k in enumerate(ctx.fold_ids):
-            df = pd.read_csv(files[k])
-            te = ctx.folds[k_pos][1]
-            idx = df["index"].to_numpy()
-            keys = row_keys(ws_m.recording[idx], ws_m.window_index[idx])
-            order = align_rows(ctx.keys[te], keys, f"cv predictions {files[k].name}", f"fold {k} test windows")
-            if not np.array_equal(df["y"].to_numpy()[order], ctx.y_idx[te]):
-                raise ValueError(f"{files[k]}: labels differ from the task's labels on the same windows; fix: rerun "
-                                 "the cv run on the current data")
-            proba[te] = df[[f"p{j}" for j in range(ctx.classes.size)]].to_numpy()[order]
-        res = _probe_result(ctx, proba)
-        chash = _hash({"step": "cv_claim", "claim": c, "cv_out_dir": str(cvd), "folds": ctx.fold_ids,
-                       "aggregate": ctx.agg_level, "init": init})
-        key = dict(task=ctx.task.name, model=c["model"], init=init, regime=c["regime"], head=c["head"],
-                   seed=cv_cfg["seed"], condition="cv_predictions")
-        if not ctx.store.done(chash, f"cv claim {name}", **key):
-            ctx.store.append(_fold_rows(ctx, res, **key), chash)
-        reps.append(Rep(f"{name} (cv)", c["model"], init, c["regime"], c["head"], "cv", proba, res, cv_cfg["seed"]))
-        ctx.note(f"cv claim {name} ({init}): {ctx.cfg['metric']} = {res.mean_fold(ctx.cfg['metric']):.4f}")
-    return reps
+    run = CVRun(ctx.cfg.cv_out_dir)
+    if claims == "auto":
+        claims = [{"model": r.model, "regime": r.regime, "head": h} for r in cv_cfg.runs for h in r.heads]
+    return [_cv_claim(ctx, run, cv_cfg, c) for c in claims]
+
+
+def _cv_claim(ctx: _Ctx, run: CVRun, cv_cfg: CVConfig, c: dict) -> Rep:
+    """One cv claim ``{model, regime, head}``: its out-of-fold predictions of the cv run's current cells, scored on
+    the fixed folds and stored as rows (a unit whose hash holds the cv cells' hashes).
+
+    Raises
+    ------
+    FileNotFoundError
+        The cv run lacks the cell or a fold's predictions.
+    ValueError
+        The cell holds several inits, or its labels differ from the task's.
+    """
+    cvd = run.dir
+    name = f"{c['model']}-{c['regime']}-{c['head']}"
+    try:  # the folds of the cv run's current config hash of this cell
+        cks = {ck.fold: ck for ck in run.checkpoints([c["model"]], [c["regime"]], [c["head"]])}
+    except CVRunError as err:
+        raise FileNotFoundError(f"cv claim {name}: {err}") from None
+    files = {k: Path(cks[k].predictions) if k in cks and cks[k].predictions else
+             cvd / "predictions" / f"{name}-fold{k}.csv" for k in ctx.fold_ids}
+    missing = [str(p) for p in files.values() if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"cv claim {name}: missing predictions {missing[:3]}; fix: finish the cv run "
+                                f"(`eegfm-bench cv --config {cvd / 'config.yaml'}`) or drop it from cv_claims")
+    inits = sorted({ck.init for ck in cks.values()})
+    if len(inits) > 1:
+        raise ValueError(f"cv run {cvd} holds {name} under several inits {inits}; its prediction files cannot "
+                         "tell them apart; fix: one init per model/regime/head in that cv run")
+    init = inits[0] if inits else "unknown"
+    ws_m = _model_ws(ctx, c["model"])
+    proba = np.full((len(ctx.keys), ctx.classes.size), np.nan)
+    for k_pos, k in enumerate(ctx.fold_ids):
+        df = pd.read_csv(files[k])
+        te = ctx.folds[k_pos][1]
+        idx = df["index"].to_numpy()
+        keys = row_keys(ws_m.recording[idx], ws_m.window_index[idx])
+        order = align_rows(ctx.keys[te], keys, f"cv predictions {files[k].name}", f"fold {k} test windows")
+        if not np.array_equal(df["y"].to_numpy()[order], ctx.y_idx[te]):
+            raise ValueError(f"{files[k]}: labels differ from the task's labels on the same windows; fix: rerun "
+                             "the cv run on the current data")
+        proba[te] = df[[f"p{j}" for j in range(ctx.classes.size)]].to_numpy()[order]
+    res = _probe_result(ctx, proba)
+    chash = _hash({"step": "cv_claim", "claim": c, "cv_out_dir": str(cvd), "folds": ctx.fold_ids,
+                   "aggregate": ctx.agg_level, "init": init,
+                   "cv_cells": sorted({str(ck.config_hash) for ck in cks.values()})})
+    unit = ctx.store.unit(chash, task=ctx.task.name, model=c["model"], init=init, regime=c["regime"], head=c["head"],
+                          seed=cv_cfg.seed, condition="cv_predictions")
+    ctx.store.append(unit, _fold_rows(ctx, res, **unit.row_key))  # once per hash
+    ctx.note(f"cv claim {name} ({init}): {ctx.cfg.metric} = {res.mean_fold(ctx.cfg.metric):.4f}")
+    return Rep(f"{name} (cv)", c["model"], init, c["regime"], c["head"], "cv", proba, res, cv_cfg.seed, chash=chash)
 
 
 def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
-    """Paired uncertainty of rep minus the stronger family, per level (rows + dict)."""
-    b = ctx.cfg["bootstrap"]
-    metric = ctx.cfg["metric"]
-    chash = _hash({"step": "paired", "rep": rep.name, "comp": comp.name, "bootstrap": b, "metric": metric,
-                   "folds": ctx.fold_ids, "aggregate": ctx.agg_level})
-    key = dict(task=ctx.task.name, model=rep.model, init=rep.init, regime=rep.regime, head=rep.head, seed=rep.seed,
-               condition=f"paired_vs_{comp_family}")
-    path = ctx.out / "paired" / f"{_safe(rep.name)}-vs-{comp_family}.json"
-    if ctx.store.done(chash, f"paired comparison {rep.name} vs {comp_family}", **key) and path.is_file():
+    """Paired uncertainty of rep minus the stronger family, per level (rows + dict); its hash holds both
+    representations' hashes, so it is recomputed whenever either changes."""
+    b = ctx.cfg.bootstrap
+    metric = ctx.cfg.metric
+    chash = _hash({"step": "paired", "rep": rep.name, "comp": comp.name, "bootstrap": b.to_dict(), "metric": metric,
+                   "folds": ctx.fold_ids, "aggregate": ctx.agg_level, "inputs": [rep.chash, comp.chash]})
+    unit = ctx.store.unit(chash, task=ctx.task.name, model=rep.model, init=rep.init, regime=rep.regime,
+                          head=rep.head, seed=rep.seed, condition=f"paired_vs_{comp_family}")
+    key = unit.row_key
+    path = unit.file(ctx.out / "paired", f"{_safe(rep.name)}-vs-{comp_family}", ".json")
+    if ctx.store.done(unit) and path.is_file():
         return json.loads(path.read_text())
     tested = np.concatenate([te for _, te in ctx.folds])
     out = {"model": rep.name, "comparator": f"handcrafted_{comp_family}", "metric": metric, "levels": {}}
@@ -389,7 +403,7 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
         clusters = ctx.subjects[tested]
         pc = paired_comparison(sub[0], sub[1], ctx.classes[ctx.y_idx[tested]], folds_sub, clusters, metric=metric,
                                level=lv, aggregate_by=None if lv == "window" else ctx.agg_units[tested],
-                               n_boot=int(b["n_boot"]), level_ci=float(b["level"]), seed=int(b["seed"]))
+                               n_boot=int(b.n_boot), level_ci=float(b.level), seed=int(b.seed))
         d = pc.to_dict()
         out["levels"][lv] = d
         bs = d["bootstrap"]
@@ -399,7 +413,7 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
             rows.append({**key, "fold": "all", "metric": f"{metric}_{lv}_{mname}", "value": float(v),
                          "n_windows": int(tested.size), "n_subjects": int(np.unique(clusters).size)})
     _write_json(path, out)
-    ctx.store.append(rows, chash)
+    ctx.store.append(unit, rows)
     w = out["levels"]["window"]["bootstrap"]
     ctx.note(f"paired {rep.name} − {comp_family}: {w['estimate']:+.4f} [{w['low']:+.4f}, {w['high']:+.4f}]")
     return out
@@ -414,7 +428,7 @@ def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: s
     explains the choice). Returns ``(low, high)`` at ``bootstrap.level``, or None (with a note) when the bootstrap
     cannot run (too few subjects per fold, a metric undefined in a fold).
     """
-    b, metric = ctx.cfg["bootstrap"], ctx.cfg["metric"]
+    b, metric = ctx.cfg.bootstrap, ctx.cfg.metric
     tested = np.concatenate([te for _, te in ctx.folds])
     folds_sub = _reindex_folds(ctx.folds, tested)
     samples = []
@@ -423,15 +437,15 @@ def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: s
             ra, rb = _probe_result(ctx, pa), _probe_result(ctx, pb)
             pc = paired_comparison(_SubResult(ra, tested), _SubResult(rb, tested), ctx.classes[ctx.y_idx[tested]],
                                    folds_sub, ctx.subjects[tested], metric=metric, level="window",
-                                   n_boot=int(b["n_boot"]), level_ci=float(b["level"]), seed=int(b["seed"]))
+                                   n_boot=int(b.n_boot), level_ci=float(b.level), seed=int(b.seed))
             samples.append(np.asarray(pc.bootstrap.samples, dtype=float))
     except ValueError as err:
         ctx.note(f"{what}: no paired interval ({err}); the gate reads inconclusive")
         return None
     mean = np.nanmean(np.stack(samples), axis=0)
-    a = (1 - float(b["level"])) / 2
+    a = (1 - float(b.level)) / 2
     lo, hi = np.quantile(mean[np.isfinite(mean)], [a, 1 - a])
-    ctx.note(f"{what}: paired {float(b['level']):.0%} interval [{lo:+.4f}, {hi:+.4f}] over {len(pairs)} pair(s)")
+    ctx.note(f"{what}: paired {float(b.level):.0%} interval [{lo:+.4f}, {hi:+.4f}] over {len(pairs)} pair(s)")
     return float(lo), float(hi)
 
 
@@ -450,20 +464,22 @@ def _reindex_folds(folds, tested):
 
 
 def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
-    """Label permutation of one representation's probe (Control 3), resumable."""
-    p = ctx.cfg["permutation"]
-    metric = ctx.cfg["metric"]
-    chash = _hash({"step": "permutation", "rep": rep.name, "perm": p, "scheme": ctx.scheme, "probe": ctx.cfg["probe"],
-                   "metric": metric, "folds": ctx.fold_ids})
-    key = dict(task=ctx.task.name, model=rep.model, init=rep.init, regime=rep.regime, head=rep.head, seed=rep.seed,
-               condition=f"label_permutation_{ctx.scheme}")
-    path = ctx.out / "permutation" / f"{_safe(rep.name)}.json"
-    if ctx.store.done(chash, f"the permutation test of {rep.name}", **key) and path.is_file():
+    """Label permutation of one representation's probe (Control 3), resumable; its hash holds the
+    representation's, so it is recomputed whenever the representation changes."""
+    p = ctx.cfg.permutation
+    metric = ctx.cfg.metric
+    chash = _hash({"step": "permutation", "rep": rep.name, "perm": p.to_dict(), "scheme": ctx.scheme,
+                   "probe": ctx.cfg.probe.to_dict(), "metric": metric, "folds": ctx.fold_ids, "input": rep.chash})
+    unit = ctx.store.unit(chash, task=ctx.task.name, model=rep.model, init=rep.init, regime=rep.regime,
+                          head=rep.head, seed=rep.seed, condition=f"label_permutation_{ctx.scheme}")
+    key = unit.row_key
+    path = unit.file(ctx.out / "permutation", _safe(rep.name), ".json")
+    if ctx.store.done(unit) and path.is_file():
         return json.loads(path.read_text())
     t0 = time.time()
     res = permutation_test(get_X(), ctx.y_idx, ctx.folds, groups=ctx.subjects, scheme=ctx.scheme,
-                           n_permutations=int(p["n"]), metric=metric, level="window", spec=ctx.spec_for(rep.source),
-                           seed=int(p["seed"]), progress=ctx.progress, statistic=p.get("statistic", "mean_fold"))
+                           n_permutations=int(p.n), metric=metric, level="window", spec=ctx.spec_for(rep.source),
+                           seed=int(p.seed), progress=ctx.progress, statistic=p.statistic)
     d = res.to_dict()
     d["seconds"] = time.time() - t0
     d["representation"] = rep.name
@@ -472,7 +488,7 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
             for m, v in (("observed", res.observed), ("null_mean", res.null_mean), ("null_sd", res.null_sd),
                          ("null_max", float(np.max(res.null))), ("p_value", res.p_value),
                          ("n_permutations", res.n_permutations), ("n_redrawn", res.n_redrawn))]
-    ctx.store.append(rows, chash)
+    ctx.store.append(unit, rows)
     ctx.note(f"permutation {rep.name}: observed {res.observed:.4f}, null {res.null_mean:.4f} ± {res.null_sd:.4f}, "
              f"p = {res.p_value:.4f} ({res.n_permutations} perms, {res.n_redrawn} unscorable draws redrawn, "
              f"{d['seconds']:.0f} s)")
@@ -481,38 +497,39 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
 
 def _identity(ctx: _Ctx) -> dict:
     """Dataset-identity probe (§4.4) on the handcrafted family of two tasks' recordings, resumable."""
-    idc = ctx.cfg["identity"]
-    ta, tb = idc["tasks"]
+    idc = ctx.cfg.identity
+    ta, tb = idc.tasks
     names = (get_task(ta).dataset, get_task(tb).dataset)
-    chash = _hash({"step": "identity", "identity": idc, "features": ctx.cfg["features"]})
-    key = dict(task=f"identity:{names[0]}-vs-{names[1]}", model=f"handcrafted_{idc['family']}", init="none",
-               regime="frozen_probe", head="probe_logreg", seed=int(idc["seed"]), condition="dataset_identity")
-    path = ctx.out / "identity" / f"{names[0]}-vs-{names[1]}-{idc['family']}.json"
-    if ctx.store.done(chash, "the dataset-identity probe", **key) and path.is_file() and \
-            "encoders" in json.loads(path.read_text()):
+    chash = _hash({"step": "identity", "identity": idc.to_dict(), "features": ctx.cfg.features.to_dict()})
+    unit = ctx.store.unit(chash, task=f"identity:{names[0]}-vs-{names[1]}", model=f"handcrafted_{idc.family}",
+                          init="none", regime="frozen_probe", head="probe_logreg", seed=int(idc.seed),
+                          condition="dataset_identity")
+    key = unit.row_key
+    path = unit.file(ctx.out / "identity", f"{names[0]}-vs-{names[1]}-{idc.family}", ".json")
+    if ctx.store.done(unit) and path.is_file() and "encoders" in json.loads(path.read_text()):
         d = json.loads(path.read_text())
-        d["encoders"] = [_identity_encoder(ctx, m, d["shared_channels"], names) for m in ctx.cfg["models"]]
+        d["encoders"] = [_identity_encoder(ctx, m, d["shared_channels"], names) for m in ctx.cfg.models]
         return d
-    subj = idc["subjects"] or {}
-    wss = [_load_ws(ctx.cfg, t, ctx.cfg["features"]["preprocessing"], ctx.progress, subjects=subj.get(get_task(t).name),
-                    max_windows=idc["max_windows_per_subject"]) for t in (ta, tb)]
+    subj = idc.subjects or {}
+    wss = [_load_ws(ctx.cfg, t, ctx.cfg.features.preprocessing, ctx.progress, subjects=subj.get(get_task(t).name),
+                    max_windows=idc.max_windows_per_subject) for t in (ta, tb)]
     shared = shared_channels(wss[0].ch_names, wss[1].ch_names, names)  # raises, listing each dataset's channels
     t0 = time.time()
     Fs = []
     for t, w in zip((ta, tb), wss):
         names_w = {c.lower(): c for c in w.ch_names}
-        Fs.append(_features(ctx, idc["family"], w, [names_w[c.lower()] for c in shared], f"identity-{get_task(t).name}"))
+        Fs.append(_features(ctx, idc.family, w, [names_w[c.lower()] for c in shared], f"identity-{get_task(t).name}"))
     res = dataset_identity_probe(Fs[0], wss[0].recording, Fs[1], wss[1].recording, names=names,
-                                 n_folds=int(idc["n_folds"]), pca_k=int(idc["pca_k"]), C=float(idc["C"]),
-                                 n_permutations=int(idc["n_permutations"]), n_balanced=int(idc["n_balanced"]),
-                                 seed=int(idc["seed"]), progress=ctx.progress, subjects_a=wss[0].subject,
-                                 subjects_b=wss[1].subject, group_by=idc["group_by"])
+                                 n_folds=int(idc.n_folds), pca_k=int(idc.pca_k), C=float(idc.C),
+                                 n_permutations=int(idc.n_permutations), n_balanced=int(idc.n_balanced),
+                                 seed=int(idc.seed), progress=ctx.progress, subjects_a=wss[0].subject,
+                                 subjects_b=wss[1].subject, group_by=idc.group_by)
     d = res.to_dict()
     d.update(tasks=[ta, tb], shared_channels=shared, n_windows=[len(wss[0]), len(wss[1])],
-             n_subjects=[int(np.unique(w.subject).size) for w in wss], family=idc["family"],
+             n_subjects=[int(np.unique(w.subject).size) for w in wss], family=idc.family,
              seconds=time.time() - t0,
              note="one unit per recording (mean feature vector); preprocessing "
-                  f"{ctx.cfg['features']['preprocessing']} applied per dataset before channel restriction (the "
+                  f"{ctx.cfg.features.preprocessing} applied per dataset before channel restriction (the "
                   "average reference uses each dataset's full montage); dataset membership confounds site, device, "
                   "montage, population and protocol (paper 001 §4.4)")
     _write_json(path, d)
@@ -522,65 +539,67 @@ def _identity(ctx: _Ctx) -> dict:
                          ("balanced_mean", d["balanced_mean"]), ("balanced_min", float(np.min(res.balanced_aurocs))),
                          ("n_units_a", res.n_units[0]), ("n_units_b", res.n_units[1]),
                          ("n_features", res.n_features), ("n_shared_channels", len(shared)))]
-    ctx.store.append(rows, chash)
+    ctx.store.append(unit, rows)
     ctx.note(f"identity {names[0]} vs {names[1]}: AUROC full {res.auroc_full:.4f}, PCA-{res.pca_k} "
              f"{res.auroc_pca:.4f}, null {d['null_mean']:.4f}, balanced {d['balanced_mean']:.4f}")
-    d["encoders"] = [_identity_encoder(ctx, m, shared, names) for m in ctx.cfg["models"]]
+    d["encoders"] = [_identity_encoder(ctx, m, shared, names) for m in ctx.cfg.models]
     _write_json(path, d)
     return d
 
 
-def _identity_encoder(ctx: _Ctx, m: dict, shared: list[str], names: tuple[str, str]) -> dict:
+def _identity_encoder(ctx: _Ctx, m: ControlsModel, shared: list[str], names: tuple[str, str]) -> dict:
     """The dataset-identity probe on one encoder's frozen embeddings (paper 001 Table 7), resumable.
 
     Both datasets' windows are taken under the encoder's own preprocessing and restricted to the shared channels (in
     one order), one encoder is built on those channels (the configured checkpoint, else the first random-init seed),
     its frozen tokens are pooled as configured, and the same probe as the handcrafted row is run on the unit means:
     full space, in-fold PCA, permuted null, balanced subsampling."""
-    idc = ctx.cfg["identity"]
-    pretrained, seed = m.get("pretrained"), int(m["init_seeds"][0])
-    init = _init_label(ctx.cfg, m["model"], pretrained) if pretrained else f"random#seed{seed}"
-    chash = _hash({"step": "identity_encoder", "identity": idc, "model": m, "shared": shared,
-                   **_user_decl(ctx.cfg, m["model"])})
-    key = dict(task=f"identity:{names[0]}-vs-{names[1]}", model=m["model"], init=init, regime="frozen_probe",
-               head=f"{m['pooling']}+probe_logreg", seed=seed, condition="dataset_identity")
-    path = ctx.out / "identity" / f"{names[0]}-vs-{names[1]}-{_safe(m['model'])}-{_safe(init)}.json"
-    if ctx.store.done(chash, f"the dataset-identity probe of {m['model']}", **key) and path.is_file():
+    idc, cfg = ctx.cfg.identity, ctx.cfg
+    pretrained, seed = m.pretrained, int(m.init_seeds[0])
+    init = _init_label(cfg, m.model, pretrained) if pretrained else f"random#seed{seed}"
+    chash = _hash({"step": "identity_encoder", "identity": idc.to_dict(), "model": m.to_dict(), "shared": shared,
+                   **_user_decl(cfg, m.model)})
+    unit = ctx.store.unit(chash, task=f"identity:{names[0]}-vs-{names[1]}", model=m.model, init=init,
+                          regime="frozen_probe", head=f"{m.pooling}+probe_logreg", seed=seed,
+                          condition="dataset_identity")
+    key = unit.row_key
+    path = unit.file(ctx.out / "identity", f"{names[0]}-vs-{names[1]}-{_safe(m.model)}-{_safe(init)}", ".json")
+    if ctx.store.done(unit) and path.is_file():
         return json.loads(path.read_text())
     t0 = time.time()
-    prep = BACKBONES.get(m["model"]).preprocessing.to_dict()
-    subj = idc["subjects"] or {}
+    prep = BACKBONES.get(m.model).preprocessing.to_dict()
+    subj = idc.subjects or {}
     feats, units, subjects = [], [], []
     adapter = None
-    for t in idc["tasks"]:
-        ws = _load_ws(ctx.cfg, t, prep, ctx.progress, subjects=subj.get(get_task(t).name),
-                      max_windows=idc["max_windows_per_subject"])
+    for t in idc.tasks:
+        ws = _load_ws(cfg, t, prep, ctx.progress, subjects=subj.get(get_task(t).name),
+                      max_windows=idc.max_windows_per_subject)
         low = {c.lower(): i for i, c in enumerate(ws.ch_names)}
         idx = [low[c.lower()] for c in shared]
         sub_ws = select_channels(ws, [ws.ch_names[i] for i in idx])  # re-referenced over the shared channels
         if adapter is None:
-            adapter, _ = build_encoder(m["model"], list(shared), sub_ws.n_times, 2, init_seed=seed,
-                                       pretrained=pretrained, backbone_kwargs=m.get("backbone_kwargs"))
-        tokens = extract_features(adapter, sub_ws, parts=("tokens",), trainer=ctx.cfg["trainer"],
-                                  batch_size=int(ctx.cfg["data"]["batch_size"]), cache_dir=ctx.cfg["data"]["cache_dir"],
+            adapter, _ = build_encoder(m.model, list(shared), sub_ws.n_times, 2, init_seed=seed,
+                                       pretrained=pretrained, backbone_kwargs=m.backbone_kwargs)
+        tokens = extract_features(adapter, sub_ws, parts=("tokens",), trainer=cfg.trainer,
+                                  batch_size=int(cfg.data.batch_size), cache_dir=cfg.data.cache_dir,
                                   progress=ctx.progress).array("tokens")
-        feats.append(pool_tokens(tokens, m["pooling"]))
+        feats.append(pool_tokens(tokens, m.pooling))
         units.append(ws.recording)
         subjects.append(ws.subject)
-    res = dataset_identity_probe(feats[0], units[0], feats[1], units[1], names=names, n_folds=int(idc["n_folds"]),
-                                 pca_k=int(idc["pca_k"]), C=float(idc["C"]), n_permutations=int(idc["n_permutations"]),
-                                 n_balanced=int(idc["n_balanced"]), seed=int(idc["seed"]), progress=ctx.progress,
-                                 subjects_a=subjects[0], subjects_b=subjects[1], group_by=idc["group_by"])
+    res = dataset_identity_probe(feats[0], units[0], feats[1], units[1], names=names, n_folds=int(idc.n_folds),
+                                 pca_k=int(idc.pca_k), C=float(idc.C), n_permutations=int(idc.n_permutations),
+                                 n_balanced=int(idc.n_balanced), seed=int(idc.seed), progress=ctx.progress,
+                                 subjects_a=subjects[0], subjects_b=subjects[1], group_by=idc.group_by)
     d = res.to_dict()
-    d.update(model=m["model"], init=init, pooling=m["pooling"], n_dims=int(feats[0].shape[1]),
-             seconds=time.time() - t0, note=f"{m['model']} ({init}) built on the {len(shared)} shared channels, "
-             f"frozen, {m['pooling']}-pooled tokens under its own preprocessing, one unit per recording")
+    d.update(model=m.model, init=init, pooling=m.pooling, n_dims=int(feats[0].shape[1]),
+             seconds=time.time() - t0, note=f"{m.model} ({init}) built on the {len(shared)} shared channels, "
+             f"frozen, {m.pooling}-pooled tokens under its own preprocessing, one unit per recording")
     _write_json(path, d)
     rows = [{**key, "fold": "all", "metric": mm, "value": float(v)}
             for mm, v in (("auroc_full", res.auroc_full), ("auroc_pca", res.auroc_pca), ("pca_k", res.pca_k),
                           ("null_mean", d["null_mean"]), ("balanced_mean", d["balanced_mean"]),
                           ("n_features", res.n_features))]
-    ctx.store.append(rows, chash)
-    ctx.note(f"identity {names[0]} vs {names[1]} on {m['model']} ({init}): AUROC full {res.auroc_full:.4f}, "
+    ctx.store.append(unit, rows)
+    ctx.note(f"identity {names[0]} vs {names[1]} on {m.model} ({init}): AUROC full {res.auroc_full:.4f}, "
              f"PCA-{res.pca_k} {res.auroc_pca:.4f}, null {d['null_mean']:.4f}")
     return d

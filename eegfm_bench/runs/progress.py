@@ -76,6 +76,9 @@ class CellProgress:
             ``out`` lacks one of those files (not a cv output folder, or the run never started).
         """
         out = Path(out)
+        if (out / "gates.json").is_file():  # its cells.json lists the controls' units, not cv cells
+            raise NotAResultFolderError(f"{out} is a controls out_dir (gates.json), not a cv output folder; fix: "
+                                        "point status at a cv out_dir (the controls report is controls_report.md)")
         for f in ("cells.json", "splits.json", "config.yaml"):
             if not (out / f).is_file():
                 raise NotAResultFolderError(f"{out} has no {f}: not a cv output folder (or the run never started); "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -78,7 +79,7 @@ def test_identity_probe_separates_eegmmidb_from_eegmat(data_root):
 
 # ------------------------------------------------------------------------------------------- CLI end to end
 @requires_data
-def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys):
+def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
     from eegfm_bench.cli import main
     from eegfm_bench.results import ROW_COLUMNS
 
@@ -88,7 +89,7 @@ def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "(i) comparator" in printed and "stopped at" in printed
     for f in ("gates.json", "gates.md", "controls_report.md", "controls_report.json", "results.csv", "splits.json",
-              "config.yaml"):
+              "config.yaml", "cells.json"):
         assert (out / f).is_file(), f
     df = pd.read_csv(out / "results.csv")
     assert list(df.columns[:len(ROW_COLUMNS)]) == ROW_COLUMNS
@@ -138,16 +139,144 @@ def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys):
     assert md.startswith("| model | task | (i) comparator")
     # rerun: everything is skipped, rows unchanged, no refit (fast)
     before = pd.read_csv(out / "results.csv")
+    calls = _count_units(monkeypatch)
     t0 = time.time()
     assert main(["controls", "--config", path, "--no-progress"]) == 0
     assert time.time() - t0 < 30
+    assert calls == {"probe": 0, "permutation": 0, "fit": 0, "identity": 0}
     pd.testing.assert_frame_equal(before, pd.read_csv(out / "results.csv"))
-    # changing a setting of a stored unit is refused instead of mixing two configs
-    from eegfm_bench.runs.cells import ConfigError
+    # cells.json: every unit of the config with its current hash (the rows the page reads), as a cv run's
+    index = json.loads((out / "cells.json").read_text())
+    assert {c["config_hash"] for c in index} == set(before.config_hash.astype(str)) and len(index) == 14
+    # a changed setting reruns only the units it changes (the cv's rule): a larger N reruns the two permutation
+    # tests; their rows sit beside the old ones under their own hash, every other unit is found done
+    report0 = json.loads((out / "controls_report.json").read_text())
+    assert main(["controls", "--config", _write(tmp_path, _tiny_config(out, permutation={"n": 7}), "c2.yaml"),
+                 "--no-progress"]) == 0
+    assert calls == {"probe": 0, "permutation": 2, "fit": 0, "identity": 0}
+    after = pd.read_csv(out / "results.csv")
+    kept = after[after.config_hash.isin(before.config_hash)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(before, kept)
+    new = after[~after.config_hash.isin(before.config_hash)]
+    assert set(new.condition) == {"label_permutation_within_subject"} and new.config_hash.nunique() == 2
+    assert set(new[new.metric == "auroc_window_n_permutations"].value) == {7.0}
+    old_perm = set(before[before.condition == "label_permutation_within_subject"].config_hash)
+    index2 = {c["config_hash"] for c in json.loads((out / "cells.json").read_text())}
+    assert index2 == (set(before.config_hash) - old_perm) | set(new.config_hash)
+    report2 = json.loads((out / "controls_report.json").read_text())
+    assert {v["n_permutations"] for v in report2["permutation"].values()} == {7}
+    assert report2["scores"] == report0["scores"] and report2["paired"] == report0["paired"]
+    assert (out / "report.html").is_file()
+    # changing it back finds the old rows and files again: nothing recomputed, nothing appended
+    assert main(["controls", "--config", path, "--no-progress"]) == 0
+    assert calls == {"probe": 0, "permutation": 2, "fit": 0, "identity": 0}
+    pd.testing.assert_frame_equal(after, pd.read_csv(out / "results.csv"))
+    assert json.loads((out / "cells.json").read_text()) == index
+    report3 = json.loads((out / "controls_report.json").read_text())
+    assert report3["permutation"] == report0["permutation"] and report3["gates"] == report0["gates"]
+    from eegfm_bench.errors import NotAResultFolderError
 
-    cfg2 = _tiny_config(out, probe={"kind": "logreg", "C": 0.1})
-    with pytest.raises(ConfigError, match="other settings"):
-        main(["controls", "--config", _write(tmp_path, cfg2, "c2.yaml"), "--no-progress"])
+    with pytest.raises(NotAResultFolderError, match="a controls out_dir"):  # its cells.json is not a cv run's
+        main(["status", str(out)])
+
+
+def _count_units(monkeypatch) -> dict:
+    """Count the computations of the controls' units (probe fits, permutation tests, adaptation fits, identity
+    probes) from now on: ``{kind: calls}``, updated in place."""
+    import eegfm_bench.runs.controls_scrambled as scr
+    import eegfm_bench.runs.controls_steps as steps
+
+    calls = {"probe": 0, "permutation": 0, "fit": 0, "identity": 0}
+    for mod, name, kind in ((steps, "evaluate_probe", "probe"), (steps, "permutation_test", "permutation"),
+                            (scr, "train_fold", "fit"), (steps, "dataset_identity_probe", "identity")):
+        def counted(*a, _f=getattr(mod, name), _k=kind, **kw):
+            calls[_k] += 1
+            return _f(*a, **kw)
+
+        monkeypatch.setattr(mod, name, counted)
+    return calls
+
+
+@requires_data
+def test_controls_changed_probe_reruns_the_units_that_read_it(tmp_path, monkeypatch):
+    """A unit's hash holds the hashes of the units it reads: another probe reruns the probes and with them the
+    permutation test and the paired comparison of the changed representations (their own settings unchanged).
+    A unit whose rows exist but whose file was deleted recomputes the file only: its rows are written once."""
+    from eegfm_bench.runs.controls import controls_main
+
+    out = tmp_path / "o"
+    base = dict(scrambled=[], identity=None, bootstrap={"n_boot": 100})
+    controls_main(_tiny_config(out, **base), progress=False)
+    before = pd.read_csv(out / "results.csv")
+    calls = _count_units(monkeypatch)
+    controls_main(_tiny_config(out, probe={"kind": "logreg", "C": 0.1}, **base), progress=False)
+    assert calls == {"probe": 2, "permutation": 2, "fit": 0, "identity": 0}
+    after = pd.read_csv(out / "results.csv")
+    new = after[~after.config_hash.isin(before.config_hash)]
+    assert set(new.condition) == {"clean", "label_permutation_within_subject", "paired_vs_simple"}
+    assert new.groupby("condition").config_hash.nunique().to_dict() == {
+        "clean": 2, "label_permutation_within_subject": 2, "paired_vs_simple": 1}
+    # the first config again: found done; then its files deleted: recomputed, the rows not appended again
+    controls_main(_tiny_config(out, **base), progress=False)
+    assert calls == {"probe": 2, "permutation": 2, "fit": 0, "identity": 0}
+    index = {c["config_hash"] for c in json.loads((out / "cells.json").read_text())}
+    assert index == set(before.config_hash)
+    report = json.loads((out / "controls_report.json").read_text())
+    gone = [p for p in (out / "predictions").glob("*.csv") if p.stem.rsplit("-", 1)[1] in index]
+    gone += [p for p in (out / "permutation").glob("*.json") if p.stem.rsplit("-", 1)[1] in index]
+    assert len(gone) == 4
+    for p in gone:
+        p.unlink()
+    controls_main(_tiny_config(out, **base), progress=False)
+    assert calls == {"probe": 4, "permutation": 4, "fit": 0, "identity": 0}
+    assert all(p.is_file() for p in gone)
+    pd.testing.assert_frame_equal(after, pd.read_csv(out / "results.csv"))
+    again = json.loads((out / "controls_report.json").read_text())
+    assert again["scores"] == report["scores"] and _untimed(again["permutation"]) == _untimed(report["permutation"])
+
+
+def _untimed(perms: dict) -> dict:
+    return {k: {kk: vv for kk, vv in v.items() if kk != "seconds"} for k, v in perms.items()}
+
+
+@requires_data
+def test_controls_on_a_cv_run_take_its_windows_split_and_checkpoints(tmp_path, monkeypatch):
+    """With ``cv_out_dir`` the loaded config is final: the cv run's subjects, window cap and split are taken before
+    it is typed (a different ``data.subjects`` is refused); the cv claims come from its predictions and ``correct:
+    cv`` reuses its checkpoints, so only the scrambled arm trains (with the cv run's seed and init seed)."""
+    from eegfm_bench.cli import main
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.runs.controls import load_run_config
+
+    cv = {"experiment": "cvtiny", "task": "eegmat", "out_dir": str(tmp_path / "cv"), "seed": 3,
+          "data": {"subjects": [0, 1, 2, 3, 4, 5], "max_windows_per_subject": 4, "batch_size": 16},
+          "split": {"scheme": "kfold", "k": 3, "seed": 1, "n_val_groups": 1}, "confound": False,
+          "trainer": {"max_epochs": 1, "patience": 1, "accelerator": "cpu"},
+          "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"], "backbone_kwargs": TINY_EEGNET}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["cv", "--config", _write(tmp_path, cv, "cv.yaml"), "--no-progress"]) == 0
+    ctl = {"experiment": "controls_cv", "task": "eegmat", "out_dir": str(tmp_path / "o"), "cv_out_dir": cv["out_dir"],
+           "features": {"families": ["simple"]}, "models": [], "identity": None, "bootstrap": {"n_boot": 100},
+           "permutation": {"n": 3, "families": "none"},
+           "scrambled": [{"model": "eegnet", "regime": "full", "head": "flatten", "correct": "cv"}]}
+    cfg, cv_cfg = load_run_config(ctl)
+    assert cfg.data.subjects == [0, 1, 2, 3, 4, 5] and cfg.data.max_windows_per_subject == 4
+    assert cfg.split.to_dict() == cv_cfg.split.to_dict() and cfg.split.seed == 1
+    with pytest.raises(ConfigError, match=r"data.subjects = \[0, 1\] differs from the cv run's.*fix: drop data.subjects"):
+        load_run_config({**ctl, "data": {"subjects": [0, 1]}})
+    calls = _count_units(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["controls", "--config", _write(tmp_path, ctl, "c.yaml"), "--no-progress"]) == 0
+    assert calls["fit"] == 3  # the scrambled arm per fold; the correct arm is the cv run's checkpoint
+    df = pd.read_csv(tmp_path / "o" / "results.csv")
+    claim = df[(df.condition == "cv_predictions") & (df.metric == "auroc_window") & (df.fold.astype(str) != "pooled")]
+    assert len(claim) == 3 and set(claim.seed) == {3}
+    fits = df[df.condition.isin(["correct_labels", "scrambled_labels"]) & (df.metric == "auroc_window")]
+    assert len(fits) == 6 and set(fits.seed) == {3} and set(fits.init) == {"random#seed3"}
+    saved = yaml.safe_load((tmp_path / "o" / "config.yaml").read_text())
+    assert saved["data"]["subjects"] == [0, 1, 2, 3, 4, 5] and saved["split"]["seed"] == 1
 
 
 # ------------------------------------------------------------------------------------------------ bad input
