@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import sys
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "eegfm_bench"  # --root changes it
 LOOKUPS_PER_FILE: dict[str, int] = {}
 FLOORS = ["errors", "config", "registry", "distributed", "stats", "results", "trainer", "perturb", "data", "models",
-          "interpret", "controls", "provenance", "reports", "callbacks", "runs", "api", "cli", "__init__"]
+          "interpret", "controls", "provenance", "reports", "callbacks", "runs", "api", "commands", "cli", "__init__"]
 CONFIG_NAMES = {"cfg", "d", "sp", "cc", "acfg", "pc", "idc", "lc", "tr", "spec", "ch", "w", "lab", "opts", "entry", "run"}
 
 
@@ -120,13 +121,33 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
             if len(comp) > 1:
                 out.append(sorted(comp))
 
-    import sys
-
     sys.setrecursionlimit(10000)
     for v in list(edges):
         if v not in index:
             visit(v)
     return out
+
+
+def back_edges(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Package-level back-edges: (lower package, higher package) pairs where a module of a lower floor imports one
+    of a higher floor (:data:`FLOORS`)."""
+    return sorted({(s.split(".")[1] if "." in s else s, t.split(".")[1] if "." in t else t)
+                   for s, ts in edges.items() for t in ts if floor(s) < floor(t)
+                   and s.split(".")[1:2] != t.split(".")[1:2]})
+
+
+def local_imports() -> list[tuple[str, int, str]]:
+    """Every function-local import statement: (file relative to the package's parent, line, the line's text)."""
+    out = []
+    for p in sorted(PKG.rglob("*.py")):
+        text = p.read_text()
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text)):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for x in ast.walk(fn):
+                    if isinstance(x, (ast.Import, ast.ImportFrom)):
+                        out.append((str(p.relative_to(PKG.parent)), x.lineno, lines[x.lineno - 1].strip()))
+    return sorted(set(out))
 
 
 def main(argv=None) -> int:
@@ -140,9 +161,7 @@ def main(argv=None) -> int:
         PKG = a.root.resolve()
     local_own, local_other, lookups, long_fns, edges = scan()
     cyc = cycles(edges)
-    back = sorted({(s.split(".")[1] if "." in s else s, t.split(".")[1] if "." in t else t)
-                   for s, ts in edges.items() for t in ts if floor(s) < floor(t)
-                   and s.split(".")[1:2] != t.split(".")[1:2]})
+    back = back_edges(edges)
     print(f"function-local imports: {local_own + local_other} ({local_own} of eegfm_bench modules)")
     print(f"config lookups by string key: {lookups}")
     print(f"functions over 100 lines: {len(long_fns)}" + (f" (longest: {long_fns[0][1]}, {long_fns[0][0]})"

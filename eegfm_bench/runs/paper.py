@@ -39,9 +39,15 @@ from typing import Literal, Optional, Sequence
 import yaml
 
 from eegfm_bench.config import ConfigError, close_matches, command_parser, parse_config
+from eegfm_bench.data.sources import DataNotFoundError
+from eegfm_bench.data.tasks import get_task
+from eegfm_bench.models.checkpoints import CheckpointError, resolve
+from eegfm_bench.runs.cells import check_config, load_config
+from eegfm_bench.runs.controls import load_config as load_controls
+from eegfm_bench.runs.interpret_config import load_interpret_config
+from eegfm_bench.runs.sweep import sweep_parser
+from eegfm_bench.runs.truncation import depth_configs
 
-# The command modules (cells, sweep, controls, ...) are imported when a member of that command is read: reading a
-# paper file and the CLI's start-up stay light.
 COMMANDS = ("cv", "sweep", "probe", "attribute", "controls", "truncation", "provenance")
 """Member commands; the first five are ``eegfm-bench`` commands with a ``launcher:`` section."""
 
@@ -205,25 +211,14 @@ def member_config(member: dict, launcher_args: Sequence[str] = ()) -> dict | lis
     src, over = member["config"][0], member_overrides(member, launcher_args)
     cmd = member["command"]
     if cmd == "cv":
-        from eegfm_bench.runs.cells import load_config  # lazy: see COMMANDS
-
         return load_config(src, over)
     if cmd == "sweep":
-        from eegfm_bench.runs.sweep import sweep_parser  # lazy: see COMMANDS
-
         return parse_config(sweep_parser(), src, over)
     if cmd in ("probe", "attribute"):
-        from eegfm_bench.runs.interpret_config import load_interpret_config  # lazy: see COMMANDS
-
         return load_interpret_config(src, over)
     if cmd == "controls":
-        from eegfm_bench.runs.controls import load_config as load_controls  # lazy: see COMMANDS
-
         return load_controls(src, over)
     if cmd == "truncation":
-        from eegfm_bench.runs.cells import load_config  # lazy: see COMMANDS
-        from eegfm_bench.runs.truncation import depth_configs  # lazy: see COMMANDS
-
         return [(k, load_config(c)) for k, c in depth_configs(src)]
     raw = yaml.safe_load(Path(src).read_text()) or {}
     missing = sorted({"task", "out_dir", "data", "split", "encoder", "audit"} - set(raw))
@@ -272,9 +267,6 @@ def local_copy(task, data_root=None) -> str | None:
 
     Offline (``EEGFM_OFFLINE=1``) nothing is downloaded; a MOABB dataset counts as present only when its files are.
     """
-    from eegfm_bench.data.sources import DataNotFoundError  # lazy: the data layer imports MNE
-    from eegfm_bench.data.tasks import get_task
-
     t = get_task(task)
     try:
         recs = t.recordings(data_root)
@@ -288,15 +280,11 @@ def local_copy(task, data_root=None) -> str | None:
 
 def local_subjects(task, data_root=None) -> int:
     """Subjects of a task's local copy (from its recordings' list; nothing is read)."""
-    from eegfm_bench.data.tasks import get_task  # lazy: the data layer imports MNE
-
     return len({r.subject for r in get_task(task).recordings(data_root)})
 
 
 def missing_weights(ids: Sequence[str]) -> list[str]:
     """One line per pretrained id whose weights are not on disk: where to put the file and where to get it."""
-    from eegfm_bench.models.checkpoints import CheckpointError, resolve  # lazy: imports torch
-
     out = []
     for pid in dict.fromkeys(i for i in ids if i):
         try:
@@ -313,8 +301,6 @@ def _check_cv(cfg, say) -> None:
     """One batch of every run of a cv config (a typed :class:`~eegfm_bench.runs.cells.CVConfig`) whose weights are on
     disk (the others are named, not checked), on the local copy: a k-fold split with more folds than the copy has
     subjects is checked with one fold per subject."""
-    from eegfm_bench.runs.cells import check_config  # lazy: see COMMANDS
-
     n = local_subjects(cfg.task)
     sp = cfg.split
     if sp.scheme == "kfold" and sp.group_by == "subject" and int(sp.k) > n >= 2:
