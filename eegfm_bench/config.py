@@ -433,7 +433,7 @@ class ConfigRecord:
 def typed(schema: type, values: Any) -> Any:
     """The validated mapping ``values`` of ``schema`` (a dataclass, usually a frozen :class:`ConfigRecord`) as an
     instance, nested sections included: a field typed as a dataclass, ``Optional`` of one, ``Union`` of one and
-    ``bool`` (``confound: off``) or ``list`` of one is built recursively; free-form mappings (``trainer``,
+    ``bool`` (``confound: off``), ``list`` of one or ``dict`` of them by name is built recursively; free-form mappings (``trainer``,
     ``backbone_kwargs``, ...) stay dicts. Keys the schema lacks are refused (they were refused by the parser).
 
     Raises
@@ -466,4 +466,6 @@ def _typed_value(tp: Any, v: Any) -> Any:
         return v
     if origin is list and args and isinstance(v, list):
         return [_typed_value(args[0], x) for x in v]
+    if origin is dict and len(args) == 2 and is_dataclass(args[1]) and isinstance(v, dict):
+        return {k: _typed_value(args[1], x) for k, x in v.items()}  # e.g. a paper's datasets by name
     return v

@@ -38,14 +38,14 @@ from typing import Literal, Optional, Sequence
 
 import yaml
 
-from eegfm_bench.config import ConfigError, close_matches, command_parser, parse_config
+from eegfm_bench.config import ConfigError, ConfigRecord, close_matches, command_parser, parse_config, typed
 from eegfm_bench.data.sources import DataNotFoundError
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.models.checkpoints import CheckpointError, resolve
 from eegfm_bench.runs.cells import check_config, load_config
 from eegfm_bench.runs.controls import load_config as load_controls
 from eegfm_bench.runs.interpret_config import load_interpret_config
-from eegfm_bench.runs.sweep import sweep_parser
+from eegfm_bench.runs.sweep import load_sweep_config
 from eegfm_bench.runs.truncation import depth_configs
 
 COMMANDS = ("cv", "sweep", "probe", "attribute", "controls", "truncation", "provenance")
@@ -55,8 +55,8 @@ LAUNCHED = ("cv", "sweep", "probe", "attribute", "controls")
 """Members whose units run through ``--launcher`` / ``--workers``; the other two run in one process."""
 
 
-@dataclass
-class PaperMember:
+@dataclass(frozen=True)
+class PaperMember(ConfigRecord):
     """One command of a paper.
 
     Args:
@@ -74,8 +74,8 @@ class PaperMember:
     after: list[str] = field(default_factory=list)
 
 
-@dataclass
-class PaperDataset:
+@dataclass(frozen=True)
+class PaperDataset(ConfigRecord):
     """A dataset's size for the plan when it has no local copy.
 
     Args:
@@ -91,8 +91,8 @@ class PaperDataset:
     source: str = ""
 
 
-@dataclass
-class NotRunnable:
+@dataclass(frozen=True)
+class NotRunnable(ConfigRecord):
     """Something the paper used that cannot run here.
 
     Args:
@@ -104,8 +104,8 @@ class NotRunnable:
     why: str
 
 
-@dataclass
-class PaperConfig:
+@dataclass(frozen=True)
+class PaperConfig(ConfigRecord):
     """A paper file (see the module docstring).
 
     Args:
@@ -115,6 +115,7 @@ class PaperConfig:
         members: the commands, in run order.
         datasets: sizes per task name, for datasets without a local copy.
         not_runnable: what the paper used that cannot run here, with the reason.
+        path: the paper file (set by :func:`load_paper`; not written in the file).
     """
 
     paper: str = ""
@@ -123,6 +124,7 @@ class PaperConfig:
     members: list[PaperMember] = field(default_factory=list)
     datasets: dict[str, PaperDataset] = field(default_factory=dict)
     not_runnable: list[NotRunnable] = field(default_factory=list)
+    path: Optional[str] = None
 
 
 def paper_parser():
@@ -138,7 +140,7 @@ def is_paper_config(path) -> bool:
     return isinstance(raw, dict) and "members" in raw and "paper" in raw
 
 
-def load_paper(path, members: Sequence[str] | None = None) -> dict:
+def load_paper(path, members: Sequence[str] | None = None) -> PaperConfig:
     """Read a paper file: member config paths resolved next to it, names, commands and ``after`` checked.
 
     Parameters
@@ -149,8 +151,8 @@ def load_paper(path, members: Sequence[str] | None = None) -> dict:
 
     Returns
     -------
-    dict
-        The typed paper file; ``members[i].config`` are paths a process started in the working directory opens,
+    PaperConfig
+        The typed paper file, frozen; ``members[i].config`` are paths a process started in the working directory opens,
         ``throughput`` likewise (or None); ``path`` is the paper file.
 
     Raises
@@ -159,61 +161,61 @@ def load_paper(path, members: Sequence[str] | None = None) -> dict:
         Unknown keys, a missing config file, a repeated name, ``after`` naming a later or unknown member, ``args``
         on a truncation / provenance member, an unknown member in ``members``.
     """
-    cfg = parse_config(paper_parser(), str(path))
+    cfg = typed(PaperConfig, parse_config(paper_parser(), str(path)))
     base = Path(str(path)).parent
     seen: list[str] = []
-    for m in cfg["members"]:
-        where = f"{path}: member {m['name']!r}"
-        if m["name"] in seen:
+    resolved: list[PaperMember] = []
+    for m in cfg.members:
+        where = f"{path}: member {m.name!r}"
+        if m.name in seen:
             raise ConfigError(f"{where} is listed twice; fix: give every member its own name")
-        for a in m["after"]:
+        for a in m.after:
             if a not in seen:
                 raise ConfigError(f"{where}: after {a!r} is not an earlier member; fix: list {a!r} before it")
-        if m["command"] in ("truncation", "provenance") and (m["args"] or len(m["config"]) != 1):
-            raise ConfigError(f"{where}: a {m['command']} member takes one config file and no args; fix: put the "
+        if m.command in ("truncation", "provenance") and (m.args or len(m.config) != 1):
+            raise ConfigError(f"{where}: a {m.command} member takes one config file and no args; fix: put the "
                               "settings in that file")
-        m["config"] = [str(base / c) for c in m["config"]]
-        for c in m["config"]:
+        paths = [str(base / c) for c in m.config]
+        for c in paths:
             if not Path(c).is_file():
                 raise ConfigError(f"{where}: config {c} does not exist; fix: the paths are relative to {base}")
-        seen.append(m["name"])
-    if cfg["throughput"]:
-        cfg["throughput"] = str(base / cfg["throughput"])
+        resolved.append(replace(m, config=paths))
+        seen.append(m.name)
     if members:
         bad = [n for n in members if n not in seen]
         if bad:
             raise ConfigError(f"{path}: no member {bad[0]!r}.{close_matches(bad[0], seen)} Members: {', '.join(seen)}")
-        cfg["members"] = [m for m in cfg["members"] if m["name"] in set(members)]
-    cfg["path"] = str(path)
-    return cfg
+        resolved = [m for m in resolved if m.name in set(members)]
+    return replace(cfg, members=resolved, path=str(path),
+                   throughput=str(base / cfg.throughput) if cfg.throughput else None)
 
 
-def member_overrides(member: dict, launcher_args: Sequence[str] = ()) -> list[str]:
+def member_overrides(member: PaperMember, launcher_args: Sequence[str] = ()) -> list[str]:
     """The member's dotted overrides as a command's ``args``: its further config files, its ``args``, then the
     launcher's (``--launcher.kind slurm``) where the command has a launcher."""
-    more = [x for c in member["config"][1:] for x in ("--config", c)]
-    return more + list(member["args"]) + (list(launcher_args) if member["command"] in LAUNCHED else [])
+    more = [x for c in member.config[1:] for x in ("--config", c)]
+    return more + list(member.args) + (list(launcher_args) if member.command in LAUNCHED else [])
 
 
-def member_config(member: dict, launcher_args: Sequence[str] = ()) -> dict | list:
+def member_config(member: PaperMember, launcher_args: Sequence[str] = ()):
     """A member's resolved config, read by its command's own loader (no data read, no result folder needed).
 
     Returns
     -------
-    dict, or list of (depth, dict)
-        A truncation member gives one cv config per depth.
+    CVConfig, SweepConfig, InterpretConfig or ControlsConfig (typed, frozen); a list of (depth, CVConfig)
+        for a truncation member; the file's mapping for a provenance member (its script reads it).
 
     Raises
     ------
     ConfigError
         From the command's loader.
     """
-    src, over = member["config"][0], member_overrides(member, launcher_args)
-    cmd = member["command"]
+    src, over = member.config[0], member_overrides(member, launcher_args)
+    cmd = member.command
     if cmd == "cv":
         return load_config(src, over)
     if cmd == "sweep":
-        return parse_config(sweep_parser(), src, over)
+        return load_sweep_config(src, over)
     if cmd in ("probe", "attribute"):
         return load_interpret_config(src, over)
     if cmd == "controls":
@@ -227,7 +229,7 @@ def member_config(member: dict, launcher_args: Sequence[str] = ()) -> dict | lis
     return raw
 
 
-def member_argv(member: dict, launcher_args: Sequence[str] = ()) -> list[str]:
+def member_argv(member: PaperMember, launcher_args: Sequence[str] = ()) -> list[str]:
     """The command line that runs a member in its own process (``launcher_args``: ``--launcher X --workers N``).
 
     Raises
@@ -235,29 +237,31 @@ def member_argv(member: dict, launcher_args: Sequence[str] = ()) -> list[str]:
     ConfigError
         A provenance member where ``scripts/provenance_demo.py`` is not next to the package (an installed wheel).
     """
-    cmd, first = member["command"], member["config"][0]
+    cmd, first = member.command, member.config[0]
     if cmd == "truncation":
         return [sys.executable, "-m", "eegfm_bench.runs.truncation", "--config", first]
     if cmd == "provenance":
         script = Path(__file__).resolve().parents[2] / "scripts" / "provenance_demo.py"
         if not script.is_file():
-            raise ConfigError(f"member {member['name']!r}: {script} not found; fix: run from a source checkout of "
+            raise ConfigError(f"member {member.name!r}: {script} not found; fix: run from a source checkout of "
                               "eegfm_bench (the provenance runner lives in scripts/)")
         return [sys.executable, str(script), "--config", first]
-    more = [x for c in member["config"][1:] for x in ("--config", c)]
-    return [sys.executable, "-m", "eegfm_bench.cli", cmd, "--config", first, *more, *member["args"], *launcher_args]
+    more = [x for c in member.config[1:] for x in ("--config", c)]
+    return [sys.executable, "-m", "eegfm_bench.cli", cmd, "--config", first, *more, *member.args, *launcher_args]
 
 
-def member_task(member: dict, cfg, paper: dict):
+def member_task(member: PaperMember, cfg, paper: PaperConfig):
     """The task a member reads: its own, or (sweep / probe / attribute) that of the member it comes ``after``."""
-    if member["command"] in ("cv", "controls", "provenance"):
-        return cfg["task"]
-    if member["command"] == "truncation":
-        return cfg[0][1]["task"]
-    byname = {m["name"]: m for m in paper["members"]}
-    for a in member["after"]:
-        if a in byname and byname[a]["command"] == "cv":
-            return member_config(byname[a])["task"]
+    if member.command in ("cv", "controls"):
+        return cfg.task
+    if member.command == "provenance":
+        return cfg["task"]  # the provenance script's own file, not a typed command config
+    if member.command == "truncation":
+        return cfg[0][1].task
+    byname = {m.name: m for m in paper.members}
+    for a in member.after:
+        if a in byname and byname[a].command == "cv":
+            return member_config(byname[a]).task
     return None
 
 
@@ -316,7 +320,7 @@ def _check_cv(cfg, say) -> None:
     check_config(replace(cfg, runs=have))
 
 
-def _check_member(member: dict, paper: dict, say, seen: dict) -> str:
+def _check_member(member: PaperMember, paper: PaperConfig, say, seen: dict) -> str:
     """Check one member; returns ``ok``, ``no local copy`` or ``config only``. ``seen`` caches each task's
     :func:`local_copy` (a MOABB dataset's offline probe alone takes its index client's retries: tens of seconds)."""
     cfg = member_config(member)
@@ -328,7 +332,7 @@ def _check_member(member: dict, paper: dict, say, seen: dict) -> str:
     if why is not None:
         say(f"no local copy of its data: {why}")
         return "no local copy"
-    cmd = member["command"]
+    cmd = member.command
     if cmd == "cv":
         _check_cv(cfg, say)
     elif cmd == "truncation":
@@ -336,12 +340,12 @@ def _check_member(member: dict, paper: dict, say, seen: dict) -> str:
             say(f"depth {k}:")
             _check_cv(c, say)
     elif cmd == "controls":
-        for line in missing_weights([m.get("pretrained") for m in cfg["models"]]):
+        for line in missing_weights([m.pretrained for m in cfg.models]):
             say(line)
         say("config valid; the controls' encoders and data are those of a cv check (controls have no one-batch mode)")
         return "config only"
     else:
-        say(f"config valid; it reads the results of {', '.join(member['after']) or 'its own run'} (run them first)")
+        say(f"config valid; it reads the results of {', '.join(member.after) or 'its own run'} (run them first)")
         return "config only"
     return "ok"
 
@@ -367,25 +371,25 @@ def check_paper(path, members: Sequence[str] | None = None) -> dict[str, str]:
     os.environ.setdefault("EEGFM_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     paper = load_paper(path, members)
-    print(f"# check: {paper['title']} ({len(paper['members'])} members)")
+    print(f"# check: {paper.title} ({len(paper.members)} members)")
     out: dict[str, str] = {}
     seen: dict = {}
-    for m in paper["members"]:
-        print(f"\n## {m['name']} ({m['command']})")
+    for m in paper.members:
+        print(f"\n## {m.name} ({m.command})")
 
         def say(line: str) -> None:
             print(f"- {line}")
 
         try:
-            out[m["name"]] = _check_member(m, paper, say, seen)
+            out[m.name] = _check_member(m, paper, say, seen)
         except Exception as err:  # noqa: BLE001  (one member's failure is reported; the others are still checked)
-            out[m["name"]] = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
-            say(out[m["name"]])
+            out[m.name] = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+            say(out[m.name])
     print("\n| member | check |\n|---|---|")
     for k, v in out.items():
         print(f"| {k} | {v} |")
-    for g in paper["not_runnable"]:
-        print(f"- not runnable here: {g['what']}: {g['why']}")
+    for g in paper.not_runnable:
+        print(f"- not runnable here: {g.what}: {g.why}")
     return out
 
 
@@ -404,14 +408,14 @@ def run_paper(path, launcher_args: Sequence[str] = (), members: Sequence[str] | 
         0, or the exit code of the first member that failed.
     """
     paper = load_paper(path, members)
-    for m in paper["members"]:
-        argv = member_argv(m, launcher_args if m["command"] in LAUNCHED else ())
-        print(f"# {m['name']}: {' '.join(argv[1:] if argv[1] == '-m' else argv)}", flush=True)
+    for m in paper.members:
+        argv = member_argv(m, launcher_args if m.command in LAUNCHED else ())
+        print(f"# {m.name}: {' '.join(argv[1:] if argv[1] == '-m' else argv)}", flush=True)
         if dry_run:
             continue
         rc = subprocess.call(argv)
         if rc != 0:
-            print(f"member {m['name']} failed (exit {rc}); fix it and rerun: finished members are skipped",
+            print(f"member {m.name} failed (exit {rc}); fix it and rerun: finished members are skipped",
                   file=sys.stderr)
             return rc
     return 0

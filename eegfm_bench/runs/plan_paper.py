@@ -42,7 +42,7 @@ from eegfm_bench.models.catalogue import load_catalogue
 from eegfm_bench.perturb.evaluate import resolve_conditions
 from eegfm_bench.runs.cells import cv_defaults, run_trainer
 from eegfm_bench.runs.launch import chunks
-from eegfm_bench.runs.paper import load_paper, local_copy, member_config, missing_weights
+from eegfm_bench.runs.paper import PaperConfig, PaperDataset, PaperMember, load_paper, local_copy, member_config, missing_weights
 from eegfm_bench.runs.plan import (_lightning_overhead, _measure, _parallel, cell_passes, cell_seconds, lookup,
                                    read_bench, throughput_key, throughput_line, throughput_summary)
 
@@ -94,7 +94,7 @@ class Size:
 class Ctx:
     """What every member's planner shares: the paper, throughput table, measured entries and launcher overrides."""
 
-    paper: dict
+    paper: PaperConfig
     table: dict
     measure: bool
     over: dict | None
@@ -114,15 +114,15 @@ def task_size(ctx: Ctx, task) -> Size:
     name = task_name(task)
     if name in ctx.sizes:
         return ctx.sizes[name]
-    d = ctx.paper["datasets"].get(name) or {}
-    if d.get("windows"):
-        size = Size(int(d["windows"]), d.get("subjects"), d.get("n_chans"), d.get("source", ""), "declared", name)
+    d = ctx.paper.datasets.get(name) or PaperDataset()
+    if d.windows:
+        size = Size(int(d.windows), d.subjects, d.n_chans, d.source, "declared", name)
     elif local_copy(task) is None:
         ws = load_windows(task, BACKBONES.get("eegnet").preprocessing, progress=False)
         size = Size(len(ws), int(len(np.unique(ws.subject))), len(ws.ch_names), "the windows on disk",
                     f"local copy ({len(np.unique(ws.subject))} subjects)", name)
     else:
-        size = Size(None, d.get("subjects"), d.get("n_chans"), d.get("source") or "no local copy, size not declared",
+        size = Size(None, d.subjects, d.n_chans, d.source or "no local copy, size not declared",
                     "unknown", name)
     ctx.sizes[name] = size
     return size
@@ -189,14 +189,14 @@ LOSO_UNKNOWN = 10
 member's notes)."""
 
 
-def _folds(split: dict, size: Size) -> int:
+def _folds(split, size: Size) -> int:
     """Folds of a split: its ``folds`` subset, ``k``, or one per subject for LOSO (:data:`LOSO_UNKNOWN` when the
     subjects are unknown)."""
-    if split.get("folds") is not None:
-        return len(split["folds"])
-    if split["scheme"] == "loso":
+    if split.folds is not None:
+        return len(split.folds)
+    if split.scheme == "loso":
         return int(size.subjects or LOSO_UNKNOWN)
-    return int(split["k"])
+    return int(split.k)
 
 
 def _fold_windows(w: int, folds: int, size: Size, n_val_groups: int) -> tuple[int, int, int]:
@@ -207,13 +207,13 @@ def _fold_windows(w: int, folds: int, size: Size, n_val_groups: int) -> tuple[in
     return max(0, w - test - val), val, test
 
 
-def _jobs(ctx: Ctx, cfg: dict, n_units: int) -> tuple[int, int, str]:
-    """(jobs, run at once, launcher kind) for ``n_units`` units under a member's launcher section."""
-    lc = cfg.get("launcher") or {"kind": "none"}
-    if lc["kind"] == "none":
+def _jobs(ctx: Ctx, cfg, n_units: int) -> tuple[int, int, str]:
+    """(jobs, run at once, launcher kind) for ``n_units`` units under a member's typed ``launcher`` section."""
+    lc = cfg.launcher
+    if lc.kind == "none":
         return (1 if n_units else 0), 1, "none"
     n = len(chunks([str(i) for i in range(n_units)], lc))
-    return n, _parallel(lc, n), lc["kind"]
+    return n, _parallel(lc, n), lc.kind
 
 
 def _row(name: str, command: str, size: Size, cells: int, jobs: int, parallel: int, launcher: str,
@@ -226,78 +226,80 @@ def _row(name: str, command: str, size: Size, cells: int, jobs: int, parallel: i
 
 
 # --------------------------------------------------------------------------------------------- member planners
-def _cv_cost(ctx: Ctx, cfg: dict, size: Size) -> tuple[int, int, np.ndarray, bool]:
-    """(cells, todo, seconds, windows known) of a resolved cv config on ``size`` windows."""
+def _cv_cost(ctx: Ctx, cfg, size: Size) -> tuple[int, int, np.ndarray, bool]:
+    """(cells, todo, seconds, windows known) of a resolved, typed cv config on ``size`` windows."""
     w, known = _windows(size)
-    folds = _folds(cfg["split"], size)
+    folds = _folds(cfg.split, size)
     seconds, cells, extracted = np.zeros(3), 0, set()
-    tr_fold = _fold_windows(w, folds, size, int(cfg["split"]["n_val_groups"]))
-    for run in cfg["runs"]:
+    tr_fold = _fold_windows(w, folds, size, int(cfg.split.n_val_groups))
+    for run in cfg.runs:
         epochs = int(run_trainer(cfg, run).get("max_epochs") or 1)
-        tput = rate(ctx, run["model"], size.n_chans, n_times(cfg["task"], run["model"]), run.get("backbone_kwargs"))
-        key = (run["model"], json.dumps(run.get("backbone_kwargs"), sort_keys=True), run.get("pretrained"))
-        for _head in run["heads"]:
+        tput = rate(ctx, run.model, size.n_chans, n_times(cfg.task, run.model), run.backbone_kwargs)
+        key = (run.model, json.dumps(run.backbone_kwargs, sort_keys=True), run.pretrained)
+        for _head in run.heads:
             for _f in range(folds):
-                fwd, bwd = cell_passes(run["regime"], epochs, *tr_fold, w, key not in extracted)
-                if run["regime"] == "head_only":
+                fwd, bwd = cell_passes(run.regime, epochs, *tr_fold, w, key not in extracted)
+                if run.regime == "head_only":
                     extracted.add(key)
                 seconds += cell_seconds(fwd, bwd, tput, ctx.over, epochs)
                 cells += 1
     return cells, folds, seconds, known
 
 
-def plan_cv_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
+def plan_cv_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """A cv member: its cells and jobs, costed on the declared dataset (or the local copy's windows)."""
-    size = task_size(ctx, cfg["task"])
+    size = task_size(ctx, cfg.task)
     cells, folds, seconds, known = _cv_cost(ctx, cfg, size)
     jobs, par, kind = _jobs(ctx, cfg, cells)
-    return _row(m["name"], "cv", size, cells, jobs, par, kind, seconds, known,
-                notes=[f"{folds} folds × {sum(len(r['heads']) for r in cfg['runs'])} run-heads"])
+    return _row(m.name, "cv", size, cells, jobs, par, kind, seconds, known,
+                notes=[f"{folds} folds × {sum(len(r.heads) for r in cfg.runs)} run-heads"])
 
 
-def plan_truncation_member(ctx: Ctx, m: dict, cfgs: list) -> dict:
+def plan_truncation_member(ctx: Ctx, m: PaperMember, cfgs: list) -> dict:
     """A truncation member: one cv per depth, run one after the other in one process."""
-    size = task_size(ctx, cfgs[0][1]["task"])
+    size = task_size(ctx, cfgs[0][1].task)
     cells, seconds, known = 0, np.zeros(3), True
     for _k, cfg in cfgs:
         c, _f, s, known = _cv_cost(ctx, cfg, size)
         cells, seconds = cells + c, seconds + s
-    return _row(m["name"], "truncation", size, cells, 1, 1, "none (one process)", seconds, known,
+    return _row(m.name, "truncation", size, cells, 1, 1, "none (one process)", seconds, known,
                 notes=[f"depths {[k for k, _ in cfgs]}; throughput scaled from the full model by the blocks kept"])
 
 
-def _cv_of(ctx: Ctx, m: dict) -> dict:
-    byname = {x["name"]: x for x in ctx.paper["members"]}
-    cvs = [byname[a] for a in m["after"] if a in byname and byname[a]["command"] == "cv"]
+def _cv_of(ctx: Ctx, m: PaperMember):
+    """The typed cv config of the cv member ``m`` comes after."""
+    byname = {x.name: x for x in ctx.paper.members}
+    cvs = [byname[a] for a in m.after if a in byname and byname[a].command == "cv"]
     if not cvs:
-        raise ConfigError(f"member {m['name']!r} ({m['command']}) names no cv member in `after`; fix: after: [<cv>]")
+        raise ConfigError(f"member {m.name!r} ({m.command}) names no cv member in `after`; fix: after: [<cv>]")
     return member_config(cvs[0])
 
 
-def _selected(cvcfg: dict, models=None, regimes=None, heads=None) -> list[tuple[dict, str]]:
-    return [(r, h) for r in cvcfg["runs"] for h in r["heads"] if (models is None or r["model"] in models)
-            and (regimes is None or r["regime"] in regimes) and (heads is None or h in heads)]
+def _selected(cvcfg, models=None, regimes=None, heads=None) -> list[tuple]:
+    """(run, head) pairs of a typed cv config that the selection keeps (``None``: every one)."""
+    return [(r, h) for r in cvcfg.runs for h in r.heads if (models is None or r.model in models)
+            and (regimes is None or r.regime in regimes) and (heads is None or h in heads)]
 
 
-def plan_sweep_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
+def plan_sweep_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """A sweep member: cell × applicable condition pairs, one forward per test window and condition."""
     cv = _cv_of(ctx, m)
-    size = task_size(ctx, cv["task"])
+    size = task_size(ctx, cv.task)
     w, known = _windows(size)
-    folds = len(cfg["folds"]) if cfg.get("folds") else _folds(cv["split"], size)
-    conds = resolve_conditions(cfg["conditions"], task_name(cv["task"]))
+    folds = len(cfg.folds) if cfg.folds else _folds(cv.split, size)
+    conds = resolve_conditions(cfg.conditions, task_name(cv.task))
     cat = load_catalogue(check_registry=False)
     test = w // folds
     pairs, conds_of, rate_of = 0, {}, {}
-    for run, head in _selected(cv, cfg.get("models")):
-        var = bool((cat.get(run["model"]) or {}).get("variable_channels")) and head != "flatten"
+    for run, head in _selected(cv, cfg.models):
+        var = bool((cat.get(run.model) or {}).get("variable_channels")) and head != "flatten"
         n_cond = sum(1 for c in conds if var or not c.needs_variable_channels)
         pairs += n_cond * folds
-        kw = run.get("backbone_kwargs")
-        g = (run["model"], json.dumps(kw, sort_keys=True), run.get("pretrained")) if run["regime"] == "head_only" \
-            else (run["model"], run["regime"], head)  # head-only heads share their frozen backbone's forward
+        kw = run.backbone_kwargs
+        g = (run.model, json.dumps(kw, sort_keys=True), run.pretrained) if run.regime == "head_only" \
+            else (run.model, run.regime, head)  # head-only heads share their frozen backbone's forward
         conds_of[g] = max(conds_of.get(g, 0), n_cond)
-        rate_of[g] = rate(ctx, run["model"], size.n_chans, n_times(cv["task"], run["model"]), kw)
+        rate_of[g] = rate(ctx, run.model, size.n_chans, n_times(cv.task, run.model), kw)
     seconds = np.zeros(3)
     for g, n_cond in conds_of.items():
         seconds += cell_seconds(folds * test * n_cond, 0, rate_of[g], None, 0)
@@ -305,89 +307,88 @@ def plan_sweep_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
     if ctx.over:
         seconds += units * ctx.over["per_cell"]
     jobs, par, kind = _jobs(ctx, cfg, units)
-    return _row(m["name"], "sweep", size, pairs, jobs, par, kind, seconds, known, unit="cell × condition",
+    return _row(m.name, "sweep", size, pairs, jobs, par, kind, seconds, known, unit="cell × condition",
                 notes=[f"{len(conds)} conditions (clean included), {units} units (backbone group × fold)"])
 
 
-def plan_probe_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
+def plan_probe_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """A probe member: block outputs of every window per fine-tuned fold (and of the pre-trained model once)."""
     cv = _cv_of(ctx, m)
-    size = task_size(ctx, cv["task"])
+    size = task_size(ctx, cv.task)
     w, known = _windows(size)
-    folds = _folds(cv["split"], size)
-    sel = cfg["select"]
-    pr, att = cfg["probe"], cfg["attention"]
+    folds = _folds(cv.split, size)
+    sel, pr, att = cfg.select, cfg.probe, cfg.attention
     seconds, fits, units, frozen = np.zeros(3), 0, 0, set()
-    for run, _head in _selected(cv, sel["models"], sel["regimes"], sel["heads"]):
-        tput = rate(ctx, run["model"], size.n_chans, n_times(cv["task"], run["model"]), run.get("backbone_kwargs"))
+    for run, _head in _selected(cv, sel.models, sel.regimes, sel.heads):
+        tput = rate(ctx, run.model, size.n_chans, n_times(cv.task, run.model), run.backbone_kwargs)
         blocks = int((tput or {}).get("n_blocks") or 0)
-        passes = folds * w + (w if pr["include_frozen"] and run["model"] not in frozen else 0)
-        if att["enabled"] and (att["models"] is None or run["model"] in att["models"]):
+        passes = folds * w + (w if pr.include_frozen and run.model not in frozen else 0)
+        if att.enabled and (att.models is None or run.model in att.models):
             passes += folds * (w // folds)
-        frozen.add(run["model"])
+        frozen.add(run.model)
         seconds += cell_seconds(passes, 0, tput, None, 0)
-        fits += folds * blocks * len(pr["poolings"]) * (2 if pr["include_frozen"] else 1)
+        fits += folds * blocks * len(pr.poolings) * (2 if pr.include_frozen else 1)
         units += folds
     jobs, par, kind = _jobs(ctx, cfg, units)
-    return _row(m["name"], "probe", size, fits, jobs, par, kind, seconds, known, unit="probe fits",
+    return _row(m.name, "probe", size, fits, jobs, par, kind, seconds, known, unit="probe fits",
                 notes=[f"{units} units (model × fold); probe training on the cached blocks not timed"])
 
 
-def plan_attribute_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
+def plan_attribute_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """An attribute member: a prediction pass per condition and forward + backward passes for selected windows."""
     cv = _cv_of(ctx, m)
-    size = task_size(ctx, cv["task"])
+    size = task_size(ctx, cv.task)
     w, known = _windows(size)
-    folds = _folds(cv["split"], size)
-    a, sel = cfg["attribution"], cfg["select"]
+    folds = _folds(cv.split, size)
+    a, sel = cfg.attribution, cfg.select
     test = w // folds
-    chosen = int(test * (1 - float(a["percentile"]) / 100))
-    if a["max_windows_per_fold"] is not None:
-        chosen = min(chosen, int(a["max_windows_per_fold"]))
-    n_c, n_m = len(a["conditions"]), len(a["methods"])
+    chosen = int(test * (1 - float(a.percentile) / 100))
+    if a.max_windows_per_fold is not None:
+        chosen = min(chosen, int(a.max_windows_per_fold))
+    n_c, n_m = len(a.conditions), len(a.methods)
     seconds, units = np.zeros(3), 0
-    for run, _head in _selected(cv, sel["models"], sel["regimes"], sel["heads"]):
-        tput = rate(ctx, run["model"], size.n_chans, n_times(cv["task"], run["model"]), run.get("backbone_kwargs"))
-        bwd = folds * (n_c * n_m * chosen + n_m * (a["conservation_windows"] + a["randomisation_windows"]))
+    for run, _head in _selected(cv, sel.models, sel.regimes, sel.heads):
+        tput = rate(ctx, run.model, size.n_chans, n_times(cv.task, run.model), run.backbone_kwargs)
+        bwd = folds * (n_c * n_m * chosen + n_m * (a.conservation_windows + a.randomisation_windows))
         seconds += cell_seconds(folds * n_c * test, bwd, tput, None, 0)
         units += folds
     jobs, par, kind = _jobs(ctx, cfg, units)
-    return _row(m["name"], "attribute", size, units * n_c * n_m, jobs, par, kind, seconds, known,
+    return _row(m.name, "attribute", size, units * n_c * n_m, jobs, par, kind, seconds, known,
                 unit="maps (cell × fold × condition × method)",
-                notes=[f"at most {chosen} windows per fold and condition (top {100 - float(a['percentile']):g} %)"])
+                notes=[f"at most {chosen} windows per fold and condition (top {100 - float(a.percentile):g} %)"])
 
 
-def plan_controls_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
+def plan_controls_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """A controls member: embeddings per encoder and initialisation, probe fits, and the scrambled adaptations."""
-    size = task_size(ctx, cfg["task"])
+    size = task_size(ctx, cfg.task)
     w, known = _windows(size)
-    folds = _folds(cfg["split"], size)
-    seconds, reps, encoders = np.zeros(3), len(cfg["features"]["families"]), 0
-    for mod in cfg["models"]:
-        arms = (1 if mod.get("pretrained") else 0) + len(mod["init_seeds"])
-        reps, encoders = reps + arms, encoders + (1 if mod.get("pretrained") else 0)
-        tput = rate(ctx, mod["model"], size.n_chans, n_times(cfg["task"], mod["model"]), mod.get("backbone_kwargs"))
+    folds = _folds(cfg.split, size)
+    seconds, reps, encoders = np.zeros(3), len(cfg.features.families), 0
+    for mod in cfg.models:
+        arms = (1 if mod.pretrained else 0) + len(mod.init_seeds)
+        reps, encoders = reps + arms, encoders + (1 if mod.pretrained else 0)
+        tput = rate(ctx, mod.model, size.n_chans, n_times(cfg.task, mod.model), mod.backbone_kwargs)
         seconds += cell_seconds(arms * w, 0, tput, None, 0)
-    fits = reps * folds + int(cfg["permutation"]["n"]) * folds * (encoders + 1)
-    if cfg.get("identity"):
-        idc = cfg["identity"]
-        fits += idc["n_folds"] * (1 + idc["n_permutations"] + idc["n_balanced"]) * (1 + len(cfg["models"]))
+    fits = reps * folds + int(cfg.permutation.n) * folds * (encoders + 1)
+    if cfg.identity:
+        idc = cfg.identity
+        fits += idc.n_folds * (1 + idc.n_permutations + idc.n_balanced) * (1 + len(cfg.models))
     units = 0
-    for s in cfg["scrambled"]:
-        epochs = int((s.get("trainer") or {}).get("max_epochs") or cfg["trainer"].get("max_epochs") or 1)
-        tput = rate(ctx, s["model"], size.n_chans, n_times(cfg["task"], s["model"]), s.get("backbone_kwargs"))
-        n_tr, n_va, n_te = _fold_windows(w, folds, size, int(cfg["split"]["n_val_groups"]))
+    for s in cfg.scrambled:
+        epochs = int((s.trainer or {}).get("max_epochs") or cfg.trainer.get("max_epochs") or 1)
+        tput = rate(ctx, s.model, size.n_chans, n_times(cfg.task, s.model), s.backbone_kwargs)
+        n_tr, n_va, n_te = _fold_windows(w, folds, size, int(cfg.split.n_val_groups))
         per = cell_seconds(epochs * n_va + n_te + w, epochs * n_tr, tput, ctx.over, epochs)
-        seconds += per * 2 * len(s["seeds"]) * folds
-        units += 2 * len(s["seeds"]) * folds
+        seconds += per * 2 * len(s.seeds) * folds
+        units += 2 * len(s.seeds) * folds
     jobs, par, kind = _jobs(ctx, cfg, units)
     jobs = 1 if kind == "none" else jobs + 1  # the launching process runs every step but the adaptations
-    return _row(m["name"], "controls", size, fits, jobs, par, kind, seconds, known, unit="probe fits",
+    return _row(m.name, "controls", size, fits, jobs, par, kind, seconds, known, unit="probe fits",
                 notes=[f"{reps} representations × {folds} folds; {units} scrambled-label adaptations as jobs, the "
                        "rest in the launching process; probe fits and handcrafted features not timed"])
 
 
-def plan_provenance_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
+def plan_provenance_member(ctx: Ctx, m: PaperMember, cfg: dict) -> dict:
     """A provenance member: one encoder per seed on every view of the training windows, then every view embedded."""
     size = task_size(ctx, cfg["task"])
     w, known = _windows(size)
@@ -401,7 +402,7 @@ def plan_provenance_member(ctx: Ctx, m: dict, cfg: dict) -> dict:
     epochs = int(enc.get("max_epochs") or 1)
     per_seed = cell_seconds(k * (epochs * n_va + w), k * epochs * n_tr, tput, ctx.over, epochs)
     seeds = len(enc["seeds"])
-    return _row(m["name"], "provenance", size, seeds, 1, 1, "none (one process)", per_seed * seeds, known,
+    return _row(m.name, "provenance", size, seeds, 1, 1, "none (one process)", per_seed * seeds, known,
                 unit="encoders (seeds)", notes=[f"K = {k} views; the audits (CPU, on the embeddings) not timed"])
 
 
@@ -416,11 +417,11 @@ def _weights(ctx: Ctx, cfgs: list) -> list[str]:
     ids = []
     for cmd, cfg in cfgs:
         if cmd == "cv":
-            ids += [r.get("pretrained") for r in cfg["runs"]]
+            ids += [r.pretrained for r in cfg.runs]
         elif cmd == "truncation":
-            ids += [r.get("pretrained") for _k, c in cfg for r in c["runs"]]
+            ids += [r.pretrained for _k, c in cfg for r in c.runs]
         elif cmd == "controls":
-            ids += [x.get("pretrained") for x in cfg["models"]] + [s.get("pretrained") for s in cfg["scrambled"]]
+            ids += [x.pretrained for x in cfg.models] + [s.pretrained for s in cfg.scrambled]
     return missing_weights(ids)
 
 
@@ -455,30 +456,30 @@ def plan_paper(path, launcher_args: Sequence[str] = (), *, bench: str | None = N
         From the paper file or a member's config.
     """
     paper = load_paper(path, members)
-    src = bench or paper["throughput"]
+    src = bench or paper.throughput
     table = read_bench(src) if src and Path(src).is_file() else {}
     over = _lightning_overhead(cv_defaults()["trainer"]) if (table or measure) else None
     ctx = Ctx(paper, table, measure, over, list(launcher_args), on_measure=on_measure)
     rows, cfgs = [], []
-    for m in paper["members"]:
+    for m in paper.members:
         cfg = member_config(m, launcher_args)
-        cfgs.append((m["command"], cfg))
+        cfgs.append((m.command, cfg))
         ctx.missing = set()
-        row = PLANNERS[m["command"]](ctx, m, cfg)
+        row = PLANNERS[m.command](ctx, m, cfg)
         if ctx.missing:  # a part without a rate: the member is not costed (rather than costed in part)
             row.update(costed=False, notes=row["notes"] + [f"no throughput for {', '.join(sorted(ctx.missing))}"])
         rows.append(row)
     known = [r for r in rows if r["known_windows"] and r["costed"]]
     total = np.sum([r["seconds"] for r in known], axis=0) if known else np.zeros(3)
     wall = sum(r["seconds"][0] / max(1, r["parallel"]) for r in known)
-    return {"paper": paper["title"], "path": str(path), "throughput_table": src, "members": rows,
+    return {"paper": paper.title, "path": str(path), "throughput_table": src, "members": rows,
             "n_cells": sum(r["cells"] for r in rows if r["unit"] == "cells"), "n_jobs": sum(r["jobs"] for r in rows),
             "estimate_device_hours": float(total[0]) / 3600, "estimate_device_hours_range":
                 sorted(float(x) / 3600 for x in total[1:]), "estimate_wall_hours": wall / 3600,
             "uncosted": [r["member"] for r in rows if not (r["known_windows"] and r["costed"])],
             "throughput": throughput_summary(ctx.table, ctx.used),
             "datasets": {k: vars(v) for k, v in ctx.sizes.items()},
-            "overhead_s": over, "missing_weights": _weights(ctx, cfgs), "not_runnable": paper["not_runnable"],
+            "overhead_s": over, "missing_weights": _weights(ctx, cfgs), "not_runnable": [g.to_dict() for g in paper.not_runnable],
             "measured_here": len(ctx.measured),
             "not_measurable": {f"{k[0]} ({k[1]} ch × {k[2]})": v for k, v in ctx.failed.items()}}
 
