@@ -245,6 +245,48 @@ def _inits(frames: Sequence[pd.DataFrame]) -> list[str]:
     return sorted(vals)
 
 
+def confound_commands(d: Path, cfg: dict) -> list[str]:
+    """The ``eegfm-bench confound`` commands that added the confound rows a cv run's own config does not run.
+
+    Read from the conditions of ``d/confound.csv`` (``confound=offset1s``, ``confound=band4-40``, ...): the
+    variations beyond the config's ``confound.variations``, one command per offset and band they used, with
+    ``--offset-s`` / ``--band`` where those differ from the config's. Empty when there are none.
+    """
+    table = d / "confound.csv"
+    if not table.is_file():
+        return []
+    cc = cfg.get("confound") or {}
+    own_offset = float(cc.get("offset_s", 1.0))
+    own_band = tuple(float(x) for x in (cc.get("band") or (4.0, 40.0)))
+    own = set(cc.get("variations") or []) if cc.get("enabled") else set()
+    groups: dict[tuple, list[str]] = {}
+    for cond in sorted(set(pd.read_csv(table)["condition"].astype(str))):
+        names, offset, band = [], own_offset, own_band
+        for part in cond.removeprefix("confound=").split("+"):
+            if part.startswith("offset") and part.endswith("s"):
+                names.append("offset")
+                offset = float(part[len("offset"):-1])
+            elif part.startswith("band") and "-" in part:
+                names.append("band")
+                band = tuple(float(x) for x in part[len("band"):].split("-"))
+            else:
+                names.append(part)
+        name = "+".join(names)
+        if name not in own or (offset, band) != (own_offset, own_band):
+            groups.setdefault((offset, band), []).append(name)
+    order = {"offset": 0, "band": 1, "offset+band": 2}
+    cmds = []
+    for (offset, band), names in groups.items():
+        cmd = (f"eegfm-bench confound --cv {cfg.get('out_dir') or d} --variations "
+               + " ".join(sorted(set(names), key=lambda v: (order.get(v, 3), v))))
+        if offset != own_offset:
+            cmd += f" --offset-s {offset:g}"
+        if band != own_band:
+            cmd += f" --band {band[0]:g} {band[1]:g}"
+        cmds.append(cmd)
+    return cmds
+
+
 def reproduce_commands(src: Sources) -> list[str]:
     """The commands that reproduce the page, in the order they ran, with the config each result folder saved (its
     paths as the config gives them: run from the working directory the commands ran in)."""
@@ -252,6 +294,7 @@ def reproduce_commands(src: Sources) -> list[str]:
     for d in src.cv:
         cfg = _yaml(d / "config.yaml")
         cmds.append(f"eegfm-bench cv --config {Path(cfg.get('out_dir') or d) / 'config.yaml'}")
+        cmds += confound_commands(d, cfg)
     for d in src.sweeps:
         cfg = _yaml(d / "sweep.yaml")
         cmds.append(f"eegfm-bench sweep --config {Path(cfg.get('out_dir') or d) / 'sweep.yaml'}")

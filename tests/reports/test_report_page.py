@@ -296,3 +296,35 @@ def test_recall_per_class_and_a_fold_that_predicts_one_class_is_flagged(tmp_path
     assert [c.text for c in row[3:]] == ["1.000 ± 0.000", "0.500 ± 0.707", "2"]
     assert len(flags) == 1 and "fold 1 predicts one class for every window (left)" in flags[0]
     assert "AUROC is 1.000" in flags[0]
+
+
+def test_the_reproduce_block_names_the_confound_command_that_added_variations(tmp_path):
+    """The quickstart's page holds the cv's own offset+band rows and the offset and band rows that
+    ``eegfm-bench confound --cv`` added: the reproduce block must give that command too (with the offset / band it
+    used where they differ from the config's), and no confound command when the cv's own rows are all there is."""
+    from eegfm_bench.reports.page import Sources, confound_commands, reproduce_commands
+
+    cfg = {"out_dir": "results/quickstart",
+           "confound": {"enabled": True, "variations": ["offset+band"], "offset_s": 1.0, "band": [4.0, 40.0]}}
+
+    def store(conds):
+        pd.DataFrame({"condition": conds, "model": "eegnet"}).to_csv(tmp_path / "confound.csv", index=False)
+
+    store(["confound=offset1s+band4-40"])
+    assert confound_commands(tmp_path, cfg) == []
+    store(["confound=offset1s+band4-40", "confound=band4-40", "confound=offset1s"])
+    assert confound_commands(tmp_path, cfg) == [
+        "eegfm-bench confound --cv results/quickstart --variations offset band"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))  # and in the page's block, after the cv command
+    assert reproduce_commands(Sources(cv=[tmp_path])) == [
+        "eegfm-bench cv --config results/quickstart/config.yaml",
+        "eegfm-bench confound --cv results/quickstart --variations offset band",
+        "eegfm-bench report results/quickstart"]
+    store(["confound=offset1s+band4-40", "confound=offset0.5s", "confound=band8-30", "confound=frontal"])
+    assert sorted(confound_commands(tmp_path, cfg)) == sorted([
+        "eegfm-bench confound --cv results/quickstart --variations frontal",
+        "eegfm-bench confound --cv results/quickstart --variations offset --offset-s 0.5",
+        "eegfm-bench confound --cv results/quickstart --variations band --band 8 30"])
+    store(["confound=offset1s+band4-40"])  # a cv with `confound: off` whose check was run by the command
+    assert confound_commands(tmp_path, {**cfg, "confound": {**cfg["confound"], "enabled": False}}) == [
+        "eegfm-bench confound --cv results/quickstart --variations offset+band"]
