@@ -44,7 +44,7 @@ from submitit.core.utils import FailedJobError
 from submitit.slurm.slurm import SlurmInfoWatcher, _make_sbatch_string
 from tqdm.auto import tqdm
 
-from eegfm_bench.config import ConfigError, ConfigRecord
+from eegfm_bench.config import ConfigError, ConfigRecord, typed
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,19 @@ class LauncherConfig(ConfigRecord):
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
 
 
-def check_launcher(lc: dict | None, where: str = "launcher", trainer: dict | None = None) -> None:
+def as_launcher(lc) -> LauncherConfig:
+    """A ``launcher:`` section as the typed, frozen :class:`LauncherConfig`: a mapping (a hand-written section, a
+    test's) is typed, with the defaults for what it leaves out.
+
+    Raises
+    ------
+    ConfigError
+        A key that is not a launcher setting.
+    """
+    return lc if isinstance(lc, LauncherConfig) else typed(LauncherConfig, dict(lc))
+
+
+def check_launcher(lc, where: str = "launcher", trainer: dict | None = None) -> None:
     """Validate a ``launcher:`` section before any data is read (``trainer``: the command's ``trainer:`` section,
     whose ``accelerator`` and ``devices`` size a SLURM job).
 
@@ -113,17 +125,18 @@ def check_launcher(lc: dict | None, where: str = "launcher", trainer: dict | Non
     """
     if not lc:
         return
+    lc = as_launcher(lc)
     for k in ("workers", "cells_per_job", "timeout_min"):
-        if int(lc.get(k, 1)) < 1:
-            raise ConfigError(f"{where}.{k} = {lc.get(k)}; fix: a whole number >= 1")
-    if lc.get("kind") == "slurm":
+        if int(getattr(lc, k)) < 1:
+            raise ConfigError(f"{where}.{k} = {getattr(lc, k)}; fix: a whole number >= 1")
+    if lc.kind == "slurm":
         if shutil.which("sbatch") is None:
             slurm_parameters(lc, gpus_on_partition=None)  # the partition
             raise ConfigError(f"{where}.kind: slurm, but this machine has no SLURM (sbatch is not on PATH); fix: "
                               "launch from a SLURM login node, or use --launcher local --workers N here")
         known = slurm_partitions()
-        if known and lc["slurm"].get("partition") and lc["slurm"]["partition"] not in known:
-            raise ConfigError(f"{where}.slurm.partition {lc['slurm']['partition']!r} is not a partition of this "
+        if known and lc.slurm.partition and lc.slurm.partition not in known:
+            raise ConfigError(f"{where}.slurm.partition {lc.slurm.partition!r} is not a partition of this "
                               f"cluster; fix: one of {', '.join(known)} (sinfo lists them)")
         tr = trainer or {}
         devices = tr.get("devices", 1) if isinstance(tr.get("devices", 1), int) else 1
@@ -159,7 +172,7 @@ def partition_gpus(partition: str) -> Optional[int]:
     return max(counts) if counts else 0
 
 
-def slurm_parameters(lc: dict, devices: int = 1, accelerator: str = "auto", *,
+def slurm_parameters(lc, devices: int = 1, accelerator: str = "auto", *,
                      gpus_on_partition: Optional[int] = -1) -> dict:
     """submitit ``update_parameters`` keywords of a ``launcher:`` section (``slurm_*`` names).
 
@@ -174,20 +187,21 @@ def slurm_parameters(lc: dict, devices: int = 1, accelerator: str = "auto", *,
         If no partition is given, ``gpus_per_node`` is below ``devices`` on a GPU accelerator, or a GPU is
         requested (``accelerator: gpu`` / ``cuda`` or ``gpus_per_node`` > 0) on a partition whose nodes have none.
     """
-    s = lc["slurm"]
-    if not s.get("partition"):
+    lc = as_launcher(lc)
+    s = lc.slurm
+    if not s.partition:
         raise ConfigError("launcher.slurm.partition is not set; fix: the partition your jobs go to (sinfo lists them)")
     devices = max(1, int(devices))
     cpu = str(accelerator) == "cpu"
     if gpus_on_partition == -1:
-        gpus_on_partition = partition_gpus(s["partition"]) if str(accelerator) != "cpu" else None
-    gpus = s.get("gpus_per_node")
+        gpus_on_partition = partition_gpus(s.partition) if str(accelerator) != "cpu" else None
+    gpus = s.gpus_per_node
     if gpus is None:
         no_gpu_here = gpus_on_partition == 0
         gpus = 0 if cpu or (str(accelerator) == "auto" and no_gpu_here) else devices
     gpus = int(gpus)
     if gpus > 0 and gpus_on_partition == 0:
-        raise ConfigError(f"launcher.slurm.partition {s['partition']!r} has no GPUs (sinfo shows no gpu gres) but "
+        raise ConfigError(f"launcher.slurm.partition {s.partition!r} has no GPUs (sinfo shows no gpu gres) but "
                           f"the jobs would request {gpus} (trainer.accelerator: {accelerator}); fix: "
                           "trainer.accelerator: cpu (or auto), or a GPU partition")
     on_cpu = cpu or (str(accelerator) == "auto" and gpus == 0 and gpus_on_partition == 0)  # auto on a CPU partition
@@ -195,22 +209,22 @@ def slurm_parameters(lc: dict, devices: int = 1, accelerator: str = "auto", *,
         raise ConfigError(f"launcher.slurm.gpus_per_node = {gpus} but trainer.devices = {devices}: Lightning would "
                           f"start {devices} tasks on {gpus} GPU(s); fix: gpus_per_node: {devices} (or null, which "
                           "follows devices)")
-    p = {"slurm_partition": s["partition"], "timeout_min": int(lc["timeout_min"]),
+    p = {"slurm_partition": s.partition, "timeout_min": int(lc.timeout_min),
          "gpus_per_node": gpus, "tasks_per_node": devices,
-         "cpus_per_task": int(s["cpus_per_task"]), "mem_gb": int(s["mem_gb"]),
-         "slurm_array_parallelism": int(s["array_parallelism"]), "name": "eegfm-bench"}
-    if s.get("account"):
-        p["slurm_account"] = s["account"]
-    if s.get("qos"):
-        p["slurm_qos"] = s["qos"]
-    if s.get("setup"):
-        p["slurm_setup"] = list(s["setup"])
-    if s.get("additional"):
-        p["slurm_additional_parameters"] = dict(s["additional"])
+         "cpus_per_task": int(s.cpus_per_task), "mem_gb": int(s.mem_gb),
+         "slurm_array_parallelism": int(s.array_parallelism), "name": "eegfm-bench"}
+    if s.account:
+        p["slurm_account"] = s.account
+    if s.qos:
+        p["slurm_qos"] = s.qos
+    if s.setup:
+        p["slurm_setup"] = list(s.setup)
+    if s.additional:
+        p["slurm_additional_parameters"] = dict(s.additional)
     return p
 
 
-def sbatch_preview(lc: dict, folder: str | os.PathLike, devices: int = 1, n_jobs: int = 1,
+def sbatch_preview(lc, folder: str | os.PathLike, devices: int = 1, n_jobs: int = 1,
                    accelerator: str = "auto") -> str:
     """The sbatch script submitit would write for one job of this launcher (for docs, tests and ``plan``)."""
     p = slurm_parameters(lc, devices, accelerator)
@@ -222,7 +236,7 @@ def sbatch_preview(lc: dict, folder: str | os.PathLike, devices: int = 1, n_jobs
     return _make_sbatch_string(command="python -m submitit.core._submit <folder>", folder=str(folder), **kw)
 
 
-def make_executor(lc: dict, folder: str | os.PathLike, devices: int = 1, accelerator: str = "auto"):
+def make_executor(lc, folder: str | os.PathLike, devices: int = 1, accelerator: str = "auto"):
     """A submitit executor for a ``launcher:`` section: :class:`submitit.LocalExecutor` (``local``) or a SLURM
     :class:`submitit.AutoExecutor` with :func:`slurm_parameters` (``slurm``); job pickles and logs in ``folder``.
 
@@ -231,23 +245,25 @@ def make_executor(lc: dict, folder: str | os.PathLike, devices: int = 1, acceler
     ConfigError
         For ``kind: none`` or an unknown kind, or (``slurm``) no partition.
     """
-    if lc["kind"] == "local":
+    lc = as_launcher(lc)
+    if lc.kind == "local":
         ex = submitit.LocalExecutor(folder=str(folder))
-        ex.update_parameters(timeout_min=int(lc["timeout_min"]))
+        ex.update_parameters(timeout_min=int(lc.timeout_min))
         return ex
-    if lc["kind"] == "slurm":
+    if lc.kind == "slurm":
         ex = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
         ex.update_parameters(**slurm_parameters(lc, devices, accelerator))
         return ex
-    raise ConfigError(f"launcher.kind {lc['kind']!r}; fix: none, local or slurm")
+    raise ConfigError(f"launcher.kind {lc.kind!r}; fix: none, local or slurm")
 
 
-def chunks(cells: Sequence[str], lc: dict) -> list[list[str]]:
+def chunks(cells: Sequence[str], lc) -> list[list[str]]:
     """Cells of each job: local workers round-robin, SLURM ``cells_per_job`` consecutive cells."""
-    if lc["kind"] == "local":
-        n = max(1, min(int(lc["workers"]), len(cells)))
+    lc = as_launcher(lc)
+    if lc.kind == "local":
+        n = max(1, min(int(lc.workers), len(cells)))
         return [list(cells[i::n]) for i in range(n) if cells[i::n]]
-    k = max(1, int(lc["cells_per_job"]))
+    k = max(1, int(lc.cells_per_job))
     return [list(cells[i:i + k]) for i in range(0, len(cells), k)]
 
 
@@ -304,7 +320,7 @@ class SubmissionError(ConfigError):
     """SLURM refused a job array (a job limit, a bad partition or account, an impossible request); nothing runs."""
 
 
-def submit_jobs(ex, lc: dict, calls: list[tuple]) -> list:
+def submit_jobs(ex, lc, calls: list[tuple]) -> list:
     """Submit one job per ``(fn, *args)`` of ``calls``: local workers one by one; SLURM as **one** job array
     (one ``sbatch``, ``--array=0-(n-1)%array_parallelism``), so a refusal refuses the whole array before any job
     runs.
@@ -314,7 +330,7 @@ def submit_jobs(ex, lc: dict, calls: list[tuple]) -> list:
     SubmissionError
         When ``sbatch`` refuses the array (its message, and the fix).
     """
-    if lc["kind"] != "slurm":
+    if as_launcher(lc).kind != "slurm":
         return [ex.submit(*c) for c in calls]
 
     try:  # submitit prints sbatch's stderr before raising: it goes into the one-line error instead
@@ -425,7 +441,7 @@ def quiet_submitit_without_accounting(progress: bool = True) -> None:
               "the jobs' result files")
 
 
-def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: int | None = None,
+def run_jobs(lc, cfg: dict, cell_ids: list[str], out: Path, *, devices: int | None = None,
              progress: bool = True, kind: str = "cv", collect: dict | None = None) -> list[dict]:
     """Submit the cells as jobs, wait for every job, and return the failures (one dict per failed cell).
 
@@ -438,19 +454,20 @@ def run_jobs(lc: dict, cfg: dict, cell_ids: list[str], out: Path, *, devices: in
     tr = cfg.get("trainer") or {}
     if devices is None:
         devices = tr.get("devices", 1) if isinstance(tr.get("devices", 1), int) else 1
-    folder = Path(lc.get("folder") or out / "jobs")
+    lc = as_launcher(lc)
+    folder = Path(lc.folder or out / "jobs")
     folder.mkdir(parents=True, exist_ok=True)
     ex = make_executor(lc, folder, devices, str(tr.get("accelerator", "auto")))
     parts = chunks(cell_ids, lc)
-    threads = (int(lc["threads"]) if lc.get("threads") else max(1, (os.cpu_count() or 1) // max(1, len(parts)))) \
-        if lc["kind"] == "local" else int(lc["slurm"]["cpus_per_task"])
-    parent = os.getpid() if lc["kind"] == "local" else None
+    threads = (int(lc.threads) if lc.threads else max(1, (os.cpu_count() or 1) // max(1, len(parts)))) \
+        if lc.kind == "local" else int(lc.slurm.cpus_per_task)
+    parent = os.getpid() if lc.kind == "local" else None
     jobs = submit_jobs(ex, lc, [(CellJob(), cfg, p, threads, kind, parent) for p in parts])
-    if lc["kind"] == "slurm":
+    if lc.kind == "slurm":
         write_queue(out, jobs, parts)
         quiet_submitit_without_accounting(progress)
     if progress:
-        tqdm.write(f"launcher {lc['kind']}: {len(cell_ids)} cells in {len(jobs)} jobs "
+        tqdm.write(f"launcher {lc.kind}: {len(cell_ids)} cells in {len(jobs)} jobs "
                    f"({', '.join(str(j.job_id) for j in jobs)}); logs under {folder}")
     failures = []
     for job, p in tqdm(list(zip(jobs, parts)), desc="jobs", disable=not progress, unit="job"):

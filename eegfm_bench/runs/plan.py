@@ -31,7 +31,7 @@ from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.throughput import batch_seconds
 from eegfm_bench.runs.cells import CVConfig, enumerate_cells, fixed_batch_size, load_config, run_trainer, windows_for
 from eegfm_bench.runs.confound import derive, label
-from eegfm_bench.runs.launch import chunks
+from eegfm_bench.runs.launch import as_launcher, chunks
 from eegfm_bench.runs.progress import CellProgress
 from eegfm_bench.trainer import build_trainer, fit_callbacks
 
@@ -266,12 +266,13 @@ def _plan_part(cfg: CVConfig, table: dict, measure: bool, over: dict | None) -> 
             "parallel": _parallel(lc, len(jobs)), "used": used}
 
 
-def _parallel(lc: dict, n_jobs: int) -> int:
+def _parallel(lc, n_jobs: int) -> int:
     """How many of the jobs run at once: SLURM's ``array_parallelism``, the local ``workers``, else 1."""
-    if lc.get("kind") == "slurm":
-        return max(1, min(n_jobs, int((lc.get("slurm") or {}).get("array_parallelism") or n_jobs)))
-    if lc.get("kind") == "local":
-        return max(1, min(n_jobs, int(lc.get("workers") or 1)))
+    lc = as_launcher(lc)
+    if lc.kind == "slurm":
+        return max(1, min(n_jobs, int(lc.slurm.array_parallelism or n_jobs)))
+    if lc.kind == "local":
+        return max(1, min(n_jobs, int(lc.workers or 1)))
     return 1
 
 
