@@ -83,8 +83,26 @@ def _failures(out: Path) -> list:
     return json.loads(path.read_text() or "[]") if path.is_file() else []
 
 
+def _refuse_dirty_tree() -> None:
+    """Refuse to run the commands on a tree with uncommitted changes to tracked files: every row would carry a
+    ``.dirty`` code version (e.g. the README blocks an earlier ``render`` rewrote, before a later ``--steps``)."""
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True,
+                         text=True)
+    if out.returncode == 0 and out.stdout.strip():
+        raise SystemExit("uncommitted changes to tracked files (results would be labelled .dirty):\n"
+                         f"{out.stdout.rstrip()}\nfix: commit or stash them (the README blocks a previous run "
+                         "rewrote included), then run the steps again; --render-only needs no clean tree")
+
+
 def run_steps(steps: list[str], parallel: bool) -> dict:
-    """Run the steps (cv first; with ``parallel`` the others together), return their timings."""
+    """Run the steps (cv first; with ``parallel`` the others together), return their timings.
+
+    Raises
+    ------
+    SystemExit
+        On a tree with uncommitted changes to tracked files (:func:`_refuse_dirty_tree`), or when a command fails.
+    """
+    _refuse_dirty_tree()
     OUT.mkdir(parents=True, exist_ok=True)
     timings_path = OUT / "readme_timings.json"
     timings = json.loads(timings_path.read_text()) if timings_path.is_file() else {}
