@@ -373,8 +373,23 @@ def cell_dir_name(model: str, regime: str, head: str, chash: str) -> str:
     return f"{run_label(model, regime, head)}-{chash[:8]}"
 
 
+class CellKey:
+    """The name and done-set key of a cell, from its ``model``, ``regime``, ``head``, ``fold`` and ``chash``
+    (shared by :class:`Cell` and :class:`eegfm_bench.runs.progress.CellRef`)."""
+
+    @property
+    def id(self) -> str:
+        """:func:`cell_id`: ``<model>/<regime>/<head>/fold<k>/<config hash>``."""
+        return cell_id(self.model, self.regime, self.head, self.fold, self.chash)
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """The :func:`done_cells` key: ``(model, regime, head, fold, config hash)`` as strings."""
+        return (self.model, self.regime, self.head, str(self.fold), self.chash)
+
+
 @dataclass(frozen=True)
-class Cell:
+class Cell(CellKey):
     """One cell of a cv: a run entry (:class:`~eegfm_bench.runs.cells.RunConfig`), one of its heads, one fold,
     and the cell's config hash."""
 
@@ -390,16 +405,6 @@ class Cell:
     @property
     def regime(self) -> str:
         return self.run.regime
-
-    @property
-    def id(self) -> str:
-        """:func:`cell_id`: ``<model>/<regime>/<head>/fold<k>/<config hash>``."""
-        return cell_id(self.model, self.regime, self.head, self.fold, self.chash)
-
-    @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        """The :func:`done_cells` key: ``(model, regime, head, fold, config hash)`` as strings."""
-        return (self.model, self.regime, self.head, str(self.fold), self.chash)
 
 
 def done_cells(store, experiment: str) -> set[tuple[str, str, str, str, str]]:

@@ -18,12 +18,12 @@ from typing import Sequence
 import yaml
 
 from eegfm_bench.errors import NotAResultFolderError
-from eegfm_bench.results import Cell, ResultStore, cell_id, done_cells
+from eegfm_bench.results import Cell, CellKey, ResultStore, done_cells
 from eegfm_bench.runs.launch import _pid_alive, queued_cells
 
 
 @dataclass(frozen=True)
-class CellRef:
+class CellRef(CellKey):
     """A cell named by its key alone (what ``cells.json`` and ``splits.json`` give ``status``)."""
 
     model: str
@@ -31,14 +31,6 @@ class CellRef:
     head: str
     fold: int
     chash: str
-
-    @property
-    def id(self) -> str:
-        return cell_id(self.model, self.regime, self.head, self.fold, self.chash)
-
-    @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        return (self.model, self.regime, self.head, str(self.fold), self.chash)
 
 
 class CellProgress:
