@@ -105,8 +105,8 @@ def _user_hooks(adapter, batch: int, n_chans: int, store: dict[int, list]) -> li
     (``nn.MultiheadAttention`` with ``need_weights``; a declared module by running it once more with
     ``F.scaled_dot_product_attention`` replaced by ``softmax(q kᵀ · scale)``), then tokens → channels by the
     declared ``token_layout`` after the ``cls_tokens`` leading tokens."""
-    spec = adapter.user_spec
-    cls, layout = int(spec["cls_tokens"]), spec["token_layout"]
+    um = adapter.user_spec
+    cls, layout = int(um.cls_tokens), um.token_layout
 
     def per_channel(i, a):  # (B, H, N, N) → (B, C)
         if a.shape[0] != batch:
@@ -177,15 +177,15 @@ def check_attention_support(backbone: str) -> None:
 
     The message says what the backbone supports instead.
     """
-    spec = user_spec(backbone)
-    if spec is not None:
-        if not spec["blocks"] or not spec["token_layout"]:
+    um = user_spec(backbone)
+    if um is not None:
+        if not um.blocks or not um.token_layout:
             raise UnsupportedMethodError(
                 f"no attention maps for user model {backbone!r}: its declaration has no "
-                f"{'blocks' if not spec['blocks'] else 'token_layout'}; fix: declare blocks (the transformer "
+                f"{'blocks' if not um.blocks else 'token_layout'}; fix: declare blocks (the transformer "
                 "layers), token_layout (channel_major or patch_major) and cls_tokens, or drop it from "
                 "attention.models")
-        problem = _user_attention_problem(backbone, spec)
+        problem = _user_attention_problem(backbone)
         if problem:
             raise UnsupportedMethodError(problem)
         return
@@ -201,12 +201,12 @@ def check_attention_support(backbone: str) -> None:
 _USER_ATTENTION_CHECKED: dict[str, str | None] = {}
 
 
-def _user_attention_problem(backbone: str, spec: dict) -> str | None:
+def _user_attention_problem(backbone: str) -> str | None:
     """Why per-channel attention maps (paper 003 App. I.4) cannot be drawn for a user model, found on one random
     batch ``(2, n_chans, n_times)`` before any data is read (a config check, like the declaration's dry run:
     :func:`~eegfm_bench.models.user.dry_run_check`): every block needs an attention module, and its softmax
     matrices must map to channels by the declared layout. Cached per declaration."""
-    def check(ad, spec):
+    def check(ad, um):
         ad.eval()
         missing = [i for i, m in enumerate(_user_attention_modules(ad)) if m is None]
         if missing:

@@ -61,6 +61,7 @@ from scipy.stats import spearmanr
 from torch import nn
 from torch.utils.data import Dataset, Subset
 
+from eegfm_bench.interpret.config import AttributionConfig
 from eegfm_bench.interpret.gradcam import check_gradcam, gradcam
 from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, UnsupportedMethodError, attention_ledger, attention_sink,
                                        get_patch_map, lrp_copy, lrp_patched, supported_methods, user_lrp_problem,
@@ -775,7 +776,7 @@ def aggregate(folds: Sequence[FoldMaps] | Sequence[dict], n_classes: int) -> dic
 
 
 # ============================================================================================ per cell and fold
-def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acfg: dict,
+def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acfg: AttributionConfig,
                  trainer: dict | None = None, label_randomised=None) -> dict:
     """The fold's test windows under ``condition`` (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`: the
     same per-window noise and masks as the sweep), then :func:`attribute_windows` with the config's settings
@@ -790,7 +791,7 @@ def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acf
     if cond.needs_variable_channels and not clf.backbone.channel_contract.variable:
         raise ChannelContractError(f"{clf.backbone.name} has a fixed montage and cannot take condition {condition!r} "
                                    "(channels removed); fix: use the *_zero variant for this backbone")
-    task, seed = str(ws.meta.get("task", "")), int(acfg["perturbation_seed"])
+    task, seed = str(ws.meta.get("task", "")), int(acfg.perturbation_seed)
     if "preprocessing" in ws.meta:
         ctx, _ = perturb_context(ws.meta, task, seed)
     else:  # windows without a preprocessing record (synthetic): the noise is band-limited only by the sampling rate
@@ -800,11 +801,11 @@ def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acf
         raise RuntimeError(f"condition {condition!r} cannot be applied: {ds.error.splitlines()[0]}")
     model = LogitModel.from_classifier(clf, ds.ch_names)
     lr = LogitModel.from_classifier(label_randomised, ds.ch_names) if label_randomised is not None else None
-    return attribute_windows(model, ds, acfg["methods"], percentile=float(acfg["percentile"]), label_randomised=lr,
-                             max_windows=acfg["max_windows_per_fold"], batch_size=int(acfg["batch_size"]),
-                             lrp_fallback=acfg["lrp_fallback"], epsilon=float(acfg["epsilon"]),
-                             attention_rule=acfg["attention_rule"], conservation_windows=int(acfg["conservation_windows"]),
-                             randomisation_windows=int(acfg["randomisation_windows"]), seed=int(acfg["seed"]),
+    return attribute_windows(model, ds, acfg.methods, percentile=float(acfg.percentile), label_randomised=lr,
+                             max_windows=acfg.max_windows_per_fold, batch_size=int(acfg.batch_size),
+                             lrp_fallback=acfg.lrp_fallback, epsilon=float(acfg.epsilon),
+                             attention_rule=acfg.attention_rule, conservation_windows=int(acfg.conservation_windows),
+                             randomisation_windows=int(acfg.randomisation_windows), seed=int(acfg.seed),
                              trainer=trainer)
 
 

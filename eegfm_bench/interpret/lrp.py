@@ -56,7 +56,7 @@ import copy
 import math
 import types
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -74,7 +74,8 @@ from eegfm_bench.interpret.gradcam import GRADCAM_LAYERS
 from eegfm_bench.models.adaptation import import_peft
 from eegfm_bench.models.backbones import labram_qkv
 from eegfm_bench.models.heads import AttentionHead
-from eegfm_bench.models.user import LRP_ATTENTION_MARK, UserModelError, _import, dry_run_check, user_spec
+from eegfm_bench.models.user import (LRP_ATTENTION_MARK, UserModelConfig, UserModelError, _import, dry_run_check,
+                                     user_model_config, user_spec)
 
 
 def _lxt():
@@ -426,7 +427,7 @@ USER_IDENTITY = (nn.GELU, nn.ELU, nn.SiLU, nn.ReLU, nn.LeakyReLU)
 LeakyReLU it equals the gradient)."""
 
 
-def _user_map(name: str, spec: dict) -> PatchMap:
+def _user_map(name: str, um: UserModelConfig) -> PatchMap:
     """The patch map of a user model (:mod:`eegfm_bench.models.user`): the standard rules (see
     :class:`~eegfm_bench.models.user.UserLRP`) plus the declaration's ``lrp`` types, attention modules and
     additive parameters.
@@ -436,11 +437,11 @@ def _user_map(name: str, spec: dict) -> PatchMap:
     UserModelError
         A declared type that does not import or is not an ``nn.Module`` class.
     """
-    lrp = spec.get("lrp") or {}
+    lrp = user_model_config(um).lrp  # a mapping as written is typed too
 
     def types_of(key: str) -> tuple[type, ...]:
         out = []
-        for path in lrp.get(key) or []:
+        for path in getattr(lrp, key) or []:
             try:
                 t = _import(path, f"user model {name}: lrp.{key} entry")
             except UserModelError as err:
@@ -457,7 +458,7 @@ def _user_map(name: str, spec: dict) -> PatchMap:
     bn = (nn.BatchNorm1d, nn.BatchNorm2d)
     return PatchMap(backbone=name, method="AttnLRP", forwards=forwards, factories=set(identity),
                     linear_safe=bn + (nn.MaxPool1d, nn.MaxPool2d) + types_of("linear"),
-                    additive_params=tuple(lrp.get("additive_params") or ()), eval_only=bn, marked_attention=True)
+                    additive_params=tuple(lrp.additive_params or ()), eval_only=bn, marked_attention=True)
 
 
 PATCH_MAPS: dict[str, Callable[[], PatchMap]] = {"labram": _labram_map, "cbramod": _cbramod_map,
@@ -500,7 +501,7 @@ def user_lrp_problem(backbone: str) -> str | None:
     """Why AttnLRP (paper 003 App. I.1) cannot run on a user model, found before any data is read (None when it
     can): :func:`adapter_lrp_problem` on the model built for its dry run
     (:func:`~eegfm_bench.models.user.dry_run_check`), cached per declaration."""
-    return dry_run_check(backbone, lambda ad, spec: adapter_lrp_problem(ad, backbone, spec), _USER_LRP_CHECKED)
+    return dry_run_check(backbone, lambda ad, um: adapter_lrp_problem(ad, backbone, um), _USER_LRP_CHECKED)
 
 
 def _names_param(name: str, entry: str) -> bool:
@@ -515,7 +516,7 @@ LRP_CLOSURE_TOLERANCE = 1e-3
 _STANDARD_PARAMS = ("weight", "bias", "in_proj_weight", "in_proj_bias", "weight_ih", "weight_hh")
 
 
-def adapter_lrp_problem(adapter: nn.Module, backbone: str, spec: dict) -> str | None:
+def adapter_lrp_problem(adapter: nn.Module, backbone: str, spec: UserModelConfig | Mapping) -> str | None:
     """Whether AttnLRP's rules (paper 003 App. I.1) cover a built user adapter: the problem's text, or None.
 
     Three checks, in order:

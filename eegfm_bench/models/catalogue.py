@@ -69,11 +69,11 @@ def load_catalogue(path: str | Path | None = None, check_registry: bool = True) 
         Missing fields, or entries and registered backbones that do not match (both named).
     """
     models = copy.deepcopy(_read(str(path or CATALOGUE_PATH)))
-    for name, entry in models.items():
-        missing = [k for k in REQUIRED if k not in entry]
+    for name, info in models.items():  # the catalogue's data on one model (read from its YAML file)
+        missing = [k for k in REQUIRED if k not in info]
         if missing:
             raise CatalogueError(f"catalogue entry {name!r} lacks {missing}")
-        pre = entry["pretraining"]
+        pre = info["pretraining"]
         if pre is not None and not {"corpora", "complete", "source"} <= set(pre):
             raise CatalogueError(f"catalogue entry {name!r}: pretraining needs corpora, complete and source")
     if check_registry:

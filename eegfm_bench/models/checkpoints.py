@@ -39,7 +39,7 @@ import re
 import socket
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -146,15 +146,14 @@ class CheckpointEntry:
         return (self.backbone, *self.compatible)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("id")
-        if not d["compatible"]:
-            d.pop("compatible")
-        else:
-            d["compatible"] = list(d["compatible"])
-        if d["montage"] == "monopolar":
-            d.pop("montage")
-        return d
+        """The entry as the manifest's JSON object: without its id (the key), ``compatible`` and ``montage`` only
+        when not their defaults."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("id", "compatible", "montage")}
+        if self.compatible:
+            out["compatible"] = list(self.compatible)
+        if self.montage != "monopolar":
+            out["montage"] = self.montage
+        return out
 
 
 MONTAGES = ("monopolar", "bipolar")
@@ -541,11 +540,11 @@ def load_checkpoint(adapter: BackboneAdapter, pretrained: str, manifest: str | P
     shapes, missing, unexpected = _compare(state, model_state)
     if shapes or missing or unexpected:
         msg = _mismatch_message(shapes, missing, unexpected, f"{ck.id!r} ({ck.weights_path})")
-        cfg = ck.config or {}
+        saved = ck.config or {}  # the folder's config.json as read back (a hub folder's may hold other keys)
         ours = {"arch_kwargs": adapter.arch_kwargs, "n_chans": len(adapter.ch_names), "n_times": adapter.n_times}
-        theirs = {"arch_kwargs": cfg.get("arch_kwargs"), "n_chans": len(cfg.get("ch_names", [])) or None,
-                  "n_times": cfg.get("n_times")}
-        if cfg:
+        theirs = {"arch_kwargs": saved.get("arch_kwargs"), "n_chans": len(saved.get("ch_names", [])) or None,
+                  "n_times": saved.get("n_times")}
+        if saved:
             msg += f"\n  checkpoint config: {theirs}\n  model config:      {ours}"
         hint = getattr(adapter, "checkpoint_hint", "")
         raise StateDictMismatchError(msg + (f"\nhint: {hint}" if hint else "")
@@ -744,9 +743,9 @@ def load_adapter(folder: str | Path, manifest: str | Path | None = None) -> tupl
     if ck.config is None:
         raise CheckpointError(f"{folder} has no {CONFIG_NAME}; fix: build the adapter for your data and call "
                               "load_pretrained(adapter, ...)")
-    cfg = ck.config
-    cls = BACKBONES.get(cfg["backbone"])
-    adapter = cls(cfg["ch_names"], cfg["n_times"], cfg.get("n_outputs", 2), **cfg.get("arch_kwargs", {}))
+    saved = ck.config  # the config.json save_pretrained wrote, read back
+    cls = BACKBONES.get(saved["backbone"])
+    adapter = cls(saved["ch_names"], saved["n_times"], saved.get("n_outputs", 2), **saved.get("arch_kwargs", {}))
     return adapter, load_checkpoint(adapter, str(folder), manifest=manifest, allow_hub=False)
 
 

@@ -23,7 +23,8 @@ from eegfm_bench.models.adaptation import apply_lora, check_regime, count_parame
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.checkpoints import load_pretrained
 from eegfm_bench.models.heads import HEADS
-from eegfm_bench.models.user import _normalise, hashable_user_spec, register_user_models, user_spec
+from eegfm_bench.models.user import (UserModelConfig, hashable_user_spec, register_user_models, user_model_config,
+                                     user_spec)
 from eegfm_bench.results import classification_metrics
 
 
@@ -84,9 +85,11 @@ class FMClassifier(L.LightningModule):
     lora : dict, optional
         peft settings for ``regime="lora"`` (rank ``r``, ``lora_alpha``, ``lora_dropout``, ``target_modules``,
         ``method``).
-    user_model : dict, optional
-        The declaration of a user model named ``backbone`` (:mod:`eegfm_bench.models.user`): registered before
-        the backbone is built, and saved with the checkpoint's hyper-parameters.
+    user_model : dict or UserModelConfig, optional
+        The declaration of a user model named ``backbone`` (:mod:`eegfm_bench.models.user`): typed
+        (:func:`~eegfm_bench.models.user.user_model_config`), registered before the backbone is built, and saved
+        with the checkpoint's hyper-parameters as a plain mapping (every key; an older checkpoint's mapping as
+        written loads the same).
     data_reference : {"average", "none"}, optional
         The reference of the input windows (the window set's ``meta["reference"]``; default: the backbone's
         declared preprocessing). With ``average``, a backbone that reads a subset of the channels re-references
@@ -105,16 +108,18 @@ class FMClassifier(L.LightningModule):
                  pretrained: str | None = None, init_seed: int = 0, lr: float = 1e-3, weight_decay: float = 1e-2,
                  warmup_epochs: float = 1.0, class_weights: list[float] | None = None,
                  backbone_kwargs: dict | None = None, head_kwargs: dict | None = None, lora: dict | None = None,
-                 user_model: dict | None = None, data_reference: str | None = None):
+                 user_model: dict | UserModelConfig | None = None, data_reference: str | None = None):
         super().__init__()
+        um = user_model_config(user_model) if user_model else None  # typed on the way in
+        user_model = um.to_dict() if um is not None else None  # a plain mapping in the checkpoint's hparams
         self.save_hyperparameters()
         check_regime(regime)
         if not ch_names:
             raise ValueError("ch_names is required (link it from the DataModule: data.ch_names)")
-        if user_model:  # a user model's declaration travels with the checkpoint (eegfm_bench.models.user)
+        if um is not None:  # a user model's declaration travels with the checkpoint (eegfm_bench.models.user)
             cur = user_spec(backbone)  # the current config's lrp / pretraining_corpora win over the checkpoint's
-            if cur is None or hashable_user_spec(cur) != hashable_user_spec(_normalise(dict(user_model))):
-                register_user_models({backbone: user_model})
+            if cur is None or hashable_user_spec(cur) != hashable_user_spec(um):
+                register_user_models({backbone: um})
         adapter_cls = BACKBONES.get(backbone)
         head_cls = HEADS.get(head)
         with torch.random.fork_rng(devices=[]):

@@ -39,15 +39,15 @@ import fnmatch
 import hashlib
 import importlib
 import inspect
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Mapping, Optional
 
 import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from eegfm_bench.config import ConfigError
+from eegfm_bench.config import ConfigError, ConfigRecord, typed
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.adaptation import LoraTargetError, apply_lora, resolve_targets
 from eegfm_bench.models.backbones import BACKBONES
@@ -65,8 +65,8 @@ class UserModelError(ConfigError):
     """A user model's declaration does not match the module it names."""
 
 
-@dataclass
-class UserChannels:
+@dataclass(frozen=True)
+class UserChannels(ConfigRecord):
     """The channel contract of a user model.
 
     Args:
@@ -83,16 +83,16 @@ class UserChannels:
     variable: bool = False
 
 
-@dataclass
-class UserPretrained:
+@dataclass(frozen=True)
+class UserPretrained(ConfigRecord):
     """Local pretrained weights: a ``.safetensors`` or ``.pt`` state dict of the module, and its sha256."""
 
     path: str
     sha256: Optional[str] = None
 
 
-@dataclass
-class UserLRP:
+@dataclass(frozen=True)
+class UserLRP(ConfigRecord):
     """What AttnLRP needs to know about a user encoder (paper 003 App. I.1; :mod:`eegfm_bench.interpret.lrp`).
 
     Without it the standard rules apply: ``nn.MultiheadAttention`` (batch-first, no masks) gets the AttnLRP
@@ -119,8 +119,8 @@ class UserLRP:
     additive_params: list[str] = field(default_factory=list)
 
 
-@dataclass
-class UserModelConfig:
+@dataclass(frozen=True)
+class UserModelConfig(ConfigRecord):
     """A user encoder, by import path, and what the adapter contract needs to know about it.
 
     Args:
@@ -180,7 +180,7 @@ LRP_ATTENTION_MARK = "_eegfm_lrp_sdpa_attention"
 """Instance attribute set on a user model's declared attention modules (read by the AttnLRP patch map)."""
 
 _UNIT_SCALE = {"µV": 1e6, "uV": 1e6, "mV": 1e3, "V": 1.0}
-_REGISTERED: dict[str, dict] = {}
+_REGISTERED: dict[str, UserModelConfig] = {}
 
 
 def _import(path: str, what: str = "class_path"):
@@ -198,55 +198,80 @@ def _import(path: str, what: str = "class_path"):
                              + (f"; did you mean {mod}.{near[0]}" if near else "")) from None
 
 
-def _normalise(spec: dict, name: str | None = None) -> dict:
-    """Fill the declaration's defaults (a dict as written in a config, or already resolved); ``name`` only
-    names the model in the errors."""
+def _written(spec: Mapping | UserModelConfig) -> dict:
+    """A declaration as a plain mapping: a typed one via ``to_dict()``, a written one copied (its nested typed
+    sections, if any, as plain mappings too)."""
+    if isinstance(spec, ConfigRecord):
+        return spec.to_dict()
+    return {k: v.to_dict() if isinstance(v, ConfigRecord) else v for k, v in dict(spec).items()}
+
+
+def user_model_config(spec: Mapping | UserModelConfig, name: str | None = None) -> UserModelConfig:
+    """A declaration (a mapping as written in a config or saved in a checkpoint, or already a
+    :class:`UserModelConfig`) checked and typed: defaults filled, unknown keys refused with the close match, numbers
+    and enumerations checked. ``name`` only names the model in the errors.
+
+    Raises
+    ------
+    UserModelError
+        An unknown key (in the declaration or its ``channels`` / ``pretrained`` / ``lrp`` section), a value out of
+        range; the message names the fix.
+    """
     who = f"user model {name}" if name else "user model"
-    base = asdict(UserModelConfig(class_path=spec.get("class_path", "")))
-    unknown = sorted(set(spec) - set(base))
+    spec = _written(spec)
+    keys = {f.name for f in fields(UserModelConfig)}
+    unknown = sorted(set(spec) - keys)
     if unknown:
-        hint = {k: difflib.get_close_matches(k, list(base), n=1) for k in unknown}
+        hint = {k: difflib.get_close_matches(k, sorted(keys), n=1) for k in unknown}
         raise UserModelError(f"{who}: unknown key(s) {unknown}"
                              + "".join(f"; did you mean {v[0]!r} for {k!r}" for k, v in hint.items() if v)
-                             + f"; valid: {sorted(base)}")
-    out = {**base, **spec}
-    for key, allowed in (("channels", set(base["channels"])), ("pretrained", {"path", "sha256"}),
-                         ("lrp", set(base["lrp"]))):
-        sub = spec.get(key) or {}
-        bad = sorted(set(sub) - allowed)
+                             + f"; valid: {sorted(keys)}")
+    for key, section in (("channels", UserChannels), ("pretrained", UserPretrained), ("lrp", UserLRP)):
+        sub = spec.get(key)
+        if sub is not None and not isinstance(sub, Mapping):
+            raise UserModelError(f"{who}: {key} must be a mapping, got {sub!r}")
+        allowed = {f.name for f in fields(section)}
+        bad = sorted(set(sub or {}) - allowed)
         if bad:
             hint = [f"did you mean {difflib.get_close_matches(b, allowed, n=1)[0]!r} for {b!r}" for b in bad
                     if difflib.get_close_matches(b, allowed, n=1)]
             raise UserModelError(f"{who}: unknown key(s) {bad} in {key}" + (f"; {'; '.join(hint)}" if hint else "")
                                  + f"; valid: {sorted(allowed)}")
-    out["channels"] = {**base["channels"], **(spec.get("channels") or {})}
-    out["lrp"] = {**base["lrp"], **(spec.get("lrp") or {})}
-    for k, v in out["lrp"].items():
+        if section is UserPretrained and sub is not None and not sub.get("path"):
+            raise UserModelError(f"{who}: pretrained needs a path; fix: pretrained: {{path: FILE, sha256: HEX}}")
+    sections = {k: spec.get(k) or {} for k in ("channels", "lrp")}  # null: the defaults
+    cfg = typed(UserModelConfig, {"class_path": "", **spec, **sections})
+    _check_values(cfg, who)
+    return cfg
+
+
+def _check_values(cfg: UserModelConfig, who: str) -> None:
+    """The declaration's numbers and enumerations (``who`` names the model in the errors)."""
+    for f in fields(UserLRP):
+        v = getattr(cfg.lrp, f.name)
         if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
-            raise UserModelError(f"{who}: lrp.{k} must be a list of strings, got {v!r}")
+            raise UserModelError(f"{who}: lrp.{f.name} must be a list of strings, got {v!r}")
     for k, positive in (("sfreq", True), ("window_s", True), ("l_freq", False), ("h_freq", False), ("scale", True)):
-        v = out[k]
+        v = getattr(cfg, k)
         if v is None and k in ("l_freq", "h_freq", "scale"):
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (positive and v <= 0) or v < 0:
             raise UserModelError(f"{who}: {k} = {v!r}; fix: a number{' > 0' if positive else ' >= 0'} "
                                  f"({'Hz' if 'freq' in k else 's' if k == 'window_s' else 'volts to the input unit'})"
                                  + (" or null" if k in ("l_freq", "h_freq", "scale") else ""))
-    if out["token_layout"] not in (None, "channel_major", "patch_major"):
-        raise UserModelError(f"{who}: token_layout {out['token_layout']!r}; fix: channel_major, patch_major or "
-                             "null")
-    if not isinstance(out["cls_tokens"], int) or out["cls_tokens"] < 0:
-        raise UserModelError(f"{who}: cls_tokens {out['cls_tokens']!r}; fix: a whole number >= 0")
-    pc = out["pretraining_corpora"]
+    if cfg.token_layout not in (None, "channel_major", "patch_major"):
+        raise UserModelError(f"{who}: token_layout {cfg.token_layout!r}; fix: channel_major, patch_major or null")
+    if not isinstance(cfg.cls_tokens, int) or cfg.cls_tokens < 0:
+        raise UserModelError(f"{who}: cls_tokens {cfg.cls_tokens!r}; fix: a whole number >= 0")
+    pc = cfg.pretraining_corpora
     if pc is not None and (not isinstance(pc, (list, tuple)) or not all(isinstance(x, str) for x in pc)):
         raise UserModelError(f"{who}: pretraining_corpora must be a list of dataset names, got {pc!r}")
-    if out["channels"]["kind"] not in ("any", "names", "positions"):
-        raise UserModelError(f"{who}: channels.kind {out['channels']['kind']!r}; fix: any, names or positions")
-    if out["pretrained"] is not None:
-        if not out["pretrained"].get("path"):
-            raise UserModelError(f"{who}: pretrained needs a path; fix: pretrained: {{path: FILE, sha256: HEX}}")
-        out["pretrained"] = {"sha256": None, **out["pretrained"]}
-    return out
+    if cfg.channels.kind not in ("any", "names", "positions"):
+        raise UserModelError(f"{who}: channels.kind {cfg.channels.kind!r}; fix: any, names or positions")
+
+
+_normalise = user_model_config
+"""The former name of :func:`user_model_config` (the runs import it)."""
 
 
 def _match(model: nn.Module, pattern: str) -> list[tuple[str, nn.Module]]:
@@ -265,20 +290,23 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_user_weights(module: nn.Module, pre: dict) -> str:
-    """Load ``pre["path"]`` into ``module`` (strict), after checking its sha256; return the init label.
+def load_user_weights(module: nn.Module, pre: UserPretrained | Mapping) -> str:
+    """Load the weights file ``pre.path`` into ``module`` (strict), after checking its sha256; return the init
+    label.
 
     Raises
     ------
     UserModelError
         A missing file, a sha256 that differs from the declared one, or keys that do not match the module.
     """
-    path = Path(pre["path"]).expanduser()
+    if not isinstance(pre, UserPretrained):
+        pre = typed(UserPretrained, dict(pre))
+    path = Path(pre.path).expanduser()
     if not path.is_file():
         raise UserModelError(f"pretrained weights {path} not found; fix: the path of a .safetensors / .pt state dict")
     sha = _sha256(path)
-    if pre.get("sha256") and sha != pre["sha256"]:
-        raise UserModelError(f"pretrained weights {path}: sha256 {sha} differs from the declared {pre['sha256']}; "
+    if pre.sha256 and sha != pre.sha256:
+        raise UserModelError(f"pretrained weights {path}: sha256 {sha} differs from the declared {pre.sha256}; "
                              "fix: the right file, or update the declared sha256")
     if path.suffix == ".safetensors":
         state = load_file(str(path))
@@ -294,7 +322,7 @@ def load_user_weights(module: nn.Module, pre: dict) -> str:
     return f"pretrained:{path.stem}@{sha[:12]}"
 
 
-def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
+def make_user_adapter(name: str, spec: UserModelConfig | Mapping) -> type[BackboneAdapter]:
     """A :class:`BackboneAdapter` subclass for one declaration (see the module docstring).
 
     The declaration's preprocessing, channel contract and token source are checked and resolved here; the class is a
@@ -305,53 +333,57 @@ def make_user_adapter(name: str, spec: dict) -> type[BackboneAdapter]:
     UserModelError
         A unit without a default scale, ``channels.kind: names`` without names, or an unknown ``tokens`` source.
     """
-    spec = _normalise(spec, name)
-    prep = _user_preprocessing(name, spec)
-    contract, declared = _user_contract(name, spec)
-    tokens_src = _tokens_source(name, spec)
+    um = user_model_config(spec, name)
+    prep = _user_preprocessing(name, um)
+    contract, declared = _user_contract(name, um)
+    tokens_src = _tokens_source(name, um)
     cls_name = f"UserBackbone_{name}"
     return type(cls_name, (_UserBackbone,), {
-        "__doc__": f"User model {name!r}: {spec['class_path']} (declared in the config; :mod:`eegfm_bench.models.user`).",
+        "__doc__": f"User model {name!r}: {um.class_path} (declared in the config; :mod:`eegfm_bench.models.user`).",
         "__module__": __name__, "__qualname__": cls_name, "name": name,
-        "is_foundation_model": bool(spec["foundation_model"]), "preprocessing": prep,
-        "lora_targets": list(spec["lora_targets"]), "user_spec": spec, "declared_contract": contract,
+        "is_foundation_model": bool(um.foundation_model), "preprocessing": prep,
+        "lora_targets": list(um.lora_targets), "user_spec": um, "declared_contract": contract,
         "declared_channels": declared, "tokens_source": tokens_src})
 
 
-def _user_preprocessing(name: str, spec: dict) -> Preprocessing:
+def _user_preprocessing(name: str, um: UserModelConfig) -> Preprocessing:
     """The declaration's preprocessing (its ``scale`` defaults from its ``unit``)."""
-    scale = spec["scale"] if spec["scale"] is not None else _UNIT_SCALE.get(spec["unit"])
+    scale = um.scale if um.scale is not None else _UNIT_SCALE.get(um.unit)
     if scale is None:
-        raise UserModelError(f"user model {name}: unit {spec['unit']!r} has no default scale; fix: set `scale` "
+        raise UserModelError(f"user model {name}: unit {um.unit!r} has no default scale; fix: set `scale` "
                              "(the multiplier from volts to the encoder's input unit)")
-    return Preprocessing(sfreq=float(spec["sfreq"]), l_freq=spec["l_freq"], h_freq=spec["h_freq"], scale=float(scale),
-                         unit=spec["unit"], window_s=float(spec["window_s"]), reference=spec["reference"],
-                         source=f"declared in the config for user model {name} ({spec['class_path']})")
+    return Preprocessing(sfreq=float(um.sfreq), l_freq=um.l_freq, h_freq=um.h_freq, scale=float(scale),
+                         unit=um.unit, window_s=float(um.window_s), reference=um.reference,
+                         source=f"declared in the config for user model {name} ({um.class_path})")
 
 
-def _user_contract(name: str, spec: dict) -> tuple[ChannelContract, list[str] | None]:
+def _window_samples(um: UserModelConfig) -> int:
+    """Samples per window of a declaration (``sfreq × window_s``, rounded)."""
+    return int(round(um.sfreq * um.window_s))
+
+
+def _user_contract(name: str, um: UserModelConfig) -> tuple[ChannelContract, list[str] | None]:
     """The declaration's channel contract and, for ``channels.kind: names``, the declared channels (else None):
     exactly these channels, selected and put in this order by name; a missing one is named."""
-    ch = spec["channels"]
-    n_times = int(round(spec["sfreq"] * spec["window_s"]))
-    contract = ChannelContract(kind=ch["kind"], sfreq=float(spec["sfreq"]), names=tuple(ch["names"]),
-                               variable=bool(ch["variable"]), n_times=n_times)
-    declared = list(ch["names"]) if ch["kind"] == "names" else None
+    chans, n_times, sfreq = um.channels, _window_samples(um), float(um.sfreq)
+    contract = ChannelContract(kind=chans.kind, sfreq=sfreq, names=tuple(chans.names), variable=bool(chans.variable),
+                               n_times=n_times)
+    declared = list(chans.names) if chans.kind == "names" else None
     if declared is not None:
         if not declared:
             raise UserModelError(f"user model {name}: channels.kind names but no channels.names; fix: list the "
                                  "channels the encoder reads, in its order")
-        contract = NamedChannelContract(kind="selection", sfreq=float(spec["sfreq"]), names=tuple(declared),
-                                        variable=bool(ch["variable"]), n_times=n_times)
-    if ch["kind"] == "positions":
-        contract = NamedChannelContract(kind="positions", sfreq=float(spec["sfreq"]), variable=bool(ch["variable"]),
+        contract = NamedChannelContract(kind="selection", sfreq=sfreq, names=tuple(declared),
+                                        variable=bool(chans.variable), n_times=n_times)
+    if chans.kind == "positions":
+        contract = NamedChannelContract(kind="positions", sfreq=sfreq, variable=bool(chans.variable),
                                         n_times=n_times)
     return contract, declared
 
 
-def _tokens_source(name: str, spec: dict) -> str:
+def _tokens_source(name: str, um: UserModelConfig) -> str:
     """The declared token source: ``output``, ``module:<submodule path>`` or ``method:<name>``."""
-    tokens_src = str(spec["tokens"])
+    tokens_src = str(um.tokens)
     if not (tokens_src == "output" or tokens_src.startswith(("module:", "method:"))):
         raise UserModelError(f"user model {name}: tokens {tokens_src!r}; fix: output, module:<submodule path> or "
                              "method:<name>")
@@ -363,7 +395,7 @@ class _UserBackbone(BackboneAdapter):
     attributes (``name``, ``user_spec``, ``declared_contract``, ``declared_channels``, ``tokens_source``, the
     preprocessing) say what to build."""
 
-    user_spec: ClassVar[dict]
+    user_spec: ClassVar[UserModelConfig]
     declared_contract: ClassVar[ChannelContract]
     declared_channels: ClassVar[list[str] | None]
     tokens_source: ClassVar[str]
@@ -373,25 +405,24 @@ class _UserBackbone(BackboneAdapter):
         """``declared_weights=False`` builds a random initialisation even when weights are declared (the
         matched random-init arms of the negative controls)."""
         super().__init__(ch_names, n_times, n_outputs, **kwargs)
-        spec = self.user_spec
+        um = self.user_spec
         self.model = self._build_module(kwargs)
-        self.init_label = load_user_weights(self.model, spec["pretrained"]) \
-            if spec["pretrained"] and declared_weights else None
+        self.init_label = load_user_weights(self.model, um.pretrained) if um.pretrained and declared_weights else None
         self._mark_lrp_attention()
         self._call, self._hooked = self._token_call()
         self._takes_ch = "ch_names" in inspect.signature(self._call).parameters
-        self._block_list = [m for _, m in _match(self.model, spec["blocks"])] if spec["blocks"] else []
+        self._block_list = [m for _, m in _match(self.model, um.blocks)] if um.blocks else []
         self._n_tokens, self._d_model = self._token_shape()
 
     def _build_module(self, kwargs: dict) -> nn.Module:
         """The declared class built with its ``init_args``, the call's kwargs and the signal arguments its
         constructor takes (``n_chans``, ``n_times``, ``sfreq``, ``ch_names``, ``n_outputs``)."""
-        name, spec = self.name, self.user_spec
-        cls = _import(spec["class_path"])
-        args = {**spec["init_args"], **kwargs}
+        name, um = self.name, self.user_spec
+        cls = _import(um.class_path)
+        args = {**um.init_args, **kwargs}
         params = inspect.signature(cls).parameters
         inputs = self.declared_channels if self.declared_channels is not None else list(self.ch_names)
-        signal = {"n_chans": len(inputs), "n_times": self.n_times, "sfreq": float(spec["sfreq"]),
+        signal = {"n_chans": len(inputs), "n_times": self.n_times, "sfreq": float(um.sfreq),
                   "ch_names": list(inputs), "n_outputs": self.n_outputs}
         for k, v in signal.items():
             if k in params and k not in args:
@@ -399,15 +430,15 @@ class _UserBackbone(BackboneAdapter):
         try:
             model = cls(**args)
         except TypeError as err:
-            raise UserModelError(f"user model {name}: {spec['class_path']}({', '.join(args)}) failed: {err}; "
+            raise UserModelError(f"user model {name}: {um.class_path}({', '.join(args)}) failed: {err}; "
                                  "fix: init_args must match its constructor") from None
         if not isinstance(model, nn.Module):
-            raise UserModelError(f"user model {name}: {spec['class_path']} is not a torch.nn.Module")
+            raise UserModelError(f"user model {name}: {um.class_path} is not a torch.nn.Module")
         return model
 
     def _mark_lrp_attention(self) -> None:
         """Mark the modules ``lrp.attention`` names (AttnLRP's rule for them); a pattern matching none is an error."""
-        for pat in self.user_spec["lrp"]["attention"]:
+        for pat in self.user_spec.lrp.attention:
             found = _match(self.model, pat)
             if not found:
                 raise UserModelError(f"user model {self.name}: lrp.attention pattern {pat!r} matches no module; fix: "
@@ -418,7 +449,7 @@ class _UserBackbone(BackboneAdapter):
     def _token_call(self):
         """``(call, hooked)``: what to call on the input (the module or the declared method) and the submodule whose
         output is the tokens (``module:<path>``; None when the call's own output is)."""
-        name, tokens_src, cls_path = self.name, self.tokens_source, self.user_spec["class_path"]
+        name, tokens_src, cls_path = self.name, self.tokens_source, self.user_spec.class_path
         call = self.model
         if tokens_src.startswith("method:"):
             meth = tokens_src.split(":", 1)[1]
@@ -527,20 +558,25 @@ def user_code_sha256(class_path: str) -> str | None:
     return _sha256(Path(path)) if path and Path(path).is_file() else None
 
 
-def hashable_user_spec(spec: dict) -> dict:
+def hashable_user_spec(spec: Mapping | UserModelConfig) -> dict:
     """A declaration as it enters a cell hash and a feature-cache key: without :data:`NOT_HASHED` keys, plus the
     sha256 of the encoder's source file (``code_sha256``) and of the declared weights (computed from the file
-    when the declaration gives none, so replacing the file retrains)."""
-    out = {k: v for k, v in spec.items() if k not in NOT_HASHED}
-    out["code_sha256"] = user_code_sha256(spec["class_path"])
-    pre = spec.get("pretrained")
-    if pre and not pre.get("sha256"):
-        path = Path(pre["path"]).expanduser()
-        out["pretrained"] = {**pre, "sha256": _sha256(path) if path.is_file() else None}
+    when the declaration gives none, so replacing the file retrains).
+
+    ``spec`` is hashed as given: a mapping as written in the config (the cell hashes: keys left at their default
+    are not filled in, so those hashes do not change with this package's defaults) or a typed declaration (its
+    ``to_dict()``: every key; the feature-cache keys). Returns plain values only.
+    """
+    um = user_model_config(spec)
+    out = {k: v for k, v in _written(spec).items() if k not in NOT_HASHED}
+    out["code_sha256"] = user_code_sha256(um.class_path)
+    if um.pretrained and not um.pretrained.sha256:
+        path = Path(um.pretrained.path).expanduser()
+        out["pretrained"] = {**out["pretrained"], "sha256": _sha256(path) if path.is_file() else None}
     return out
 
 
-def user_init_label(spec: dict) -> str:
+def user_init_label(spec: Mapping | UserModelConfig) -> str:
     """The init label of a declaration's weights: ``pretrained:<file stem>@<sha256[:12]>`` (``random`` when none
     are declared). Reads the file for its sha256 when the declaration gives none.
 
@@ -549,16 +585,16 @@ def user_init_label(spec: dict) -> str:
     UserModelError
         The file is missing.
     """
-    pre = _normalise(dict(spec))["pretrained"]
+    pre = user_model_config(spec).pretrained
     if not pre:
         return "random"
-    path = Path(pre["path"]).expanduser()
+    path = Path(pre.path).expanduser()
     if not path.is_file():
         raise UserModelError(f"pretrained weights {path} not found; fix: the path of a .safetensors / .pt state dict")
-    return f"pretrained:{path.stem}@{(pre.get('sha256') or _sha256(path))[:12]}"
+    return f"pretrained:{path.stem}@{(pre.sha256 or _sha256(path))[:12]}"
 
 
-def register_user_models(specs: dict | None) -> list[str]:
+def register_user_models(specs: Mapping[str, Mapping | UserModelConfig] | None) -> list[str]:
     """Register every declaration of a config's ``user_models:`` section (idempotent; a name declared again with
     other settings replaces the earlier adapter). Returns the names.
 
@@ -569,12 +605,12 @@ def register_user_models(specs: dict | None) -> list[str]:
     """
     names = []
     for name, spec in (specs or {}).items():
-        spec = _normalise(dict(spec), name)
+        um = user_model_config(spec, name)
         if name in BACKBONES.names() and name not in _REGISTERED:
             raise UserModelError(f"user model {name!r} has the name of a built-in backbone; fix: another name")
-        if _REGISTERED.get(name) != spec:
-            BACKBONES._items[name] = make_user_adapter(name, spec)
-            _REGISTERED[name] = spec
+        if _REGISTERED.get(name) != um:
+            BACKBONES._items[name] = make_user_adapter(name, um)
+            _REGISTERED[name] = um
         names.append(name)
     return names
 
@@ -583,32 +619,31 @@ def dry_run_check(model: str, check, cache: dict) -> str | None:
     """``check(adapter, spec)`` on a registered user model built for its dry run — random init (declared weights
     are not loaded), the declared channels or the 10-20 system's 19 (:data:`DRY_RUN_CHANNELS`), the declared
     window — before any data is read; the problem it reports (a string) or None, cached in ``cache`` per
-    declaration. A declaration that does not build is the problem.
+    declaration (``spec``: its :class:`UserModelConfig`). A declaration that does not build is the problem.
 
     Used by the AttnLRP (:func:`~eegfm_bench.interpret.lrp.user_lrp_problem`) and attention-map
     (:func:`~eegfm_bench.interpret.attention.check_attention_support`) checks.
     """
-    spec = user_spec(model)
-    key = f"{model}:{sorted(spec.items())!r}"
+    um = user_spec(model)
+    key = f"{model}:{um!r}"
     if key not in cache:
-        names = list(spec["channels"]["names"]) or DRY_RUN_CHANNELS
-        n_times = int(round(spec["sfreq"] * spec["window_s"]))
+        names = list(um.channels.names) or DRY_RUN_CHANNELS
         try:
-            adapter = BACKBONES.get(model)(names, n_times, 2, declared_weights=False)
+            adapter = BACKBONES.get(model)(names, _window_samples(um), 2, declared_weights=False)
         except UserModelError as err:
             cache[key] = str(err)
         else:
-            cache[key] = check(adapter, spec)
+            cache[key] = check(adapter, um)
     return cache[key]
 
 
-def user_spec(model: str) -> dict | None:
+def user_spec(model: str) -> UserModelConfig | None:
     """The declaration of a registered user model (None for built-in backbones)."""
     return _REGISTERED.get(model)
 
 
-def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None, n_outputs: int = 2,
-                     lora: bool = False, checks: dict | None = None) -> dict:
+def check_user_model(name: str, spec: Mapping | UserModelConfig, *, ch_names: list[str] | None = None,
+                     n_outputs: int = 2, lora: bool = False, checks: dict | None = None) -> dict:
     """One batch through a declared user model before any data is read: build it (random init: declared weights are
     only checked for their file and sha256 here, and loaded strictly on the data's montage) on the declared
     channels (or the 19 channels of the 10-20 system), check the tokens' shape, that the block pattern matches modules whose hooks
@@ -617,8 +652,11 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
 
     Parameters
     ----------
+    spec : mapping or UserModelConfig
+        The declaration (as written in the config, or typed: :func:`user_model_config`).
     checks : dict of str to callable, optional
-        More checks of the built adapter, each ``check(adapter, name, spec) -> str | None`` (a problem, or None),
+        More checks of the built adapter, each ``check(adapter, name, spec) -> str | None`` (a problem, or None;
+        ``spec`` the typed :class:`UserModelConfig`),
         run before LoRA wraps the targets; e.g. ``{"attnlrp": eegfm_bench.interpret.lrp.adapter_lrp_problem}``
         (``eegfm-bench models --config`` passes it: the interpretability layer sits above the models and is handed
         in rather than imported here).
@@ -635,23 +673,23 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
     UserModelError
         Naming what is wrong and the fix.
     """
-    spec = _normalise(dict(spec), name)
-    if spec["pretrained"]:  # the file and its sha256 now; the strict load happens on the data's montage
-        path = Path(spec["pretrained"]["path"]).expanduser()
+    um = user_model_config(spec, name)
+    if um.pretrained:  # the file and its sha256 now; the strict load happens on the data's montage
+        path = Path(um.pretrained.path).expanduser()
         if not path.is_file():
             raise UserModelError(f"user model {name}: pretrained weights {path} not found; fix: the path of a "
                                  ".safetensors / .pt state dict")
-        if spec["pretrained"].get("sha256") and _sha256(path) != spec["pretrained"]["sha256"]:
+        if um.pretrained.sha256 and _sha256(path) != um.pretrained.sha256:
             raise UserModelError(f"user model {name}: pretrained weights {path}: sha256 {_sha256(path)} differs from "
-                                 f"the declared {spec['pretrained']['sha256']}; fix: the right file, or update sha256")
-    cls = make_user_adapter(name, {**spec, "pretrained": None})
-    names = ch_names or (list(spec["channels"]["names"]) or DRY_RUN_CHANNELS)
-    n_times = int(round(spec["sfreq"] * spec["window_s"]))
+                                 f"the declared {um.pretrained.sha256}; fix: the right file, or update sha256")
+    cls = make_user_adapter(name, replace(um, pretrained=None))
+    names = ch_names or (list(um.channels.names) or DRY_RUN_CHANNELS)
+    n_times = _window_samples(um)
     ad = cls(names, n_times, n_outputs)
-    if spec["blocks"]:
-        matched = _match(ad.model, spec["blocks"])
+    if um.blocks:
+        matched = _match(ad.model, um.blocks)
         if not matched:
-            raise UserModelError(f"user model {name}: blocks pattern {spec['blocks']!r} matches no module; fix: one "
+            raise UserModelError(f"user model {name}: blocks pattern {um.blocks!r} matches no module; fix: one "
                                  f"of the module names {[n for n, _ in ad.model.named_modules() if n][:25]} (fnmatch "
                                  "pattern, e.g. 'layers.*')")
         fired = []
@@ -661,10 +699,10 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
         ad.train()
         t = ad.tokens(x, names)
     finally:
-        if spec["blocks"]:
+        if um.blocks:
             for h in hooks:
                 h.remove()
-    if spec["blocks"]:
+    if um.blocks:
         silent = [n for n, _ in matched if n not in fired]
         if silent:
             raise UserModelError(f"user model {name}: blocks {silent} are not called by the forward that gives the "
@@ -677,17 +715,17 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
     t.float().pow(2).mean().backward()
     if not params or all(p.grad is None or not torch.any(p.grad != 0) for p in params):
         raise UserModelError(no_grad)
-    found = {k: (check(ad, name, spec) or "ok") for k, check in (checks or {}).items()}  # before LoRA wraps targets
-    if spec["lora_targets"]:
+    found = {k: (check(ad, name, um) or "ok") for k, check in (checks or {}).items()}  # before LoRA wraps targets
+    if um.lora_targets:
         try:
-            resolve_targets(ad, list(spec["lora_targets"]))
+            resolve_targets(ad, list(um.lora_targets))
         except LoraTargetError as err:
             raise UserModelError(f"user model {name}: lora_targets: {err}") from None
         if lora:  # peft wraps the targets and one forward/backward proves the adapters receive gradients
             try:
                 apply_lora(ad, {})
             except Exception as err:
-                raise UserModelError(f"user model {name}: LoRA on {spec['lora_targets']}: {err}") from None
+                raise UserModelError(f"user model {name}: LoRA on {um.lora_targets}: {err}") from None
     elif lora:
         raise UserModelError(f"user model {name}: regime lora but no lora_targets declared; fix: lora_targets")
     return {"n_tokens": ad.n_tokens(), "d_model": ad.d_model, "n_blocks": len(ad.blocks),
@@ -695,5 +733,6 @@ def check_user_model(name: str, spec: dict, *, ch_names: list[str] | None = None
 
 
 __all__ = ["UserModelConfig", "UserChannels", "UserPretrained", "UserLRP", "UserModelError", "register_user_models",
+           "user_model_config",
            "check_user_model", "make_user_adapter", "user_spec", "load_user_weights", "user_init_label",
            "hashable_user_spec"]

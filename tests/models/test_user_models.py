@@ -435,10 +435,38 @@ def test_a_checkpoint_keeps_the_current_configs_lrp_declaration():
     register_user_models({"tiny_keep": {**SPEC, "lrp": {"additive_params": ["channel"]}}})
     FMClassifier(backbone="tiny_keep", user_model=SPEC, head="mean", regime="head_only", ch_names=["C3", "Cz", "C4"],
                  n_times=512)
-    assert user_spec("tiny_keep")["lrp"]["additive_params"] == ["channel"]
+    assert user_spec("tiny_keep").lrp.additive_params == ["channel"]
     FMClassifier(backbone="tiny_keep", user_model={**SPEC, "init_args": {**SPEC["init_args"], "depth": 1}},
                  head="mean", regime="head_only", ch_names=["C3", "Cz", "C4"], n_times=512)
-    assert user_spec("tiny_keep")["lrp"]["additive_params"] == [] and user_spec("tiny_keep")["init_args"]["depth"] == 1
+    assert user_spec("tiny_keep").lrp.additive_params == [] and user_spec("tiny_keep").init_args["depth"] == 1
+
+
+def test_a_declaration_is_typed_and_the_checkpoint_keeps_a_plain_mapping():
+    """A declaration is typed on the way in (a frozen UserModelConfig, defaults filled) and saved in the fold
+    checkpoint as its plain mapping; an older checkpoint's mapping as written loads the same. The hashed form is
+    unchanged: as written for cell hashes, every key for feature-cache keys (values recorded before typing)."""
+    import dataclasses
+
+    from eegfm_bench.models.module import FMClassifier
+    from eegfm_bench.models.user import UserModelConfig, hashable_user_spec, user_model_config, user_spec
+    from eegfm_bench.results import config_hash
+
+    um = user_model_config(SPEC, "tiny_tf")
+    assert isinstance(um, UserModelConfig) and um.channels.kind == "any" and um.channels.variable is False
+    assert um.lrp.attention == [] and um.pretrained is None and um.reference == "average"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        um.sfreq = 256.0
+    assert user_model_config(um.to_dict()) == um and user_model_config(um) == um
+    m = FMClassifier(backbone="tiny_hp", user_model=SPEC, head="mean", regime="head_only", ch_names=["C3", "Cz", "C4"],
+                     n_times=512)
+    assert type(m.hparams.user_model) is dict and m.hparams.user_model == um.to_dict()
+    assert user_spec("tiny_hp") == um
+    old = FMClassifier(**{**m.hparams, "user_model": dict(SPEC)})  # a checkpoint saved before typing
+    assert old.hparams.user_model == um.to_dict()
+    FMClassifier(**{**m.hparams, "user_model": um})  # typed by the caller: saved as its plain mapping too
+    no_code = lambda d: {k: v for k, v in d.items() if k != "code_sha256"}  # noqa: E731 (the file's sha changes)
+    assert config_hash(no_code(hashable_user_spec(SPEC))) == "fd5dca8c4eb8"  # as written (cell hashes)
+    assert config_hash(no_code(hashable_user_spec(um))) == "b9d3541b8ad1"  # every key (feature-cache keys)
 
 
 def test_attention_maps_of_a_user_model_follow_its_declared_token_layout():

@@ -86,11 +86,12 @@ class BENDRAdapter(BackboneAdapter):
         _check_reserved(self.name, kwargs)
         if "final_layer" in kwargs:
             raise TypeError("bendr: final_layer is set by the adapter (BENDR's classifier is not used)")
-        opts: dict = {"max_scale": None if max_scale is None else float(max_scale)}
+        scale = None if max_scale is None else float(max_scale)
+        arch: dict = {"max_scale": scale}  # recorded as arch_kwargs: the options given
         if interpolate:
-            opts["interpolate"] = True
-        super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        self.max_scale = opts["max_scale"]
+            arch["interpolate"] = True
+        super().__init__(ch_names, n_times, n_outputs, **arch, **kwargs)
+        self.max_scale = scale
         self.interpolate = bool(interpolate)
         common = dict(n_times=self.n_times, n_outputs=self.n_outputs, final_layer=False)
         if self.interpolate:

@@ -81,10 +81,10 @@ class EEGDINOAdapter(BackboneAdapter):
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, channels=None,
                  include_cls: bool = False, **kwargs: Any):
         _check_reserved(self.name, kwargs)
-        opts: dict = {"include_cls": bool(include_cls)}
+        arch: dict = {"include_cls": bool(include_cls)}  # recorded as arch_kwargs: the options given
         if channels is not None:
-            opts["channels"] = list(channels)
-        super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
+            arch["channels"] = list(channels)
+        super().__init__(ch_names, n_times, n_outputs, **arch, **kwargs)
         self.include_cls = bool(include_cls)
         self.model_ch_names = self._selected()
         self.model = _quiet(EEGDINO, n_chans=len(self.model_ch_names), n_times=self.n_times,

@@ -83,12 +83,12 @@ class EEGPTAdapter(BackboneAdapter):
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, channels=None,
                  chan_proj_type: str = "none", interpolate: bool = False, **kwargs: Any):
         _check_reserved(self.name, kwargs)
-        opts = {"chan_proj_type": chan_proj_type}
+        arch = {"chan_proj_type": chan_proj_type}  # recorded as arch_kwargs: the options given
         if channels is not None:
-            opts["channels"] = channels if isinstance(channels, str) else list(channels)
+            arch["channels"] = channels if isinstance(channels, str) else list(channels)
         if interpolate:
-            opts["interpolate"] = True
-        super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
+            arch["interpolate"] = True
+        super().__init__(ch_names, n_times, n_outputs, **arch, **kwargs)
         self.interpolate = bool(interpolate)
         if self.interpolate:
             self.model, self.model_ch_names = _interpolated(self.name, "InterpolatedEEGPT", self.ch_names,

@@ -148,13 +148,14 @@ class REVEAdapter(BackboneAdapter):
         if kwargs.get("attention_pooling"):
             raise ValueError("reve: attention_pooling is REVE's own head; the pooling heads of eegfm_bench replace "
                              "it (use head: attention)")
-        opts = {"zscore_clip": None if zscore_clip is None else float(zscore_clip)}
+        clip = None if zscore_clip is None else float(zscore_clip)
+        arch: dict = {"zscore_clip": clip}  # recorded as arch_kwargs: the options given
         if channels is not None:
-            opts["channels"] = list(channels)
+            arch["channels"] = list(channels)
         if n_layers is not None:
-            opts["n_layers"] = int(n_layers)
-        super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        self.zscore_clip = opts["zscore_clip"]
+            arch["n_layers"] = int(n_layers)
+        super().__init__(ch_names, n_times, n_outputs, **arch, **kwargs)
+        self.zscore_clip = clip
         self.model_ch_names = _resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names)
         folder = reve_positions_dir()
         saved = os.environ.get("REVE_POSITIONS_PATH")

@@ -115,10 +115,10 @@ class STEEGFormerAdapter(BackboneAdapter):
         if "chan_pos_idx" in kwargs:
             raise TypeError("steegformer: set channel_slots instead of chan_pos_idx")
         slots_opt = channel_slots if isinstance(channel_slots, str) else [int(i) for i in channel_slots]
-        opts: dict = {"channel_slots": slots_opt, "standardize": bool(standardize)}
+        arch: dict = {"channel_slots": slots_opt, "standardize": bool(standardize)}  # recorded as arch_kwargs
         if vocabulary_path is not None:
-            opts["vocabulary_path"] = str(vocabulary_path)
-        super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
+            arch["vocabulary_path"] = str(vocabulary_path)
+        super().__init__(ch_names, n_times, n_outputs, **arch, **kwargs)
         self.standardize = bool(standardize)
         if slots_opt == "vocabulary":
             vocab = {n.upper(): i for i, n in enumerate(steegformer_vocabulary(vocabulary_path))}
