@@ -101,27 +101,27 @@ def _print_tasks() -> None:
     print("|---|---|---|---|---|---|---|")
     for name in preset_names():
         t = get_task(name)
-        s, w = t.spec, t.spec["windows"]
-        win = (f"events, {w['tmin']:g} s from onset" if w["mode"] == "events" else
-               "fixed" + (f", stride {w['stride_s']:g} s" if w["stride_s"] else ""))
-        if s.get("window_s"):
-            win += f", {s['window_s']:g} s"
-        print(f"| {name} | {s['source']} | {', '.join(t.class_names) or '(from the dataset)'} | {win} | "
+        s, w = t.spec, t.spec.windows
+        win = (f"events, {w.tmin:g} s from onset" if w.mode == "events" else
+               "fixed" + (f", stride {w.stride_s:g} s" if w.stride_s else ""))
+        if s.window_s:
+            win += f", {s.window_s:g} s"
+        print(f"| {name} | {s.source} | {', '.join(t.class_names) or '(from the dataset)'} | {win} | "
               f"{'–' if t.line_freq is None else f'{t.line_freq:g}'} | {_local_copy(t, root)} | {t.description} |")
 
 
 def _local_copy(t, root: Path) -> str:
     """Whether a task's data look present locally, without reading them (yes / no / what is missing)."""
     s = t.spec
-    if s["source"] == "moabb":
+    if s.source == "moabb":
         return "MOABB's own folder (MNE_DATA); not checked"
-    where = Path(s["root"] or ".")
+    where = Path(s.root or ".")
     where = where if where.is_absolute() else root / where
     if not where.exists():
         return "no"
-    if s["source"] == "eegmmidb":
+    if s.source == "eegmmidb":
         base = eegmmidb_dir(where)
-        runs = [int(r) for r in s["eegmmidb"]["runs"]]
+        runs = [int(r) for r in s.options.runs]
         subs = sorted(int(p.name[1:]) for p in (base / "MNE-eegbci-data/files/eegmmidb/1.0.0").glob("S[0-9][0-9][0-9]"))
         full = [x for x in subs if all(eegmmidb_file(base, x, r).is_file() for r in runs)]
         return f"yes ({len(full)} subjects with runs {runs})" if full else f"no subject has runs {runs}"

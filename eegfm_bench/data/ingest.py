@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import mne
@@ -38,7 +38,7 @@ from eegfm_bench.config import ConfigError
 from eegfm_bench.data.montage import ChannelNameError, canonical_name, standard_1005
 from eegfm_bench.data.qc import IngestError, RecordingQC, capture_warnings, channel_signal_checks, edf_header
 from eegfm_bench.data.sources import SOURCES, Recording, RecordingReadError, resolve_data_root
-from eegfm_bench.data.spec import parse_task_spec, spec_hash
+from eegfm_bench.data.spec import ChannelsSpec, TaskSpec, parse_task_spec, spec_hash
 from eegfm_bench.perturb.regions import register_task_regions
 
 BIOSEMI_ABC = re.compile(r"^[A-H]([1-9]|[1-2][0-9]|3[0-2])$")
@@ -56,8 +56,9 @@ class DeclaredTask:
 
     Attributes
     ----------
-    spec : dict
-        The resolved spec (defaults filled).
+    spec : TaskSpec
+        The resolved spec (typed, frozen, defaults filled; :meth:`~eegfm_bench.config.ConfigRecord.to_dict` gives
+        its mapping).
     name, dataset, description : str
     class_names : tuple of str
         Label order.
@@ -66,7 +67,7 @@ class DeclaredTask:
     pretraining_aliases : tuple of str
     """
 
-    spec: dict = field(hash=False, compare=False)
+    spec: TaskSpec = field(hash=False, compare=False)
     name: str = ""
     dataset: str = ""
     class_names: tuple[str, ...] = ()
@@ -77,23 +78,32 @@ class DeclaredTask:
 
     @classmethod
     def from_spec(cls, spec: dict, where: str = "task") -> "DeclaredTask":
+        """The task of a declared mapping (a preset's settings already merged with the overrides), validated.
+
+        Raises
+        ------
+        ConfigError
+            As :func:`~eegfm_bench.data.spec.parse_task_spec`; classes that cannot be inferred, or names used in
+            labels / windows.balance / windows.span that ``classes`` does not list.
+        """
         s = parse_task_spec(spec, where)
-        classes = tuple(s["classes"]) if s["classes"] else tuple(sorted(_declared_classes(s)))
-        if not classes and s["source"] != "moabb":
+        classes = tuple(s.classes) if s.classes else tuple(sorted(_declared_classes(s)))
+        if not classes and s.source != "moabb":
             raise ConfigError(f"{where}: the classes cannot be inferred from the labels; fix: list them in `classes:`")
         if classes:
             named = dict.fromkeys(_declared_classes(s))
-            b = s["windows"]["balance"] or {}
-            named.update(dict.fromkeys((b.get("ratios") or {}) | dict.fromkeys(b.get("subsample") or [])))
-            named.update(dict.fromkeys((s["windows"].get("span") or {}).get("around") or []))
+            b = s.windows.balance
+            if b is not None:
+                named.update(dict.fromkeys((b.ratios or {}) | dict.fromkeys(b.subsample or [])))
+            if s.windows.span is not None:
+                named.update(dict.fromkeys(s.windows.span.around or []))
             unknown = [c for c in named if c not in classes]
             if unknown:
                 raise ConfigError(f"{where}: classes {unknown} are used in labels / windows.balance but not listed in "
                                   f"classes {list(classes)}; fix: add them to `classes:` or correct the spelling")
-        if s["regions"]:
-            register_task_regions(s["name"], s["regions"])
-        return cls(s, s["name"], s["dataset"] or s["name"], classes, s["line_freq"], s["description"],
-                   tuple(s["pretraining_aliases"]))
+        if s.regions:
+            register_task_regions(s.name, s.regions)
+        return cls(s, s.name, s.dataset or s.name, classes, s.line_freq, s.description, tuple(s.pretraining_aliases))
 
     @property
     def key(self) -> str:
@@ -108,7 +118,7 @@ class DeclaredTask:
         to the working directory (a path that already spells out the data root, e.g. ``../shared/data/formats``), that
         one is used and a line says so: a relative path is never joined to the data root twice.
         """
-        root = Path(self.spec["root"]).expanduser() if self.spec["root"] else Path(".")
+        root = Path(self.spec.root).expanduser() if self.spec.root else Path(".")
         if not root.is_absolute():
             base = resolve_data_root(data_root)
             if not (base / root).exists() and root.exists():
@@ -117,13 +127,13 @@ class DeclaredTask:
                 root = root.absolute()
             else:
                 root = base / root
-        src = SOURCES.get(self.spec["source"])(self.spec, root)
-        if self.spec["source"] == "moabb" and not self.spec["labels"]["events"]:
-            object.__setattr__(self, "spec", {**self.spec, "labels": {**self.spec["labels"],
-                                                                     "events": src.default_events()}})
+        src = SOURCES.get(self.spec.source)(self.spec, root)
+        if self.spec.source == "moabb" and not self.spec.labels.events:
+            labels = replace(self.spec.labels, events=src.default_events())
+            object.__setattr__(self, "spec", replace(self.spec, labels=labels))
             src.spec = self.spec
             if not self.class_names:
-                object.__setattr__(self, "class_names", tuple(sorted(set(self.spec["labels"]["events"].values()))))
+                object.__setattr__(self, "class_names", tuple(sorted(set(labels.events.values()))))
         return src
 
     def recordings(self, root=None, subjects=None, download=None) -> list[Recording]:
@@ -131,17 +141,17 @@ class DeclaredTask:
         return self.source(root).recordings(subjects)
 
 
-def _declared_classes(s: dict) -> set[str]:
-    lab = s["labels"]
+def _declared_classes(s: TaskSpec) -> set[str]:
+    lab = s.labels
     out = set()
-    if lab["events"]:
-        out |= set(lab["events"].values())
-    if lab["map"]:
-        out |= {v for v in lab["map"].values() if v is not None}
-    if lab["background"]:
-        out.add(lab["background"])
-    if s.get("eegmmidb") and s["eegmmidb"].get("run_labels"):
-        out |= set(s["eegmmidb"]["run_labels"].values())
+    if lab.events:
+        out |= set(lab.events.values())
+    if lab.map:
+        out |= {v for v in lab.map.values() if v is not None}
+    if lab.background:
+        out.add(lab.background)
+    if s.source == "eegmmidb" and s.options.run_labels:
+        out |= set(s.options.run_labels.values())
     return out
 
 
@@ -165,11 +175,11 @@ def _native_rates(raw, qc: RecordingQC) -> dict[str, float]:
     return rates
 
 
-def _same_channel(entry: str, name: str, ch: dict) -> bool:
+def _same_channel(entry: str, name: str, ch: ChannelsSpec) -> bool:
     """Whether a ``channels.exclude`` entry names channel ``name``: as read, or by its 10-05 name (any case)."""
     if entry.lower() == name.lower():
         return True
-    if not ch["aliases"]:
+    if not ch.aliases:
         return False
     try:
         return canonical_name(name).lower() == entry.lower()
@@ -177,8 +187,8 @@ def _same_channel(entry: str, name: str, ch: dict) -> bool:
         return False
 
 
-def _excluded(names, ch: dict) -> set[str]:
-    return {c for c in names if any(_same_channel(e, c, ch) for e in ch["exclude"])}
+def _excluded(names, ch: ChannelsSpec) -> set[str]:
+    return {c for c in names if any(_same_channel(e, c, ch) for e in ch.exclude)}
 
 
 def _is_non_eeg(name: str, ch_type: str) -> bool:
@@ -267,7 +277,7 @@ def ingest_recording(task: DeclaredTask, source, rec: Recording, qc: RecordingQC
     _apply_channels(task, raw, canon, qc)
     if not _signal_checks(task, rec, raw, qc):
         return None
-    if task.spec["strict"]:
+    if task.spec.strict:
         serious = [w for w in qc.warnings if not any(b in w for b in BENIGN_WARNINGS)]
         if qc.findings or serious:
             raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings + [f"reader: {w}" for w in serious])
@@ -314,7 +324,7 @@ def _one_rate(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC):
     IngestError
         ``mixed_rates: refuse``, or ``eeg_only`` on a file that is not EDF/BDF.
     """
-    ch = task.spec["channels"]
+    ch = task.spec.channels
     rates = _native_rates(raw, qc)
     types = dict(zip(raw.ch_names, raw.get_channel_types()))
     excluded = _excluded(raw.ch_names, ch)
@@ -328,7 +338,7 @@ def _one_rate(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC):
                      for k, v in sorted(by.items(), reverse=True))
     eeg_rate = max({rates[c] for c in eeg_like} or {raw.info["sfreq"]},
                    key=lambda r: sum(rates[c] == r for c in eeg_like))
-    if ch["mixed_rates"] == "refuse":
+    if ch.mixed_rates == "refuse":
         raise IngestError(f"{rec.recording} ({rec.path}): channels are sampled at different rates: {desc}; MNE would "
                           "resample the slower ones to the fastest. fix: channels.mixed_rates: eeg_only (read only "
                           f"the channels at the EEG rate, {eeg_rate:g} Hz), or exclude the others")
@@ -338,7 +348,7 @@ def _one_rate(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC):
         raise IngestError(f"{rec.recording}: mixed_rates: eeg_only needs an EDF/BDF file; fix: exclude {gone}")
     with capture_warnings(qc):
         raw = mne.io.read_raw_edf(rec.path, include=keep, preload=True, verbose="warning")
-        if task.spec["source"] == "eegmmidb":
+        if task.spec.source == "eegmmidb":
             mne.datasets.eegbci.standardize(raw)
     for c in gone:
         qc.dropped[c] = f"sampled at {rates[c]:g} Hz, not the EEG rate {eeg_rate:g} Hz (mixed_rates: eeg_only)"
@@ -360,20 +370,20 @@ def _channel_policy(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC, ty
         A refusing policy (``non_eeg: error``, ``unknown: error``, ``duplicates: error``), BioSemi ABC names under
         ``aliases``, or an ``include`` channel the recording lacks.
     """
-    ch = task.spec["channels"]
-    if ch["rename"]:
-        ren = {a: b for a, b in ch["rename"].items() if a in raw.ch_names}
+    ch = task.spec.channels
+    if ch.rename:
+        ren = {a: b for a, b in ch.rename.items() if a in raw.ch_names}
         if ren:
             raw.rename_channels(ren)
             qc.renamed.update(ren)
             types = {ren.get(c, c): t for c, t in types.items()}
-    types = _resolve_duplicate_labels(raw, types, ch["duplicates"], rec, qc)
+    types = _resolve_duplicate_labels(raw, types, ch.duplicates, rec, qc)
     drop = _excluded_or_non_eeg(rec, raw, qc, types, ch)
     names = [c for c in raw.ch_names if c not in drop]
     _refuse_biosemi_abc(rec, names, ch)
     canon = _canonical_names(rec, names, drop, qc, ch)
-    if ch["include"] is not None:
-        canon = _included(rec, canon, drop, ch["include"])
+    if ch.include is not None:
+        canon = _included(rec, canon, drop, ch.include)
     for c, why in drop.items():
         qc.dropped[c] = why
     if not canon:
@@ -385,7 +395,7 @@ def _channel_policy(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC, ty
     return canon
 
 
-def _excluded_or_non_eeg(rec: Recording, raw, qc: RecordingQC, types: dict, ch: dict) -> dict[str, str]:
+def _excluded_or_non_eeg(rec: Recording, raw, qc: RecordingQC, types: dict, ch: ChannelsSpec) -> dict[str, str]:
     """``{channel: why}`` for the channels ``channels.exclude`` names and the non-EEG ones (``non_eeg: drop``);
     an ``exclude`` entry that matches no channel is a finding.
 
@@ -396,7 +406,7 @@ def _excluded_or_non_eeg(rec: Recording, raw, qc: RecordingQC, types: dict, ch: 
     """
     drop: dict[str, str] = {}
     excluded = _excluded(raw.ch_names, ch)
-    unmatched = [e for e in ch["exclude"] if not any(_same_channel(e, c, ch) for c in raw.ch_names)]
+    unmatched = [e for e in ch.exclude if not any(_same_channel(e, c, ch) for c in raw.ch_names)]
     if unmatched:
         qc.find(f"channels.exclude lists {unmatched}, which no channel of this recording matches (as read or by its "
                 "10-05 name)")
@@ -404,14 +414,14 @@ def _excluded_or_non_eeg(rec: Recording, raw, qc: RecordingQC, types: dict, ch: 
         if c in excluded:
             drop[c] = "excluded by channels.exclude"
         elif _is_non_eeg(c, types.get(c, "eeg")):
-            if ch["non_eeg"] == "error":
+            if ch.non_eeg == "error":
                 raise IngestError(f"{rec.recording}: channel {c!r} ({types.get(c)}) is not EEG; fix: channels.non_eeg: "
                                   f"drop, or channels.exclude: [{c!r}]")
             drop[c] = f"not EEG ({types.get(c) if types.get(c) != 'eeg' else 'by name'})"
     return drop
 
 
-def _refuse_biosemi_abc(rec: Recording, names: list[str], ch: dict) -> None:
+def _refuse_biosemi_abc(rec: Recording, names: list[str], ch: ChannelsSpec) -> None:
     """Refuse BioSemi ABC labels (A1..D32) read as 10-05 names: several collide with 10-05 names at other places.
 
     Raises
@@ -421,7 +431,7 @@ def _refuse_biosemi_abc(rec: Recording, names: list[str], ch: dict) -> None:
     """
     abc = [c for c in names if BIOSEMI_ABC.match(c)]
     collide = [c for c in abc if c.lower() in {n.lower() for n in standard_1005().ch_names}]
-    if ch["aliases"] and len(abc) >= 16 and collide:
+    if ch.aliases and len(abc) >= 16 and collide:
         raise IngestError(
             f"{rec.recording}: {len(abc)} channels are named like BioSemi's ABC layout ({', '.join(abc[:6])}, …): "
             f"looking them up as 10-05 names would put {', '.join(collide[:6])} at the wrong places. fix: channels.rename "
@@ -430,7 +440,7 @@ def _refuse_biosemi_abc(rec: Recording, names: list[str], ch: dict) -> None:
             "(no positions)")
 
 
-def _canonical_names(rec: Recording, names: list[str], drop: dict, qc: RecordingQC, ch: dict) -> dict[str, str]:
+def _canonical_names(rec: Recording, names: list[str], drop: dict, qc: RecordingQC, ch: ChannelsSpec) -> dict[str, str]:
     """``{name as read: 10-05 name}`` of ``names`` (``aliases``: T3 → T7, FP1 → Fp1); a channel without one is
     refused, dropped or kept under its own name (``channels.unknown``), and a second spelling of one 10-05 name
     refused or dropped (``channels.duplicates``). Adds the dropped ones to ``drop``.
@@ -443,7 +453,7 @@ def _canonical_names(rec: Recording, names: list[str], drop: dict, qc: Recording
     canon: dict[str, str] = {}
     for c in names:
         new = c
-        if ch["aliases"]:
+        if ch.aliases:
             try:
                 new = canonical_name(c)
             except ChannelNameError:
@@ -451,16 +461,16 @@ def _canonical_names(rec: Recording, names: list[str], drop: dict, qc: Recording
         elif c not in standard_1005().ch_names:
             new = None
         if new is None:
-            if ch["unknown"] == "error":
+            if ch.unknown == "error":
                 raise IngestError(f"{rec.recording}: channel {c!r} has no standard 10-05 name; fix: channels.rename it, "
                                   "channels.exclude it, or channels.unknown: drop | keep")
-            if ch["unknown"] == "drop":
+            if ch.unknown == "drop":
                 drop[c] = "no standard 10-05 name/position (channels.unknown: drop)"
                 continue
             new = c
         first = next((k for k, v in canon.items() if v == new), None)
         if first is not None:  # two spellings of one 10-05 name (FP1 and Fp1, T3 and T7)
-            if ch["duplicates"] == "error":
+            if ch.duplicates == "error":
                 raise IngestError(f"{rec.recording}: channels {first!r} and {c!r} are both {new} after renaming; fix: "
                                   "channels.exclude one of them, rename them apart, or channels.duplicates: keep_first")
             drop[c] = f"a second {new} (as {first!r}, kept; channels.duplicates: keep_first)"
@@ -496,7 +506,7 @@ def _included(rec: Recording, canon: dict[str, str], drop: dict, include: list[s
 def _apply_channels(task: DeclaredTask, raw, canon: dict[str, str], qc: RecordingQC) -> None:
     """Step 2c: the kept channels in their order under their 10-05 names, typed EEG, with 10-05 positions; what was
     dropped as non-EEG or without a 10-05 name said."""
-    ch = task.spec["channels"]
+    ch = task.spec.channels
     raw.reorder_channels(list(canon))
     ren = {c: n for c, n in canon.items() if c != n}
     if ren:
@@ -504,7 +514,7 @@ def _apply_channels(task: DeclaredTask, raw, canon: dict[str, str], qc: Recordin
         qc.renamed.update(ren)
     raw.set_channel_types({c: "eeg" for c in raw.ch_names}, on_unit_change="ignore")
     with capture_warnings(qc):
-        raw.set_montage(standard_1005(), on_missing="ignore" if ch["unknown"] == "keep" else "raise")
+        raw.set_montage(standard_1005(), on_missing="ignore" if ch.unknown == "keep" else "raise")
     qc.channels_kept = list(raw.ch_names)
     non_eeg_dropped = [c for c, why in qc.dropped.items() if why.startswith("not EEG")]
     if non_eeg_dropped:
@@ -544,7 +554,7 @@ def _signal_checks(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC) -> 
     if qc.flat:
         qc.find(f"flat channels (peak-to-peak < 0.1 µV): {qc.flat}")
     if to_fix:
-        return _flat_policy(task.spec["channels"]["flat"], rec, raw, qc, to_fix)
+        return _flat_policy(task.spec.channels.flat, rec, raw, qc, to_fix)
     return True
 
 
@@ -625,7 +635,7 @@ def recording_label(task: DeclaredTask, rec: Recording, qc: RecordingQC) -> str 
     """
     if rec.label is None:
         return None
-    m = task.spec["labels"]["map"] or {}
+    m = task.spec.labels.map or {}
     key = str(rec.label)
     if key in m and m[key] is None:
         qc.label = None
@@ -684,7 +694,7 @@ def cut_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: Re
         ``tmax`` inconsistent with the window, or a refusing policy (``past_end: error``, ``overlap: error``).
     """
     cut = _Cut.of(task, raw, window_s, qc)
-    if task.spec["windows"]["mode"] == "events":
+    if task.spec.windows.mode == "events":
         placed = _event_windows(task, raw, rec, window_s, qc, cut)
     else:
         placed = _fixed_windows(task, raw, rec, window_s, qc, label, cut)
@@ -722,11 +732,11 @@ class _Cut:
     def of(cls, task: DeclaredTask, raw, window_s: float, qc: RecordingQC) -> "_Cut":
         """The recording's cut settings; annotations that map to no class (and are not rejections) are counted in
         ``qc.events_unmapped``."""
-        w, lab = task.spec["windows"], task.spec["labels"]
+        w, lab = task.spec.windows, task.spec.labels
         sfreq = float(raw.info["sfreq"])
         data = raw.get_data()
-        rej = w["reject_annotations"] or []
-        events_map = lab["events"] or {}
+        rej = w.reject_annotations or []
+        events_map = lab.events or {}
         descs = [str(d) for d in raw.annotations.description]
         mapped = {d: event_class(events_map, d) for d in set(descs)}
         for d in sorted(set(descs)):
@@ -753,10 +763,10 @@ def _event_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc:
     IngestError
         ``tmax`` inconsistent with the window, or a refusing policy.
     """
-    w = task.spec["windows"]
-    if w["tmax"] is not None and abs((w["tmax"] - w["tmin"]) - window_s) > 1e-6:
-        raise IngestError(f"task {task.name!r}: windows.tmax - tmin = {w['tmax'] - w['tmin']:g} s but the window is "
-                          f"{window_s:g} s; fix: set tmax: {w['tmin'] + window_s:g}, or remove tmax")
+    w = task.spec.windows
+    if w.tmax is not None and abs((w.tmax - w.tmin) - window_s) > 1e-6:
+        raise IngestError(f"task {task.name!r}: windows.tmax - tmin = {w.tmax - w.tmin:g} s but the window is "
+                          f"{window_s:g} s; fix: set tmax: {w.tmin + window_s:g}, or remove tmax")
     present = {d: i + 1 for i, d in enumerate(sorted(d for d, c in cut.mapped.items() if c is not None))}
     if not present:
         qc.find(f"no event of {sorted(cut.events_map)} in the recording (annotations: {sorted(set(cut.descs)) or 'none'})")
@@ -786,7 +796,7 @@ def _event_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc:
         ys.append(cut.cls_idx[c])
         last_end = s + cut.n
     _past_event_lines(qc, w, window_s, durations, crop_at, cut.n)
-    if qc.overlapping_events and w["overlap"] == "keep":
+    if qc.overlapping_events and w.overlap == "keep":
         qc.act(f"kept {qc.overlapping_events} windows that overlap the previous event's window (windows.overlap: keep)")
         qc.find(f"{qc.overlapping_events} events overlap the previous event's window (kept; windows.overlap: keep)")
     return starts, ys, crop_at
@@ -802,14 +812,14 @@ def _event_window(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: 
     IngestError
         ``past_end: error``, ``overlap: error`` or ``past_event: error``.
     """
-    w, sfreq, n = task.spec["windows"], cut.sfreq, cut.n
+    w, sfreq, n = task.spec.windows, cut.sfreq, cut.n
     if dur > 0 and nxt is not None and on + dur > nxt + 1.0 / sfreq:
         qc.past_event["event overruns the next annotation"] = \
             qc.past_event.get("event overruns the next annotation", 0) + 1
     qc.events[c] = qc.events.get(c, 0) + 1
-    s = int(e[0] - raw.first_samp + round(w["tmin"] * sfreq))
+    s = int(e[0] - raw.first_samp + round(w.tmin * sfreq))
     if s < 0 or s + n > cut.T:
-        if w["past_end"] == "error":
+        if w.past_end == "error":
             raise IngestError(f"{rec.recording}: the window of the {c} event at {e[0] / sfreq:.2f} s runs past "
                               "the data; fix: windows.past_end: drop")
         qc.reject("runs past the end of the data")
@@ -817,29 +827,29 @@ def _event_window(task: DeclaredTask, raw, rec: Recording, window_s: float, qc: 
         return None
     if s < last_end:
         qc.overlapping_events += 1
-        if w["overlap"] == "error":
+        if w.overlap == "error":
             raise IngestError(f"{rec.recording}: the {c} event at {e[0] / sfreq:.2f} s overlaps the previous "
                               "event's window; fix: windows.overlap: keep | drop")
-        if w["overlap"] == "drop":
+        if w.overlap == "drop":
             qc.reject("overlaps the previous event's window")
             return None
     why = cut.overlaps_bad(s)
     if why:
         qc.reject(why)
         return None
-    if dur > 0 and w["tmin"] + window_s > dur + 1.0 / sfreq:  # the window runs into what follows the event
-        policy = w["past_event"]
+    if dur > 0 and w.tmin + window_s > dur + 1.0 / sfreq:  # the window runs into what follows the event
+        policy = w.past_event
         if policy == "error":
             raise IngestError(f"{rec.recording}: the window of the {c} event at {on:.2f} s ends "
-                              f"{w['tmin'] + window_s:g} s after its onset, but the event lasts {dur:g} s; fix: "
-                              f"a window of at most {dur - w['tmin']:g} s (window_s), or windows.past_event: "
+                              f"{w.tmin + window_s:g} s after its onset, but the event lasts {dur:g} s; fix: "
+                              f"a window of at most {dur - w.tmin:g} s (window_s), or windows.past_event: "
                               "keep | crop | drop")
         qc.past_event["window longer than its event"] = qc.past_event.get("window longer than its event", 0) + 1
         if policy == "drop":
             qc.reject("runs past the end of its event (windows.past_event: drop)")
             return None
         if policy == "crop":
-            return s, max(0, int(round((dur - w["tmin"]) * sfreq)))
+            return s, max(0, int(round((dur - w.tmin) * sfreq)))
     return s
 
 
@@ -853,8 +863,8 @@ def _fixed_windows(task: DeclaredTask, raw, rec: Recording, window_s: float, qc:
     IngestError
         Neither a recording label nor ``labels.events``.
     """
-    w = task.spec["windows"]
-    stride = int(round((w["stride_s"] or window_s) * cut.sfreq))
+    w = task.spec.windows
+    stride = int(round((w.stride_s or window_s) * cut.sfreq))
     cand = list(range(0, cut.T - cut.n + 1, stride))
     tail = cut.T - (cand[-1] + cut.n if cand else 0)
     starts: list[int] = []
@@ -884,34 +894,34 @@ def _covering_event_labels(task: DeclaredTask, raw, window_s: float, qc: Recordi
     """Fixed windows labelled by the annotation that covers most of them (at least ``labels.min_overlap``; else
     ``labels.background`` or rejected as ambiguous), optionally only within ``windows.span`` around some events.
     Returns ``(starts, labels)``, or None when the recording has no labelling event (dropped)."""
-    w, lab, sfreq, n = task.spec["windows"], task.spec["labels"], cut.sfreq, cut.n
+    w, lab, sfreq, n = task.spec.windows, task.spec.labels, cut.sfreq, cut.n
     shift = raw.first_time if raw.annotations.orig_time is not None else 0.0
     ann = [(float(a["onset"]) - shift, float(a["duration"]), cut.mapped[str(a["description"])])
            for a in raw.annotations if cut.mapped.get(str(a["description"])) is not None]
     for _, _, c in ann:
         qc.events[c] = qc.events.get(c, 0) + 1
-    background = lab["background"]
-    if not ann and not (background and lab["without_events"] == "background"):
+    background = lab.background
+    if not ann and not (background and lab.without_events == "background"):
         qc.find(f"no event of {sorted(cut.events_map)} in the recording (annotations: {sorted(set(cut.descs)) or 'none'})")
         qc.drop(f"no event of {sorted(cut.events_map)} to label the windows")
         return None
-    need = lab["min_overlap"] * window_s
+    need = lab.min_overlap * window_s
     lo_hi = None
-    if w.get("span") and w["span"]["around"]:
-        around = [(on, on + dur) for on, dur, c in ann if c in w["span"]["around"]]
+    if w.span and w.span.around:
+        around = [(on, on + dur) for on, dur, c in ann if c in w.span.around]
         if around:
-            m = float(w["span"]["margin_s"])
+            m = float(w.span.margin_s)
             lo_hi = (min(a for a, _ in around) - m, max(b for _, b in around) + m)
-            qc.act(f"kept only {lo_hi[0]:.0f}-{lo_hi[1]:.0f} s: the events of {w['span']['around']} ± {m:g} s "
+            qc.act(f"kept only {lo_hi[0]:.0f}-{lo_hi[1]:.0f} s: the events of {w.span.around} ± {m:g} s "
                    "(windows.span)")
         else:
-            qc.find(f"no event of {w['span']['around']} to place windows.span; the whole recording is used")
+            qc.find(f"no event of {w.span.around} to place windows.span; the whole recording is used")
     starts: list[int] = []
     ys: list[int] = []
     for s in cand:
         a, b = s / sfreq, (s + n) / sfreq
         if lo_hi is not None and (a < lo_hi[0] or b > lo_hi[1]):
-            qc.reject(f"outside the span around {w['span']['around']} (windows.span)")
+            qc.reject(f"outside the span around {w.span.around} (windows.span)")
             continue
         cover: dict[str, float] = {}
         for on, dur, c in ann:
@@ -923,9 +933,9 @@ def _covering_event_labels(task: DeclaredTask, raw, window_s: float, qc: Recordi
         else:
             best = max(cover.items(), key=lambda kv: kv[1]) if cover else None
             if best is None or best[1] + 1e-9 < need:
-                qc.reject(f"no labelled event covers {lab['min_overlap']:.0%} of the window"
+                qc.reject(f"no labelled event covers {lab.min_overlap:.0%} of the window"
                           if best is None or not background else
-                          f"overlaps a labelled event by less than {lab['min_overlap']:.0%} (ambiguous)")
+                          f"overlaps a labelled event by less than {lab.min_overlap:.0%} (ambiguous)")
                 continue
             c = best[0]
         why = cut.overlaps_bad(s)
@@ -957,10 +967,10 @@ def _past_event_lines(qc: RecordingQC, w: dict, window_s: float, durations: np.n
         d = durations[durations > 0]
         span = f"{d.min():g}" if d.min() == d.max() else f"{d.min():g}-{d.max():g}"
         what = (f"{over} window(s) run past the end of their event: the events last {span} s, the windows end "
-                f"{w['tmin'] + window_s:g} s after the onset")
-        if w["past_event"] == "keep":
+                f"{w.tmin + window_s:g} s after the onset")
+        if w.past_event == "keep":
             qc.find(what + " (kept, holding part of what follows; windows.past_event: keep | crop | drop)")
-        elif w["past_event"] == "drop":
+        elif w.past_event == "drop":
             qc.act(what + " (dropped; windows.past_event: drop)")
         else:
             cut = sorted({n - c for c in crop_at.values()})
@@ -995,14 +1005,14 @@ def balance_windows(task: DeclaredTask, y: np.ndarray, groups: np.ndarray, qcs: 
     ndarray of int64
         Sorted indices of the kept windows.
     """
-    b = task.spec["windows"]["balance"]
-    if not b or (not b["ratios"] and not b["max_windows"]):
+    b = task.spec.windows.balance
+    if not b or (not b.ratios and not b.max_windows):
         return np.arange(len(y))
-    ratios = {task.class_names.index(c): float(r) for c, r in (b["ratios"] or {}).items()}
-    sub = set(range(len(task.class_names))) if b["subsample"] is None else {task.class_names.index(c) for c in b["subsample"]}
-    rng = np.random.default_rng(b["seed"])
-    ratio_txt = (":".join(f"{float(r):g}" for r in (b["ratios"] or {}).values()) + " "
-                 + ":".join(b["ratios"] or {}))
+    ratios = {task.class_names.index(c): float(r) for c, r in (b.ratios or {}).items()}
+    sub = set(range(len(task.class_names))) if b.subsample is None else {task.class_names.index(c) for c in b.subsample}
+    rng = np.random.default_rng(b.seed)
+    ratio_txt = (":".join(f"{float(r):g}" for r in (b.ratios or {}).values()) + " "
+                 + ":".join(b.ratios or {}))
     keep: list[int] = []
     for g in np.unique(groups):
         idx = np.flatnonzero(groups == g)
@@ -1022,14 +1032,14 @@ def balance_windows(task: DeclaredTask, y: np.ndarray, groups: np.ndarray, qcs: 
                     chosen = ci
                 gk_list.extend(chosen.tolist())
                 for j in np.setdiff1d(ci, chosen):
-                    qcs[str(recordings[j])].reject(f"subsampled to {ratio_txt} per {b['per']} (windows.balance)")
+                    qcs[str(recordings[j])].reject(f"subsampled to {ratio_txt} per {b.per} (windows.balance)")
             for j in idx[~np.isin(y[idx], list(ratios))]:
                 qcs[str(recordings[j])].reject("class not in windows.balance.ratios")
             gk = np.sort(np.asarray(gk_list, dtype=np.int64))
-        if b["max_windows"] and len(gk) > b["max_windows"]:
-            chosen = np.sort(rng.choice(gk, size=int(b["max_windows"]), replace=False))
+        if b.max_windows and len(gk) > b.max_windows:
+            chosen = np.sort(rng.choice(gk, size=int(b.max_windows), replace=False))
             for j in np.setdiff1d(gk, chosen):
-                qcs[str(recordings[j])].reject(f"over the cap of {b['max_windows']} windows per {b['per']} "
+                qcs[str(recordings[j])].reject(f"over the cap of {b.max_windows} windows per {b.per} "
                                                "(windows.balance.max_windows)")
             gk = chosen
         keep.extend(np.asarray(gk).tolist())

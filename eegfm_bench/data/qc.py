@@ -288,7 +288,9 @@ class IngestReport:
     task : str
     recordings : list of RecordingQC
     settings : dict
-        The task's resolved spec (source, labels, windows, channels) the report was made under.
+        The task's resolved spec (source, labels, windows, channels) the report was made under, as a mapping
+        (:meth:`TaskSpec.to_dict <eegfm_bench.config.ConfigRecord.to_dict>`; the same when read back from
+        ``ingest_report.json``).
     """
 
     task: str
@@ -443,10 +445,11 @@ class IngestReport:
         return out[0], out[1]
 
     @classmethod
-    def from_dict(cls, d: dict) -> "IngestReport":
-        rep = cls(d["task"], settings=d.get("settings", {}), source_warnings=d.get("source_warnings", []),
-                  skipped_subjects=d.get("skipped_subjects", {}))
-        rep.recordings = [RecordingQC(**r) for r in d.get("recordings", [])]
+    def from_dict(cls, saved: dict) -> "IngestReport":
+        """The report of its :meth:`to_dict` mapping (``ingest_report.json`` read back)."""
+        rep = cls(saved["task"], settings=saved.get("settings", {}), source_warnings=saved.get("source_warnings", []),
+                  skipped_subjects=saved.get("skipped_subjects", {}))
+        rep.recordings = [RecordingQC(**r) for r in saved.get("recordings", [])]
         return rep
 
 

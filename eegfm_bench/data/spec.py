@@ -63,12 +63,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
-from eegfm_bench.config import ConfigError, command_parser, parse_config, read_yaml
+from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, parse_config, read_yaml, typed
 from eegfm_bench.data.sources import SOURCES
 
 
-@dataclass
-class LabelsSpec:
+@dataclass(frozen=True)
+class LabelsSpec(ConfigRecord):
     """Where the class of a window comes from.
 
     Args:
@@ -92,8 +92,8 @@ class LabelsSpec:
     without_events: Literal["drop", "background"] = "drop"
 
 
-@dataclass
-class BalanceSpec:
+@dataclass(frozen=True)
+class BalanceSpec(ConfigRecord):
     """Subsample classes to fixed ratios (e.g. CHB-MIT's 1:3 ictal:interictal per subject).
 
     Args:
@@ -113,8 +113,8 @@ class BalanceSpec:
     max_windows: Optional[int] = None
 
 
-@dataclass
-class SpanSpec:
+@dataclass(frozen=True)
+class SpanSpec(ConfigRecord):
     """Keep only the stretch of a recording around the events of some classes (fixed windows labelled by events).
 
     Args:
@@ -127,8 +127,8 @@ class SpanSpec:
     margin_s: float = 0.0
 
 
-@dataclass
-class WindowsSpec:
+@dataclass(frozen=True)
+class WindowsSpec(ConfigRecord):
     """How windows are cut (the window length is the model's declared ``window_s``).
 
     Args:
@@ -159,8 +159,8 @@ class WindowsSpec:
     span: Optional[SpanSpec] = None
 
 
-@dataclass
-class ChannelsSpec:
+@dataclass(frozen=True)
+class ChannelsSpec(ConfigRecord):
     """Which channels are kept and how they are named.
 
     Args:
@@ -195,8 +195,8 @@ class ChannelsSpec:
     min_reference_channels: int = 8
 
 
-@dataclass
-class TaskSpec:
+@dataclass(frozen=True)
+class TaskSpec(ConfigRecord):
     """A classification task declared in YAML (see the module docstring).
 
     Args:
@@ -230,6 +230,10 @@ class TaskSpec:
         moabb: source ``moabb``: ``dataset`` (a MOABB dataset class), ``kwargs``, ``paradigm`` (optional),
             ``events`` (the dataset's event names to keep; default: labels.events).
         eegmmidb: source ``eegmmidb``: ``runs`` and optional ``run_labels`` (run -> class).
+
+    The source's own section (``files`` / ``bids`` / ...) is a mapping here, validated and filled by the source
+    (its ``check_options``, against its schema: ``FilesOptions``, ``BIDSOptions``, ...); read it typed through
+    :attr:`options`.
     """
 
     name: str
@@ -255,13 +259,26 @@ class TaskSpec:
     moabb: Optional[dict[str, Any]] = None
     eegmmidb: Optional[dict[str, Any]] = None
 
+    @property
+    def options(self) -> Optional[ConfigRecord]:
+        """The source's own options (the ``files`` / ``bids`` / ``braindecode`` / ``moabb`` / ``eegmmidb`` mapping,
+        validated and filled by the source's ``check_options``) as the source's typed frozen record
+        (:attr:`Source.options <eegfm_bench.data.sources.Source.options>`: e.g.
+        :class:`~eegfm_bench.data.sources.files.FilesOptions`); None for a source without options."""
+        schema = SOURCES.get(self.source).options
+        return None if schema is None else typed(schema, getattr(self, self.source) or {})
+
 
 def _task_parser():
     return command_parser("task", TaskSpec, trainer=False)
 
 
-def parse_task_spec(spec: Union[dict, str], where: str = "task") -> dict:
-    """Validate a declared task (a mapping, or a YAML file path) and return it resolved (defaults filled).
+def parse_task_spec(spec: Union[dict, str], where: str = "task") -> TaskSpec:
+    """Validate a declared task (a mapping, or a YAML file path) and return it typed and frozen (defaults filled).
+
+    The mapping is complete here (a preset's settings already merged with the overrides:
+    :func:`~eegfm_bench.data.tasks.resolve_task_spec`); a changed copy of the result is
+    ``dataclasses.replace(spec, windows=replace(spec.windows, tmin=1.0))``, its mapping ``spec.to_dict()``.
 
     Raises
     ------
@@ -273,28 +290,39 @@ def parse_task_spec(spec: Union[dict, str], where: str = "task") -> dict:
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a task name or a mapping, got a {type(spec).__name__}")
     try:
-        out = parse_config(_task_parser(), copy.deepcopy(spec), where=where)
+        raw = parse_config(_task_parser(), copy.deepcopy(spec), where=where)
     except ConfigError as err:
         raise ConfigError(str(err).replace("task:", f"{where}:", 1)) from None
-    src = SOURCES.get(out["source"])
-    out[out["source"]] = src.check_options(out.get(out["source"]) or {}, f"{where}.{out['source']}")
+    src = SOURCES.get(raw["source"])  # the source's own options are checked on the mapping (the parsing step)
+    raw[raw["source"]] = src.check_options(raw.get(raw["source"]) or {}, f"{where}.{raw['source']}")
+    out = typed(TaskSpec, raw)
+    _check_task(out, where)
+    return out
+
+
+def _check_task(s: TaskSpec, where: str) -> None:
+    """The checks across settings of a typed task: options of one source only, no ``root`` for MOABB, each channel
+    listed once, event-locked windows with events.
+
+    Raises
+    ------
+    ConfigError
+    """
     for other in ("files", "bids", "braindecode", "moabb", "eegmmidb"):
-        if other != out["source"] and out.get(other):
-            raise ConfigError(f"{where}: `{other}` options are set but source is {out['source']!r}; fix: remove "
+        if other != s.source and getattr(s, other):
+            raise ConfigError(f"{where}: `{other}` options are set but source is {s.source!r}; fix: remove "
                               f"`{other}` or set `source: {other}`")
-    if out["source"] == "moabb" and out.get("root"):
+    if s.source == "moabb" and s.root:
         raise ConfigError(f"{where}.root: MOABB keeps its files in its own folder (MNE_DATA), so `root` would be "
                           "ignored; fix: remove root and set MNE_DATA (or the dataset's path in moabb.kwargs)")
-    for key in ("include", "exclude"):
-        names = out["channels"][key] or []
+    for key, names in (("include", s.channels.include or []), ("exclude", s.channels.exclude or [])):
         low = [m.lower() for m in names]
         twice = [n for i, n in enumerate(names) if low.count(n.lower()) > 1 and low.index(n.lower()) == i]
         if twice:
             raise ConfigError(f"{where}.channels.{key} lists {twice} more than once; fix: list each channel once")
-    if out["windows"]["mode"] == "events" and not (out["labels"]["events"] or out["source"] == "moabb"):
+    if s.windows.mode == "events" and not (s.labels.events or s.source == "moabb"):
         raise ConfigError(f"{where}.windows.mode: events needs labels.events (annotation description -> class); "
                           "fix: add labels.events, or use windows.mode: fixed with recording-level labels")
-    return out
 
 
 NOT_WINDOW_KEYS = ("description", "obtain", "confound")
@@ -302,17 +330,28 @@ NOT_WINDOW_KEYS = ("description", "obtain", "confound")
 :func:`spec_hash`, so editing them rebuilds nothing."""
 
 
-def spec_hash(spec: dict) -> str:
+def spec_hash(spec: TaskSpec) -> str:
     """sha256 (16 hex) of a resolved task spec (every setting that changes the windows; :data:`NOT_WINDOW_KEYS`
-    left out)."""
-    blob = {k: v for k, v in spec.items() if k not in NOT_WINDOW_KEYS}
+    left out): the hash of its :meth:`~eegfm_bench.config.ConfigRecord.to_dict` mapping."""
+    blob = {k: v for k, v in spec.to_dict().items() if k not in NOT_WINDOW_KEYS}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def default_confound_variations(spec: dict) -> list[str]:
+def default_confound_variations(spec: Union[TaskSpec, dict]) -> list[str]:
     """The confound variations a cv of this task runs by default: the task's ``confound`` list when it
     declares one, else ``["offset+band"]`` for event-locked windows (paper 003 / NeuroAtlas's motor-imagery
-    filtering: 1 s after the cue, 4-40 Hz) and none for fixed windows."""
-    if spec.get("confound") is not None:
-        return list(spec["confound"])
-    return ["offset+band"] if (spec.get("windows") or {}).get("mode") == "events" else []
+    filtering: 1 s after the cue, 4-40 Hz) and none for fixed windows.
+
+    ``spec`` is the typed task, or a declared task's complete mapping (a preset's settings merged with the
+    overrides), which is parsed here.
+
+    Raises
+    ------
+    ConfigError
+        ``spec`` is a mapping that is no valid task (as :func:`parse_task_spec`).
+    """
+    if not isinstance(spec, TaskSpec):
+        spec = parse_task_spec(spec)
+    if spec.confound is not None:
+        return list(spec.confound)
+    return ["offset+band"] if spec.windows.mode == "events" else []

@@ -55,10 +55,10 @@ def preset_spec(name: str) -> dict:
         raise UnknownNameError(f"unknown task {name!r}.{close_matches(name, preset_names())} Registered tasks (presets): "
                                f"{', '.join(preset_names())}.\nfix: use one of them, a YAML file with a task mapping, "
                                "or declare the task as a mapping (`task: {name: ..., source: files, ...}`)")
-    spec = yaml.safe_load(path.read_text())
-    if spec.get("name") != name:
-        raise ConfigError(f"preset {path}: name {spec.get('name')!r} differs from the file name {name!r}")
-    return spec
+    raw = yaml.safe_load(path.read_text())
+    if raw.get("name") != name:
+        raise ConfigError(f"preset {path}: name {raw.get('name')!r} differs from the file name {name!r}")
+    return raw
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -72,14 +72,17 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def resolve_task_spec(task: Any, where: str = "task") -> dict:
-    """The task mapping ``task`` stands for (a preset name, a YAML path, a mapping with an optional ``preset``)."""
+    """The task mapping ``task`` stands for (a preset name, a YAML path, a mapping with an optional ``preset``):
+    the input of :func:`~eegfm_bench.data.spec.parse_task_spec`, a preset's settings merged with the overrides key
+    by key (a :class:`~eegfm_bench.data.ingest.DeclaredTask`: its resolved spec's mapping). Not validated; the
+    typed task is ``get_task(task).spec``."""
     if isinstance(task, DeclaredTask):
-        return task.spec
+        return task.spec.to_dict()
     if isinstance(task, (str, Path)):
         t = str(task)
         if t.endswith((".yaml", ".yml")) and Path(t).expanduser().is_file():
-            spec = read_yaml(Path(t).expanduser())
-            return resolve_task_spec(spec, where) if isinstance(spec, dict) else spec
+            raw = read_yaml(Path(t).expanduser())
+            return resolve_task_spec(raw, where) if isinstance(raw, dict) else raw
         return preset_spec(t)
     if isinstance(task, dict):
         if "preset" in task:
@@ -106,8 +109,8 @@ def get_task(task: Any, where: str = "task") -> DeclaredTask:
     """
     if isinstance(task, DeclaredTask):
         return task
-    spec = resolve_task_spec(task, where)
-    return _declared(json.dumps(spec, sort_keys=True, default=str), where)
+    raw = resolve_task_spec(task, where)
+    return _declared(json.dumps(raw, sort_keys=True, default=str), where)
 
 
 def resolve_task_path(task: Any, base: str | os.PathLike | None) -> Any:

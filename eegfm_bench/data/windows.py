@@ -141,10 +141,10 @@ def select_channels(ws: "WindowSet", names: list[str]) -> "WindowSet":
 def task_preprocessing(task: DeclaredTask, prep: Preprocessing) -> Preprocessing:
     """The backbone's preprocessing with the task's ``window_s`` / ``reference`` where the task declares them."""
     over = {}
-    if task.spec.get("window_s") is not None:
-        over["window_s"] = float(task.spec["window_s"])
-    if task.spec.get("reference") is not None:
-        over["reference"] = task.spec["reference"]
+    if task.spec.window_s is not None:
+        over["window_s"] = float(task.spec.window_s)
+    if task.spec.reference is not None:
+        over["reference"] = task.spec.reference
     return replace(prep, **over) if over else prep
 
 
@@ -215,8 +215,8 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
             src = task.source(data_root)
             recs = src.recordings(subjects)
     except DataNotFoundError as err:
-        if task.spec.get("obtain"):
-            raise DataNotFoundError(f"{err}\nhow to get the data: {task.spec['obtain']}") from err
+        if task.spec.obtain:
+            raise DataNotFoundError(f"{err}\nhow to get the data: {task.spec.obtain}") from err
         raise
     cdir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     fps = recording_fingerprints(src, recs, cdir)
@@ -266,13 +266,14 @@ def recording_key(task: DeclaredTask, rec, fp: dict, prep: Preprocessing) -> str
     """sha256 (16 hex) of what one recording's windows depend on: the task spec (less :data:`ASSEMBLY_KEYS`,
     ``channels.montage``, ``channels.min_reference_channels`` and ``windows.balance``), the recording's identity
     and content hash, the preprocessing (less the reference, applied at assembly) and the cache version."""
-    spec = {k: v for k, v in task.spec.items() if k not in ASSEMBLY_KEYS}
-    spec["channels"] = {k: v for k, v in spec["channels"].items() if k not in ("montage", "min_reference_channels")}
-    spec["windows"] = {k: v for k, v in spec["windows"].items() if k != "balance"}
+    s = task.spec
+    hashed = {**{k: v for k, v in s.to_dict().items() if k not in ASSEMBLY_KEYS},
+              "channels": {k: v for k, v in s.channels.to_dict().items() if k not in ("montage", "min_reference_channels")},
+              "windows": {k: v for k, v in s.windows.to_dict().items() if k != "balance"}}
     prep_d = {k: v for k, v in prep.to_dict().items() if k not in ("reference", "source")}
     ident = {"subject": rec.subject, "recording": rec.recording, "label": rec.label, "session": rec.session,
              "run": rec.run, "path": str(rec.path) if rec.path is not None else None, "handle": rec.handle}
-    blob = json.dumps({"task": spec, "rec": ident, "sha256": fp["sha256"], "extra": fp["extra"], "prep": prep_d,
+    blob = json.dumps({"task": hashed, "rec": ident, "sha256": fp["sha256"], "extra": fp["extra"], "prep": prep_d,
                        "version": CACHE_VERSION}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -317,7 +318,7 @@ def _resample_and_cut(task: DeclaredTask, rec, qc: RecordingQC, label, raw, prep
         k = applied["resample_trimmed_samples"]
         qc.act(f"dropped the last {k} sample(s) ({k / applied['native_sfreq'] * 1e3:.1f} ms) so that the length is a "
                f"multiple of the resampling ratio's denominator (polyphase resampling independent of the length)")
-    if task.spec["strict"] and [w for w in qc.warnings if not any(b in w for b in BENIGN_WARNINGS)]:
+    if task.spec.strict and [w for w in qc.warnings if not any(b in w for b in BENIGN_WARNINGS)]:
         raise IngestError(f"{rec.recording}: preprocessing warnings {qc.warnings}; fix: repair the recording or "
                           "set strict: false")
     X, y = cut_windows(task, raw, rec, prep.window_s, qc, label)
@@ -329,7 +330,7 @@ def _resample_and_cut(task: DeclaredTask, rec, qc: RecordingQC, label, raw, prep
         msg = (f"windows {np.flatnonzero(bad).tolist()[:10]} hold NaN/Inf after preprocessing (flat or saturated "
                "segments, or non-finite samples in the file)")
         qc.find(msg)
-        if task.spec["strict"]:
+        if task.spec.strict:
             raise NonFiniteWindowError(f"{rec.recording} ({rec.path}): {msg}; fix: inspect the file, exclude "
                                        "the recording via `subjects`, or set strict: false to reject them")
         qc.reject("non-finite samples after preprocessing", int(bad.sum()))
@@ -464,12 +465,12 @@ def _recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing
 
 def _open_recording_entry(task: DeclaredTask, rec, folder: Path):
     """A published recording entry: ``(qc, windows or None, True)`` (a strict task refuses its findings)."""
-    d = json.loads((folder / "qc.json").read_text())
-    qc = RecordingQC(**d["qc"])
+    saved = json.loads((folder / "qc.json").read_text())
+    qc = RecordingQC(**saved["qc"])
     win = None
-    if d["names"] is not None:
-        win = (d["names"], np.load(folder / "X.npy", mmap_mode="r"), np.load(folder / "y.npy"))
-    if task.spec["strict"] and qc.findings:
+    if saved["names"] is not None:
+        win = (saved["names"], np.load(folder / "X.npy", mmap_mode="r"), np.load(folder / "y.npy"))
+    if task.spec.strict and qc.findings:
         raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "
                           "the recording, or set strict: false (each finding goes in the ingest report)")
     return qc, win, True
@@ -484,7 +485,7 @@ def _build_recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preproc
 
 def _publish_recording_entry(task: DeclaredTask, rec, qc: RecordingQC, win, root: Path, folder: Path) -> None:
     """Write one recording's windows and QC to its entry (atomically; a strict task refuses its findings first)."""
-    if task.spec["strict"] and qc.findings:
+    if task.spec.strict and qc.findings:
         raise IngestError(f"{rec.recording} ({rec.path}): " + "; ".join(qc.findings) + ". fix: repair or exclude "
                           "the recording, or set strict: false (each finding goes in the ingest report)")
     root.mkdir(parents=True, exist_ok=True)
@@ -500,7 +501,7 @@ def _publish_recording_entry(task: DeclaredTask, rec, qc: RecordingQC, win, root
 def _apply_reference(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC], reference: str) -> None:
     """The common average reference over each part's final channels (in place), recorded per recording; a reference
     over fewer than ``channels.min_reference_channels`` channels is a finding."""
-    least = int(task.spec["channels"].get("min_reference_channels") or 0)
+    least = int(task.spec.channels.min_reference_channels or 0)
     for rec, names, X, _ in parts:
         qc = qcs[rec.recording]
         reference_windows(X, reference)
@@ -519,14 +520,14 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
                  progress: bool, source_warnings: list[str] = (), skipped: dict | None = None) -> None:
     """Build the window set: every recording from its own cache entry (:func:`_recording_entry`), then one channel
     set (``channels.montage``), the reference over it, the class check and ``windows.balance``; publish atomically."""
-    report = IngestReport(task.name, settings=task.spec, source_warnings=list(source_warnings),
+    report = IngestReport(task.name, settings=task.spec.to_dict(), source_warnings=list(source_warnings),
                           skipped_subjects=dict(skipped or {}))
-    if task.spec["strict"] and [w for w in source_warnings if not any(b in w for b in BENIGN_WARNINGS)]:
+    if task.spec.strict and [w for w in source_warnings if not any(b in w for b in BENIGN_WARNINGS)]:
         raise IngestError(f"task {task.name!r}: the source warned while listing the recordings: {list(source_warnings)}; "
                           "fix: complete the dataset, or set strict: false (the warnings go in the ingest report)")
     parts: list[tuple[Any, list[str], np.ndarray, np.ndarray]] = []
     qcs: dict[str, RecordingQC] = {}
-    strict = bool(task.spec["strict"])
+    strict = bool(task.spec.strict)
     n_cached = 0
     try:
         for rec, fp in tqdm(list(zip(recs, fps)), desc=f"reading {task.name} ({prep.sfreq:g} Hz)",
@@ -572,8 +573,8 @@ def _balance(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC]) -> li
     y_all = np.concatenate([p[3] for p in parts])
     rec_all = np.concatenate([[p[0].recording] * len(p[3]) for p in parts])
     sub_all = np.concatenate([[p[0].subject] * len(p[3]) for p in parts])
-    b = task.spec["windows"]["balance"] or {}
-    keep = balance_windows(task, y_all, sub_all if b.get("per", "subject") == "subject" else rec_all, qcs, rec_all)
+    b = task.spec.windows.balance
+    keep = balance_windows(task, y_all, sub_all if b is None or b.per == "subject" else rec_all, qcs, rec_all)
     keep_mask = np.zeros(len(y_all), dtype=bool)
     keep_mask[keep] = True
     final, off = [], 0
@@ -659,7 +660,7 @@ def _check_montage(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC])
     differ = [p for p in parts if p[1] != ref]
     if not differ:
         return parts
-    if task.spec["channels"]["montage"] == "same":
+    if task.spec.channels.montage == "same":
         p = differ[0]
         extra, lack = [c for c in p[1] if c not in ref], [c for c in ref if c not in p[1]]
         what = (f"lacks {lack}" if lack else "") + (" and " if lack and extra else "") + (f"has {extra} too" if extra
@@ -691,8 +692,8 @@ def _check_montage(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC])
 def _open_cache(folder: Path) -> WindowSet:
     meta = json.loads((folder / "meta.json").read_text())
     meta["ingest_report"] = str(folder / "ingest_report.md")
-    lab = np.load(folder / "labels.npz")
+    arrays = np.load(folder / "labels.npz")
     X = np.load(folder / "X.npy", mmap_mode="r")
-    return WindowSet(X, lab["y"], lab["subject"].astype(str), lab["recording"].astype(str), lab["window_index"],
-                     np.full(len(lab["y"]), meta["dataset"]), meta["ch_names"], float(meta["sfreq"]),
+    return WindowSet(X, arrays["y"], arrays["subject"].astype(str), arrays["recording"].astype(str),
+                     arrays["window_index"], np.full(len(arrays["y"]), meta["dataset"]), meta["ch_names"], float(meta["sfreq"]),
                      meta["class_names"], meta)

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from eegfm_bench.data.tasks import preset_names, resolve_task_spec
+from eegfm_bench.data.tasks import get_task, preset_names, resolve_task_spec
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.reports.page import refresh
 from eegfm_bench.reports.confound import VERDICT_LEGEND, confound_markdown, current_rows, ordered  # noqa: F401
@@ -58,22 +58,19 @@ def derive(cfg: CVConfig, variation: str) -> CVConfig:
     out = cfg.to_dict()
     out["confound"] = {**cc.to_dict(), "enabled": False}
     out["out_dir"] = str(Path(cfg.out_dir) / "confound" / variation.replace("+", "_"))
-    spec = resolve_task_spec(cfg.task)
-    # a preset: its name plus the overrides (merged key by key); a declared task (mapping or YAML file): its mapping
-    task = {"preset": spec["name"]} if cfg.task in preset_names() else copy.deepcopy(spec)
+    spec = get_task(cfg.task).spec
+    # the changed task is a mapping, parsed again by load_config: a preset's name plus the changed sections
+    # (merged key by key); a declared task (mapping or YAML file): its mapping with the changed sections
+    task = {"preset": spec.name} if cfg.task in preset_names() else copy.deepcopy(resolve_task_spec(cfg.task))
     parts = variation.split("+")
     if "offset" in parts:
-        w = dict(task.get("windows") or {})
-        w["tmin"] = float((spec.get("windows") or {}).get("tmin") or 0.0) + float(cc.offset_s)
-        task["windows"] = w
+        task["windows"] = {**(task.get("windows") or {}), "tmin": float(spec.windows.tmin or 0.0) + float(cc.offset_s)}
         out["data"]["window_shorten_s"] = 0.0 if cc.keep_length else float(cc.offset_s)
     if "band" in parts:
         out["data"]["band"] = [float(x) for x in cc.band]
     if "frontal" in parts:
-        ch = dict(task.get("channels") or {})
-        ch["exclude"] = sorted(set(ch.get("exclude") or []) | set((spec.get("channels") or {}).get("exclude") or [])
-                               | set(cc.frontal_channels))
-        task["channels"] = ch
+        task["channels"] = {**(task.get("channels") or {}),
+                            "exclude": sorted(set(spec.channels.exclude) | set(cc.frontal_channels))}
     out["task"] = task
     return load_config(out)
 
@@ -189,7 +186,7 @@ def run_confound(cfg: CVConfig, *, progress: bool = True, variations: Optional[S
         As :func:`check_confound`.
     """
     cc = cfg.confound
-    check_confound(replace(cc, enabled=True), resolve_task_spec(cfg.task))
+    check_confound(replace(cc, enabled=True), get_task(cfg.task).spec)
     out = Path(cfg.out_dir)
     zero = is_global_zero()
     rows, store = [], ResultStore(out, write=zero)
@@ -237,7 +234,7 @@ def confound_main(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_
             **({"offset_s": float(offset_s)} if offset_s is not None else {}),
             **({"band": [float(x) for x in band]} if band else {})}
     cfg = replace(cfg, confound=replace(cfg.confound, **over))
-    check_confound(cfg.confound, resolve_task_spec(cfg.task))
+    check_confound(cfg.confound, get_task(cfg.task).spec)
     table = run_confound(cfg, progress=progress)
     refresh([cv_dir])
     return table

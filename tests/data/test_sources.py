@@ -135,7 +135,7 @@ def test_tuh_layout_read_by_braindecode_tuhabnormal(data_root, tmp_path):
     lab = {s: set(ws.y[ws.subject == s].tolist()) for s in np.unique(ws.subject)}
     assert lab == {"aaaaaa00": {0}, "aaaaaa01": {1}, "aaaaaa02": {0}, "aaaaaa03": {1}}
     assert len(ws.ch_names) == 19 and "T7" in ws.ch_names  # eegmat's "EEG T3" under the 10-05 name
-    assert get_task(task).spec["braindecode"]["cls"] == "TUHAbnormal"
+    assert get_task(task).spec.options.cls == "TUHAbnormal"
     assert any("Expected 2993 files but found 4 files" in w for w in _report(ws)["source_warnings"])
 
 
@@ -226,20 +226,20 @@ def test_every_preset_parses_with_its_label_definition(name):
     spec = preset_spec(name)
     t = get_task(name)
     assert t.name == name and t.class_names and t.description and spec.get("obtain") or name.startswith(("eegmmidb",))
-    assert t.spec["source"] in ("files", "bids", "braindecode", "moabb", "eegmmidb")
+    assert t.spec.source in ("files", "bids", "braindecode", "moabb", "eegmmidb")
 
 
 def test_presets_carry_the_papers_label_definitions():
     chb = get_task("chbmit").spec
-    assert chb["labels"]["min_overlap"] == 0.5 and chb["labels"]["background"] == "interictal"
-    assert chb["windows"]["balance"]["ratios"] == {"ictal": 1, "interictal": 3} and chb["labels"]["without_events"] == "drop"
+    assert chb.labels.min_overlap == 0.5 and chb.labels.background == "interictal"
+    assert chb.windows.balance.ratios == {"ictal": 1, "interictal": 3} and chb.labels.without_events == "drop"
     sl = get_task("sleep_edf_wake_sleep").spec
-    assert sl["windows"]["balance"]["subsample"] == ["wake"] and sl["windows"]["balance"]["max_windows"] == 214
-    assert sl["reference"] == "none" and sl["channels"]["include"] == ["Fpz-Cz", "Pz-Oz"]
+    assert sl.windows.balance.subsample == ["wake"] and sl.windows.balance.max_windows == 214
+    assert sl.reference == "none" and sl.channels.include == ["Fpz-Cz", "Pz-Oz"]
     assert get_task("sleep_edf_5stage").class_names == ("W", "N1", "N2", "N3", "REM")
-    assert get_task("ds004504_ad_vs_hc").spec["labels"]["map"] == {"A": "AD", "C": "HC", "F": None}
-    assert get_task("ds004504_ad_vs_ftd").spec["labels"]["map"] == {"A": "AD", "F": "FTD", "C": None}
-    assert get_task("tuab").spec["labels"]["map"] == {"False": "normal", "True": "abnormal"}
+    assert get_task("ds004504_ad_vs_hc").spec.labels.map == {"A": "AD", "C": "HC", "F": None}
+    assert get_task("ds004504_ad_vs_ftd").spec.labels.map == {"A": "AD", "F": "FTD", "C": None}
+    assert get_task("tuab").spec.labels.map == {"False": "normal", "True": "abnormal"}
     assert (REPO / "configs" / "data" / "tuab.yaml").is_file()  # the presets are also under configs/data/
 
 

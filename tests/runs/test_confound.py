@@ -267,7 +267,7 @@ def test_default_variations_for_every_preset_and_confound_off(tmp_path, monkeypa
     for name in preset_names():
         spec = parse_task_spec(preset_spec(name), name)
         got = default_confound_variations(spec)
-        if spec["windows"]["mode"] == "events":
+        if spec.windows.mode == "events":
             assert got, name
             if "mi" in name or "movement" in name or name == "hgd":
                 assert "offset+band" in got, name

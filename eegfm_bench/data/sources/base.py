@@ -84,15 +84,20 @@ class Source:
 
     name: ClassVar[str] = "base"
     options: ClassVar[type | None] = None
+    """The schema of the source's own options (a frozen :class:`~eegfm_bench.config.ConfigRecord`; None: none)."""
 
-    def __init__(self, spec: dict, root: Path):
+    def __init__(self, spec, root: Path):
+        """``spec``: the task's :class:`~eegfm_bench.data.spec.TaskSpec`; ``root``: the folder of its data
+        (absolute). ``self.opts`` is the source's options as its typed record (:attr:`options`)."""
         self.spec, self.root = spec, Path(root)
-        self.opts = spec.get(spec["source"]) or {}
+        self.opts = spec.options
         self.skipped: dict[str, str] = {}  # subjects present but not usable (subject -> why), for the report
 
     @classmethod
     def check_options(cls, opts: dict, where: str) -> dict:
-        """Validate the source's own options (unknown keys refused with close matches) and fill defaults."""
+        """Validate the source's own options (the task's mapping, unknown keys refused with close matches) and fill
+        defaults: the parsing step (:func:`~eegfm_bench.data.spec.parse_task_spec`); the source reads them back
+        typed (``self.opts``)."""
         if cls.options is None:
             if opts:
                 raise ConfigError(f"{where}: the {cls.name} source takes no options")

@@ -16,12 +16,12 @@ import mne
 import pandas as pd
 from mne_bids import find_matching_paths, get_bids_path_from_fname, get_entity_vals, read_raw_bids
 
-from eegfm_bench.config import ConfigError
+from eegfm_bench.config import ConfigError, ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
 
 
-@dataclass
-class BIDSOptions:
+@dataclass(frozen=True)
+class BIDSOptions(ConfigRecord):
     """Options of ``source: bids`` (BIDS entities; null: every value present).
 
     Args:
@@ -68,20 +68,21 @@ class BIDSSource(Source):
 
     def _paths(self):
         o = self.opts
-        subs = o["subjects"]
+        subs = o.subjects
         if subs:  # `subjects: [1, 2]` names sub-001 / sub-002 when those are the labels
             present = set(get_entity_vals(self.root, "subject"))
             by_value = {int(p): p for p in present if p.isdigit()}
             subs = [v if v in present or not v.isdigit() else by_value.get(int(v), v) for v in subs]
-        exts = o["extensions"] or [e for e in _EEG_EXT if e != ".eeg"]
-        if o["runs"]:  # `runs: [4, 8]` names run-04 / run-08: numbers match the labels present by value
-            present = {p.run for p in find_matching_paths(self.root, datatypes=o["datatype"], suffixes=o["datatype"])
+        exts = o.extensions or [e for e in _EEG_EXT if e != ".eeg"]
+        runs = o.runs
+        if runs:  # `runs: [4, 8]` names run-04 / run-08: numbers match the labels present by value
+            present = {p.run for p in find_matching_paths(self.root, datatypes=o.datatype, suffixes=o.datatype)
                        if p.run}
             by_value = {int(p): p for p in present if p.isdigit()}
-            o = {**o, "runs": [r if r in present or not r.isdigit() else by_value.get(int(r), r) for r in o["runs"]]}
-        paths = find_matching_paths(self.root, subjects=subs, sessions=o["sessions"], tasks=o["task"],
-                                    acquisitions=o["acquisitions"], runs=o["runs"], datatypes=o["datatype"],
-                                    suffixes=o["datatype"], extensions=exts)
+            runs = [r if r in present or not r.isdigit() else by_value.get(int(r), r) for r in runs]
+        paths = find_matching_paths(self.root, subjects=subs, sessions=o.sessions, tasks=o.task,
+                                    acquisitions=o.acquisitions, runs=runs, datatypes=o.datatype,
+                                    suffixes=o.datatype, extensions=exts)
         return sorted(paths, key=lambda p: str(p.fpath))
 
     def recordings(self, subjects=None) -> list[Recording]:
@@ -95,13 +96,13 @@ class BIDSSource(Source):
             ``labels.target`` is not a column, or a subject has no value for it.
         """
         if not (self.root / "dataset_description.json").is_file():
-            raise DataNotFoundError(f"task {self.spec['name']!r}: {self.root} is not a BIDS dataset (no "
+            raise DataNotFoundError(f"task {self.spec.name!r}: {self.root} is not a BIDS dataset (no "
                                     "dataset_description.json); fix: point `root` at the BIDS root")
         paths = self._paths()
         if not paths:
-            raise DataNotFoundError(f"task {self.spec['name']!r}: no {self.opts['datatype']} file in {self.root} matches "
-                                    f"{ {k: v for k, v in self.opts.items() if v} }; fix: check the entities")
-        target = (self.spec.get("labels") or {}).get("target")
+            raise DataNotFoundError(f"task {self.spec.name!r}: no {self.opts.datatype} file in {self.root} matches "
+                                    f"{ {k: v for k, v in self.opts.to_dict().items() if v} }; fix: check the entities")
+        target = self.spec.labels.target
         labels = self._target_labels(target) if target else {}
         recs = []
         for p in paths:
@@ -110,14 +111,14 @@ class BIDSSource(Source):
                 key = (p.subject, p.session or "")
                 label = labels.get(key, labels.get((p.subject, "")))
                 if label is None:
-                    raise ConfigError(f"task {self.spec['name']!r}: sub-{p.subject} has no {target!r} value in "
+                    raise ConfigError(f"task {self.spec.name!r}: sub-{p.subject} has no {target!r} value in "
                                       "participants.tsv / sessions.tsv; fix: fill it in or select the subjects")
             rec_id = p.fpath.name.rsplit("_", 1)[0]
 
             recs.append(Recording(p.subject, rec_id, p.fpath, label, p.session or "", p.run or "", str(p.fpath)))
         if subjects is not None:
             subjects = [str(s).removeprefix("sub-") for s in subjects]
-        return select_subjects(recs, subjects, f"task {self.spec['name']!r} (BIDS {self.root})")
+        return select_subjects(recs, subjects, f"task {self.spec.name!r} (BIDS {self.root})")
 
     def _target_labels(self, column: str) -> dict:
         out = {}
@@ -148,7 +149,7 @@ class BIDSSource(Source):
         ``sessions.tsv`` when labels come from them."""
         stem = str(rec.handle).rsplit("_", 1)[0]
         out = [Path(stem + s) for s in ("_events.tsv", "_channels.tsv") if Path(stem + s).is_file()]
-        if (self.spec.get("labels") or {}).get("target"):
+        if self.spec.labels.target:
             out += [p for p in [self.root / "participants.tsv", *self.root.glob(f"sub-{rec.subject}/*_sessions.tsv")]
                     if p.is_file()]
         return out
@@ -161,12 +162,12 @@ class BIDSSource(Source):
             raise RecordingReadError(f"could not read {rec.handle} with mne-bids: {type(err).__name__}: {err}\nfix: "
                                      "check the file and its sidecars (mne_bids.BIDSPath(...).fpath; "
                                      "bids-validator)") from err
-        if self.opts.get("events_column"):
+        if self.opts.events_column:
             raw.set_annotations(self._events_from_column(rec, raw))
         return raw
 
     def _events_from_column(self, rec: Recording, raw):
-        col = self.opts["events_column"]
+        col = self.opts.events_column
         tsv = Path(str(rec.handle).rsplit("_", 1)[0] + "_events.tsv")
         if not tsv.is_file():
             raise RecordingReadError(f"{rec.recording}: bids.events_column is set but {tsv} does not exist")

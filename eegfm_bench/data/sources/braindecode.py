@@ -18,13 +18,13 @@ from typing import Any, Optional
 
 import braindecode.datasets as bd
 
-from eegfm_bench.config import ConfigError, close_matches
+from eegfm_bench.config import ConfigError, ConfigRecord, close_matches
 from eegfm_bench.data.sources.base import (DataNotFoundError, Recording, RecordingReadError, Source, download_allowed,
                                       select_subjects)
 
 
-@dataclass
-class BraindecodeOptions:
+@dataclass(frozen=True)
+class BraindecodeOptions(ConfigRecord):
     """Options of ``source: braindecode``.
 
     Args:
@@ -79,27 +79,27 @@ class BraindecodeSource(Source):
 
     def dataset(self):
         if self._ds is None:
-            kw = dict(self.opts["kwargs"])
+            kw = dict(self.opts.kwargs)
             for key in ("path", "root"):
                 if key in kw and kw[key] is not None and not str(kw[key]).startswith("/"):
                     kw[key] = str(self.root / kw[key])
-            if not any(k in kw for k in ("path", "root")) and "path" in _params(getattr(bd, self.opts["cls"])):
+            if not any(k in kw for k in ("path", "root")) and "path" in _params(getattr(bd, self.opts.cls)):
                 kw["path"] = str(self.root)
-            elif not any(k in kw for k in ("path", "root")) and "root" in _params(getattr(bd, self.opts["cls"])):
+            elif not any(k in kw for k in ("path", "root")) and "root" in _params(getattr(bd, self.opts.cls)):
                 kw["root"] = str(self.root)
-            with no_network(not download_allowed(), f"braindecode.datasets.{self.opts['cls']}"):
+            with no_network(not download_allowed(), f"braindecode.datasets.{self.opts.cls}"):
                 try:
-                    self._ds = getattr(bd, self.opts["cls"])(**kw)
+                    self._ds = getattr(bd, self.opts.cls)(**kw)
                 except Exception as err:  # noqa: BLE001
                     raise DataNotFoundError(
-                        f"task {self.spec['name']!r}: braindecode.datasets.{self.opts['cls']}({kw}) failed: "
+                        f"task {self.spec.name!r}: braindecode.datasets.{self.opts.cls}({kw}) failed: "
                         f"{type(err).__name__}: {err}\nfix: put the dataset's files under {self.root} (or set "
-                        f"braindecode.kwargs.path / root), in the layout {self.opts['cls']} reads") from err
+                        f"braindecode.kwargs.path / root), in the layout {self.opts.cls} reads") from err
         return self._ds
 
     def recordings(self, subjects=None) -> list[Recording]:
         ds = self.dataset()
-        target = self.opts["target"]
+        target = self.opts.target
         recs = []
         for i, d in enumerate(ds.datasets):
             desc = d.description
@@ -108,14 +108,14 @@ class BraindecodeSource(Source):
             label = None
             if col is not None:
                 if col not in desc:
-                    raise ConfigError(f"braindecode.target {col!r} is not a description column of {self.opts['cls']} "
+                    raise ConfigError(f"braindecode.target {col!r} is not a description column of {self.opts.cls} "
                                       f"(columns: {list(desc.index)})")
                 label = str(desc[col])
             ses, run = str(desc.get("session", "")), str(desc.get("run", desc.get("segment", "")))
             path = desc.get("path")
             rec_id = f"{sub}_s{ses}_r{run}_{i}" if not path else f"{sub}_{str(path).rsplit('/', 1)[-1].rsplit('.', 1)[0]}"
             recs.append(Recording(sub, rec_id, Path(path) if path else None, label, ses, run, str(i)))
-        return select_subjects(recs, subjects, f"task {self.spec['name']!r} ({self.opts['cls']})")
+        return select_subjects(recs, subjects, f"task {self.spec.name!r} ({self.opts.cls})")
 
     def read(self, rec: Recording):
         try:
@@ -123,10 +123,10 @@ class BraindecodeSource(Source):
             raw.load_data()
             return raw.copy()
         except Exception as err:  # noqa: BLE001
-            raise RecordingReadError(f"could not read {rec.recording} from {self.opts['cls']}: {err}") from err
+            raise RecordingReadError(f"could not read {rec.recording} from {self.opts.cls}: {err}") from err
 
     def fingerprint(self, rec: Recording) -> str:
-        return "" if rec.path else f"{self.opts['cls']}:{rec.handle}"
+        return "" if rec.path else f"{self.opts.cls}:{rec.handle}"
 
 
 def _params(cls) -> set:

@@ -13,11 +13,12 @@ from typing import Optional
 
 import mne
 
+from eegfm_bench.config import ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 
 
-@dataclass
-class EEGMMIDBOptions:
+@dataclass(frozen=True)
+class EEGMMIDBOptions(ConfigRecord):
     """Options of ``source: eegmmidb``.
 
     Args:
@@ -58,7 +59,7 @@ class EEGMMIDBSource(Source):
         DataNotFoundError
             Naming the missing files, the folder MNE expects and how to download them.
         """
-        runs = [int(r) for r in self.opts["runs"]]
+        runs = [int(r) for r in self.opts.runs]
         path = eegmmidb_dir(self.root)
         if subjects is None:
             base = path / "MNE-eegbci-data" / "files" / "eegmmidb" / "1.0.0"
@@ -70,7 +71,7 @@ class EEGMMIDBSource(Source):
             if not subjects:
                 if not download_allowed():
                     raise DataNotFoundError(self._missing_msg(path, []))
-                subjects = list(self.opts["default_subjects"])
+                subjects = list(self.opts.default_subjects)
         subjects = [int(str(s).lstrip("Ss") or 0) for s in subjects]
         missing = [eegmmidb_file(path, s, r) for s in subjects for r in runs if not eegmmidb_file(path, s, r).is_file()]
         if missing:
@@ -81,15 +82,15 @@ class EEGMMIDBSource(Source):
                     mne.datasets.eegbci.load_data(s, runs, path=str(path), update_path=False, verbose="error")
             except Exception as err:  # noqa: BLE001
                 raise DataNotFoundError(self._missing_msg(path, missing) + f"\n(download attempt failed: {err})") from err
-        labels = {int(k): v for k, v in (self.opts["run_labels"] or {}).items()}
+        labels = {int(k): v for k, v in (self.opts.run_labels or {}).items()}
         return [Recording(f"S{s:03d}", f"S{s:03d}R{r:02d}", eegmmidb_file(path, s, r), labels.get(r), run=str(r))
                 for s in subjects for r in runs]
 
     def _missing_msg(self, path: Path, missing: list[Path]) -> str:
         listed = ", ".join(str(p) for p in missing[:6]) + (" …" if len(missing) > 6 else "")
-        runs = self.opts["runs"]
+        runs = self.opts.runs
         what = f"missing files: {listed}" if missing else f"no EEGMMIDB subject with runs {list(runs)} under {path}"
-        return (f"task {self.spec['name']!r}: {what}.\nfix: put the PhysioNet EEGMMIDB files in MNE's layout under {path} "
+        return (f"task {self.spec.name!r}: {what}.\nfix: put the PhysioNet EEGMMIDB files in MNE's layout under {path} "
                 f"(MNE-eegbci-data/files/eegmmidb/1.0.0/SXXX/SXXXRYY.edf), or point `data_root`/EEGFM_DATA at the "
                 "folder that holds them, or allow downloading (unset EEGFM_OFFLINE) so that "
                 "`mne.datasets.eegbci.load_data(subjects, runs, path=...)` fetches them from PhysioNet.")
@@ -102,7 +103,7 @@ class EEGMMIDBSource(Source):
                 f"could not read {rec.path}: {err}\nfix: the file is corrupted or truncated; delete it and fetch it "
                 "again with `mne.datasets.eegbci.load_data`, then compare its sha256 with MNE's eegbci registry") from err
         mne.datasets.eegbci.standardize(raw)
-        ren = {int(k): v for k, v in (self.opts.get("events_by_run") or {}).items()}.get(int(rec.run or 0))
+        ren = {int(k): v for k, v in (self.opts.events_by_run or {}).items()}.get(int(rec.run or 0))
         if ren:
             present = {k: v for k, v in ren.items() if k in set(raw.annotations.description)}
             if present:

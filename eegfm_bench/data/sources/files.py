@@ -25,12 +25,12 @@ from typing import Any, Optional, Union
 import mne
 import pandas as pd
 
-from eegfm_bench.config import ConfigError
+from eegfm_bench.config import ConfigError, ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
 
 
-@dataclass
-class FilesOptions:
+@dataclass(frozen=True)
+class FilesOptions(ConfigRecord):
     """Options of ``source: files``.
 
     Args:
@@ -98,7 +98,7 @@ class FilesSource(Source):
         return out
 
     def _files(self) -> list[Path]:
-        globs = [self.opts["glob"]] if isinstance(self.opts["glob"], str) else list(self.opts["glob"])
+        globs = [self.opts.glob] if isinstance(self.opts.glob, str) else list(self.opts.glob)
         found: dict[Path, None] = {}
         for g in globs:
             named = g.lower().rsplit(".", 1)[-1] if "." in g.rsplit("/", 1)[-1] else ""
@@ -119,16 +119,16 @@ class FilesSource(Source):
             A file the pattern does not match, a table without the needed columns, a file listed twice.
         """
         if not self.root.is_dir():
-            raise DataNotFoundError(f"task {self.spec['name']!r}: root {self.root} does not exist; fix: point `root` "
+            raise DataNotFoundError(f"task {self.spec.name!r}: root {self.root} does not exist; fix: point `root` "
                                     "(or data_root / EEGFM_DATA) at the folder that holds the files")
-        rows = self._table_rows() if self.opts["table"] else None
+        rows = self._table_rows() if self.opts.table else None
         files = [self._row_path(r) for r in rows] if rows is not None else self._files()
         if not files:
-            raise DataNotFoundError(f"task {self.spec['name']!r}: no file under {self.root} matches {self.opts['glob']!r}; "
+            raise DataNotFoundError(f"task {self.spec.name!r}: no file under {self.root} matches {self.opts.glob!r}; "
                                     "fix: check `root` and `files.glob` (e.g. '**/*.edf')")
-        rx = re.compile(self.opts["pattern"]) if self.opts["pattern"] else None
-        target = (self.spec.get("labels") or {}).get("target")
-        cols = {k: self.opts["columns"].get(k, k) for k in _FIELDS}
+        rx = re.compile(self.opts.pattern) if self.opts.pattern else None
+        target = self.spec.labels.target
+        cols = {k: self.opts.columns.get(k, k) for k in _FIELDS}
         recs = []
         for i, f in enumerate(files):
             rel = f.relative_to(self.root).as_posix() if f.is_relative_to(self.root) else str(f)
@@ -136,8 +136,8 @@ class FilesSource(Source):
             if rx is not None:
                 m = rx.search(rel)
                 if m is None:
-                    raise ConfigError(f"task {self.spec['name']!r}: {rel} does not match files.pattern "
-                                      f"{self.opts['pattern']!r}; fix: widen the pattern or narrow files.glob so "
+                    raise ConfigError(f"task {self.spec.name!r}: {rel} does not match files.pattern "
+                                      f"{self.opts.pattern!r}; fix: widen the pattern or narrow files.glob so "
                                       "that every file is matched (nothing is skipped silently)")
                 info.update({k: v for k, v in m.groupdict().items() if v is not None})
             if rows is not None:
@@ -145,16 +145,16 @@ class FilesSource(Source):
                 info.update({k: str(r[c]) for k, c in cols.items() if c in r and r[c] == r[c] and r[c] is not None})
                 if target:
                     if target not in r:
-                        raise ConfigError(f"labels.target {target!r} is not a column of {self.opts['table']} "
+                        raise ConfigError(f"labels.target {target!r} is not a column of {self.opts.table} "
                                           f"(columns: {sorted(r)})")
                     info["label"] = str(r[target])
                 if not f.is_file():
-                    raise DataNotFoundError(f"task {self.spec['name']!r}: {f} (listed in {self.opts['table']}) is missing; "
+                    raise DataNotFoundError(f"task {self.spec.name!r}: {f} (listed in {self.opts.table}) is missing; "
                                             "fix: restore it, or remove its row from the table")
-            if self.opts["subject"] is not None:
-                info.setdefault("subject", str(self.opts["subject"]))
+            if self.opts.subject is not None:
+                info.setdefault("subject", str(self.opts.subject))
             if "subject" not in info:
-                raise ConfigError(f"task {self.spec['name']!r}: no subject for {rel}; fix: a (?P<subject>...) group in "
+                raise ConfigError(f"task {self.spec.name!r}: no subject for {rel}; fix: a (?P<subject>...) group in "
                                   "files.pattern, a subject column in files.table (files.columns.subject), or "
                                   "files.subject")
             rec_id = re.sub(r"[^\w.-]+", "_", rel.rsplit(".", 1)[0])
@@ -171,37 +171,37 @@ class FilesSource(Source):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:
             paths = [str(r.path) for r in recs if r.recording in dup][:4]
-            raise ConfigError(f"task {self.spec['name']!r}: {paths} are listed more than once (the same file twice in "
+            raise ConfigError(f"task {self.spec.name!r}: {paths} are listed more than once (the same file twice in "
                               "files.glob or files.table); fix: one entry per file")
-        return select_subjects(recs, subjects, f"task {self.spec['name']!r} under {self.root}")
+        return select_subjects(recs, subjects, f"task {self.spec.name!r} under {self.root}")
 
     def _row_path(self, r: dict) -> Path:
-        if self.opts["path_template"]:
+        if self.opts.path_template:
             try:
-                rel = self.opts["path_template"].format(**r)
+                rel = self.opts.path_template.format(**r)
             except KeyError as err:
-                raise ConfigError(f"files.path_template {self.opts['path_template']!r} names column {err}, which "
-                                  f"{self.opts['table']} lacks (columns: {sorted(r)})") from None
+                raise ConfigError(f"files.path_template {self.opts.path_template!r} names column {err}, which "
+                                  f"{self.opts.table} lacks (columns: {sorted(r)})") from None
         elif "path" in r:
             rel = str(r["path"])
         else:
-            raise ConfigError(f"{self.opts['table']} needs a `path` column (file paths relative to root) or set "
+            raise ConfigError(f"{self.opts.table} needs a `path` column (file paths relative to root) or set "
                               f"files.path_template; its columns: {sorted(r)}")
         p = Path(rel)
         return p if p.is_absolute() else self.root / p
 
     def _table_rows(self) -> list[dict]:
-        path = Path(self.opts["table"])
+        path = Path(self.opts.table)
         path = path if path.is_absolute() else self.root / path
         if not path.is_file():
-            raise DataNotFoundError(f"task {self.spec['name']!r}: files.table {path} not found")
+            raise DataNotFoundError(f"task {self.spec.name!r}: files.table {path} not found")
         if path.suffix.lower() == ".json":
             data = json.loads(path.read_text())
-            if self.opts["table_keys"]:
-                missing = [k for k in self.opts["table_keys"] if k not in data]
+            if self.opts.table_keys:
+                missing = [k for k in self.opts.table_keys if k not in data]
                 if missing:
                     raise ConfigError(f"{path}: keys {missing} not found (it has {sorted(data)}); fix: files.table_keys")
-                rows = [row for k in self.opts["table_keys"] for row in data[k]]
+                rows = [row for k in self.opts.table_keys for row in data[k]]
             elif isinstance(data, list):
                 rows = data
             else:
@@ -212,7 +212,7 @@ class FilesSource(Source):
         return pd.read_csv(path, sep=sep, dtype=str).to_dict("records")
 
     def _annotation_file(self, rec: Recording) -> Path | None:
-        tmpl = self.opts["annotations"]
+        tmpl = self.opts.annotations
         if not tmpl:
             return None
         info = json.loads(rec.handle or "{}")
@@ -233,9 +233,9 @@ class FilesSource(Source):
         return [ann] if ann else []
 
     def read(self, rec: Recording):
-        reader = getattr(mne.io, f"read_raw_{self.opts['reader']}") if self.opts.get("reader") else mne.io.read_raw
+        reader = getattr(mne.io, f"read_raw_{self.opts.reader}") if self.opts.reader else mne.io.read_raw
         try:
-            raw = reader(rec.path, preload=True, verbose="warning", **self.opts["reader_kwargs"])
+            raw = reader(rec.path, preload=True, verbose="warning", **self.opts.reader_kwargs)
         except Exception as err:  # noqa: BLE001  (MNE raises bare Exception / ValueError / RuntimeError)
             if "yielded no channels" in str(err) or "no channels" in str(err).lower():
                 raise RecordingReadError(

@@ -17,13 +17,13 @@ import mne
 import moabb.datasets as md
 from moabb.datasets import fake
 
-from eegfm_bench.config import ConfigError, close_matches
+from eegfm_bench.config import ConfigError, ConfigRecord, close_matches
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 from eegfm_bench.data.sources.braindecode import no_network
 
 
-@dataclass
-class MOABBOptions:
+@dataclass(frozen=True)
+class MOABBOptions(ConfigRecord):
     """Options of ``source: moabb``.
 
     Args:
@@ -58,8 +58,8 @@ class MOABBSource(Source):
 
     def dataset(self):
         if self._ds is None:
-            cls = fake.FakeDataset if self.opts["dataset"] == "FakeDataset" else getattr(md, self.opts["dataset"])
-            self._ds = cls(**self.opts["kwargs"])
+            cls = fake.FakeDataset if self.opts.dataset == "FakeDataset" else getattr(md, self.opts.dataset)
+            self._ds = cls(**self.opts.kwargs)
         return self._ds
 
     def _subject(self, s):
@@ -67,12 +67,12 @@ class MOABBSource(Source):
         subject by subject), so a build holds one subject's data at a time, not the dataset's."""
         if s not in self._raws:
             self._raws.clear()
-            with no_network(not download_allowed(), f"moabb.datasets.{self.opts['dataset']}"):
+            with no_network(not download_allowed(), f"moabb.datasets.{self.opts.dataset}"):
                 try:
                     self._raws[s] = self.dataset().get_data([s])[s]
                 except Exception as err:  # noqa: BLE001
                     where = mne.get_config("MNE_DATA") or str(Path.home() / "mne_data")
-                    raise DataNotFoundError(f"task {self.spec['name']!r}: MOABB {self.opts['dataset']} subject {s}: "
+                    raise DataNotFoundError(f"task {self.spec.name!r}: MOABB {self.opts.dataset} subject {s}: "
                                             f"{type(err).__name__}: {err}\nMOABB looks for its files under {where} "
                                             "(MNE_DATA; a task `root` does not apply to MOABB). fix: download it once "
                                             "with network access, or unset EEGFM_OFFLINE") from err
@@ -83,8 +83,8 @@ class MOABBSource(Source):
         subs = list(ds.subject_list) if subjects is None else [type(ds.subject_list[0])(s) for s in subjects]
         unknown = sorted(set(map(str, subs)) - set(map(str, ds.subject_list)))
         if unknown:
-            raise DataNotFoundError(f"task {self.spec['name']!r}: subjects {unknown} are not in MOABB "
-                                    f"{self.opts['dataset']} ({ds.subject_list})")
+            raise DataNotFoundError(f"task {self.spec.name!r}: subjects {unknown} are not in MOABB "
+                                    f"{self.opts.dataset} ({ds.subject_list})")
         recs = []
         for s in subs:  # MOABB lists a subject's sessions and runs only by loading them: one subject at a time
             for ses, runs in self._subject(s).items():
@@ -100,7 +100,7 @@ class MOABBSource(Source):
         try:
             raw = self._subject(sid)[ses][run].copy()
         except KeyError as err:
-            raise RecordingReadError(f"MOABB {self.opts['dataset']}: no session/run {ses}/{run} for subject {s}") from err
+            raise RecordingReadError(f"MOABB {self.opts.dataset}: no session/run {ses}/{run} for subject {s}") from err
         names = set(raw.annotations.description)
         if not names & set(ds.event_id):
             stim = [c for c, t in zip(raw.ch_names, raw.get_channel_types()) if t == "stim"]
@@ -114,8 +114,8 @@ class MOABBSource(Source):
 
     def default_events(self) -> dict[str, str]:
         ds = self.dataset()
-        keep = self.opts["events"] or list(ds.event_id)
+        keep = self.opts.events or list(ds.event_id)
         return {k: k for k in keep}
 
     def fingerprint(self, rec: Recording) -> str:
-        return f"moabb:{self.opts['dataset']}:{self.opts['kwargs']}:{rec.handle}"
+        return f"moabb:{self.opts.dataset}:{self.opts.kwargs}:{rec.handle}"
