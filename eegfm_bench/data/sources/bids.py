@@ -18,32 +18,7 @@ from mne_bids import find_matching_paths, get_bids_path_from_fname, get_entity_v
 
 from eegfm_bench.config import ConfigError, ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
-
-
-@dataclass(frozen=True)
-class BIDSOptions(ConfigRecord):
-    """Options of ``source: bids`` (BIDS entities; null: every value present).
-
-    Args:
-        task: the BIDS task label(s).
-        subjects: subject labels (without ``sub-``).
-        sessions: session labels.
-        runs: run labels.
-        acquisitions: acquisition labels.
-        datatype: the BIDS datatype folder.
-        extensions: data file extensions to read (default: every EEG format mne-bids reads).
-        events_column: the ``events.tsv`` column whose values become the annotation descriptions (default: what
-            mne-bids reads, ``trial_type``); e.g. ``eventType`` for SzCORE-format seizure datasets (CHB-MIT, Siena).
-    """
-
-    task: Optional[Union[str, list[str]]] = None
-    subjects: Optional[list[str]] = None
-    sessions: Optional[list[str]] = None
-    runs: Optional[list[str]] = None
-    acquisitions: Optional[list[str]] = None
-    datatype: str = "eeg"
-    extensions: Optional[list[str]] = None
-    events_column: Optional[str] = None
+from eegfm_bench.config.task import BIDSOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
 _EEG_EXT = [".edf", ".bdf", ".vhdr", ".set", ".fif", ".eeg"]

@@ -21,22 +21,7 @@ import braindecode.datasets as bd
 from eegfm_bench.config import ConfigError, ConfigRecord, close_matches
 from eegfm_bench.data.sources.base import (DataNotFoundError, Recording, RecordingReadError, Source, download_allowed,
                                       select_subjects)
-
-
-@dataclass(frozen=True)
-class BraindecodeOptions(ConfigRecord):
-    """Options of ``source: braindecode``.
-
-    Args:
-        cls: the braindecode dataset class (``braindecode.datasets.<cls>``), e.g. TUHAbnormal, NMT, CHBMIT, SIENA.
-        kwargs: its constructor arguments (a relative ``path`` / ``root`` is resolved against the task's root).
-        target: the description column giving each recording's class (e.g. ``pathological``; default: the
-            dataset's ``target`` column when it has one).
-    """
-
-    cls: str = ""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    target: Optional[str] = None
+from eegfm_bench.config.task import BraindecodeOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
 @contextlib.contextmanager

@@ -15,25 +15,7 @@ import mne
 
 from eegfm_bench.config import ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
-
-
-@dataclass(frozen=True)
-class EEGMMIDBOptions(ConfigRecord):
-    """Options of ``source: eegmmidb``.
-
-    Args:
-        runs: run numbers (1-14).
-        run_labels: run -> class, for recording-level tasks (e.g. eyes open / closed).
-        events_by_run: run -> {annotation: new name}: the cues mean different things in different runs (T1 is the
-            left fist in runs 4/8/12 but both fists in runs 6/10/14), so they are renamed per run before
-            ``labels.events`` maps them to classes.
-        default_subjects: the subjects when none are given and none are present locally (then downloaded).
-    """
-
-    runs: list[int] = field(default_factory=list)
-    run_labels: Optional[dict[int, str]] = None
-    events_by_run: Optional[dict[int, dict[str, str]]] = None
-    default_subjects: list[int] = field(default_factory=lambda: list(range(1, 110)))
+from eegfm_bench.config.task import EEGMMIDBOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
 def eegmmidb_dir(root: Path) -> Path:

@@ -27,37 +27,7 @@ import pandas as pd
 
 from eegfm_bench.config import ConfigError, ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
-
-
-@dataclass(frozen=True)
-class FilesOptions(ConfigRecord):
-    """Options of ``source: files``.
-
-    Args:
-        glob: glob pattern(s) relative to root (``**`` recurses).
-        pattern: regex on the relative path with named groups subject / session / run / label.
-        table: a CSV / TSV / JSON file (relative to root or absolute) listing the recordings, one row each.
-        table_keys: JSON table: the keys of the object whose lists of records are read (default: the file is a list).
-        path_template: table: the file of a row, formatted with its columns (default: the ``path`` column).
-        columns: table: subject / session / run / label -> the column holding it.
-        subject: the subject of every file (a one-subject folder).
-        annotations: a companion annotation file per recording (glob relative to its folder, with ``{stem}`` and
-            the pattern's groups).
-        reader: a specific MNE reader, ``mne.io.read_raw_<reader>`` (e.g. ``egi`` for ``.raw`` EGI files), when
-            ``mne.io.read_raw`` cannot tell the format from the extension.
-        reader_kwargs: keyword arguments of the reader (e.g. ``encoding: latin1``).
-    """
-
-    glob: Union[str, list[str]] = "**/*"
-    pattern: Optional[str] = None
-    table: Optional[str] = None
-    table_keys: Optional[list[str]] = None
-    path_template: Optional[str] = None
-    columns: dict[str, str] = field(default_factory=dict)
-    subject: Optional[str] = None
-    annotations: Optional[str] = None
-    reader: Optional[str] = None
-    reader_kwargs: dict[str, Any] = field(default_factory=dict)
+from eegfm_bench.config.task import FilesOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
 _COMPANION = {".vmrk", ".eeg", ".fdt", ".tsv", ".json", ".csv", ".txt", ".md", ".locs", ".elc", ".sfp", ".dat"}

@@ -20,21 +20,7 @@ from moabb.datasets import fake
 from eegfm_bench.config import ConfigError, ConfigRecord, close_matches
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 from eegfm_bench.data.sources.braindecode import no_network
-
-
-@dataclass(frozen=True)
-class MOABBOptions(ConfigRecord):
-    """Options of ``source: moabb``.
-
-    Args:
-        dataset: the MOABB dataset class (``moabb.datasets.<dataset>``; ``FakeDataset`` for tests).
-        kwargs: its constructor arguments.
-        events: the dataset's event names to keep (default: labels.events' keys, else all).
-    """
-
-    dataset: str = ""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    events: Optional[list[str]] = None
+from eegfm_bench.config.task import MOABBOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
 class MOABBSource(Source):
