@@ -26,7 +26,6 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from eegfm_bench.perturb.conditions import AdditiveNoise, ChannelDropout, parse_condition
 from eegfm_bench.reports.cv import to_markdown
@@ -365,7 +364,7 @@ def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int
 def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet", metric: str = "balanced_accuracy",
                  alpha: float = 0.05, chance: float | None = None, filter_notes: Sequence[str] = (),
                  experiment: str | None = None, task: str | None = None,
-                 config_hashes: set[str] | None = None) -> pd.DataFrame:
+                 config_hashes: set[str] | None = None, config=None) -> pd.DataFrame:
     """Write ``sweep.md``, ``deltas.csv``, ``wilcoxon.csv`` and ``degradation_curves.png`` for a sweep folder.
 
     Parameters
@@ -386,6 +385,9 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
         Restrict to these rows (default: all rows of the folder).
     config_hashes : set of str, optional
         Restrict to rows of these config hashes (the current sweep's: rows of cells since retrained are left out).
+    config : SweepConfig, optional
+        The sweep's typed config (:class:`~eegfm_bench.runs.sweep.SweepConfig`, what ``sweep.yaml`` holds): its cv
+        run, perturbation seed and condition order head the report (without it: ``?`` and the rows' order).
 
     Returns
     -------
@@ -400,7 +402,6 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
     """
     out = Path(out_dir)
     df = _current_rows(out, experiment, task, config_hashes)
-    cfg = _sweep_settings(out)
     lines = [f"# Perturbation sweep: {experiment or ', '.join(sorted(set(df.get('experiment', []))))} / "
              f"{task or ', '.join(sorted(set(df.get('task', []))))}", ""]
     if df.empty:
@@ -410,11 +411,11 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
         return empty
     df = add_labels(df)
     ref = resolve_reference(df, reference)
-    lines += _method_lines(df, cfg, metric, ref, alpha, filter_notes)
+    lines += _method_lines(df, config, metric, ref, alpha, filter_notes)
     lines += ["## Clean performance", "", _md(clean_table(df)), ""]
     deltas = fold_deltas(df, metric)
     deltas.to_csv(out / "deltas.csv", index=False)
-    degradation, tests, main_table = _degradation_sections(df, deltas, cfg, ref, alpha)
+    degradation, tests, main_table = _degradation_sections(df, deltas, config, ref, alpha)
     main_table.attrs.update(report=str(out / "sweep.md"))
     lines += degradation + _not_applicable_lines(df)
     pd.DataFrame(tests).to_csv(out / "wilcoxon.csv", index=False)
@@ -440,21 +441,14 @@ def _current_rows(out: Path, experiment: str | None, task: str | None, config_ha
     return df
 
 
-def _sweep_settings(out: Path) -> dict:
-    """The sweep's resolved config (``sweep.yaml``), or {} when the folder has none."""
-    if not (out / "sweep.yaml").is_file():
-        return {}
-    return yaml.safe_load((out / "sweep.yaml").read_text()) or {}
-
-
-def _method_lines(df: pd.DataFrame, cfg: dict, metric: str, ref: str | None, alpha: float,
+def _method_lines(df: pd.DataFrame, cfg, metric: str, ref: str | None, alpha: float,
                   filter_notes: Sequence[str]) -> list[str]:
     """What was run: the cv run, folds, seed and metric, the noise filters, and how Δ and the marks are read."""
     n_folds = int(df["fold"].nunique())
     fold_unit = ", ".join(sorted(set(df["fold_unit"].astype(str)))) if "fold_unit" in df else "?"
-    lines = [f"cv run: `{cfg.get('cv_out_dir', '?')}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation seed "
-             f"{cfg.get('seed', '?')}; metric: {metric.replace('_', ' ')}. Models evaluated on their own fold's test "
-             "windows under every condition, no retraining (paper 003 §3, App. D).", ""]
+    lines = [f"cv run: `{cfg.cv_out_dir if cfg else '?'}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation "
+             f"seed {cfg.seed if cfg else '?'}; metric: {metric.replace('_', ' ')}. Models evaluated on their own "
+             "fold's test windows under every condition, no retraining (paper 003 §3, App. D).", ""]
     lines += _filter_lines(df, filter_notes)
     # the smallest two-sided p a Wilcoxon signed-rank test can reach with n folds is 2 / 2^n
     min_p = 2.0 / 2 ** n_folds if n_folds else 1.0
@@ -488,13 +482,13 @@ def _filter_lines(df: pd.DataFrame, filter_notes: Sequence[str]) -> list[str]:
             + (" " + " ".join(filter_notes) if filter_notes else ""), ""]
 
 
-def _degradation_sections(df: pd.DataFrame, deltas: pd.DataFrame, cfg: dict, ref: str | None,
+def _degradation_sections(df: pd.DataFrame, deltas: pd.DataFrame, cfg, ref: str | None,
                           alpha: float) -> tuple[list[str], list[dict], pd.DataFrame]:
     """The degradation tables (conditions every model takes; channels removed) in the config's condition order.
 
     Returns the lines, the Wilcoxon tests of both tables and the main table (``attrs["marks"]`` its marks)."""
     conds = [c for c in dict.fromkeys(df["condition"]) if c != "clean"]
-    order = {c: i for i, c in enumerate(cfg.get("conditions") or conds)}
+    order = {c: i for i, c in enumerate((cfg.conditions if cfg else None) or conds)}
     conds.sort(key=lambda c: order.get(c, len(order)))
     shared = [c for c in conds if not parse_condition(c).needs_variable_channels]
     removed = [c for c in conds if parse_condition(c).needs_variable_channels]

@@ -60,7 +60,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from eegfm_bench.callbacks.sweep import TestSweep
-from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, parse_config, typed
+from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, parse_config, read_saved, typed
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.perturb.conditions import Condition, PerturbContext
 from eegfm_bench.perturb.dataset import PerturbedWindows
@@ -215,12 +215,12 @@ def plan_sweep(cfg: SweepConfig) -> SweepPlan:
 def _check_resume(out: Path, cfg: SweepConfig) -> None:
     path = out / "sweep.yaml"
     if path.is_file():
-        old = yaml.safe_load(path.read_text()) or {}
-        for key, value in (("seed", cfg.seed), ("cv_out_dir", cfg.cv_out_dir)):
-            if str(old.get(key)) != str(value):
+        old = read_saved(sweep_parser(), path, SweepConfig)
+        for key, theirs, value in (("seed", old.seed, cfg.seed), ("cv_out_dir", old.cv_out_dir, cfg.cv_out_dir)):
+            if str(theirs) != str(value):
                 raise ConfigError(
-                    f"{out} holds a sweep with {key}={old.get(key)!r}, this config has {value!r}; resuming would mix "
-                    f"the two. fix: use a new out_dir, or set {key}: {old.get(key)!r}")
+                    f"{out} holds a sweep with {key}={theirs!r}, this config has {value!r}; resuming would mix "
+                    f"the two. fix: use a new out_dir, or set {key}: {theirs!r}")
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -319,7 +319,8 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
         _write_json(out / "cells.json", sorted(sweep.hashes))  # this config's hashes: what reports may read
         table = write_report(out, reference=cfg.reference, alpha=cfg.alpha,
                              chance=1.0 / len(groups[0]["ws"].class_names), filter_notes=notes,
-                             experiment=run.experiment, task=run.task, config_hashes=sweep.hashes)
+                             experiment=run.experiment, task=run.task, config_hashes=sweep.hashes,
+                             config=cfg)
         refresh(report_root(out, run.dir), quiet=not progress)
     if failures and raise_on_failure:
         raise FailedCellsError(f"{len(failures)} condition(s) failed (first: {failures[0]['model']} fold "
