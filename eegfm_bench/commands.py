@@ -28,7 +28,6 @@ from eegfm_bench.models.catalogue import catalogue_table
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.models.user import UserModelConfig, _normalise, check_user_model
 from eegfm_bench.reports.cv import to_markdown
-from eegfm_bench.reports.page import refresh, write_page
 from eegfm_bench.reports.robustness import write_robustness_report
 from eegfm_bench.reports.status import status_markdown
 from eegfm_bench.reports.sweep import table_markdown
@@ -46,6 +45,7 @@ from eegfm_bench.runs.plan import plan_cv, plan_markdown
 from eegfm_bench.runs.plan_paper import plan_paper, plan_paper_markdown
 from eegfm_bench.runs.probe import run_probes
 from eegfm_bench.runs.progress import cv_status
+from eegfm_bench.runs.report import refresh, write_page
 from eegfm_bench.runs.sweep import sweep_main, sweep_parser
 
 

@@ -484,7 +484,7 @@ def read_saved(parser, path: str | os.PathLike, schema: type) -> Any:
     try:
         return typed(schema, parse_config(parser, path))
     except ConfigError as err:
-        msg = re.sub(r"\s+", " ", str(err))
+        msg = re.sub(r"\s+", " ", str(err)).removeprefix(f"{path}: ")
         raise ConfigError(f"{path} does not read as a {schema.__name__} of this version of eegfm-bench ({msg}); fix: "
                           f"edit it to this version's keys (`{parser.prog} --keys` lists them), or rerun "
                           f"`{parser.prog}` with a config of this version to write it again") from None

@@ -90,13 +90,13 @@ def fold_deltas(df: pd.DataFrame, metric: str = "balanced_accuracy") -> pd.DataF
         ``label``, ``fold``, ``condition``, ``value``, ``clean``, ``delta_pp`` = 100 · (value − clean value
         of the same model and fold), for every non-clean condition with a finite value.
     """
-    d = df[(df["metric"] == metric)].copy()
-    d["value"] = d["value"].astype(float)
-    d = d[np.isfinite(d["value"])]
-    if d.empty:
+    frame = df[(df["metric"] == metric)].copy()
+    frame["value"] = frame["value"].astype(float)
+    frame = frame[np.isfinite(frame["value"])]
+    if frame.empty:
         return pd.DataFrame(columns=["label", "fold", "condition", "value", "clean", "delta_pp"])
-    out = paired_deltas(d[["label", "fold", "condition", "value"]], by=("label", "fold"))
-    base = d[d["condition"] == "clean"].set_index(["label", "fold"])["value"]
+    out = paired_deltas(frame[["label", "fold", "condition", "value"]], by=("label", "fold"))
+    base = frame[frame["condition"] == "clean"].set_index(["label", "fold"])["value"]
     out["clean"] = base.reindex(pd.MultiIndex.from_frame(out[["label", "fold"]])).to_numpy()
     return out[["label", "fold", "condition", "value", "clean", "delta_pp"]].reset_index(drop=True)
 
@@ -190,10 +190,10 @@ def table_markdown(means: pd.DataFrame, marks: pd.DataFrame) -> str:
 
 def clean_table(df: pd.DataFrame, metrics: Sequence[str] = ("balanced_accuracy", "auroc", "cohen_kappa")) -> pd.DataFrame:
     """Clean performance per label: mean ± std over folds of each metric and the number of folds."""
-    d = df[(df["condition"] == "clean") & df["metric"].isin(metrics)].copy()
-    d["value"] = d["value"].astype(float)
+    frame = df[(df["condition"] == "clean") & df["metric"].isin(metrics)].copy()
+    frame["value"] = frame["value"].astype(float)
     rows = []
-    for lab, g in d.groupby("label"):
+    for lab, g in frame.groupby("label"):
         row = {"model": lab}
         for m in metrics:
             v = g.loc[g["metric"] == m, "value"].to_numpy()
@@ -235,10 +235,10 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt  # reason: as above
 
-    d = df[df["metric"] == metric].copy()
-    d["value"] = d["value"].astype(float)
-    parsed = {c: parse_condition(c) for c in d["condition"].unique()}
-    labels = sorted(d["label"].unique())
+    frame = df[df["metric"] == metric].copy()
+    frame["value"] = frame["value"].astype(float)
+    parsed = {c: parse_condition(c) for c in frame["condition"].unique()}
+    labels = sorted(frame["label"].unique())
     colors = {lab: plt.cm.tab10(i % 10) for i, lab in enumerate(labels)}
     fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), sharey=True)
     panels = [("white", "White noise"), ("pink", "Pink noise"), ("zero", "Random dropout, zero-padded"),
@@ -246,7 +246,7 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
     for ax, (kind, name) in zip(axes, panels):
         drawn = 0
         for lab in labels:
-            g = d[d["label"] == lab]
+            g = frame[frame["label"] == lab]
             clean = g[g["condition"] == "clean"]["value"]
             pts = [(None, clean)]
             for c, cond in parsed.items():
