@@ -275,9 +275,9 @@ def confound_commands(d: Path, cfg) -> list[str]:
     if not table.is_file():
         return []
     cc = cfg.confound if cfg is not None and not isinstance(cfg.confound, bool) else None
-    own_offset = float(cc.offset_s) if cc else 1.0
-    own_band = tuple(float(x) for x in cc.band) if cc else (4.0, 40.0)
-    own = set(cc.variations or []) if cc and cc.enabled else set()
+    own_offset = float(cc.offset_s) if cc is not None else 1.0
+    own_band = tuple(float(x) for x in cc.band) if cc is not None else (4.0, 40.0)
+    own = set(cc.variations or []) if cc is not None and cc.enabled else set()
     groups: dict[tuple, list[str]] = {}
     for cond in sorted(set(pd.read_csv(table)["condition"].astype(str))):
         names, offset, band = [], own_offset, own_band

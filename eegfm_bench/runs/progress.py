@@ -66,6 +66,8 @@ class CellProgress:
         ------
         NotAResultFolderError
             ``out`` lacks one of those files (not a cv output folder, or the run never started).
+        ConfigError
+            Its ``config.yaml`` does not read as a cv config of this version (one line naming the fix).
         """
         out = Path(out)
         if (out / "gates.json").is_file():  # its cells.json lists the controls' units, not cv cells
@@ -146,6 +148,8 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
     ------
     NotAResultFolderError
         If ``out_dir`` holds no ``cells.json`` / ``splits.json`` / ``config.yaml``.
+    ConfigError
+        Its ``config.yaml`` does not read as a cv config of this version (one line naming the fix).
     """
     progress = CellProgress.of_out_dir(out_dir)
     rows = progress.states()
