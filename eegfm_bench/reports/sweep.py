@@ -446,9 +446,10 @@ def _method_lines(df: pd.DataFrame, cfg, metric: str, ref: str | None, alpha: fl
     """What was run: the cv run, folds, seed and metric, the noise filters, and how Δ and the marks are read."""
     n_folds = int(df["fold"].nunique())
     fold_unit = ", ".join(sorted(set(df["fold_unit"].astype(str)))) if "fold_unit" in df else "?"
-    lines = [f"cv run: `{cfg.cv_out_dir if cfg else '?'}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation "
-             f"seed {cfg.seed if cfg else '?'}; metric: {metric.replace('_', ' ')}. Models evaluated on their own "
-             "fold's test windows under every condition, no retraining (paper 003 §3, App. D).", ""]
+    cv_run, seed = (cfg.cv_out_dir, cfg.seed) if cfg is not None else ("?", "?")
+    lines = [f"cv run: `{cv_run}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation seed {seed}; metric: "
+             f"{metric.replace('_', ' ')}. Models evaluated on their own fold's test windows under every condition, "
+             "no retraining (paper 003 §3, App. D).", ""]
     lines += _filter_lines(df, filter_notes)
     # the smallest two-sided p a Wilcoxon signed-rank test can reach with n folds is 2 / 2^n
     min_p = 2.0 / 2 ** n_folds if n_folds else 1.0
@@ -488,7 +489,7 @@ def _degradation_sections(df: pd.DataFrame, deltas: pd.DataFrame, cfg, ref: str 
 
     Returns the lines, the Wilcoxon tests of both tables and the main table (``attrs["marks"]`` its marks)."""
     conds = [c for c in dict.fromkeys(df["condition"]) if c != "clean"]
-    order = {c: i for i, c in enumerate((cfg.conditions if cfg else None) or conds)}
+    order = {c: i for i, c in enumerate((cfg.conditions if cfg is not None else None) or conds)}
     conds.sort(key=lambda c: order.get(c, len(order)))
     shared = [c for c in conds if not parse_condition(c).needs_variable_channels]
     removed = [c for c in conds if parse_condition(c).needs_variable_channels]
