@@ -28,7 +28,7 @@ _API = {
     "CellProgress": "eegfm_bench.runs.progress", "run_confound": "eegfm_bench.runs.confound",
     "sweep_main": "eegfm_bench.runs.sweep", "run_probes": "eegfm_bench.runs.probe",
     "run_attribution": "eegfm_bench.runs.attribute", "controls_main": "eegfm_bench.runs.controls",
-    "audit_main": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan", "write_page": "eegfm_bench.reports.page",
+    "audit_main": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan", "write_page": "eegfm_bench.runs.report",
     # data
     "get_task": "eegfm_bench.data.tasks", "preset_names": "eegfm_bench.data.tasks",
     "load_windows": "eegfm_bench.data.windows", "WindowSet": "eegfm_bench.data.windows",

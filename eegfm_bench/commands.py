@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 from lightning.pytorch.cli import LightningCLI
 
-from eegfm_bench.config import ConfigError, parse_config
+from eegfm_bench.config import ConfigError, parse_config, typed
 from eegfm_bench.data.cache import cache_main
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.sources import resolve_data_root
@@ -26,15 +26,14 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interpret.lrp import adapter_lrp_problem
 from eegfm_bench.models.catalogue import catalogue_table
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.models.user import check_user_model
+from eegfm_bench.models.user import UserModelConfig, _normalise, check_user_model
 from eegfm_bench.reports.cv import to_markdown
-from eegfm_bench.reports.page import refresh, write_page
 from eegfm_bench.reports.robustness import write_robustness_report
 from eegfm_bench.reports.status import status_markdown
 from eegfm_bench.reports.sweep import table_markdown
 from eegfm_bench.results import ResultStore
 from eegfm_bench.runs.attribute import run_attribution
-from eegfm_bench.runs.audit import audit_main, audit_parser
+from eegfm_bench.runs.audit import audit_main, audit_parser, load_audit_config
 from eegfm_bench.runs.cells import check_config, cv_parser, load_config
 from eegfm_bench.runs.confound import VERDICT_LEGEND, confound_main
 from eegfm_bench.runs.controls import controls_main, controls_parser
@@ -46,6 +45,7 @@ from eegfm_bench.runs.plan import plan_cv, plan_markdown
 from eegfm_bench.runs.plan_paper import plan_paper, plan_paper_markdown
 from eegfm_bench.runs.probe import run_probes
 from eegfm_bench.runs.progress import cv_status
+from eegfm_bench.runs.report import refresh, write_page
 from eegfm_bench.runs.sweep import sweep_main, sweep_parser
 
 
@@ -80,13 +80,12 @@ def _print_user_models(configs: list[str], extra: list[str]) -> None:
         attr = "G×I, AttnLRP" if info["attnlrp"] == "ok" else "G×I (no AttnLRP, see below)"
         if info["attnlrp"] != "ok":
             notes.append(f"- {name}: AttnLRP cannot run: {info['attnlrp']}")
-        ch = spec.get("channels") or {}
-        pre = spec.get("pretrained") or {}
-        print(f"| {name} | {spec['class_path']} | {spec.get('tokens', 'output')} | {spec.get('blocks') or '—'} | "
-              f"{ch.get('kind', 'any')}{' (variable)' if ch.get('variable') else ''} | {spec.get('sfreq', 128.0):g} | "
-              f"{spec.get('window_s', 4.0):g} | {spec.get('unit', 'µV')} | {info['n_tokens']} × {info['d_model']} | "
-              f"{info['n_blocks']} | {info['n_params']:,} | {', '.join(spec.get('lora_targets') or []) or '—'} | "
-              f"{pre.get('path', 'no (init=random)')} | {attr} |")
+        um = typed(UserModelConfig, _normalise(dict(spec), name))
+        print(f"| {name} | {um.class_path} | {um.tokens} | {um.blocks or '—'} | "
+              f"{um.channels.kind}{' (variable)' if um.channels.variable else ''} | {um.sfreq:g} | "
+              f"{um.window_s:g} | {um.unit} | {info['n_tokens']} × {info['d_model']} | "
+              f"{info['n_blocks']} | {info['n_params']:,} | {', '.join(um.lora_targets) or '—'} | "
+              f"{um.pretrained.path if um.pretrained else 'no (init=random)'} | {attr} |")
     if notes:
         print("\n" + "\n".join(notes))
     if not cfg.user_models:
@@ -311,9 +310,9 @@ def _run_controls(a, source, overrides, *, progress: bool) -> None:
 
 
 def _run_audit(a, source, overrides, *, progress: bool) -> None:
-    cfg = parse_config(audit_parser(), source, overrides)
+    cmd, _ = load_audit_config(source, overrides)
     rep = audit_main(source, overrides)
     print(rep.to_markdown())
-    stem = Path(cfg["out_dir"]) / f"audit_{rep.config_hash[:16]}"
+    stem = Path(cmd.out_dir) / f"audit_{rep.config_hash[:16]}"
     print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")
-    refresh([cfg["out_dir"]])
+    refresh([cmd.out_dir])

@@ -469,3 +469,22 @@ def _typed_value(tp: Any, v: Any) -> Any:
     if origin is dict and len(args) == 2 and is_dataclass(args[1]) and isinstance(v, dict):
         return {k: _typed_value(args[1], x) for k, x in v.items()}  # e.g. a paper's datasets by name
     return v
+
+
+def read_saved(parser, path: str | os.PathLike, schema: type) -> Any:
+    """A config a command saved beside its results (``config.yaml``, ``sweep.yaml``, ...), read back through that
+    command's ``parser`` (:func:`command_parser`) and typed as ``schema``: defaults filled, none of the command's
+    checks on data or models.
+
+    Raises
+    ------
+    ConfigError
+        One line: the file, what does not read (e.g. a key an older version wrote) and the fix.
+    """
+    try:
+        return typed(schema, parse_config(parser, path))
+    except ConfigError as err:
+        msg = re.sub(r"\s+", " ", str(err)).removeprefix(f"{path}: ")
+        raise ConfigError(f"{path} does not read as a {schema.__name__} of this version of eegfm-bench ({msg}); fix: "
+                          f"edit it to this version's keys (`{parser.prog} --keys` lists them), or rerun "
+                          f"`{parser.prog}` with a config of this version to write it again") from None

@@ -128,19 +128,19 @@ class IdentityResult:
     n_groups: tuple = ()
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        for k, v in d.items():
+        out = asdict(self)
+        for k, v in out.items():
             if isinstance(v, np.ndarray):
-                d[k] = v.tolist()
+                out[k] = v.tolist()
         nl = np.asarray(self.null_aurocs, dtype=float)
-        d["null_mean"] = float(np.mean(nl)) if nl.size else None
-        d["null_sd"] = float(np.std(nl, ddof=1)) if nl.size > 1 else None
-        d["null_q05"], d["null_q95"] = (float(np.quantile(nl, 0.05)), float(np.quantile(nl, 0.95))) if nl.size \
+        out["null_mean"] = float(np.mean(nl)) if nl.size else None
+        out["null_sd"] = float(np.std(nl, ddof=1)) if nl.size > 1 else None
+        out["null_q05"], out["null_q95"] = (float(np.quantile(nl, 0.05)), float(np.quantile(nl, 0.95))) if nl.size \
             else (None, None)
-        d["balanced_mean"] = float(np.mean(self.balanced_aurocs)) if self.balanced_aurocs.size else None
-        d["fold_unit"] = "recording folds grouped by subject" if self.group_by == "subject" else \
+        out["balanced_mean"] = float(np.mean(self.balanced_aurocs)) if self.balanced_aurocs.size else None
+        out["fold_unit"] = "recording folds grouped by subject" if self.group_by == "subject" else \
             "recording folds, NOT grouped by subject (one subject may sit on both sides of a fold)"
-        return d
+        return out
 
 
 def _cv_auroc(F, lab, folds, spec):

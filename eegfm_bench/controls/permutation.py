@@ -191,10 +191,10 @@ class PermutationResult:
 
     def to_dict(self) -> dict:
         """JSON-ready summary (the null as a list)."""
-        d = asdict(self)
-        d["null"] = self.null.tolist()
-        d.update(null_mean=self.null_mean, null_sd=self.null_sd)
-        return d
+        out = asdict(self)
+        out["null"] = self.null.tolist()
+        out.update(null_mean=self.null_mean, null_sd=self.null_sd)
+        return out
 
 
 def _score(y_idx, proba, units, metric, n_classes):

@@ -61,8 +61,8 @@ def output_channels(condition: Condition, ch_names: Sequence[str], ctx: PerturbC
     """
     if not condition.needs_variable_channels:
         return list(ch_names)
-    d = condition.details(ch_names, ctx)
-    dropped = set(d.get("dropped", d.get("channels", [])))
+    details = condition.details(ch_names, ctx)
+    dropped = set(details.get("dropped", details.get("channels", [])))
     return [c for c in ch_names if c not in dropped]
 
 

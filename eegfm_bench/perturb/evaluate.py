@@ -243,13 +243,13 @@ def _metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]:
 
 
 def _details(condition: Condition, ch_names: Sequence[str], ctx: PerturbContext) -> dict:
-    d = dict(condition.details(ch_names, ctx))
+    details = dict(condition.details(ch_names, ctx))
     n = len(ch_names)
     if condition.needs_variable_channels:
-        dropped = d.get("dropped", d.get("channels", []))
+        dropped = details.get("dropped", details.get("channels", []))
         n -= len(dropped)
-    d["n_chans"] = n
-    return d
+    details["n_chans"] = n
+    return details
 
 
 def condition_rows(result: ConditionResult, base: dict) -> list[dict]:

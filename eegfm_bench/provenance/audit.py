@@ -160,10 +160,10 @@ class AuditConfig(ConfigRecord):
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
-        d = dataclasses.asdict(self)
-        d["Cs"] = list(self.Cs)
-        d["intermediate_exponents"] = list(self.intermediate_exponents)
-        return _jsonable(d)
+        out = dataclasses.asdict(self)
+        out["Cs"] = list(self.Cs)
+        out["intermediate_exponents"] = list(self.intermediate_exponents)
+        return _jsonable(out)
 
 
 def _jsonable(obj):
@@ -244,8 +244,8 @@ class AuditReport:
 
     def to_dict(self) -> dict:
         """JSON-ready dict (``resumed`` and ``remedy`` excluded)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("resumed", "remedy")}
-        return _jsonable(d)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("resumed", "remedy")}
+        return _jsonable(out)
 
     def to_json(self, path) -> Path:
         """Write the report atomically to ``path`` (parent folders created); returns the path."""
@@ -266,10 +266,10 @@ class AuditReport:
         ValueError
             If the file's schema is not this module's.
         """
-        d = json.loads(Path(path).read_text())
-        if d.get("schema") != SCHEMA:
-            raise ValueError(f"{path} has schema {d.get('schema')!r}, expected {SCHEMA!r}; fix: rerun the audit")
-        return cls(**d)
+        saved = json.loads(Path(path).read_text())
+        if saved.get("schema") != SCHEMA:
+            raise ValueError(f"{path} has schema {saved.get('schema')!r}, expected {SCHEMA!r}; fix: rerun the audit")
+        return cls(**saved)
 
     def to_markdown(self) -> str:
         """Human-readable report: one section per axis, then the verdict (paper 000 App. B;

@@ -80,11 +80,11 @@ class LPIResult:
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
-        d = asdict(self)
-        d["classes"] = [str(c) for c in self.classes]
-        d["width_ratio"] = ((self.high - self.low) / (self.naive_high - self.naive_low)
-                            if self.naive_high > self.naive_low else float("nan"))
-        return d
+        out = asdict(self)
+        out["classes"] = [str(c) for c in self.classes]
+        out["width_ratio"] = ((self.high - self.low) / (self.naive_high - self.naive_low)
+                              if self.naive_high > self.naive_low else float("nan"))
+        return out
 
 
 def fit_provenance_probe(z_train: np.ndarray, p_train: np.ndarray, z_val: np.ndarray, p_val: np.ndarray,

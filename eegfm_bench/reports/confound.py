@@ -20,13 +20,15 @@ def current_rows(out_dir: Path) -> pd.DataFrame:
     return df[df["headline_hash"].astype(str).isin(cur)] if "headline_hash" in df else df.iloc[0:0]
 
 
-def confound_markdown(table: pd.DataFrame, head_cfg: dict) -> str:
-    cc = head_cfg["confound"]
-    lines = [f"# Confound check: {head_cfg['experiment']}", "",
+def confound_markdown(table: pd.DataFrame, head_cfg) -> str:
+    """``confound.md``: the variations' settings (from ``head_cfg``, the headline's typed
+    :class:`~eegfm_bench.runs.cells.CVConfig`) and one row per (cell, variation) of ``table``."""
+    cc = head_cfg.confound
+    lines = [f"# Confound check: {head_cfg.experiment}", "",
              "Every headline cell retrained and tested on other windows, same folds and seeds: "
-             f"`offset` starts the windows {cc['offset_s']:g} s after the cue "
-             f"({'same length' if cc['keep_length'] else 'same end, shorter'}); `band` narrows every model's "
-             f"band-pass to {cc['band'][0]:g}–{cc['band'][1]:g} Hz; `frontal` removes {', '.join(cc['frontal_channels'])}."
+             f"`offset` starts the windows {cc.offset_s:g} s after the cue "
+             f"({'same length' if cc.keep_length else 'same end, shorter'}); `band` narrows every model's "
+             f"band-pass to {cc.band[0]:g}–{cc.band[1]:g} Hz; `frontal` removes {', '.join(cc.frontal_channels)}."
              " Balanced accuracy, window level, mean ± SD over folds; Δ = variation − headline (paired on the windows "
              "both hold, mean over folds) with a 95 % subject-cluster bootstrap interval (subjects resampled within "
              "each test fold).", "",

@@ -132,11 +132,12 @@ def _paired_section(ctx, paired) -> list[str]:
          "| model | comparator | level | diff | 95 % CI | Wilcoxon p (folds) | sign-flip p | bootstrap mode |",
          "|---|---|---|---|---|---|---|---|"]
     for name, pr in paired.items():
-        for lv, d in pr["levels"].items():
-            bs = d["bootstrap"]
+        for lv, level_out in pr["levels"].items():
+            bs = level_out["bootstrap"]
+            wil, flip = level_out["wilcoxon"], level_out["sign_flip"]
             L.append(f"| {name} | {pr['comparator']} | {lv} | {bs['estimate']:+.4f} | [{bs['low']:+.4f}, "
-                     f"{bs['high']:+.4f}] | {_fmt(d['wilcoxon']['p_value'] if d['wilcoxon'] else None)} | "
-                     f"{_fmt(d['sign_flip']['p_value'] if d['sign_flip'] else None)} | {bs['mode']} |")
+                     f"{bs['high']:+.4f}] | {_fmt(wil['p_value'] if wil else None)} | "
+                     f"{_fmt(flip['p_value'] if flip else None)} | {bs['mode']} |")
     return L + ["", "Intervals resample subjects within the fixed test folds (conditional on the fitted predictions; "
                 "no refitting, no comparator-selection or seed variance, §4.6). With "
                 f"{len(ctx.fold_ids)} folds the smallest two-sided Wilcoxon p is {2.0 ** (1 - len(ctx.fold_ids)):.4g} "
@@ -147,9 +148,9 @@ def _permutation_section(ctx, perms) -> list[str]:
     """(d): each permuted representation's observed score against its null (Control 3)."""
     L = ["## (d) Label permutation (Control 3)", "", "| representation | observed | null mean ± SD | null max | p | N |",
          "|---|---|---|---|---|---|"]
-    for name, d in perms.items():
-        L.append(f"| {name} | {d['observed']:.4f} | {d['null_mean']:.4f} ± {d['null_sd']:.4f} | "
-                 f"{max(d['null']):.4f} | {d['p_value']:.4f} | {d['n_permutations']} |")
+    for name, perm in perms.items():
+        L.append(f"| {name} | {perm['observed']:.4f} | {perm['null_mean']:.4f} ± {perm['null_sd']:.4f} | "
+                 f"{max(perm['null']):.4f} | {perm['p_value']:.4f} | {perm['n_permutations']} |")
     return L + ["", f"Scheme {ctx.scheme}; the whole probe is refitted in every fixed fold; p = (1 + #null ≥ obs)/(N + 1).",
                 ""]
 

@@ -21,9 +21,9 @@ def summary_table(df: pd.DataFrame, metrics=SUMMARY_METRICS, condition: str = "c
     mean; a cell computed from fewer folds than the row has says so (``0.701 ± 0.020 (4 folds)``); ``folds`` is the
     number of folds of the row. No finite value at all gives ``n/a``.
     """
-    d = df[(df["condition"] == condition) & (df["metric"].isin(metrics))].copy()
-    d["value"] = d["value"].astype(float)
-    g = d.groupby(list(by) + ["metric"])["value"]
+    frame = df[(df["condition"] == condition) & (df["metric"].isin(metrics))].copy()
+    frame["value"] = frame["value"].astype(float)
+    g = frame.groupby(list(by) + ["metric"])["value"]
     agg = g.agg(["mean", "std", "count", "size"]).reset_index()
     folds = agg.groupby(list(by))["size"].max().reset_index().rename(columns={"size": "folds"})
     agg = agg.merge(folds, on=list(by))

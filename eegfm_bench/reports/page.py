@@ -31,13 +31,12 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jinja2
 import matplotlib.figure
 import numpy as np
 import pandas as pd
-import yaml
 
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.errors import NotAResultFolderError
@@ -158,9 +157,17 @@ def _rglob(root: Path, pattern: str, depth: int = 3) -> list[Path]:
     return out
 
 
+ConfigReaders = Mapping[str, Callable[[Path], Any]]
+"""How the page reads back the config a result folder saved, by the command that wrote it: ``cv``
+(``config.yaml``), ``sweep`` (``sweep.yaml``), ``interpret`` (``interpret.yaml`` of probes / attribution) and
+``controls`` (``config.yaml`` beside ``gates.json``); each takes the file's path and returns that command's typed
+config (:data:`eegfm_bench.runs.report.SAVED_CONFIGS`: the schemas live with the commands, above this floor)."""
+
+
 @dataclass
 class Sources:
-    """What was found under the report's folders."""
+    """What was found under the report's folders; ``configs`` holds the typed config each folder saved, by the
+    saved file's path (read by :func:`discover` with the given readers)."""
 
     cv: list[Path] = field(default_factory=list)
     sweeps: list[Path] = field(default_factory=list)
@@ -169,15 +176,23 @@ class Sources:
     attribution: list[Path] = field(default_factory=list)
     controls: list[Path] = field(default_factory=list)
     audits: list[Path] = field(default_factory=list)
+    configs: dict[Path, Any] = field(default_factory=dict)
+
+    def config(self, path: Path) -> Any:
+        """The typed config saved at ``path`` (None when the folder saved none)."""
+        return self.configs.get(Path(path))
 
 
-def discover(dirs: Sequence[str | os.PathLike]) -> Sources:
-    """Every result folder under ``dirs`` (a folder and three levels below it), each found once.
+def discover(dirs: Sequence[str | os.PathLike], configs: ConfigReaders | None = None) -> Sources:
+    """Every result folder under ``dirs`` (a folder and three levels below it), each found once; with ``configs``
+    the config each saved is read (typed) into :attr:`Sources.configs`.
 
     Raises
     ------
-    FileNotFoundError
+    NotAResultFolderError
         A folder that does not exist.
+    ConfigError
+        A saved config that does not read as its command's (from the reader: one line naming the fix).
     """
     s = Sources()
     seen: set = set()
@@ -211,6 +226,13 @@ def discover(dirs: Sequence[str | os.PathLike]) -> Sources:
             add(s.controls, p.parent)
         for p in _rglob(root, "audit_*.json"):
             add(s.audits, p)
+    if configs is not None:
+        for kind, folders, name in (("cv", s.cv, "config.yaml"), ("sweep", s.sweeps, "sweep.yaml"),
+                                    ("interpret", s.probes + s.attribution, "interpret.yaml"),
+                                    ("controls", s.controls, "config.yaml")):
+            for d in folders:
+                if (d / name).is_file():
+                    s.configs[d / name] = configs[kind](d / name)
     return s
 
 
@@ -220,7 +242,7 @@ def _hashes(folder: Path) -> set[str] | None:
     if not p.is_file():
         return None
     data = json.loads(p.read_text())
-    return {str(d["config_hash"]) if isinstance(d, dict) else str(d) for d in data}
+    return {str(c["config_hash"]) if isinstance(c, dict) else str(c) for c in data}
 
 
 def _rows(folder: Path, hashes: set[str] | None = None) -> pd.DataFrame:
@@ -229,10 +251,6 @@ def _rows(folder: Path, hashes: set[str] | None = None) -> pd.DataFrame:
     if hashes is not None and not df.empty:
         df = df[df["config_hash"].astype(str).isin(hashes)]
     return df
-
-
-def _yaml(path: Path) -> dict:
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
 # ------------------------------------------------------------------------------------------------ sections
@@ -245,20 +263,21 @@ def _inits(frames: Sequence[pd.DataFrame]) -> list[str]:
     return sorted(vals)
 
 
-def confound_commands(d: Path, cfg: dict) -> list[str]:
+def confound_commands(d: Path, cfg) -> list[str]:
     """The ``eegfm-bench confound`` commands that added the confound rows a cv run's own config does not run.
 
     Read from the conditions of ``d/confound.csv`` (``confound=offset1s``, ``confound=band4-40``, ...): the
-    variations beyond the config's ``confound.variations``, one command per offset and band they used, with
-    ``--offset-s`` / ``--band`` where those differ from the config's. Empty when there are none.
+    variations beyond the config's ``confound.variations`` (``cfg``: the run's typed
+    :class:`~eegfm_bench.runs.cells.CVConfig`, None when it saved none), one command per offset and band they used,
+    with ``--offset-s`` / ``--band`` where those differ from the config's. Empty when there are none.
     """
     table = d / "confound.csv"
     if not table.is_file():
         return []
-    cc = cfg.get("confound") or {}
-    own_offset = float(cc.get("offset_s", 1.0))
-    own_band = tuple(float(x) for x in (cc.get("band") or (4.0, 40.0)))
-    own = set(cc.get("variations") or []) if cc.get("enabled") else set()
+    cc = cfg.confound if cfg is not None and not isinstance(cfg.confound, bool) else None
+    own_offset = float(cc.offset_s) if cc is not None else 1.0
+    own_band = tuple(float(x) for x in cc.band) if cc is not None else (4.0, 40.0)
+    own = set(cc.variations or []) if cc is not None and cc.enabled else set()
     groups: dict[tuple, list[str]] = {}
     for cond in sorted(set(pd.read_csv(table)["condition"].astype(str))):
         names, offset, band = [], own_offset, own_band
@@ -277,7 +296,7 @@ def confound_commands(d: Path, cfg: dict) -> list[str]:
     order = {"offset": 0, "band": 1, "offset+band": 2}
     cmds = []
     for (offset, band), names in groups.items():
-        cmd = (f"eegfm-bench confound --cv {cfg.get('out_dir') or d} --variations "
+        cmd = (f"eegfm-bench confound --cv {_out_dir(cfg, d)} --variations "
                + " ".join(sorted(set(names), key=lambda v: (order.get(v, 3), v))))
         if offset != own_offset:
             cmd += f" --offset-s {offset:g}"
@@ -292,27 +311,31 @@ def reproduce_commands(src: Sources) -> list[str]:
     paths as the config gives them: run from the working directory the commands ran in)."""
     cmds = []
     for d in src.cv:
-        cfg = _yaml(d / "config.yaml")
-        cmds.append(f"eegfm-bench cv --config {Path(cfg.get('out_dir') or d) / 'config.yaml'}")
+        cfg = src.config(d / "config.yaml")
+        cmds.append(f"eegfm-bench cv --config {Path(_out_dir(cfg, d)) / 'config.yaml'}")
         cmds += confound_commands(d, cfg)
     for d in src.sweeps:
-        cfg = _yaml(d / "sweep.yaml")
-        cmds.append(f"eegfm-bench sweep --config {Path(cfg.get('out_dir') or d) / 'sweep.yaml'}")
+        cmds.append(f"eegfm-bench sweep --config {Path(_out_dir(src.config(d / 'sweep.yaml'), d)) / 'sweep.yaml'}")
     for kind, lst in (("probe", src.probes), ("attribute", src.attribution)):
         for d in lst:
-            cfg = _yaml(d / "interpret.yaml")
-            if cfg:
-                cmds.append(f"eegfm-bench {kind} --config {Path(cfg.get('out_dir') or d.parent) / d.name / 'interpret.yaml'}")
+            cfg = src.config(d / "interpret.yaml")
+            if cfg is not None:
+                cmds.append(f"eegfm-bench {kind} --config {Path(_out_dir(cfg, d.parent)) / d.name / 'interpret.yaml'}")
     for d in src.controls:
-        cfg = _yaml(d / "config.yaml")
-        if cfg:
-            cmds.append(f"eegfm-bench controls --config {Path(cfg.get('out_dir') or d) / 'config.yaml'}")
+        cfg = src.config(d / "config.yaml")
+        if cfg is not None:
+            cmds.append(f"eegfm-bench controls --config {Path(_out_dir(cfg, d)) / 'config.yaml'}")
     for p in src.audits:
         if (p.parent.parent / f"{p.parent.name}.yaml").is_file():
             cmds.append(f"eegfm-bench audit --config {p.parent.parent / (p.parent.name + '.yaml')}")
     if src.cv:
-        cmds.append("eegfm-bench report " + " ".join(str(_yaml(d / "config.yaml").get("out_dir") or d) for d in src.cv))
+        cmds.append("eegfm-bench report " + " ".join(str(_out_dir(src.config(d / "config.yaml"), d)) for d in src.cv))
     return cmds
+
+
+def _out_dir(cfg, folder: Path):
+    """The ``out_dir`` a saved config names (as the command was given it), else the folder it was found in."""
+    return (cfg.out_dir if cfg is not None else None) or folder
 
 
 def run_section(src: Sources, frames: Sequence[pd.DataFrame], page_dir: Path | None = None) -> Section:
@@ -329,19 +352,21 @@ def run_section(src: Sources, frames: Sequence[pd.DataFrame], page_dir: Path | N
                         "Rows marked random are not the published checkpoints."))
     rows = []
     for d in src.cv:
-        cfg = _yaml(d / "config.yaml")
-        task = cfg.get("task")
-        sp = cfg.get("split") or {}
-        rows.append([_text(d.name), _text("cv"), _text(task if isinstance(task, str) else json.dumps(task)),
-                     _text(f"{sp.get('scheme', '?')} k={sp.get('k', '?')}, grouped by {sp.get('group_by', 'subject')}, "
-                           f"seed {sp.get('seed', '?')}"),
-                     _text(", ".join(f"{r['model']}/{r.get('regime', 'full')}/{'+'.join(r.get('heads', []))}"
-                                     for r in cfg.get("runs", []))),
+        cfg = src.config(d / "config.yaml")
+        if cfg is None:
+            rows.append([_text(d.name), _text("cv"), _text("?"), _text("?"), _text(""), _text(rel(d))])
+            continue
+        sp = cfg.split
+        rows.append([_text(d.name), _text("cv"), _text(cfg.task if isinstance(cfg.task, str) else json.dumps(cfg.task)),
+                     _text(f"{sp.scheme} k={sp.k}, grouped by {sp.group_by}, seed {sp.seed}"),
+                     _text(", ".join(f"{r.model}/{r.regime}/{'+'.join(r.heads)}" for r in cfg.runs)),
                      _text(rel(d))])
     for d in src.sweeps:
-        cfg = _yaml(d / "sweep.yaml")
-        rows.append([_text(d.name), _text("sweep"), _text(""), _text(f"cv run {cfg.get('cv_out_dir', '?')}"),
-                     _text(f"{len(cfg.get('conditions') or [])} conditions, perturbation seed {cfg.get('seed', '?')}"),
+        cfg = src.config(d / "sweep.yaml")
+        rows.append([_text(d.name), _text("sweep"), _text(""),
+                     _text(f"cv run {cfg.cv_out_dir if cfg is not None else '?'}"),
+                     _text(f"{len(cfg.conditions or []) if cfg is not None else 0} conditions, perturbation seed "
+                           f"{cfg.seed if cfg is not None else '?'}"),
                      _text(rel(d))])
     for kind, lst in (("probes", src.probes), ("attention", src.attention), ("attribution", src.attribution),
                       ("controls", src.controls)):
@@ -361,7 +386,8 @@ def run_section(src: Sources, frames: Sequence[pd.DataFrame], page_dir: Path | N
     for d in src.cv:
         ing = d / "ingest_report.json"
         if ing.is_file():
-            cap = ((_yaml(d / "config.yaml").get("data") or {}).get("max_windows_per_subject"))
+            cfg = src.config(d / "config.yaml")
+            cap = cfg.data.max_windows_per_subject if cfg is not None else None
             sec.notes.append(f"Data ({d.name}): {_ingest_line(json.loads(ing.read_text()))}"
                              + (f" The cv then keeps at most {cap} windows per subject and class "
                                 "(data.max_windows_per_subject); the rows' n_windows are what was tested."
@@ -379,10 +405,10 @@ def _ingest_line(rep: dict) -> str:
     """One sentence from ``ingest_report.json`` (one entry per window set): recordings, subjects and windows kept,
     rejected windows, findings (e.g. an interpolated flat channel, a dropped subject) and reader warnings."""
     parts = []
-    for entry in rep.values():
-        t = entry.get("totals") or {}
+    for window_set in rep.values():
+        t = window_set.get("totals") or {}
         rej = t.get("windows_rejected") or {}
-        parts.append(f"{entry.get('task', '?')} for {', '.join(entry.get('models') or [])}: "
+        parts.append(f"{window_set.get('task', '?')} for {', '.join(window_set.get('models') or [])}: "
                      f"{t.get('recordings_kept', '?')} of {t.get('recordings', '?')} recordings and "
                      f"{t.get('subjects_kept', '?')} of {t.get('subjects', '?')} subjects kept, "
                      f"{t.get('windows_kept', '?')} windows, rejected windows: "
@@ -398,16 +424,16 @@ def _ingest_line(rep: dict) -> str:
 
 def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_accuracy",
                         chance: float | None = None) -> Path:
-    d = df[(df["metric"] == metric) & (df["condition"] == "clean")].copy()
-    d["value"] = d["value"].astype(float)
-    d["label"] = d["model"].astype(str) + "\n" + d["regime"].astype(str) + " / " + d["head"].astype(str)
-    labels = list(dict.fromkeys(d.sort_values(["model", "regime", "head"])["label"]))
+    pts = df[(df["metric"] == metric) & (df["condition"] == "clean")].copy()
+    pts["value"] = pts["value"].astype(float)
+    pts["label"] = pts["model"].astype(str) + "\n" + pts["regime"].astype(str) + " / " + pts["head"].astype(str)
+    labels = list(dict.fromkeys(pts.sort_values(["model", "regime", "head"])["label"]))
     # no pyplot: the user's backend is left alone
     fig = matplotlib.figure.Figure(figsize=(max(4.0, 1.3 * len(labels) + 1.5), 3.4))
     ax = fig.subplots()
     rng = np.random.default_rng(0)
     for i, lab in enumerate(labels):
-        v = d.loc[d["label"] == lab, "value"].to_numpy()
+        v = pts.loc[pts["label"] == lab, "value"].to_numpy()
         ax.scatter(i + rng.uniform(-0.08, 0.08, v.size), v, s=22, alpha=0.8, color="C0", zorder=3)
         ax.errorbar(i + 0.22, v.mean(), yerr=v.std(ddof=1) if v.size > 1 else 0, fmt="s", color="k", ms=5, capsize=3)
     if chance is not None:
@@ -429,10 +455,13 @@ def _span(values) -> str:
     return str(v.iloc[0]) if v.min() == v.max() else f"{v.min()}-{v.max()}"
 
 
-def _class_names(cv_dir: Path) -> list[str]:
-    """The task's class names (label order) of a cv run, from its config; [] when the task cannot be resolved."""
+def _class_names(cfg) -> list[str]:
+    """The task's class names (label order) of a cv run, from its typed config; [] when it saved none or the task
+    cannot be resolved."""
+    if cfg is None:
+        return []
     try:
-        return list(get_task(_yaml(cv_dir / "config.yaml").get("task")).class_names)
+        return list(get_task(cfg.task).class_names)
     except Exception:  # noqa: BLE001  (a page must render even for a task file no longer at its path)
         return []
 
@@ -487,22 +516,23 @@ def _recall_table(cv_dir: Path, df: pd.DataFrame, names: list[str]) -> tuple[Tab
                   + ["folds"], rows, "recall"), flags)
 
 
-def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
-    """Clean performance and the pooling-head comparison of one cv run (current config hashes only)."""
+def clean_sections(cv_dir: Path, assets: Path, cfg=None) -> list[Section]:
+    """Clean performance and the pooling-head comparison of one cv run (current config hashes only); ``cfg`` is
+    the run's typed config (its task gives the class names and the chance level)."""
     df = _rows(cv_dir)
     if df.empty:
         return []
     df = df[df["condition"] == "clean"]
     by = ["model", "init", "regime", "head"]
     n_folds = int(df["fold"].nunique())
-    d = df[df["metric"].isin(SUMMARY_METRICS)].copy()
-    d["value"] = d["value"].astype(float)
-    agg = d.groupby(by + ["metric"])["value"].agg(["mean", "std", "count"]).reset_index()
+    summary = df[df["metric"].isin(SUMMARY_METRICS)].copy()
+    summary["value"] = summary["value"].astype(float)
+    agg = summary.groupby(by + ["metric"])["value"].agg(["mean", "std", "count"]).reset_index()
     rows = []
     metrics = [m for m in SUMMARY_METRICS if m in set(agg["metric"])]
-    names = _class_names(cv_dir)
+    names = _class_names(cfg)
     chance = 1.0 / len(names) if names else None
-    per_fold = d[d["metric"] == "balanced_accuracy"]
+    per_fold = summary[summary["metric"] == "balanced_accuracy"]
     for key, g in agg.groupby(by, sort=True):
         vals = {r.metric: r for r in g.itertuples()}
         f = per_fold[(per_fold[by] == pd.Series(dict(zip(by, key)))).all(axis=1)]
@@ -522,7 +552,7 @@ def clean_sections(cv_dir: Path, assets: Path) -> list[Section]:
     if recall is not None:
         sec.tables.append(recall)
     sec.notes += flags
-    inits = ", ".join(sorted(set(d["init"].astype(str))))
+    inits = ", ".join(sorted(set(summary["init"].astype(str))))
     png = _fold_points_figure(df, assets / f"{cv_dir.name}_folds.png", chance=chance)
     sec.figures.append(_figure(png, f"Balanced accuracy of every test fold (dots; {n_folds} folds) with mean ± SD "
                                     f"(squares), per model / regime / head, and the chance level (dashed); init "
@@ -588,20 +618,20 @@ def _perturbation_type(condition: str) -> str:
     return name
 
 
-def robustness_sections(sweep_dir: Path) -> list[Section]:
-    """Robustness per perturbation type: Δ pp from clean with ∗/∇ marks, and the degradation curves."""
+def robustness_sections(sweep_dir: Path, cfg=None) -> list[Section]:
+    """Robustness per perturbation type: Δ pp from clean with ∗/∇ marks, and the degradation curves; ``cfg`` is
+    the sweep's typed config (reference model, condition order, α; None: no marks, the rows' order, α = 0.05)."""
     df = _rows(sweep_dir)
     if df.empty:
         return []
-    cfg = _yaml(sweep_dir / "sweep.yaml")
     df = add_labels(df)
-    ref = resolve_reference(df, cfg.get("reference"))
+    ref = resolve_reference(df, cfg.reference if cfg is not None else None)
     deltas = fold_deltas(df, "balanced_accuracy")
     conds = [c for c in dict.fromkeys(df["condition"]) if c != "clean" and c in set(deltas["condition"])]
-    order = {c: i for i, c in enumerate(cfg.get("conditions") or conds)}
+    order = {c: i for i, c in enumerate((cfg.conditions if cfg is not None else None) or conds)}
     conds.sort(key=lambda c: order.get(c, len(order)))
     n_folds = int(df["fold"].nunique())
-    alpha = float(cfg.get("alpha", 0.05) or 0.05)
+    alpha = float((cfg.alpha if cfg is not None else None) or 0.05)
     reachable = n_folds >= 2 and 2.0 / 2 ** n_folds < alpha  # the smallest two-sided Wilcoxon p with n folds
     if not ref:
         marks_txt = "No reference model: no ∗/∇ marks."
@@ -868,18 +898,19 @@ def _env():
                               lstrip_blocks=True)
 
 
-def build_sections(dirs: Sequence[str | os.PathLike], assets: Path) -> tuple[Sources, list[Section]]:
-    """Every section the results under ``dirs`` support, in the page's order."""
-    src = discover(dirs)
+def build_sections(dirs: Sequence[str | os.PathLike], assets: Path,
+                   configs: ConfigReaders) -> tuple[Sources, list[Section]]:
+    """Every section the results under ``dirs`` support, in the page's order (``configs``: :data:`ConfigReaders`)."""
+    src = discover(dirs, configs)
     assets.mkdir(parents=True, exist_ok=True)
     body: list[Section] = []
     frames = []
     for d in src.cv:
         frames.append(_rows(d))
-        body += clean_sections(d, assets)
+        body += clean_sections(d, assets, src.config(d / "config.yaml"))
     for d in src.sweeps:
         frames.append(_rows(d))
-        body += robustness_sections(d)
+        body += robustness_sections(d, src.config(d / "sweep.yaml"))
     body += probe_sections(src.probes, src.attention)
     body += attribution_sections(src.attribution)
     for d in src.controls:
@@ -896,8 +927,11 @@ def build_sections(dirs: Sequence[str | os.PathLike], assets: Path) -> tuple[Sou
 
 
 def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None,
-               title: str | None = None) -> dict[str, Path]:
+               title: str | None = None, *, configs: ConfigReaders) -> dict[str, Path]:
     """Write ``report.html`` and ``report.md`` for the results under ``dirs`` (into ``out``, default the first).
+
+    ``configs`` reads each folder's saved config typed (:data:`ConfigReaders`); the commands and the package's
+    ``write_page`` pass :data:`eegfm_bench.runs.report.SAVED_CONFIGS`.
 
     Returns
     -------
@@ -906,21 +940,21 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
 
     Raises
     ------
-    FileNotFoundError
-        A folder that does not exist.
-    ValueError
-        Nothing to report under the folders (names what the commands write).
+    NotAResultFolderError
+        A folder that does not exist, or nothing to report under the folders (names what the commands write).
+    ConfigError
+        A saved config that does not read as its command's (one line naming the fix).
     """
     dirs = [Path(d) for d in dirs]
     out = Path(out) if out is not None else dirs[0]
     assets = out / "report_assets"
-    src, sections = build_sections(dirs, assets)
+    src, sections = build_sections(dirs, assets, configs)
     if len(sections) == 1 and not sections[0].tables:
         raise NotAResultFolderError(f"nothing to report under {', '.join(map(str, dirs))}: no cv run (cells.json), sweep "
                          "(sweep.yaml), probes/, attribution/, gates.json or audit_*.json; fix: pass the out_dir of "
                          "an eegfm-bench command")
-    experiments = list(dict.fromkeys(str(_yaml(d / "config.yaml").get("experiment")) for d in src.cv
-                                     if _yaml(d / "config.yaml").get("experiment")))
+    experiments = list(dict.fromkeys(cfg.experiment for cfg in map(src.config, (d / "config.yaml" for d in src.cv))
+                                     if cfg is not None and cfg.experiment))
     meta = {"title": title or (f"{', '.join(experiments)}: eegfm_bench report" if experiments else
                                f"eegfm_bench report: {', '.join(d.name for d in dirs)}"),
             "generated": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "code_version": code_version(),
@@ -936,11 +970,12 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
     return {"html": out / REPORT_HTML, "md": out / REPORT_MD, "assets": assets}
 
 
-def refresh(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None, *, quiet: bool = False) -> Path | None:
+def refresh(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None, *, quiet: bool = False,
+            configs: ConfigReaders) -> Path | None:
     """:func:`write_page` at the end of a command: a failure is reported in one line (the command's own results
     are already written) and returns None."""
     try:
-        path = write_page(dirs, out)["html"]
+        path = write_page(dirs, out, configs=configs)["html"]
     except Exception as err:  # the report must not lose a finished command's results
         msg = f"report not refreshed ({type(err).__name__}: {err}); fix the cause and run `eegfm-bench report " \
               f"{' '.join(map(str, dirs))}`"

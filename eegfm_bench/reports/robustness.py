@@ -150,10 +150,10 @@ def table_markdown(table: pd.DataFrame, benchmarks: Sequence[str], n_total: int)
 
 def plot_curves(df: pd.DataFrame, path: str | os.PathLike, metric: str = "balanced_accuracy") -> Path | None:
     """Figure 2: balanced accuracy vs level per perturbation type, averaged over the benchmarks with every level."""
-    d = df[df["metric"] == metric].copy()
-    d["value"] = d["value"].astype(float)
+    frame = df[df["metric"] == metric].copy()
+    frame["value"] = frame["value"].astype(float)
     kinds: dict[str, list] = {}
-    for cond in sorted(set(d["condition"])):
+    for cond in sorted(set(frame["condition"])):
         c = parse_condition(cond)
         if isinstance(c, AdditiveNoise):
             kinds.setdefault(f"{c.kind} noise (SNR dB)", []).append((cond, c.snr_db))
@@ -165,8 +165,8 @@ def plot_curves(df: pd.DataFrame, path: str | os.PathLike, metric: str = "balanc
     axes = fig.subplots(1, len(kinds), squeeze=False)
     for ax, (kind, levels) in zip(axes[0], kinds.items()):
         conds = [c for c, _ in levels]
-        full = [b for b, g in d.groupby("benchmark") if set(conds) | {"clean"} <= set(g["condition"])]
-        for lab, g in d[d["benchmark"].isin(full)].groupby("label"):
+        full = [b for b, g in frame.groupby("benchmark") if set(conds) | {"clean"} <= set(g["condition"])]
+        for lab, g in frame[frame["benchmark"].isin(full)].groupby("label"):
             per_b = g.groupby(["benchmark", "condition"])["value"].mean().unstack("condition")
             xs, ys = [], []
             for cond, lvl in sorted(levels, key=lambda t: t[1], reverse="SNR" in kind):

@@ -26,7 +26,6 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from eegfm_bench.perturb.conditions import AdditiveNoise, ChannelDropout, parse_condition
 from eegfm_bench.reports.cv import to_markdown
@@ -91,13 +90,13 @@ def fold_deltas(df: pd.DataFrame, metric: str = "balanced_accuracy") -> pd.DataF
         ``label``, ``fold``, ``condition``, ``value``, ``clean``, ``delta_pp`` = 100 · (value − clean value
         of the same model and fold), for every non-clean condition with a finite value.
     """
-    d = df[(df["metric"] == metric)].copy()
-    d["value"] = d["value"].astype(float)
-    d = d[np.isfinite(d["value"])]
-    if d.empty:
+    frame = df[(df["metric"] == metric)].copy()
+    frame["value"] = frame["value"].astype(float)
+    frame = frame[np.isfinite(frame["value"])]
+    if frame.empty:
         return pd.DataFrame(columns=["label", "fold", "condition", "value", "clean", "delta_pp"])
-    out = paired_deltas(d[["label", "fold", "condition", "value"]], by=("label", "fold"))
-    base = d[d["condition"] == "clean"].set_index(["label", "fold"])["value"]
+    out = paired_deltas(frame[["label", "fold", "condition", "value"]], by=("label", "fold"))
+    base = frame[frame["condition"] == "clean"].set_index(["label", "fold"])["value"]
     out["clean"] = base.reindex(pd.MultiIndex.from_frame(out[["label", "fold"]])).to_numpy()
     return out[["label", "fold", "condition", "value", "clean", "delta_pp"]].reset_index(drop=True)
 
@@ -191,10 +190,10 @@ def table_markdown(means: pd.DataFrame, marks: pd.DataFrame) -> str:
 
 def clean_table(df: pd.DataFrame, metrics: Sequence[str] = ("balanced_accuracy", "auroc", "cohen_kappa")) -> pd.DataFrame:
     """Clean performance per label: mean ± std over folds of each metric and the number of folds."""
-    d = df[(df["condition"] == "clean") & df["metric"].isin(metrics)].copy()
-    d["value"] = d["value"].astype(float)
+    frame = df[(df["condition"] == "clean") & df["metric"].isin(metrics)].copy()
+    frame["value"] = frame["value"].astype(float)
     rows = []
-    for lab, g in d.groupby("label"):
+    for lab, g in frame.groupby("label"):
         row = {"model": lab}
         for m in metrics:
             v = g.loc[g["metric"] == m, "value"].to_numpy()
@@ -236,10 +235,10 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt  # reason: as above
 
-    d = df[df["metric"] == metric].copy()
-    d["value"] = d["value"].astype(float)
-    parsed = {c: parse_condition(c) for c in d["condition"].unique()}
-    labels = sorted(d["label"].unique())
+    frame = df[df["metric"] == metric].copy()
+    frame["value"] = frame["value"].astype(float)
+    parsed = {c: parse_condition(c) for c in frame["condition"].unique()}
+    labels = sorted(frame["label"].unique())
     colors = {lab: plt.cm.tab10(i % 10) for i, lab in enumerate(labels)}
     fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), sharey=True)
     panels = [("white", "White noise"), ("pink", "Pink noise"), ("zero", "Random dropout, zero-padded"),
@@ -247,7 +246,7 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
     for ax, (kind, name) in zip(axes, panels):
         drawn = 0
         for lab in labels:
-            g = d[d["label"] == lab]
+            g = frame[frame["label"] == lab]
             clean = g[g["condition"] == "clean"]["value"]
             pts = [(None, clean)]
             for c, cond in parsed.items():
@@ -365,7 +364,7 @@ def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int
 def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet", metric: str = "balanced_accuracy",
                  alpha: float = 0.05, chance: float | None = None, filter_notes: Sequence[str] = (),
                  experiment: str | None = None, task: str | None = None,
-                 config_hashes: set[str] | None = None) -> pd.DataFrame:
+                 config_hashes: set[str] | None = None, config=None) -> pd.DataFrame:
     """Write ``sweep.md``, ``deltas.csv``, ``wilcoxon.csv`` and ``degradation_curves.png`` for a sweep folder.
 
     Parameters
@@ -386,6 +385,9 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
         Restrict to these rows (default: all rows of the folder).
     config_hashes : set of str, optional
         Restrict to rows of these config hashes (the current sweep's: rows of cells since retrained are left out).
+    config : SweepConfig, optional
+        The sweep's typed config (:class:`~eegfm_bench.runs.sweep.SweepConfig`, what ``sweep.yaml`` holds): its cv
+        run, perturbation seed and condition order head the report (without it: ``?`` and the rows' order).
 
     Returns
     -------
@@ -400,7 +402,6 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
     """
     out = Path(out_dir)
     df = _current_rows(out, experiment, task, config_hashes)
-    cfg = _sweep_settings(out)
     lines = [f"# Perturbation sweep: {experiment or ', '.join(sorted(set(df.get('experiment', []))))} / "
              f"{task or ', '.join(sorted(set(df.get('task', []))))}", ""]
     if df.empty:
@@ -410,11 +411,11 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
         return empty
     df = add_labels(df)
     ref = resolve_reference(df, reference)
-    lines += _method_lines(df, cfg, metric, ref, alpha, filter_notes)
+    lines += _method_lines(df, config, metric, ref, alpha, filter_notes)
     lines += ["## Clean performance", "", _md(clean_table(df)), ""]
     deltas = fold_deltas(df, metric)
     deltas.to_csv(out / "deltas.csv", index=False)
-    degradation, tests, main_table = _degradation_sections(df, deltas, cfg, ref, alpha)
+    degradation, tests, main_table = _degradation_sections(df, deltas, config, ref, alpha)
     main_table.attrs.update(report=str(out / "sweep.md"))
     lines += degradation + _not_applicable_lines(df)
     pd.DataFrame(tests).to_csv(out / "wilcoxon.csv", index=False)
@@ -440,21 +441,15 @@ def _current_rows(out: Path, experiment: str | None, task: str | None, config_ha
     return df
 
 
-def _sweep_settings(out: Path) -> dict:
-    """The sweep's resolved config (``sweep.yaml``), or {} when the folder has none."""
-    if not (out / "sweep.yaml").is_file():
-        return {}
-    return yaml.safe_load((out / "sweep.yaml").read_text()) or {}
-
-
-def _method_lines(df: pd.DataFrame, cfg: dict, metric: str, ref: str | None, alpha: float,
+def _method_lines(df: pd.DataFrame, cfg, metric: str, ref: str | None, alpha: float,
                   filter_notes: Sequence[str]) -> list[str]:
     """What was run: the cv run, folds, seed and metric, the noise filters, and how Δ and the marks are read."""
     n_folds = int(df["fold"].nunique())
     fold_unit = ", ".join(sorted(set(df["fold_unit"].astype(str)))) if "fold_unit" in df else "?"
-    lines = [f"cv run: `{cfg.get('cv_out_dir', '?')}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation seed "
-             f"{cfg.get('seed', '?')}; metric: {metric.replace('_', ' ')}. Models evaluated on their own fold's test "
-             "windows under every condition, no retraining (paper 003 §3, App. D).", ""]
+    cv_run, seed = (cfg.cv_out_dir, cfg.seed) if cfg is not None else ("?", "?")
+    lines = [f"cv run: `{cv_run}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation seed {seed}; metric: "
+             f"{metric.replace('_', ' ')}. Models evaluated on their own fold's test windows under every condition, "
+             "no retraining (paper 003 §3, App. D).", ""]
     lines += _filter_lines(df, filter_notes)
     # the smallest two-sided p a Wilcoxon signed-rank test can reach with n folds is 2 / 2^n
     min_p = 2.0 / 2 ** n_folds if n_folds else 1.0
@@ -488,13 +483,13 @@ def _filter_lines(df: pd.DataFrame, filter_notes: Sequence[str]) -> list[str]:
             + (" " + " ".join(filter_notes) if filter_notes else ""), ""]
 
 
-def _degradation_sections(df: pd.DataFrame, deltas: pd.DataFrame, cfg: dict, ref: str | None,
+def _degradation_sections(df: pd.DataFrame, deltas: pd.DataFrame, cfg, ref: str | None,
                           alpha: float) -> tuple[list[str], list[dict], pd.DataFrame]:
     """The degradation tables (conditions every model takes; channels removed) in the config's condition order.
 
     Returns the lines, the Wilcoxon tests of both tables and the main table (``attrs["marks"]`` its marks)."""
     conds = [c for c in dict.fromkeys(df["condition"]) if c != "clean"]
-    order = {c: i for i, c in enumerate(cfg.get("conditions") or conds)}
+    order = {c: i for i, c in enumerate((cfg.conditions if cfg is not None else None) or conds)}
     conds.sort(key=lambda c: order.get(c, len(order)))
     shared = [c for c in conds if not parse_condition(c).needs_variable_channels]
     removed = [c for c in conds if parse_condition(c).needs_variable_channels]

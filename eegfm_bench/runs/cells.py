@@ -59,8 +59,8 @@ from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.base import ChannelContractError
 from eegfm_bench.models.heads import HEADS
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.models.user import (UserModelError, _normalise, check_user_model, hashable_user_spec,
-                                     register_user_models)
+from eegfm_bench.models.user import (UserModelConfig, UserModelError, _normalise, check_user_model,
+                                     hashable_user_spec, register_user_models)
 from eegfm_bench.results import Cell, config_hash
 from eegfm_bench.runs.confound_config import ConfoundConfig, check_confound, resolve_confound
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
@@ -184,15 +184,14 @@ def check_user_model_on_data(name: str, spec: dict, ws, checked: set, progress: 
     if name in checked:
         return
     checked.add(name)
-    spec = _normalise(dict(spec))
-    ch = spec["channels"]
-    if ch["kind"] == "names" and progress:
-        keep = {c.lower() for c in ch["names"]}
+    um = typed(UserModelConfig, _normalise(dict(spec), name))
+    if um.channels.kind == "names" and progress:
+        keep = {c.lower() for c in um.channels.names}
         left = [c for c in ws.ch_names if c.lower() not in keep]
         if left:
-            tqdm.write(f"user model {name} reads its {len(ch['names'])} declared channels (channels.kind: names), in "
-                       f"their order; the data's other {len(left)} channels are not given to it: {left}")
-    if spec["pretrained"]:
+            tqdm.write(f"user model {name} reads its {len(um.channels.names)} declared channels (channels.kind: "
+                       f"names), in their order; the data's other {len(left)} channels are not given to it: {left}")
+    if um.pretrained:
         try:
             BACKBONES.get(name)(list(ws.ch_names), int(ws.n_times), 2)
         except UserModelError as err:
@@ -380,12 +379,12 @@ def load_config(source, args: Sequence[str] = ()) -> CVConfig:
     raw = parse_config(cv_parser(), source, args)
     if isinstance(source, (str, Path)):
         raw["task"] = resolve_task_path(raw["task"], Path(source).parent)
-    for i, run in enumerate(raw["runs"]):
-        run["optim"] = check_section(run.get("optim"), OptimConfig, f"runs[{i}].optim") or None
-        run["trainer"] = check_trainer_section(run.get("trainer"), f"runs[{i}].trainer") or None
     spec = resolve_task_spec(raw["task"])
     raw["confound"] = resolve_confound(raw.get("confound"), spec)
     cfg = typed(CVConfig, raw)
+    cfg = replace(cfg, runs=[replace(run, optim=check_section(run.optim, OptimConfig, f"runs[{i}].optim") or None,
+                                     trainer=check_trainer_section(run.trainer, f"runs[{i}].trainer") or None)
+                             for i, run in enumerate(cfg.runs)])
     _check_cv(cfg, spec)
     return cfg
 

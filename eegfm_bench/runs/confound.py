@@ -37,13 +37,13 @@ from tqdm.auto import tqdm
 
 from eegfm_bench.data.tasks import get_task, preset_names, resolve_task_spec
 from eegfm_bench.distributed import is_global_zero
-from eegfm_bench.reports.page import refresh
 from eegfm_bench.reports.confound import VERDICT_LEGEND, confound_markdown, current_rows, ordered  # noqa: F401
 from eegfm_bench.results import ResultStore, classification_metrics
 from eegfm_bench.runs.cells import CVConfig, load_config, windows_for
 from eegfm_bench.runs.cv_loop import run_cells
 from eegfm_bench.runs.confound_config import (ALL_ON_REQUEST, FRONTAL, VARIATIONS, ConfoundConfig,  # noqa: F401
                                               check_confound, label, resolve_confound)
+from eegfm_bench.runs.report import refresh
 from eegfm_bench.stats import paired_cluster_bootstrap
 
 def derive(cfg: CVConfig, variation: str) -> CVConfig:

@@ -83,7 +83,6 @@ from eegfm_bench.controls.probes import ProbeSpec, encode_labels
 from eegfm_bench.data.splits import SplitConfigError, SplitSpec, make_split, save_or_verify
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.reports.controls import controls_markdown, write_gate_report
-from eegfm_bench.reports.page import refresh
 from eegfm_bench.results import FailedCellsError
 from eegfm_bench.runs.cells import CVConfig
 from eegfm_bench.runs.controls_config import (DEFAULT_FEATURE_PREPROCESSING, ControlsConfig, ControlsScrambled,
@@ -95,6 +94,7 @@ from eegfm_bench.runs.controls_steps import (Rep, _Ctx, _cv_claims, _frozen_mode
                                              _write_json)
 from eegfm_bench.runs.controls_store import ControlsStore
 from eegfm_bench.runs.launch import run_jobs
+from eegfm_bench.runs.report import refresh
 from eegfm_bench.trainer import log_summary
 
 

@@ -404,18 +404,18 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
         pc = paired_comparison(sub[0], sub[1], ctx.classes[ctx.y_idx[tested]], folds_sub, clusters, metric=metric,
                                level=lv, aggregate_by=None if lv == "window" else ctx.agg_units[tested],
                                n_boot=int(b.n_boot), level_ci=float(b.level), seed=int(b.seed))
-        d = pc.to_dict()
-        out["levels"][lv] = d
-        bs = d["bootstrap"]
+        level_out = pc.to_dict()
+        out["levels"][lv] = level_out
+        bs = level_out["bootstrap"]
         for mname, v in (("diff", bs["estimate"]), ("ci_low", bs["low"]), ("ci_high", bs["high"]),
-                         ("wilcoxon_p", d["wilcoxon"]["p_value"] if d["wilcoxon"] else np.nan),
-                         ("sign_flip_p", d["sign_flip"]["p_value"] if d["sign_flip"] else np.nan)):
+                         ("wilcoxon_p", level_out["wilcoxon"]["p_value"] if level_out["wilcoxon"] else np.nan),
+                         ("sign_flip_p", level_out["sign_flip"]["p_value"] if level_out["sign_flip"] else np.nan)):
             rows.append({**key, "fold": "all", "metric": f"{metric}_{lv}_{mname}", "value": float(v),
                          "n_windows": int(tested.size), "n_subjects": int(np.unique(clusters).size)})
     _write_json(path, out)
     ctx.store.append(unit, rows)
-    w = out["levels"]["window"]["bootstrap"]
-    ctx.note(f"paired {rep.name} − {comp_family}: {w['estimate']:+.4f} [{w['low']:+.4f}, {w['high']:+.4f}]")
+    boot = out["levels"]["window"]["bootstrap"]
+    ctx.note(f"paired {rep.name} − {comp_family}: {boot['estimate']:+.4f} [{boot['low']:+.4f}, {boot['high']:+.4f}]")
     return out
 
 
@@ -480,10 +480,10 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
     res = permutation_test(get_X(), ctx.y_idx, ctx.folds, groups=ctx.subjects, scheme=ctx.scheme,
                            n_permutations=int(p.n), metric=metric, level="window", spec=ctx.spec_for(rep.source),
                            seed=int(p.seed), progress=ctx.progress, statistic=p.statistic)
-    d = res.to_dict()
-    d["seconds"] = time.time() - t0
-    d["representation"] = rep.name
-    _write_json(path, d)
+    record = res.to_dict()
+    record["seconds"] = time.time() - t0
+    record["representation"] = rep.name
+    _write_json(path, record)
     rows = [{**key, "fold": "all", "metric": f"{metric}_window_{m}", "value": float(v)}
             for m, v in (("observed", res.observed), ("null_mean", res.null_mean), ("null_sd", res.null_sd),
                          ("null_max", float(np.max(res.null))), ("p_value", res.p_value),
@@ -491,8 +491,8 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
     ctx.store.append(unit, rows)
     ctx.note(f"permutation {rep.name}: observed {res.observed:.4f}, null {res.null_mean:.4f} ± {res.null_sd:.4f}, "
              f"p = {res.p_value:.4f} ({res.n_permutations} perms, {res.n_redrawn} unscorable draws redrawn, "
-             f"{d['seconds']:.0f} s)")
-    return d
+             f"{record['seconds']:.0f} s)")
+    return record
 
 
 def _identity(ctx: _Ctx) -> dict:
@@ -507,9 +507,9 @@ def _identity(ctx: _Ctx) -> dict:
     key = unit.row_key
     path = unit.file(ctx.out / "identity", f"{names[0]}-vs-{names[1]}-{idc.family}", ".json")
     if ctx.store.done(unit) and path.is_file() and "encoders" in json.loads(path.read_text()):
-        d = json.loads(path.read_text())
-        d["encoders"] = [_identity_encoder(ctx, m, d["shared_channels"], names) for m in ctx.cfg.models]
-        return d
+        record = json.loads(path.read_text())
+        record["encoders"] = [_identity_encoder(ctx, m, record["shared_channels"], names) for m in ctx.cfg.models]
+        return record
     subj = idc.subjects or {}
     wss = [_load_ws(ctx.cfg, t, ctx.cfg.features.preprocessing, ctx.progress, subjects=subj.get(get_task(t).name),
                     max_windows=idc.max_windows_per_subject) for t in (ta, tb)]
@@ -524,27 +524,28 @@ def _identity(ctx: _Ctx) -> dict:
                                  n_permutations=int(idc.n_permutations), n_balanced=int(idc.n_balanced),
                                  seed=int(idc.seed), progress=ctx.progress, subjects_a=wss[0].subject,
                                  subjects_b=wss[1].subject, group_by=idc.group_by)
-    d = res.to_dict()
-    d.update(tasks=[ta, tb], shared_channels=shared, n_windows=[len(wss[0]), len(wss[1])],
-             n_subjects=[int(np.unique(w.subject).size) for w in wss], family=idc.family,
-             seconds=time.time() - t0,
-             note="one unit per recording (mean feature vector); preprocessing "
-                  f"{ctx.cfg.features.preprocessing} applied per dataset before channel restriction (the "
-                  "average reference uses each dataset's full montage); dataset membership confounds site, device, "
-                  "montage, population and protocol (paper 001 §4.4)")
-    _write_json(path, d)
+    record = res.to_dict()
+    record.update(tasks=[ta, tb], shared_channels=shared, n_windows=[len(wss[0]), len(wss[1])],
+                  n_subjects=[int(np.unique(w.subject).size) for w in wss], family=idc.family,
+                  seconds=time.time() - t0,
+                  note="one unit per recording (mean feature vector); preprocessing "
+                       f"{ctx.cfg.features.preprocessing} applied per dataset before channel restriction (the "
+                       "average reference uses each dataset's full montage); dataset membership confounds site, "
+                       "device, montage, population and protocol (paper 001 §4.4)")
+    _write_json(path, record)
     rows = [{**key, "fold": "all", "metric": m, "value": float(v)}
             for m, v in (("auroc_full", res.auroc_full), ("auroc_pca", res.auroc_pca), ("pca_k", res.pca_k),
-                         ("null_mean", d["null_mean"]), ("null_max", float(np.max(res.null_aurocs))),
-                         ("balanced_mean", d["balanced_mean"]), ("balanced_min", float(np.min(res.balanced_aurocs))),
+                         ("null_mean", record["null_mean"]), ("null_max", float(np.max(res.null_aurocs))),
+                         ("balanced_mean", record["balanced_mean"]),
+                         ("balanced_min", float(np.min(res.balanced_aurocs))),
                          ("n_units_a", res.n_units[0]), ("n_units_b", res.n_units[1]),
                          ("n_features", res.n_features), ("n_shared_channels", len(shared)))]
     ctx.store.append(unit, rows)
     ctx.note(f"identity {names[0]} vs {names[1]}: AUROC full {res.auroc_full:.4f}, PCA-{res.pca_k} "
-             f"{res.auroc_pca:.4f}, null {d['null_mean']:.4f}, balanced {d['balanced_mean']:.4f}")
-    d["encoders"] = [_identity_encoder(ctx, m, shared, names) for m in ctx.cfg.models]
-    _write_json(path, d)
-    return d
+             f"{res.auroc_pca:.4f}, null {record['null_mean']:.4f}, balanced {record['balanced_mean']:.4f}")
+    record["encoders"] = [_identity_encoder(ctx, m, shared, names) for m in ctx.cfg.models]
+    _write_json(path, record)
+    return record
 
 
 def _identity_encoder(ctx: _Ctx, m: ControlsModel, shared: list[str], names: tuple[str, str]) -> dict:
@@ -590,16 +591,16 @@ def _identity_encoder(ctx: _Ctx, m: ControlsModel, shared: list[str], names: tup
                                  pca_k=int(idc.pca_k), C=float(idc.C), n_permutations=int(idc.n_permutations),
                                  n_balanced=int(idc.n_balanced), seed=int(idc.seed), progress=ctx.progress,
                                  subjects_a=subjects[0], subjects_b=subjects[1], group_by=idc.group_by)
-    d = res.to_dict()
-    d.update(model=m.model, init=init, pooling=m.pooling, n_dims=int(feats[0].shape[1]),
-             seconds=time.time() - t0, note=f"{m.model} ({init}) built on the {len(shared)} shared channels, "
-             f"frozen, {m.pooling}-pooled tokens under its own preprocessing, one unit per recording")
-    _write_json(path, d)
+    record = res.to_dict()
+    record.update(model=m.model, init=init, pooling=m.pooling, n_dims=int(feats[0].shape[1]),
+                  seconds=time.time() - t0, note=f"{m.model} ({init}) built on the {len(shared)} shared channels, "
+                  f"frozen, {m.pooling}-pooled tokens under its own preprocessing, one unit per recording")
+    _write_json(path, record)
     rows = [{**key, "fold": "all", "metric": mm, "value": float(v)}
             for mm, v in (("auroc_full", res.auroc_full), ("auroc_pca", res.auroc_pca), ("pca_k", res.pca_k),
-                          ("null_mean", d["null_mean"]), ("balanced_mean", d["balanced_mean"]),
+                          ("null_mean", record["null_mean"]), ("balanced_mean", record["balanced_mean"]),
                           ("n_features", res.n_features))]
     ctx.store.append(unit, rows)
     ctx.note(f"identity {names[0]} vs {names[1]} on {m.model} ({init}): AUROC full {res.auroc_full:.4f}, "
-             f"PCA-{res.pca_k} {res.auroc_pca:.4f}, null {d['null_mean']:.4f}")
-    return d
+             f"PCA-{res.pca_k} {res.auroc_pca:.4f}, null {record['null_mean']:.4f}")
+    return record

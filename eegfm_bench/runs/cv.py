@@ -17,9 +17,9 @@ from typing import Sequence
 
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.reports.cv import confound_side_by_side, write_summary
-from eegfm_bench.reports.page import refresh
 from eegfm_bench.runs.cv_loop import run_cells
 from eegfm_bench.runs.confound import run_confound
+from eegfm_bench.runs.report import refresh
 
 
 def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False,

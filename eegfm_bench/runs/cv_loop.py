@@ -39,7 +39,6 @@ from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.models.ridge import ridge_probe
 from eegfm_bench.reports.cv import current_summary, write_summary
 from eegfm_bench.reports.ingest import write_ingest_reports
-from eegfm_bench.reports.page import refresh
 from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_name, classification_metrics,
                                  code_version, library_versions, run_label)
 from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, _running_marker, compiled, enumerate_cells,
@@ -47,6 +46,7 @@ from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, _running_mark
                                     run_init_seed, run_optim, run_trainer, shared_batch_size, windows_for)
 from eegfm_bench.runs.launch import run_jobs
 from eegfm_bench.runs.progress import CellProgress
+from eegfm_bench.runs.report import refresh
 from eegfm_bench.trainer import build_trainer, close_loggers, fit_callbacks, quiet_lightning
 
 

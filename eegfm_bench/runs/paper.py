@@ -32,9 +32,9 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence, Union
 
 import yaml
 
@@ -42,6 +42,7 @@ from eegfm_bench.config import ConfigError, ConfigRecord, close_matches, command
 from eegfm_bench.data.sources import DataNotFoundError
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.models.checkpoints import CheckpointError, resolve
+from eegfm_bench.provenance.audit import AuditConfig
 from eegfm_bench.runs.cells import check_config, load_config
 from eegfm_bench.runs.controls import load_config as load_controls
 from eegfm_bench.runs.interpret_config import load_interpret_config
@@ -197,13 +198,142 @@ def member_overrides(member: PaperMember, launcher_args: Sequence[str] = ()) -> 
     return more + list(member.args) + (list(launcher_args) if member.command in LAUNCHED else [])
 
 
+@dataclass(frozen=True)
+class ProvenanceData(ConfigRecord):
+    """The windows of a provenance run (``scripts/provenance_demo.py``).
+
+    Args:
+        preprocessing_of: the backbone whose declared preprocessing the windows get.
+        reference: the reference step (``none`` keeps the recorded reference: the ``original`` view).
+        views: the paired reference views (K = their number).
+    """
+
+    preprocessing_of: str = "eegnet"
+    reference: str = "none"
+    views: list[str] = field(default_factory=lambda: ["original", "average", "Cz"])
+
+
+@dataclass(frozen=True)
+class ProvenanceSplit(ConfigRecord):
+    """Whole-subject split of a provenance run.
+
+    Args:
+        n_val: validation subjects.
+        n_test: held-out (audit) subjects.
+        n_train: training subjects (default: the rest).
+        n_encoder: subjects of the training share the encoder trains on (default: all of it).
+        seed: seed of the subject permutation.
+    """
+
+    n_val: int
+    n_test: int
+    n_train: Optional[int] = None
+    n_encoder: Optional[int] = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ProvenanceEncoder(ConfigRecord):
+    """The encoders a provenance run trains (one per seed).
+
+    Args:
+        backbone: registered backbone.
+        seeds: one encoder per seed.
+        max_epochs: training epochs (the most).
+        batch_size: windows per batch.
+        lr: learning rate.
+        weight_decay: AdamW weight decay.
+        backbone_kwargs: architecture overrides.
+        head: pooling head (its input is the audited embedding).
+        warmup_epochs: warm-up length in epochs.
+        patience: early-stopping patience (epochs) on the validation subjects.
+        select_on_val: keep the best validation epoch.
+        class_weighted: class-weighted loss.
+    """
+
+    backbone: str
+    seeds: list[int]
+    max_epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    backbone_kwargs: Optional[dict[str, Any]] = None
+    head: str = "mean"
+    warmup_epochs: float = 1.0
+    patience: int = 5
+    select_on_val: bool = True
+    class_weighted: bool = True
+
+
+@dataclass(frozen=True)
+class ProvenanceRunConfig(ConfigRecord):
+    """A provenance member's file (``scripts/provenance_demo.py --config``; paper 000), typed for planning and
+    checking (the script reads the same file).
+
+    Args:
+        task: registered task or task mapping.
+        out_dir: where the embeddings and audits go.
+        data: the windows and their views.
+        split: the whole-subject split.
+        encoder: the encoders.
+        audit: the audit's settings (:class:`~eegfm_bench.provenance.audit.AuditConfig`).
+        experiment: name.
+        trainer: ``lightning.Trainer`` arguments of the encoders' training and embedding passes.
+    """
+
+    task: Union[str, dict[str, Any]]
+    out_dir: str
+    data: ProvenanceData
+    split: ProvenanceSplit
+    encoder: ProvenanceEncoder
+    audit: AuditConfig
+    experiment: str = "provenance"
+    trainer: Optional[dict[str, Any]] = None
+
+
+def load_provenance_config(path: str | os.PathLike) -> ProvenanceRunConfig:
+    """A provenance member's file, typed (every section and key checked, defaults as the script's).
+
+    Raises
+    ------
+    ConfigError
+        A missing section or key, an unknown key (with close matches), an audit setting
+        :class:`~eegfm_bench.provenance.audit.AuditConfig` refuses.
+    """
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    fix = "see configs/experiment/provenance_eegmat.yaml"
+    missing = sorted({"task", "out_dir", "data", "split", "encoder", "audit"} - set(raw))
+    if missing:
+        raise ConfigError(f"{path}: missing sections {missing}; fix: {fix}")
+    for key, schema in (("", ProvenanceRunConfig), ("data", ProvenanceData), ("split", ProvenanceSplit),
+                        ("encoder", ProvenanceEncoder)):
+        values = raw[key] if key else raw
+        if not isinstance(values, dict):
+            raise ConfigError(f"{path}: `{key}` is not a mapping; fix: {fix}")
+        names = {f.name for f in fields(schema)}
+        need = sorted(f.name for f in fields(schema) if f.default is MISSING and f.default_factory is MISSING)
+        where = f"{key}." if key else ""
+        extra = sorted(set(values) - names)
+        if extra:
+            raise ConfigError(f"{path}: unknown key {where}{extra[0]}.{close_matches(extra[0], names)} fix: correct "
+                              "or remove it")
+        for k in need:
+            if k not in values:
+                raise ConfigError(f"{path}: {where}{k} is required; fix: {fix}")
+    try:
+        audit = AuditConfig.from_dict(raw["audit"])
+    except ValueError as err:
+        raise ConfigError(f"{path}: audit: {err}") from None
+    return typed(ProvenanceRunConfig, {**raw, "audit": audit})
+
+
 def member_config(member: PaperMember, launcher_args: Sequence[str] = ()):
     """A member's resolved config, read by its command's own loader (no data read, no result folder needed).
 
     Returns
     -------
     CVConfig, SweepConfig, InterpretConfig or ControlsConfig (typed, frozen); a list of (depth, CVConfig)
-        for a truncation member; the file's mapping for a provenance member (its script reads it).
+        for a truncation member; a :class:`ProvenanceRunConfig` for a provenance member (its script reads the file).
 
     Raises
     ------
@@ -222,11 +352,7 @@ def member_config(member: PaperMember, launcher_args: Sequence[str] = ()):
         return load_controls(src, over)
     if cmd == "truncation":
         return [(k, load_config(c)) for k, c in depth_configs(src)]
-    raw = yaml.safe_load(Path(src).read_text()) or {}
-    missing = sorted({"task", "out_dir", "data", "split", "encoder", "audit"} - set(raw))
-    if missing:
-        raise ConfigError(f"{src}: missing sections {missing}; fix: see configs/experiment/provenance_eegmat.yaml")
-    return raw
+    return load_provenance_config(src)
 
 
 def member_argv(member: PaperMember, launcher_args: Sequence[str] = ()) -> list[str]:
@@ -252,10 +378,8 @@ def member_argv(member: PaperMember, launcher_args: Sequence[str] = ()) -> list[
 
 def member_task(member: PaperMember, cfg, paper: PaperConfig):
     """The task a member reads: its own, or (sweep / probe / attribute) that of the member it comes ``after``."""
-    if member.command in ("cv", "controls"):
+    if member.command in ("cv", "controls", "provenance"):
         return cfg.task
-    if member.command == "provenance":
-        return cfg["task"]  # the provenance script's own file, not a typed command config
     if member.command == "truncation":
         return cfg[0][1].task
     byname = {m.name: m for m in paper.members}

@@ -310,9 +310,9 @@ def plan_markdown(p: dict) -> str:
         lines += ["| cell | epochs | train / val / test windows | backbone forward | forward + backward |",
                   "|---|---:|---|---:|---:|"]
         for r in p["todo"]:
-            w, b = r["windows"], r["backbone_passes"]
-            lines.append(f"| {r['cell']} | {r['epochs']} | {w['train']} / {w['val']} / {w['test']} | {b['forward']:,} "
-                         f"| {b['forward_backward']:,} |")
+            wins, b = r["windows"], r["backbone_passes"]
+            lines.append(f"| {r['cell']} | {r['epochs']} | {wins['train']} / {wins['val']} / {wins['test']} | "
+                         f"{b['forward']:,} | {b['forward_backward']:,} |")
         lines.append("")
     lines.append(f"backbone passes saved by the feature cache (head-only runs share one extraction): "
                  f"{p['backbone_passes_saved_by_cache']:,}")

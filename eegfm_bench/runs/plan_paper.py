@@ -42,7 +42,8 @@ from eegfm_bench.models.catalogue import load_catalogue
 from eegfm_bench.perturb.evaluate import resolve_conditions
 from eegfm_bench.runs.cells import cv_defaults, run_trainer
 from eegfm_bench.runs.launch import chunks
-from eegfm_bench.runs.paper import PaperConfig, PaperDataset, PaperMember, load_paper, local_copy, member_config, missing_weights
+from eegfm_bench.runs.paper import (PaperConfig, PaperDataset, PaperMember, ProvenanceRunConfig, load_paper, local_copy,
+                                   member_config, missing_weights)
 from eegfm_bench.runs.plan import (_lightning_overhead, _measure, _parallel, cell_passes, cell_seconds, lookup,
                                    read_bench, throughput_key, throughput_line, throughput_summary)
 
@@ -388,20 +389,20 @@ def plan_controls_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
                        "rest in the launching process; probe fits and handcrafted features not timed"])
 
 
-def plan_provenance_member(ctx: Ctx, m: PaperMember, cfg: dict) -> dict:
+def plan_provenance_member(ctx: Ctx, m: PaperMember, cfg: ProvenanceRunConfig) -> dict:
     """A provenance member: one encoder per seed on every view of the training windows, then every view embedded."""
-    size = task_size(ctx, cfg["task"])
+    size = task_size(ctx, cfg.task)
     w, known = _windows(size)
-    enc, sp = cfg["encoder"], cfg["split"]
-    k = len(cfg["data"].get("views") or ("original", "average", "Cz"))
-    held = int(sp.get("n_val") or 0) + int(sp.get("n_test") or 0)
+    enc, sp = cfg.encoder, cfg.split
+    k = len(cfg.data.views or ("original", "average", "Cz"))
+    held = int(sp.n_val or 0) + int(sp.n_test or 0)
     n_tr = int(w * (1 - held / size.subjects)) if size.subjects else w
-    n_va = int(w * int(sp.get("n_val") or 0) / size.subjects) if size.subjects else 0
-    model = enc["backbone"]
-    tput = rate(ctx, model, size.n_chans, n_times(cfg["task"], model), enc.get("backbone_kwargs"))
-    epochs = int(enc.get("max_epochs") or 1)
+    n_va = int(w * int(sp.n_val or 0) / size.subjects) if size.subjects else 0
+    model = enc.backbone
+    tput = rate(ctx, model, size.n_chans, n_times(cfg.task, model), enc.backbone_kwargs)
+    epochs = int(enc.max_epochs or 1)
     per_seed = cell_seconds(k * (epochs * n_va + w), k * epochs * n_tr, tput, ctx.over, epochs)
-    seeds = len(enc["seeds"])
+    seeds = len(enc.seeds)
     return _row(m.name, "provenance", size, seeds, 1, 1, "none (one process)", per_seed * seeds, known,
                 unit="encoders (seeds)", notes=[f"K = {k} views; the audits (CPU, on the embeddings) not timed"])
 
@@ -500,10 +501,10 @@ def plan_paper_markdown(p: dict) -> str:
         lines.append(f"| {r['member']} | {r['command']} | {w} | {r['cells']:,} {r['unit']} | "
                      f"{r['jobs']:,} ({r['launcher']}, {r['parallel']}) | {cost} |")
     lines += ["", "datasets:"]
-    for k, d in p["datasets"].items():
-        w = f"{d['windows']:,}" if d["windows"] else "unknown"
-        lines.append(f"- {k}: {w} windows, {d['subjects'] or '?'} subjects, {d['n_chans'] or '?'} channels "
-                     f"({d['kind']}: {d['source']})")
+    for k, ds in p["datasets"].items():
+        w = f"{ds['windows']:,}" if ds["windows"] else "unknown"
+        lines.append(f"- {k}: {w} windows, {ds['subjects'] or '?'} subjects, {ds['n_chans'] or '?'} channels "
+                     f"({ds['kind']}: {ds['source']})")
     notes = [f"- {r['member']}: {'; '.join(r['notes'])}" for r in p["members"] if r["notes"]]
     if notes:
         lines += ["", "notes:"] + notes
@@ -537,11 +538,12 @@ def write_bench(paths: Sequence[str], out: str, *, members: Sequence[str] | None
     path = Path(out)
     rows = json.loads(path.read_text()) if path.is_file() else []
 
-    def save(entry: dict) -> None:
-        rows.append({k: v for k, v in entry.items() if k != "source"})
+    def save(measured: dict) -> None:
+        rows.append({k: v for k, v in measured.items() if k != "source"})
         path.write_text(json.dumps(rows, indent=1))
-        print(f"measured {entry['model']} {entry['n_chans']} × {entry['n_times']} {entry['backbone_kwargs'] or ''}: "
-              f"{entry['fwd_per_s']:.2f} / {entry['fwd_bwd_per_s']:.2f} windows/s (batch {entry['batch']})", flush=True)
+        print(f"measured {measured['model']} {measured['n_chans']} × {measured['n_times']} "
+              f"{measured['backbone_kwargs'] or ''}: {measured['fwd_per_s']:.2f} / {measured['fwd_bwd_per_s']:.2f} "
+              f"windows/s (batch {measured['batch']})", flush=True)
 
     for p in paths:
         plan_paper(p, bench=str(path) if path.is_file() else None, measure=True, members=members, on_measure=save)

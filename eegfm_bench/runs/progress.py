@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-import yaml
-
+from eegfm_bench.config import read_saved
 from eegfm_bench.errors import NotAResultFolderError
 from eegfm_bench.results import Cell, CellKey, ResultStore, done_cells
+from eegfm_bench.runs.cells import CVConfig, cv_parser
 from eegfm_bench.runs.launch import _pid_alive, queued_cells
 
 
@@ -66,6 +66,8 @@ class CellProgress:
         ------
         NotAResultFolderError
             ``out`` lacks one of those files (not a cv output folder, or the run never started).
+        ConfigError
+            Its ``config.yaml`` does not read as a cv config of this version (one line naming the fix).
         """
         out = Path(out)
         if (out / "gates.json").is_file():  # its cells.json lists the controls' units, not cv cells
@@ -75,12 +77,12 @@ class CellProgress:
             if not (out / f).is_file():
                 raise NotAResultFolderError(f"{out} has no {f}: not a cv output folder (or the run never started); "
                                             "fix: point status at a cv out_dir")
-        cfg = yaml.safe_load((out / "config.yaml").read_text())
+        cfg = read_saved(cv_parser(), out / "config.yaml", CVConfig)
         n_folds = len(json.loads((out / "splits.json").read_text())["folds"])
-        folds = (cfg.get("split") or {}).get("folds") or list(range(n_folds))
+        folds = cfg.split.folds or list(range(n_folds))
         cells = [CellRef(c["model"], c["regime"], c["head"], int(k), str(c["config_hash"]))
                  for c in json.loads((out / "cells.json").read_text()) for k in folds]
-        return cls(out, cfg["experiment"], cells)
+        return cls(out, cfg.experiment, cells)
 
     def done(self) -> set[tuple[str, str, str, str, str]]:
         """Keys of the cells with rows of their config hash (the store is read once)."""
@@ -146,6 +148,8 @@ def cv_status(out_dir: str | os.PathLike) -> tuple[list[dict], str]:
     ------
     NotAResultFolderError
         If ``out_dir`` holds no ``cells.json`` / ``splits.json`` / ``config.yaml``.
+    ConfigError
+        Its ``config.yaml`` does not read as a cv config of this version (one line naming the fix).
     """
     progress = CellProgress.of_out_dir(out_dir)
     rows = progress.states()

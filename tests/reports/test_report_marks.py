@@ -22,6 +22,7 @@ def _rows(model: str, drops: np.ndarray) -> list[dict]:
 
 def test_robustness_section_marks_less_and_more_degradation_than_the_reference(tmp_path):
     from eegfm_bench.reports.page import robustness_sections
+    from eegfm_bench.runs.report import SAVED_CONFIGS
     from eegfm_bench.results import ResultStore
 
     rng = np.random.default_rng(0)
@@ -32,7 +33,7 @@ def test_robustness_section_marks_less_and_more_degradation_than_the_reference(t
     (tmp_path / "cells.json").write_text(json.dumps([{"config_hash": r} for r in
                                                      ("heegnet", "hrobust", "hfragile", "hsame")]))
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"reference": "eegnet", "conditions": ["white_snr=0dB"]}))
-    (sec,) = robustness_sections(tmp_path)
+    (sec,) = robustness_sections(tmp_path, SAVED_CONFIGS["sweep"](tmp_path / "sweep.yaml"))
     (table,) = sec.tables
     assert table.columns[:3] == ["model", "clean", "white_snr=0dB"]  # the clean score beside Δ (issue 24)
     cells = {row[0].text if hasattr(row[0], "text") else str(row[0]): row[2].text for row in table.rows}

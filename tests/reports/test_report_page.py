@@ -265,7 +265,7 @@ def test_the_controls_page_shows_the_gate_table(experiment, tmp_path):
 
 
 def test_report_of_a_folder_without_results_names_the_fix(tmp_path):
-    from eegfm_bench.reports.page import write_page
+    from eegfm_bench.runs.report import write_page
 
     with pytest.raises(FileNotFoundError, match="nothing to report.*fix: pass the out_dir"):
         write_page([tmp_path])
@@ -302,10 +302,16 @@ def test_the_reproduce_block_names_the_confound_command_that_added_variations(tm
     """The quickstart's page holds the cv's own offset+band rows and the offset and band rows that
     ``eegfm-bench confound --cv`` added: the reproduce block must give that command too (with the offset / band it
     used where they differ from the config's), and no confound command when the cv's own rows are all there is."""
-    from eegfm_bench.reports.page import Sources, confound_commands, reproduce_commands
+    from dataclasses import replace
 
-    cfg = {"out_dir": "results/quickstart",
-           "confound": {"enabled": True, "variations": ["offset+band"], "offset_s": 1.0, "band": [4.0, 40.0]}}
+    from eegfm_bench.reports.page import confound_commands, discover, reproduce_commands
+    from eegfm_bench.runs.report import SAVED_CONFIGS
+
+    saved = {"out_dir": "results/quickstart",
+             "confound": {"enabled": True, "variations": ["offset+band"], "offset_s": 1.0, "band": [4.0, 40.0]}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))  # read back as the typed cv config, as the page does
+    (tmp_path / "cells.json").write_text("[]")
+    cfg = SAVED_CONFIGS["cv"](tmp_path / "config.yaml")
 
     def store(conds):
         pd.DataFrame({"condition": conds, "model": "eegnet"}).to_csv(tmp_path / "confound.csv", index=False)
@@ -315,8 +321,8 @@ def test_the_reproduce_block_names_the_confound_command_that_added_variations(tm
     store(["confound=offset1s+band4-40", "confound=band4-40", "confound=offset1s"])
     assert confound_commands(tmp_path, cfg) == [
         "eegfm-bench confound --cv results/quickstart --variations offset band"]
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))  # and in the page's block, after the cv command
-    assert reproduce_commands(Sources(cv=[tmp_path])) == [
+    # and in the page's block, after the cv command
+    assert reproduce_commands(discover([tmp_path], SAVED_CONFIGS)) == [
         "eegfm-bench cv --config results/quickstart/config.yaml",
         "eegfm-bench confound --cv results/quickstart --variations offset band",
         "eegfm-bench report results/quickstart"]
@@ -326,5 +332,23 @@ def test_the_reproduce_block_names_the_confound_command_that_added_variations(tm
         "eegfm-bench confound --cv results/quickstart --variations offset --offset-s 0.5",
         "eegfm-bench confound --cv results/quickstart --variations band --band 8 30"])
     store(["confound=offset1s+band4-40"])  # a cv with `confound: off` whose check was run by the command
-    assert confound_commands(tmp_path, {**cfg, "confound": {**cfg["confound"], "enabled": False}}) == [
+    assert confound_commands(tmp_path, replace(cfg, confound=replace(cfg.confound, enabled=False))) == [
         "eegfm-bench confound --cv results/quickstart --variations offset+band"]
+
+
+def test_a_saved_config_of_another_version_is_a_one_line_error_naming_the_fix(tmp_path):
+    """The page reads each folder's saved config through its command's parser into the typed config: a key this
+    version does not know (a config.yaml an older version saved) stops the page with one line naming the file, the
+    key and the fix, from the Python API and from ``eegfm-bench report`` (no traceback)."""
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.runs.report import write_page
+
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"out_dir": str(tmp_path), "old_setting": 1}))
+    (tmp_path / "cells.json").write_text("[]")
+    with pytest.raises(ConfigError) as err:
+        write_page([tmp_path])
+    msg = str(err.value)
+    assert "\n" not in msg and "config.yaml" in msg and "old_setting" in msg and "fix:" in msg
+    cli = subprocess.run(["eegfm-bench", "report", str(tmp_path)], capture_output=True, text=True)
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr
+    assert "ConfigError" in cli.stderr and "old_setting" in cli.stderr and "fix:" in cli.stderr
