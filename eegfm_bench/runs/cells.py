@@ -51,7 +51,7 @@ from eegfm_bench.config import (ConfigError, ConfigRecord, check_section, check_
                                 parse_config, typed)
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
-from eegfm_bench.data.tasks import get_task, resolve_task_path, resolve_task_spec, task_name
+from eegfm_bench.data.tasks import get_task, resolve_task_path, task_name
 from eegfm_bench.data.windows import load_window_sets
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.models.adaptation import check_lora_section, check_regime
@@ -379,17 +379,17 @@ def load_config(source, args: Sequence[str] = ()) -> CVConfig:
     raw = parse_config(cv_parser(), source, args)
     if isinstance(source, (str, Path)):
         raw["task"] = resolve_task_path(raw["task"], Path(source).parent)
-    spec = resolve_task_spec(raw["task"])
+    spec = get_task(raw["task"]).spec  # the declared task, validated (TaskSpec)
     raw["confound"] = resolve_confound(raw.get("confound"), spec)
     cfg = typed(CVConfig, raw)
     cfg = replace(cfg, runs=[replace(run, optim=check_section(run.optim, OptimConfig, f"runs[{i}].optim") or None,
                                      trainer=check_trainer_section(run.trainer, f"runs[{i}].trainer") or None)
                              for i, run in enumerate(cfg.runs)])
-    _check_cv(cfg, spec)
+    _check_cv(cfg)
     return cfg
 
 
-def _check_cv(cfg: CVConfig, task_spec: dict) -> None:
+def _check_cv(cfg: CVConfig) -> None:
     """The checks of a typed cv config that need no data: the task, the output folder, the trainer and launcher,
     user models (one batch through each), every run (:func:`_check_run`), the confound section, the batch size.
 
@@ -415,7 +415,7 @@ def _check_cv(cfg: CVConfig, task_spec: dict) -> None:
                                                       and not (r.lora or {}).get("target_modules") for r in cfg.runs))
     for i, run in enumerate(cfg.runs):
         _check_run(cfg, run, i)
-    check_confound(cfg.confound, task_spec)
+    check_confound(cfg.confound, task.spec)
     _check_batch_size(cfg)
 
 

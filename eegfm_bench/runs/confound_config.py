@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from eegfm_bench.config import ConfigError, ConfigRecord
+from eegfm_bench.config.task import TaskSpec
 from eegfm_bench.data.spec import default_confound_variations
 
 VARIATIONS = ("offset", "band", "offset+band", "frontal")
@@ -58,7 +59,7 @@ ALL_ON_REQUEST = ["offset", "band", "offset+band"]
 excepted): each of offset and band alone and together."""
 
 
-def resolve_confound(cc, task_spec: dict) -> dict:
+def resolve_confound(cc, task_spec: TaskSpec) -> dict:
     """The confound section with ``enabled`` and ``variations`` resolved against the task (safe by
     default): ``confound: off`` / ``false`` → disabled; ``enabled: null`` → on when the task has default variations;
     ``variations: null`` → the task's defaults (:func:`~eegfm_bench.data.spec.default_confound_variations`)."""
@@ -72,13 +73,13 @@ def resolve_confound(cc, task_spec: dict) -> dict:
     defaults = default_confound_variations(task_spec)
     if out["variations"] is None:
         out["variations"] = defaults if defaults or out["enabled"] is not True else \
-            [v for v in ALL_ON_REQUEST if "offset" not in v or (task_spec.get("windows") or {}).get("mode") == "events"]
+            [v for v in ALL_ON_REQUEST if "offset" not in v or task_spec.windows.mode == "events"]
     if out["enabled"] is None:
         out["enabled"] = bool(out["variations"])
     return out
 
 
-def check_confound(cc: ConfoundConfig | None, task_spec: dict) -> None:
+def check_confound(cc: ConfoundConfig | None, task_spec: TaskSpec) -> None:
     """Refuse a confound section that cannot apply, before any data is read.
 
     Raises
@@ -97,7 +98,7 @@ def check_confound(cc: ConfoundConfig | None, task_spec: dict) -> None:
     b = cc.band
     if len(b) != 2 or not 0 <= float(b[0]) < float(b[1]):
         raise ConfigError(f"confound.band {b}; fix: [lo, hi] in Hz with 0 <= lo < hi (default [4, 40])")
-    mode = (task_spec.get("windows") or {}).get("mode")
+    mode = task_spec.windows.mode
     if mode != "events" and any("offset" in v for v in cc.variations):
         raise ConfigError(f"confound: the offset variation starts windows after the cue, but the task's windows are "
                           f"not locked to events (windows.mode: {mode}); fix: variations without offset (band, frontal) "

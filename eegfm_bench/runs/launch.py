@@ -441,7 +441,7 @@ def quiet_submitit_without_accounting(progress: bool = True) -> None:
               "the jobs' result files")
 
 
-def run_jobs(lc, cfg: dict, cell_ids: list[str], out: Path, *, devices: int | None = None,
+def run_jobs(lc, cfg: ConfigRecord, cell_ids: list[str], out: Path, *, devices: int | None = None,
              progress: bool = True, kind: str = "cv", collect: dict | None = None) -> list[dict]:
     """Submit the cells as jobs, wait for every job, and return the failures (one dict per failed cell).
 
@@ -451,7 +451,7 @@ def run_jobs(lc, cfg: dict, cell_ids: list[str], out: Path, *, devices: int | No
     hashes of the rows the probe workers wrote, which the parent's report selects by). ``devices`` (default: the
     config's ``trainer.devices``) and ``trainer.accelerator`` size each SLURM job (:func:`slurm_parameters`).
     """
-    tr = cfg.get("trainer") or {}
+    tr = cfg.trainer or {}  # every command's typed config (cv, sweep, probe / attribute, controls) has the section
     if devices is None:
         devices = tr.get("devices", 1) if isinstance(tr.get("devices", 1), int) else 1
     lc = as_launcher(lc)

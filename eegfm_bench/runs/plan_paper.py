@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.data.tasks import resolve_task_spec, task_name
+from eegfm_bench.data.tasks import get_task, task_name
 from eegfm_bench.data.windows import load_windows
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.catalogue import load_catalogue
@@ -132,7 +132,7 @@ def task_size(ctx: Ctx, task) -> Size:
 def n_times(task, model: str) -> int:
     """Samples of one window of ``task`` under ``model``'s preprocessing (the task's ``window_s`` when it sets one)."""
     prep = BACKBONES.get(model).preprocessing
-    return int(round(prep.sfreq * float(resolve_task_spec(task).get("window_s") or prep.window_s)))
+    return int(round(prep.sfreq * float(get_task(task).spec.window_s or prep.window_s)))
 
 
 def rate(ctx: Ctx, model: str, n_chans: int | None, n: int, kwargs: dict | None = None) -> dict | None:
