@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .intervene import subspace_energy
+from eegfm_bench.config.audit import RANDOM_MATCH_MODES
 
 __all__ = ["RandomSubspaces", "haar_basis", "random_subspaces", "has_reliance", "decide_verdict",
            "RANDOM_MATCH_MODES", "VERDICTS"]
 
-RANDOM_MATCH_MODES = ("energy", "energy_any", "rank")
 VERDICTS = ("no reliance", "certified", "refused", "not assessable")
 
 

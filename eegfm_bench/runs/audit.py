@@ -17,23 +17,7 @@ import numpy as np
 from eegfm_bench.config import ConfigRecord, command_parser, parse_config, typed
 from eegfm_bench.provenance.audit import AuditConfig, AuditReport, run_audit
 from eegfm_bench.provenance.views import pair_views
-
-
-@dataclass(frozen=True)
-class AuditCommand(ConfigRecord):
-    """Inputs and outputs of one audit.
-
-    Args:
-        embeddings: ``.npz`` with ``emb``, ``y``, ``provenance``, ``subject``, ``record``, ``split``.
-        out_dir: where ``audit_<hash16>.json`` / ``.md`` go.
-        paired: ``emb`` is long-format, one row per (window, view).
-        views: view order of a paired npz.
-    """
-
-    embeddings: Optional[str] = None
-    out_dir: Optional[str] = None
-    paired: bool = False
-    views: Optional[list[str]] = None
+from eegfm_bench.config.audit import AuditCommand  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
 NULLABLE = {f.name for f in dataclasses.fields(AuditConfig) if f.default is None}

@@ -15,36 +15,7 @@ from eegfm_bench.perturb.conditions import parse_condition
 from eegfm_bench.runs.cells import load_config as load_cv_config
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
 from eegfm_bench.trainer import check_trainer
-
-
-@dataclass(frozen=True)
-class InterpretConfig(ConfigRecord):
-    """``eegfm-bench probe`` / ``attribute``: analyses of a cv run's fold checkpoints (paper 003 §4, App. I).
-
-    Args:
-        experiment: name recorded in the rows (default: the cv run's).
-        cv_dir: the cv run's out_dir.
-        cv_config: the cv config file (its out_dir is used; its cell hashes must match the run's).
-        out_dir: where probes/, attention/ and attribution/ go.
-        select: which cells.
-        probe: block-wise probes.
-        attention: attention maps.
-        attribution: attribution maps.
-        launcher: where the units run (``none``: this process; ``local`` workers; ``slurm``): one unit is one
-            (model, fold) for ``probe`` and one (cell, fold) for ``attribute``, see :mod:`eegfm_bench.runs.launch`.
-        trainer: every ``lightning.Trainer`` argument plus ``loggers`` (every forward pass runs in a Trainer).
-    """
-
-    experiment: Optional[str] = None
-    cv_dir: Optional[str] = None
-    cv_config: Optional[str] = None
-    out_dir: Optional[str] = None
-    select: SelectConfig = field(default_factory=SelectConfig)
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
-    attention: AttentionConfig = field(default_factory=AttentionConfig)
-    attribution: AttributionConfig = field(default_factory=AttributionConfig)
-    launcher: LauncherConfig = field(default_factory=LauncherConfig)
-    trainer: dict[str, Any] = field(default_factory=dict)
+from eegfm_bench.config.interpret import InterpretConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
 def interpret_parser(prog: str = "eegfm-bench probe"):

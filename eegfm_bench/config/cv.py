@@ -1,0 +1,172 @@
+"""The cv command's config (``eegfm-bench cv``; :func:`eegfm_bench.runs.cells.load_config` loads and checks it).
+
+Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / ``Parameters`` blocks are the
+``--help`` text).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional, Union
+
+from eegfm_bench.config import ConfigRecord
+from eegfm_bench.config.confound import ConfoundConfig
+from eegfm_bench.config.launch import LauncherConfig
+
+
+@dataclass(frozen=True)
+class DataConfig(ConfigRecord):
+    """Which windows and how they are batched.
+
+    Args:
+        data_root: folder holding the staged datasets (default ``$EEGFM_DATA`` or MNE's data folder).
+        cache_dir: window / feature cache root (default ``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``).
+        subjects: subset of subjects (default: every subject present).
+        max_windows_per_subject: keep the first N windows per subject and class (tiny runs).
+        batch_size: windows per batch (per device under DDP), or ``auto``: Lightning's batch-size finder
+            (:func:`find_batch_size`) once per run × head on its first fold, capped by that fold's training windows
+            and ``max_batch_size``; the size it chose is in every row of the cell (metric ``batch_size``).
+        max_batch_size: the cap of ``batch_size: auto``.
+        num_workers: DataLoader worker processes.
+        band: restrict every model's band-pass to ``[lo, hi]`` Hz (``l_freq = max(model's, lo)``, ``h_freq =
+            min(model's, hi)``; the confound check's ``band`` variation).
+        window_shorten_s: windows this many seconds shorter than each model's declared length (the confound
+            check's ``offset`` variation keeps the window's end).
+    """
+
+    data_root: Optional[str] = None
+    cache_dir: Optional[str] = None
+    subjects: Optional[list[Union[int, str]]] = None
+    max_windows_per_subject: Optional[int] = None
+    batch_size: Union[int, Literal["auto"]] = 64
+    max_batch_size: int = 4096
+    num_workers: int = 0
+    band: Optional[list[float]] = None
+    window_shorten_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SplitConfig(ConfigRecord):
+    """Subject-grouped folds (:mod:`eegfm_bench.data.splits`).
+
+    Args:
+        scheme: ``kfold`` (StratifiedGroupKFold) or ``loso``.
+        k: folds of ``kfold``.
+        seed: fold and validation-draw seed.
+        n_val_groups: validation subjects drawn from each fold's training subjects.
+        group_by: ``subject``, or ``recording`` for recording-level folds (rows then say ``fold_unit=recording``).
+        folds: subset of folds to run (default: all).
+    """
+
+    scheme: Literal["kfold", "loso"] = "kfold"
+    k: int = 5
+    seed: int = 0
+    n_val_groups: int = 1
+    group_by: Literal["subject", "recording"] = "subject"
+    folds: Optional[list[int]] = None
+
+
+@dataclass(frozen=True)
+class OptimConfig(ConfigRecord):
+    """AdamW with linear warm-up then cosine decay (per step).
+
+    Args:
+        lr: learning rate.
+        weight_decay: AdamW weight decay.
+        warmup_epochs: warm-up length in epochs.
+    """
+
+    lr: float = 1e-3
+    weight_decay: float = 1e-2
+    warmup_epochs: float = 1.0
+
+
+@dataclass(frozen=True)
+class RunConfig(ConfigRecord):
+    """One model × regime with its heads.
+
+    Args:
+        model: registered backbone (``eegfm-bench models``).
+        regime: ``head_only`` (linear probing), ``lora`` or ``full`` fine-tuning, or LP-FT: ``lp_ft`` / ``lp_lora``
+            (the head is first trained on the frozen backbone's tokens, its best-validation weights start the full /
+            LoRA fine-tuning).
+        heads: pooling heads (``mean``, ``attention``, ``flatten``, ``mean_tile``, ``mlp``), or ``ridge``
+            (``head_only`` only): a closed-form ridge probe on the flattened cached tokens, alpha chosen on the
+            validation subjects (:mod:`eegfm_bench.models.ridge`), stored as a flatten head's weights.
+        lp_ft: LP-FT settings: ``lp_max_epochs`` (stage 1; default ``trainer.max_epochs``).
+        pretrained: hub id or local checkpoint folder (``null``: random init, ``init=random`` in every row).
+        init_seed: seed of the architecture's initialisation (default: the config's ``seed``).
+        backbone_kwargs: architecture overrides passed to the braindecode constructor.
+        head_kwargs: head overrides.
+        lora: peft settings (``r``, ``lora_alpha``, ``lora_dropout``, ``target_modules``, ``method``, ``use_dora``).
+        optim: this run's overrides of ``optim``.
+        trainer: this run's overrides of ``trainer``.
+    """
+
+    model: str
+    regime: Literal["head_only", "lora", "full", "lp_ft", "lp_lora"] = "full"
+    heads: list[str] = field(default_factory=lambda: ["flatten"])
+    pretrained: Optional[str] = None
+    init_seed: Optional[int] = None
+    backbone_kwargs: Optional[dict[str, Any]] = None
+    head_kwargs: Optional[dict[str, Any]] = None
+    lora: Optional[dict[str, Any]] = None
+    optim: Optional[dict[str, Any]] = None
+    trainer: Optional[dict[str, Any]] = None
+    lp_ft: Optional[dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class CVConfig(ConfigRecord):
+    """``eegfm-bench cv``: cross-validate models × heads × regimes on one task.
+
+    Parameters
+    ----------
+    experiment
+        name recorded in every row.
+    task
+        a registered task (``eegfm-bench tasks``), a task YAML file, or a task mapping
+        (``{preset: tuab, root: /data/tuab}``, or a full declaration: see ``eegfm_bench.data.spec``).
+    out_dir
+        where rows, splits, checkpoints, predictions and logs go.
+    seed
+        training seed (fold ``k`` trains with ``seed + k``).
+    data
+        windows and batches.
+    split
+        folds.
+    optim
+        optimiser.
+    runs
+        the models to cross-validate.
+    launcher
+        where the cells run (``none``: this process; ``local`` workers; ``slurm``), see
+        :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
+    user_models
+        encoders outside this package, by import path, with the declaration the adapter contract
+        needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
+    confound
+        the confound check (:mod:`eegfm_bench.runs.confound`), on by default for every event-locked task:
+        every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the
+        task's default variations), beside the headline with a verdict; ``confound: off`` turns it off.
+    compile
+        ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
+        arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
+        hash (a compiled graph computes the same function; kernels may round differently).
+    trainer
+        every ``lightning.Trainer`` argument plus ``patience`` and ``loggers``
+        (:func:`~eegfm_bench.config.add_trainer_arguments`).
+    """
+
+    experiment: str = "experiment"
+    task: Union[str, dict[str, Any]] = "eegmmidb_mi"
+    out_dir: str = "results/experiment"
+    seed: int = 0
+    data: DataConfig = field(default_factory=DataConfig)
+    split: SplitConfig = field(default_factory=SplitConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    runs: list[RunConfig] = field(default_factory=list)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    compile: Optional[Union[bool, dict[str, Any]]] = None
+    user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    confound: Union[ConfoundConfig, bool] = field(default_factory=ConfoundConfig)
+    trainer: dict[str, Any] = field(default_factory=dict)
