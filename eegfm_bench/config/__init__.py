@@ -400,34 +400,14 @@ class ConfigRecord:
     builds them from the validated mapping :func:`parse_config` returns. :meth:`to_dict` gives the mapping back
     (what is saved as ``config.yaml`` and what config hashes are computed from).
 
-    Read access by key (``cfg["data"]``, ``cfg.get("launcher")``) is kept while the commands move to attribute
-    access (typed configs end to end), so a command not yet moved still runs on the object; assigning
-    raises ``FrozenInstanceError``.
+    There is no access by key (``cfg["data"]`` raises ``TypeError``): a config is read by attribute from the
+    command line down to the function that uses a setting, so a misspelt setting fails where it is written, and
+    a type checker sees it. Assigning raises ``FrozenInstanceError``; a changed copy is ``dataclasses.replace``.
     """
 
     def to_dict(self) -> dict:
         """The config as nested plain dicts and lists (a copy)."""
         return asdict(self)
-
-    def __getitem__(self, key: str):
-        if not isinstance(key, str) or key not in self.__dataclass_fields__:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default=None):
-        return getattr(self, key, default) if key in self.__dataclass_fields__ else default
-
-    def keys(self):
-        return self.__dataclass_fields__.keys()
-
-    def __contains__(self, key) -> bool:
-        return key in self.__dataclass_fields__
-
-    def __iter__(self):
-        return iter(self.__dataclass_fields__)
-
-    def __len__(self) -> int:
-        return len(self.__dataclass_fields__)
 
 
 def typed(schema: type, values: Any) -> Any:
@@ -471,6 +451,28 @@ def _typed_value(tp: Any, v: Any) -> Any:
     return v
 
 
+def load_typed(parser, schema: type, source, args: Sequence[str] = (), *, prepare=None,
+               where: str | None = None) -> Any:
+    """The one loader of every command's config: a YAML path, a mapping or an instance of ``schema`` (a worker's
+    copy, parsed and checked again) plus dotted overrides, through the command's ``parser``
+    (:func:`command_parser`: defaults filled, unknown keys refused with close matches), then ``prepare(raw)`` (the
+    normalisations a command makes on the mapping, e.g. a task path resolved next to its config), then
+    :func:`typed` (``schema``, frozen). Each command's loader adds its own checks on the typed object
+    (``eegfm_bench.runs.cells.load_config``, ``load_sweep_config``, ``load_interpret_config``, ...).
+
+    Raises
+    ------
+    ConfigError
+        Unknown keys, wrong types (each naming the fix).
+    """
+    if is_dataclass(source) and isinstance(source, schema):
+        source = source.to_dict()
+    raw = parse_config(parser, source, args, where=where)
+    if prepare is not None:
+        raw = prepare(raw)
+    return typed(schema, raw)
+
+
 def read_saved(parser, path: str | os.PathLike, schema: type) -> Any:
     """A config a command saved beside its results (``config.yaml``, ``sweep.yaml``, ...), read back through that
     command's ``parser`` (:func:`command_parser`) and typed as ``schema``: defaults filled, none of the command's
@@ -482,7 +484,7 @@ def read_saved(parser, path: str | os.PathLike, schema: type) -> Any:
         One line: the file, what does not read (e.g. a key an older version wrote) and the fix.
     """
     try:
-        return typed(schema, parse_config(parser, path))
+        return load_typed(parser, schema, path)
     except ConfigError as err:
         msg = re.sub(r"\s+", " ", str(err)).removeprefix(f"{path}: ")
         raise ConfigError(f"{path} does not read as a {schema.__name__} of this version of eegfm-bench ({msg}); fix: "

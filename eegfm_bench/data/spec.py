@@ -63,7 +63,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
-from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, parse_config, read_yaml, typed
+from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed, read_yaml
 from eegfm_bench.data.sources import SOURCES
 from eegfm_bench.config.task import LabelsSpec, BalanceSpec, SpanSpec, WindowsSpec, ChannelsSpec, TaskSpec  # noqa: F401 (the schemas live in eegfm_bench.config)
 
@@ -88,13 +88,15 @@ def parse_task_spec(spec: Union[dict, str], where: str = "task") -> TaskSpec:
         spec = read_yaml(spec)
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a task name or a mapping, got a {type(spec).__name__}")
+    def prepare(raw: dict) -> dict:  # the source's own options are checked on the mapping (the parsing step)
+        src = SOURCES.get(raw["source"])
+        raw[raw["source"]] = src.check_options(raw.get(raw["source"]) or {}, f"{where}.{raw['source']}")
+        return raw
+
     try:
-        raw = parse_config(_task_parser(), copy.deepcopy(spec), where=where)
+        out = load_typed(_task_parser(), TaskSpec, copy.deepcopy(spec), prepare=prepare, where=where)
     except ConfigError as err:
         raise ConfigError(str(err).replace("task:", f"{where}:", 1)) from None
-    src = SOURCES.get(raw["source"])  # the source's own options are checked on the mapping (the parsing step)
-    raw[raw["source"]] = src.check_options(raw.get(raw["source"]) or {}, f"{where}.{raw['source']}")
-    out = typed(TaskSpec, raw)
     _check_task(out, where)
     return out
 

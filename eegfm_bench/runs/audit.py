@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from eegfm_bench.config import ConfigRecord, command_parser, parse_config, typed
+from eegfm_bench.config import ConfigRecord, command_parser, load_typed, typed
 from eegfm_bench.provenance.audit import AuditConfig, AuditReport, run_audit
 from eegfm_bench.provenance.views import pair_views
 from eegfm_bench.config.audit import AuditCommand  # noqa: F401 (the schemas live in eegfm_bench.config)
@@ -43,9 +43,15 @@ def load_audit_config(source, args: Sequence[str] = ()) -> tuple[AuditCommand, A
         ``embeddings`` / ``out_dir`` missing, or a setting :class:`~eegfm_bench.provenance.audit.AuditConfig`
         refuses.
     """
-    raw = {k: v for k, v in parse_config(audit_parser(), source, args).items() if v is not None or k in NULLABLE}
     own = {f.name for f in dataclasses.fields(AuditCommand)}
-    cmd = typed(AuditCommand, {k: v for k, v in raw.items() if k in own})
+    kept: dict = {}
+
+    def prepare(parsed: dict) -> dict:  # the command's own keys; the others are the audit's settings
+        kept.update({k: v for k, v in parsed.items() if v is not None or k in NULLABLE})
+        return {k: v for k, v in kept.items() if k in own}
+
+    cmd = load_typed(audit_parser(), AuditCommand, source, args, prepare=prepare)
+    raw = kept
     for key, value in (("embeddings", cmd.embeddings), ("out_dir", cmd.out_dir)):
         if not value:
             raise ValueError(f"audit config needs {key!r}; fix: add {key}: <path> to the audit config")

@@ -48,7 +48,7 @@ from lightning.pytorch.tuner import Tuner
 from tqdm.auto import tqdm
 
 from eegfm_bench.config import (ConfigError, ConfigRecord, check_section, check_trainer_section, command_parser,
-                                parse_config, typed)
+                                load_typed, parse_config, typed)
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.data.tasks import get_task, resolve_task_path, task_name
@@ -116,9 +116,9 @@ AUTO_INFERENCE_BATCH = 64
 a forward without gradients changes no number; only training batches are searched)."""
 
 
-def fixed_batch_size(data: dict, fallback: int = AUTO_INFERENCE_BATCH) -> int:
+def fixed_batch_size(data: DataConfig, fallback: int = AUTO_INFERENCE_BATCH) -> int:
     """``data.batch_size`` as a number: the configured one, or ``fallback`` when it is ``auto``."""
-    b = data.get("batch_size", fallback)
+    b = data.batch_size
     return int(fallback if b == "auto" else b)
 
 
@@ -218,14 +218,14 @@ def load_config(source, args: Sequence[str] = ()) -> CVConfig:
     ConfigError, UnknownNameError
         Naming the bad key or value, the close matches and the fix.
     """
-    if isinstance(source, CVConfig):  # e.g. a launcher's worker: parsed again, so its user models register here
-        source = source.to_dict()
-    raw = parse_config(cv_parser(), source, args)
-    if isinstance(source, (str, Path)):
-        raw["task"] = resolve_task_path(raw["task"], Path(source).parent)
-    spec = get_task(raw["task"]).spec  # the declared task, validated (TaskSpec)
-    raw["confound"] = resolve_confound(raw.get("confound"), spec)
-    cfg = typed(CVConfig, raw)
+    def prepare(raw: dict) -> dict:  # the parsing step: a task path next to its config, the confound defaults
+        if isinstance(source, (str, Path)):
+            raw["task"] = resolve_task_path(raw["task"], Path(source).parent)
+        raw["confound"] = resolve_confound(raw.get("confound"), get_task(raw["task"]).spec)
+        return raw
+
+    # a CVConfig (a launcher's worker) is parsed again, so its user models register in the worker too
+    cfg = load_typed(cv_parser(), CVConfig, source, args, prepare=prepare)
     cfg = replace(cfg, runs=[replace(run, optim=check_section(run.optim, OptimConfig, f"runs[{i}].optim") or None,
                                      trainer=check_trainer_section(run.trainer, f"runs[{i}].trainer") or None)
                              for i, run in enumerate(cfg.runs)])
@@ -343,7 +343,7 @@ def check_out_dir(path, where: str) -> None:
 
 def cv_defaults() -> dict:
     """The default ``trainer`` and ``optim`` sections of a cv config (resolved), as mappings."""
-    cfg = typed(CVConfig, parse_config(cv_parser(), {"runs": [{"model": "eegnet"}]}))
+    cfg = load_typed(cv_parser(), CVConfig, {"runs": [{"model": "eegnet"}]})
     return {"trainer": dict(cfg.trainer), "optim": cfg.optim.to_dict()}
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional, Union
 
 import yaml
 
-from eegfm_bench.config import ConfigError, ConfigRecord, check_trainer_section, command_parser, parse_config, typed
+from eegfm_bench.config import ConfigError, ConfigRecord, check_trainer_section, command_parser, load_typed
 from eegfm_bench.controls.embeddings import POOLINGS
 from eegfm_bench.controls.features import BANDS, FAMILIES
 from eegfm_bench.controls.permutation import SCHEMES
@@ -61,7 +61,7 @@ def load_config(source, args=()) -> ControlsConfig:
     The cv run of ``cv_out_dir`` is not read here beyond its ``config.yaml`` (its user models) and the presence of
     its ``splits.json``; :func:`load_run_config` (what the command uses) also takes its data selection and split.
 
-    Steps: parse against :class:`ControlsConfig` and require ``task`` and ``out_dir`` (:func:`_parsed`) -> the
+    Steps: parse against :class:`ControlsConfig` and require ``task`` and ``out_dir`` (:func:`_required`) -> the
     normalisations on the mapping (:func:`_resolved`: user models inherited and registered, the feature
     preprocessing resolved to a full mapping, each model's ``backbone_kwargs`` and declared weights, each
     scrambled entry's trainer section) -> :func:`~eegfm_bench.config.typed` -> the checks on the typed object
@@ -81,7 +81,7 @@ def load_config(source, args=()) -> ControlsConfig:
     UnknownNameError
         Unknown task or backbone (lists valid names).
     """
-    return _resolved(_parsed(source, args), None)
+    return _loaded(source, args, with_cv=False)[0]
 
 
 def load_run_config(source, args=()) -> tuple[ControlsConfig, CVConfig | None]:
@@ -98,17 +98,28 @@ def load_run_config(source, args=()) -> tuple[ControlsConfig, CVConfig | None]:
     CVRunError
         ``cv_out_dir`` is not a finished cv run.
     """
-    raw = _parsed(source, args)
-    cv = CVRun(raw["cv_out_dir"]).config if raw["cv_out_dir"] is not None else None
-    return _resolved(raw, cv), cv
+    return _loaded(source, args, with_cv=True)
 
 
-def _parsed(source, args) -> dict:
-    """The validated mapping (a :class:`ControlsConfig` is turned back into one and parsed again: a launcher's
-    worker), with ``task`` and ``out_dir`` set and the cv run's ``config.yaml`` / ``splits.json`` present."""
-    if isinstance(source, ControlsConfig):
-        source = source.to_dict()
-    raw = parse_config(controls_parser(), source, args)
+def _loaded(source, args, with_cv: bool) -> tuple[ControlsConfig, CVConfig | None]:
+    """Through the one loader (:func:`~eegfm_bench.config.load_typed`; a :class:`ControlsConfig` is parsed again: a
+    launcher's worker) with :func:`_required` and :func:`_resolved` as its step on the mapping, then the checks on
+    the typed config."""
+    cv_of: list = [None]
+
+    def prepare(raw: dict) -> dict:
+        _required(raw)
+        if with_cv and raw["cv_out_dir"] is not None:
+            cv_of[0] = CVRun(raw["cv_out_dir"]).config
+        return _resolved(raw, cv_of[0])
+
+    cfg = load_typed(controls_parser(), ControlsConfig, source, args, prepare=prepare)
+    _check_controls(cfg)
+    return cfg, cv_of[0]
+
+
+def _required(raw: dict) -> None:
+    """``task`` and ``out_dir`` set, and the cv run's ``config.yaml`` / ``splits.json`` present."""
     missing = [k for k in ("task", "out_dir") if not raw[k]]
     if missing:
         raise ConfigError(f"the controls config needs {' and '.join(f'`{k}`' for k in missing)} (a full run takes "
@@ -119,11 +130,11 @@ def _parsed(source, args) -> dict:
             if not (cvd / f).is_file():
                 raise ConfigError(f"cv_out_dir {cvd} has no {f}; fix: run `eegfm-bench cv --config ...` first, or "
                                   "point cv_out_dir at that run's out_dir (or set it to null)")
-    return raw
 
 
-def _resolved(raw: dict, cv: CVConfig | None) -> ControlsConfig:
-    """The normalisations on the parsed mapping (in place), then the typed config and its checks."""
+def _resolved(raw: dict, cv: CVConfig | None) -> dict:
+    """The normalisations on the parsed mapping (in place): the cv run's settings inherited, user models
+    registered, the feature preprocessing and each model resolved, each scrambled entry's trainer checked."""
     if cv is not None:
         _inherit_cv_settings(raw, cv)
     raw["user_models"] = _inherited_user_models(raw)
@@ -134,9 +145,7 @@ def _resolved(raw: dict, cv: CVConfig | None) -> ControlsConfig:
     for i, s in enumerate(raw["scrambled"]):
         if s.get("trainer"):
             s["trainer"] = check_trainer_section(s["trainer"], f"scrambled[{i}].trainer")
-    cfg = typed(ControlsConfig, raw)
-    _check_controls(cfg)
-    return cfg
+    return raw
 
 
 def _inherit_cv_settings(raw: dict, cv: CVConfig) -> None:

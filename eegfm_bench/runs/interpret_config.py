@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
-from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, parse_config, typed
+from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed
 from eegfm_bench.interpret.config import (AttentionConfig, AttributionConfig, InterpretConfigError, ProbeConfig,
                                           SelectConfig)
 from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
@@ -33,10 +33,8 @@ def load_interpret_config(source, args: Sequence[str] = ()) -> InterpretConfig:
         Unknown keys (with close matches), missing ``cv_dir`` / ``out_dir``, unknown pooling / method / attention
         rule / fallback, an unparsable condition string, trainer settings this machine cannot honour.
     """
-    if isinstance(source, InterpretConfig):  # e.g. a launcher's worker: parsed and checked again
-        source = source.to_dict()
-    try:
-        cfg = typed(InterpretConfig, parse_config(interpret_parser(), source, args))
+    try:  # a worker's InterpretConfig is parsed and checked again
+        cfg = load_typed(interpret_parser(), InterpretConfig, source, args)
     except ConfigError as err:
         raise InterpretConfigError(str(err)) from None
     if cfg.cv_config is not None:

@@ -38,7 +38,7 @@ from typing import Any, Literal, Optional, Sequence, Union
 
 import yaml
 
-from eegfm_bench.config import ConfigError, ConfigRecord, close_matches, command_parser, parse_config, typed
+from eegfm_bench.config import ConfigError, ConfigRecord, close_matches, command_parser, load_typed, typed
 from eegfm_bench.data.sources import DataNotFoundError
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.models.checkpoints import CheckpointError, resolve
@@ -92,7 +92,7 @@ def load_paper(path, members: Sequence[str] | None = None) -> PaperConfig:
         Unknown keys, a missing config file, a repeated name, ``after`` naming a later or unknown member, ``args``
         on a truncation / provenance member, an unknown member in ``members``.
     """
-    cfg = typed(PaperConfig, parse_config(paper_parser(), str(path)))
+    cfg = load_typed(paper_parser(), PaperConfig, str(path))
     base = Path(str(path)).parent
     seen: list[str] = []
     resolved: list[PaperMember] = []

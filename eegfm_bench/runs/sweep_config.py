@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
-from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, parse_config, typed
+from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed
 from eegfm_bench.runs.cells import load_config as load_cv_config
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
 from eegfm_bench.trainer import check_trainer
@@ -29,9 +29,7 @@ def load_sweep_config(source, args: Sequence[str] = ()) -> SweepConfig:
         Unknown keys (close matches), neither or both of ``cv_out_dir`` / ``cv_config``, an invalid value, trainer
         or launcher settings this machine cannot honour.
     """
-    if isinstance(source, SweepConfig):  # e.g. a launcher's worker: parsed and checked again
-        source = source.to_dict()
-    cfg = typed(SweepConfig, parse_config(sweep_parser(), source, args))
+    cfg = load_typed(sweep_parser(), SweepConfig, source, args)  # a worker's SweepConfig is parsed and checked again
     if (cfg.cv_out_dir is None) == (cfg.cv_config is None):
         raise ConfigError("set exactly one of `cv_out_dir` (the cv run's out_dir) and `cv_config` (its config "
                           "YAML); fix: e.g. `cv_out_dir: results/tiny`")
