@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from eegfm_bench.config import typed
 from eegfm_bench.controls.gates import RELATED_SOURCES, ClaimEvidence, evaluate_gates
-from eegfm_bench.models.user import UserModelConfig, _normalise, user_spec
+from eegfm_bench.models.user import user_spec
 from eegfm_bench.runs.controls_steps import Rep, _arm_interval, _Ctx, _score
 
 try:  # gate (iii)'s inventory; without it a checkpoint claim cannot be judged (_provenance says so)
@@ -48,7 +47,7 @@ def _provenance(model: str, init: str, task) -> tuple[list | None, str]:
     if spec is not None:  # a user model: its declaration says what its weights saw
         if not init.startswith("pretrained"):
             return [], "random initialisation: no pretraining exposure (user model)"
-        corpora = typed(UserModelConfig, _normalise(dict(spec), model)).pretraining_corpora
+        corpora = spec.pretraining_corpora  # the registered declaration, typed (UserModelConfig)
         if corpora is None:
             return None, (f"user model {model}: no pretraining_corpora declared for its weights; fix: "
                           f"user_models.{model}.pretraining_corpora: [...] (the datasets they were pretrained on)")

@@ -122,7 +122,7 @@ def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
     run = {"model": "labram", "regime": "head_only", "heads": ["mean", "mlp", "ridge"], "backbone_kwargs": tiny,
            "head_kwargs": {"mlp": {"hidden": [8]}, "ridge": {"alphas": [1.0, 10.0]}}}
     cfg = load_config({**base, "runs": [run]})
-    r = cfg["runs"][0]
+    r = cfg.runs[0]
     assert head_kwargs_for(r, "mlp") == {"hidden": [8]} and head_kwargs_for(r, "mean") is None
     assert head_kwargs_for(r, "ridge") == {"alphas": [1.0, 10.0]}
     with pytest.raises(ConfigError, match=r"head_kwargs \['hidden'\] are not settings of the mean head.*fix: per-head"):
@@ -141,7 +141,7 @@ def test_a_ridge_cell_hash_ignores_what_cannot_change_a_closed_form_probe():
     def hashes(**over):
         cfg = load_config({"task": "eegmmidb_mi", "out_dir": "/tmp/x", "runs": [
             {"model": "labram", "regime": "head_only", "heads": ["ridge", "flatten"]}], **over})
-        run = cfg["runs"][0]
+        run = cfg.runs[0]
         return cell_hash(cfg, run, "ridge", "k"), cell_hash(cfg, run, "flatten", "k")
 
     base = hashes()
@@ -153,4 +153,4 @@ def test_a_ridge_cell_hash_ignores_what_cannot_change_a_closed_form_probe():
     assert hashes(trainer={"precision": "bf16-mixed"})[0] != base[0]
     cfg = load_config({"task": "eegmmidb_mi", "out_dir": "/tmp/x", "runs": [
         {"model": "labram", "regime": "head_only", "heads": ["ridge"], "head_kwargs": {"ridge": {"alphas": [1.0]}}}]})
-    assert cell_hash(cfg, cfg["runs"][0], "ridge", "k") != base[0]
+    assert cell_hash(cfg, cfg.runs[0], "ridge", "k") != base[0]

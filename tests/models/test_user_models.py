@@ -415,7 +415,7 @@ def test_controls_user_model_declarations_are_checked_before_any_data_is_read(tm
     base = {"task": "eegmat", "out_dir": str(tmp_path / "o"), "cv_out_dir": str(cv), "cv_claims": [],
             "models": [{"model": "tiny_cv", "init_seeds": [0]}]}
     cfg = load_config(base)
-    assert cfg["user_models"] == {"tiny_cv": SPEC} and cfg["models"][0]["pretrained"] is None
+    assert cfg.user_models == {"tiny_cv": SPEC} and cfg.models[0].pretrained is None
     with pytest.raises(ConfigError, match="declared here and, differently, in the cv run"):
         load_config({**base, "user_models": {"tiny_cv": {**SPEC, "sfreq": 256.0}}})
     with pytest.raises(ConfigError, match="whose weights come from its declaration"):
@@ -552,7 +552,7 @@ def test_editing_the_encoder_file_or_its_weights_changes_the_cell_hash_and_the_f
         ws = WindowSet(np.zeros((n, 3, 512), np.float32), np.zeros(n, np.int64), np.array(["1"] * n),
                        np.array(["r"] * n), np.arange(n), np.array(["d"] * n), ["C3", "Cz", "C4"], 128.0, ["a", "b"],
                        {"cache_key": "k"})
-        return cell_hash(cfg, cfg["runs"][0], "mean", "k"), feature_key(ad, ws, np.arange(n), ("tokens",),
+        return cell_hash(cfg, cfg.runs[0], "mean", "k"), feature_key(ad, ws, np.arange(n), ("tokens",),
                                                                           weights="w")
 
     base = keys(spec)

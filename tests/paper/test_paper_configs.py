@@ -34,8 +34,10 @@ class Papers:
     def __init__(self, root: Path = PAPERS):
         from eegfm_bench.runs.paper import load_paper, member_config
 
-        self.paper = {k: load_paper(root / f) for k, f in FILES.items()}
-        self.cfg = {k: {m["name"]: member_config(m) for m in p["members"]} for k, p in self.paper.items()}
+        typed_papers = {k: load_paper(root / f) for k, f in FILES.items()}
+        # each member's typed config as the mapping it saves (config.yaml): the table reads the resolved values
+        self.paper = {k: p.to_dict() for k, p in typed_papers.items()}
+        self.cfg = {k: {m.name: _mapping(member_config(m)) for m in p.members} for k, p in typed_papers.items()}
 
     def m(self, paper: str, name: str):
         return self.cfg[paper][name]
@@ -45,6 +47,13 @@ class Papers:
 
     def gaps(self, paper: str) -> str:
         return " ".join(g["what"] for g in self.paper[paper]["not_runnable"])
+
+
+def _mapping(cfg):
+    """A member's typed config as plain mappings (a truncation member: ``[(depth, config), ...]``)."""
+    if isinstance(cfg, list):
+        return [(k, c.to_dict()) for k, c in cfg]
+    return cfg.to_dict()
 
 
 @pytest.fixture(scope="module")
@@ -474,28 +483,28 @@ TRANSCRIPTIONS: list[T] = [
       lambda P: "GradientBoosting and MLP" in P.gaps("001")),
     # ------------------------------------------------------------------------------------------- paper 000
     T("000", "App. B", "B Worked example: one NMT record through the four axes", "nmt",
-      lambda P: P.m("000", "nmt_audit").task, ("000/nmt_audit.yaml:task", "000/nmt_audit.yaml:experiment")),
+      lambda P: P.m("000", "nmt_audit")["task"], ("000/nmt_audit.yaml:task", "000/nmt_audit.yaml:experiment")),
     T("000", "App. B", "The prevalence baseline is log2 3 = 1.585 bits per view.", 3,
-      lambda P: len(P.m("000", "nmt_audit").data.views)),
+      lambda P: len(P.m("000", "nmt_audit")["data"]["views"])),
     T("000", "App. A.3", "For NMT, the predeclared rank is K − 1", 2,
-      lambda P: P.m("000", "nmt_audit").audit.rank, ("000/nmt_audit.yaml:audit.rank",)),
+      lambda P: P.m("000", "nmt_audit")["audit"]["rank"], ("000/nmt_audit.yaml:audit.rank",)),
     T("000", "App. B", "while the ten matched random subspaces leave it between 0.221 and 0.231", 10,
-      lambda P: P.m("000", "nmt_audit").audit.n_random, ("000/nmt_audit.yaml:audit.n_random",)),
+      lambda P: P.m("000", "nmt_audit")["audit"]["n_random"], ("000/nmt_audit.yaml:audit.n_random",)),
     T("000", "App. F", "Random rows average ten rank-two, energy-matched Haar subspaces per encoder.", "energy",
-      lambda P: P.m("000", "nmt_audit").audit.random_match, ("000/nmt_audit.yaml:audit.random_match",)),
-    T("000", "App. B", "within the −0.02 margin", -0.02, lambda P: P.m("000", "nmt_audit").audit.utility_margin,
+      lambda P: P.m("000", "nmt_audit")["audit"]["random_match"], ("000/nmt_audit.yaml:audit.random_match",)),
+    T("000", "App. B", "within the −0.02 margin", -0.02, lambda P: P.m("000", "nmt_audit")["audit"]["utility_margin"],
       ("000/nmt_audit.yaml:audit.utility_margin",)),
     T("000", "App. A.4", "the lower 95% confidence bound for utility change to remain within the declared margin", 0.95,
-      lambda P: P.m("000", "nmt_audit").audit.level, ("000/nmt_audit.yaml:audit.level",)),
+      lambda P: P.m("000", "nmt_audit")["audit"]["level"], ("000/nmt_audit.yaml:audit.level",)),
     T("000", "App. E", "The audit uses five-seed EEGNetSmall encoders with 128-dimensional embeddings and fixed heads",
-      ["eegnet", 5, 128, "mean"], lambda P: [P.m("000", "nmt_audit").encoder.backbone,
-                                             len(P.m("000", "nmt_audit").encoder.seeds),
-                                             P.m("000", "nmt_audit").encoder.backbone_kwargs["F2"],
-                                             P.m("000", "nmt_audit").encoder.head],
+      ["eegnet", 5, 128, "mean"], lambda P: [P.m("000", "nmt_audit")["encoder"]["backbone"],
+                                             len(P.m("000", "nmt_audit")["encoder"]["seeds"]),
+                                             P.m("000", "nmt_audit")["encoder"]["backbone_kwargs"]["F2"],
+                                             P.m("000", "nmt_audit")["encoder"]["head"]],
       ("000/nmt_audit.yaml:encoder.backbone", "000/nmt_audit.yaml:encoder.seeds", "000/nmt_audit.yaml:encoder.head",
        "000/nmt_audit.yaml:encoder.backbone_kwargs")),
     T("000", "App. F", "three shortcut-reference rotations on the same 185 records", 185,
-      lambda P: P.m("000", "nmt_audit").split.n_test, ("000/nmt_audit.yaml:split.n_test",)),
+      lambda P: P.m("000", "nmt_audit")["split"]["n_test"], ("000/nmt_audit.yaml:split.n_test",)),
     T("000", "App. E", "Reconstruction in-domain AUROC changes from 0.7774 to 0.7788", True,
       lambda P: "reconstruction" in P.gaps("000")),
 ]
@@ -591,15 +600,15 @@ NOT_IN_SEED: list[N] = [
                         if m["model"] in ("reve", "labram", "cbramod")})),
     N("000", "which three reference views, the validation share and the encoder schedule (J.5 not in the seed text): "
       "the eegmat demo's", [["original", "average", "Cz"], 185, 40, 8],
-      lambda P: [P.m("000", "nmt_audit").data.views, P.m("000", "nmt_audit").split.n_val,
-                 P.m("000", "nmt_audit").encoder.max_epochs, P.m("000", "nmt_audit").encoder.patience],
+      lambda P: [P.m("000", "nmt_audit")["data"]["views"], P.m("000", "nmt_audit")["split"]["n_val"],
+                 P.m("000", "nmt_audit")["encoder"]["max_epochs"], P.m("000", "nmt_audit")["encoder"]["patience"]],
       ("000/nmt_audit.yaml:data.*", "000/nmt_audit.yaml:split.*", "000/nmt_audit.yaml:encoder.*")),
     N("000", "NMT's size is not in the seed text beyond its 185 held-out records: the plan costs it per 1,000 windows",
       [None, None], lambda P: [P.paper["000"]["datasets"]["nmt"][k] for k in ("subjects", "windows")],
       ("000_physiotrace.yaml:datasets.nmt.*",)),
     N("000", "audit settings the seed text does not give: bootstrap size, induced odds, epsilon (audit defaults)",
       [1000, 9.0, 0.01],
-      lambda P: [getattr(P.m("000", "nmt_audit").audit, k) for k in ("n_boot", "induced_odds", "epsilon")],
+      lambda P: [P.m("000", "nmt_audit")["audit"][k] for k in ("n_boot", "induced_odds", "epsilon")],
       ("000/nmt_audit.yaml:audit.*",)),
 ]
 

@@ -137,14 +137,14 @@ def test_derived_configs_change_only_their_variation(tmp_path):
             "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}], "confound": {"enabled": True}}
     cfg = load_config(base)
     off = derive(cfg, "offset")
-    assert off["task"] == {"preset": "eegmmidb_mi", "windows": {"tmin": 1.0}}
-    assert off["out_dir"].endswith("confound/offset") and not off["confound"]["enabled"]
+    assert off.task == {"preset": "eegmmidb_mi", "windows": {"tmin": 1.0}}
+    assert off.out_dir.endswith("confound/offset") and not off.confound.enabled
     assert model_preprocessing(off, "eegnet").window_s == 3.0
     band = derive(cfg, "offset+band")
     p = model_preprocessing(band, "eegnet")
     assert (p.l_freq, p.h_freq, p.window_s) == (4.0, 40.0, 3.0)
     fr = derive(cfg, "frontal")
-    assert set(FRONTAL) <= set(fr["task"]["channels"]["exclude"]) and "windows" not in fr["task"]
+    assert set(FRONTAL) <= set(fr.task["channels"]["exclude"]) and "windows" not in fr.task
     assert model_preprocessing(fr, "eegnet") == model_preprocessing(cfg, "eegnet")
     task_file = tmp_path / "t.yaml"
     task_file.write_text(yaml.safe_dump({"name": "mine", "source": "files", "root": str(tmp_path), "classes": ["a", "b"],
@@ -152,7 +152,7 @@ def test_derived_configs_change_only_their_variation(tmp_path):
                                          "labels": {"events": {"a": "a", "b": "b"}},
                                          "windows": {"mode": "events", "tmin": 0.5}}))
     cfg2 = load_config({**base, "task": str(task_file)})
-    t = derive(cfg2, "offset")["task"]
+    t = derive(cfg2, "offset").task
     assert t["name"] == "mine" and t["windows"]["tmin"] == 1.5 and "preset" not in t
 
 
@@ -275,11 +275,11 @@ def test_default_variations_for_every_preset_and_confound_off(tmp_path, monkeypa
             assert got == [], name
     base = {"task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"),
             "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}]}
-    on = load_config(base)["confound"]
-    assert on["enabled"] and on["variations"] == ["offset+band"]
+    on = load_config(base).confound
+    assert on.enabled and on.variations == ["offset+band"]
     for off in (False, {"enabled": False}):
-        assert not load_config({**base, "confound": off})["confound"]["enabled"]
-    assert not load_config({**base, "task": "eegmat"})["confound"]["enabled"]  # fixed windows: nothing by default
+        assert not load_config({**base, "confound": off}).confound.enabled
+    assert not load_config({**base, "task": "eegmat"}).confound.enabled  # fixed windows: nothing by default
     import eegfm_bench.runs.confound as C
 
     monkeypatch.setattr(C, "run_confound", lambda *a, **k: pytest.fail("the confound check ran"))

@@ -28,9 +28,9 @@ def test_trainer_section_takes_any_lightning_argument_and_dotted_overrides(tmp_p
                                                      "accelerator": "cpu", "gradient_clip_val": 1.0,
                                                      "accumulate_grad_batches": 2, "precision": "bf16-mixed"}},
                       ["--trainer.devices", "1", "--data.batch_size", "8", "--trainer.strategy", "auto"])
-    assert cfg["trainer"]["devices"] == 1 and cfg["trainer"]["strategy"] == "auto"
-    assert cfg["trainer"]["gradient_clip_val"] == 1.0 and cfg["trainer"]["precision"] == "bf16-mixed"
-    assert cfg["data"]["batch_size"] == 8 and cfg["trainer"]["patience"] == 5  # the default
+    assert cfg.trainer["devices"] == 1 and cfg.trainer["strategy"] == "auto"  # trainer: Lightning's free-form kwargs
+    assert cfg.trainer["gradient_clip_val"] == 1.0 and cfg.trainer["precision"] == "bf16-mixed"
+    assert cfg.data.batch_size == 8 and cfg.trainer["patience"] == 5  # the default
 
 
 @pytest.mark.parametrize("over, match", [
@@ -146,7 +146,7 @@ def test_equal_settings_hash_equally():
 
     def h(**tr):
         cfg = load_config({**base, "trainer": {**TINY["trainer"], **tr}})
-        return cell_hash(cfg, cfg["runs"][0], run["heads"][0], "key")
+        return cell_hash(cfg, cfg.runs[0], run["heads"][0], "key")
 
     assert h(precision="32") == h(precision="32-true") == h(precision=32) == h()
     assert h(accelerator="auto") == h(accelerator="cpu")  # this machine: auto resolves to the CPU

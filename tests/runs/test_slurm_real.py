@@ -97,7 +97,7 @@ def test_cv_cells_go_out_as_one_throttled_job_array_and_give_the_sequential_rows
     lc = yaml.safe_load(sl_cfg.read_text())["launcher"]
     from eegfm_bench.runs.cells import load_config
 
-    preview = sbatch_preview(load_config(str(sl_cfg))["launcher"], tmp_path / "sl" / "jobs", n_jobs=3)
+    preview = sbatch_preview(load_config(str(sl_cfg)).launcher, tmp_path / "sl" / "jobs", n_jobs=3)
     sb = lambda text: sorted(line for line in text.splitlines() if line.startswith("#SBATCH"))  # noqa: E731
     assert sb(submitted) == sb(preview), (sb(submitted), sb(preview), lc)
     # the rows of the sequential run (one thread per job vs two: AUROC sums may round differently)
