@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
-from eegfm_bench.config import ConfigRecord
+from eegfm_bench.config import ConfigRecord, command_parser
 from eegfm_bench.config.launch import LauncherConfig
 
 
@@ -306,3 +306,8 @@ class ControlsConfig(ConfigRecord):
 
 SCRAMBLED_OPTIONAL = ("trainer", "optim", "backbone_kwargs", "head_kwargs", "lora", "pretrained")
 """Scrambled-entry keys that, when unset (null), come from the matching cv run."""
+
+
+def controls_parser():
+    """The ``eegfm-bench controls`` parser (``--config`` files, dotted overrides, the Trainer arguments)."""
+    return command_parser("eegfm-bench controls", ControlsConfig, description=ControlsConfig.__doc__, training=False)

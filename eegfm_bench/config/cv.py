@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
-from eegfm_bench.config import ConfigRecord
+from eegfm_bench.config import ConfigRecord, command_parser
 from eegfm_bench.config.confound import ConfoundConfig
 from eegfm_bench.config.launch import LauncherConfig
 
@@ -170,3 +170,8 @@ class CVConfig(ConfigRecord):
     user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     confound: Union[ConfoundConfig, bool] = field(default_factory=ConfoundConfig)
     trainer: dict[str, Any] = field(default_factory=dict)
+
+
+def cv_parser():
+    """The ``eegfm-bench cv`` parser (``--config`` files, dotted overrides, every Trainer argument)."""
+    return command_parser("eegfm-bench cv", CVConfig, description=CVConfig.__doc__)

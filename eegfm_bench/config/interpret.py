@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from eegfm_bench.config import ConfigRecord
+from eegfm_bench.config import ConfigRecord, command_parser
 from eegfm_bench.config.launch import LauncherConfig
 
 
@@ -138,3 +138,7 @@ class InterpretConfig(ConfigRecord):
     attribution: AttributionConfig = field(default_factory=AttributionConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     trainer: dict[str, Any] = field(default_factory=dict)
+
+
+def interpret_parser(prog: str = "eegfm-bench probe"):
+    return command_parser(prog, InterpretConfig, description=InterpretConfig.__doc__, training=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from eegfm_bench.config import ConfigRecord
+from eegfm_bench.config import ConfigRecord, command_parser
 from eegfm_bench.config.launch import LauncherConfig
 
 
@@ -60,3 +60,8 @@ class SweepConfig(ConfigRecord):
     mask: Literal["paper", "hashed"] = "paper"
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     trainer: dict[str, Any] = field(default_factory=dict)
+
+
+def sweep_parser():
+    return command_parser("eegfm-bench sweep", SweepConfig, trainer={"precision": None, "devices": 1}, training=False,
+                          description=SweepConfig.__doc__)

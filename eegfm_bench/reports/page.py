@@ -38,6 +38,11 @@ import matplotlib.figure
 import numpy as np
 import pandas as pd
 
+from eegfm_bench.config import read_saved
+from eegfm_bench.config.controls import ControlsConfig, controls_parser
+from eegfm_bench.config.cv import CVConfig, cv_parser
+from eegfm_bench.config.interpret import InterpretConfig, interpret_parser
+from eegfm_bench.config.sweep import SweepConfig, sweep_parser
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.errors import NotAResultFolderError
 from eegfm_bench.interpret.attribution import RANDOMISATION_THRESHOLD, sanity_verdict
@@ -161,7 +166,16 @@ ConfigReaders = Mapping[str, Callable[[Path], Any]]
 """How the page reads back the config a result folder saved, by the command that wrote it: ``cv``
 (``config.yaml``), ``sweep`` (``sweep.yaml``), ``interpret`` (``interpret.yaml`` of probes / attribution) and
 ``controls`` (``config.yaml`` beside ``gates.json``); each takes the file's path and returns that command's typed
-config (:data:`eegfm_bench.runs.report.SAVED_CONFIGS`: the schemas live with the commands, above this floor)."""
+config."""
+
+SAVED_CONFIGS: ConfigReaders = {
+    "cv": lambda path: read_saved(cv_parser(), path, CVConfig),
+    "sweep": lambda path: read_saved(sweep_parser(), path, SweepConfig),
+    "interpret": lambda path: read_saved(interpret_parser(), path, InterpretConfig),
+    "controls": lambda path: read_saved(controls_parser(), path, ControlsConfig),
+}
+"""Each command's saved config read back through its own parser into its typed config
+(:func:`~eegfm_bench.config.read_saved`: one line naming the fix for a file of another version)."""
 
 
 @dataclass
@@ -899,7 +913,7 @@ def _env():
 
 
 def build_sections(dirs: Sequence[str | os.PathLike], assets: Path,
-                   configs: ConfigReaders) -> tuple[Sources, list[Section]]:
+                   configs: ConfigReaders = SAVED_CONFIGS) -> tuple[Sources, list[Section]]:
     """Every section the results under ``dirs`` support, in the page's order (``configs``: :data:`ConfigReaders`)."""
     src = discover(dirs, configs)
     assets.mkdir(parents=True, exist_ok=True)
@@ -927,11 +941,23 @@ def build_sections(dirs: Sequence[str | os.PathLike], assets: Path,
 
 
 def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None,
-               title: str | None = None, *, configs: ConfigReaders) -> dict[str, Path]:
+               title: str | None = None, *, configs: ConfigReaders = SAVED_CONFIGS) -> dict[str, Path]:
     """Write ``report.html`` and ``report.md`` for the results under ``dirs`` (into ``out``, default the first).
 
-    ``configs`` reads each folder's saved config typed (:data:`ConfigReaders`); the commands and the package's
-    ``write_page`` pass :data:`eegfm_bench.runs.report.SAVED_CONFIGS`.
+    The page gathers what the commands wrote under the folders (a cv run, its sweeps, probes, attribution, negative
+    controls, provenance audits), each folder's saved config read as its command's typed config (``configs``,
+    default :data:`SAVED_CONFIGS`).
+
+    Parameters
+    ----------
+    dirs : sequence of path
+        Result folders (a command's ``out_dir``); folders below them are found too.
+    out : path, optional
+        Where the page goes (default: the first folder).
+    title : str, optional
+        The page's title (default: the experiments' names).
+    configs : mapping, optional
+        The saved-config readers by folder kind (:data:`ConfigReaders`).
 
     Returns
     -------
@@ -971,7 +997,7 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
 
 
 def refresh(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None, *, quiet: bool = False,
-            configs: ConfigReaders) -> Path | None:
+            configs: ConfigReaders = SAVED_CONFIGS) -> Path | None:
     """:func:`write_page` at the end of a command: a failure is reported in one line (the command's own results
     are already written) and returns None."""
     try:

@@ -65,7 +65,7 @@ from eegfm_bench.results import Cell, config_hash
 from eegfm_bench.runs.confound_config import ConfoundConfig, check_confound, resolve_confound
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
 from eegfm_bench.trainer import build_trainer, check_trainer, hashable_trainer
-from eegfm_bench.config.cv import DataConfig, SplitConfig, OptimConfig, RunConfig, CVConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.cv import cv_parser, DataConfig, SplitConfig, OptimConfig, RunConfig, CVConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
 
@@ -201,9 +201,6 @@ def shared_batch_size(out: Path, key: str, compute) -> tuple[int, bool]:
         tmp.unlink(missing_ok=True)
 
 
-def cv_parser():
-    """The ``eegfm-bench cv`` parser (``--config`` files, dotted overrides, every Trainer argument)."""
-    return command_parser("eegfm-bench cv", CVConfig, description=CVConfig.__doc__)
 
 
 def load_config(source, args: Sequence[str] = ()) -> CVConfig:

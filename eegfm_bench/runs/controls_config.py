@@ -31,7 +31,7 @@ from eegfm_bench.runs.cells import CVConfig
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
 from eegfm_bench.runs.output import CVRun
 from eegfm_bench.trainer import check_trainer
-from eegfm_bench.config.controls import SCRAMBLED_OPTIONAL, ControlsData, ControlsFeatures, ControlsProbe, ControlsModel, ControlsPermutation, ControlsBootstrap, ControlsScrambled, ControlsIdentity, ControlsGates, ControlsSplit, ControlsConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.controls import controls_parser, SCRAMBLED_OPTIONAL, ControlsData, ControlsFeatures, ControlsProbe, ControlsModel, ControlsPermutation, ControlsBootstrap, ControlsScrambled, ControlsIdentity, ControlsGates, ControlsSplit, ControlsConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 DEFAULT_FEATURE_PREPROCESSING = {
     "sfreq": 200.0, "l_freq": 0.5, "h_freq": 70.0, "scale": 1e6, "unit": "µV", "window_s": 4.0,
@@ -40,9 +40,6 @@ DEFAULT_FEATURE_PREPROCESSING = {
 }
 
 
-def controls_parser():
-    """The ``eegfm-bench controls`` parser (``--config`` files, dotted overrides, the Trainer arguments)."""
-    return command_parser("eegfm-bench controls", ControlsConfig, description=ControlsConfig.__doc__, training=False)
 
 
 AGGREGATES = ("auto", "subject", "recording", "none")

@@ -15,11 +15,9 @@ from eegfm_bench.perturb.conditions import parse_condition
 from eegfm_bench.runs.cells import load_config as load_cv_config
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
 from eegfm_bench.trainer import check_trainer
-from eegfm_bench.config.interpret import InterpretConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.interpret import interpret_parser, InterpretConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
-def interpret_parser(prog: str = "eegfm-bench probe"):
-    return command_parser(prog, InterpretConfig, description=InterpretConfig.__doc__, training=False)
 
 
 def load_interpret_config(source, args: Sequence[str] = ()) -> InterpretConfig:

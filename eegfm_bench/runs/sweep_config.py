@@ -10,12 +10,9 @@ from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_t
 from eegfm_bench.runs.cells import load_config as load_cv_config
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
 from eegfm_bench.trainer import check_trainer
-from eegfm_bench.config.sweep import SweepConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.sweep import sweep_parser, SweepConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
-def sweep_parser():
-    return command_parser("eegfm-bench sweep", SweepConfig, trainer={"precision": None, "devices": 1}, training=False,
-                          description=SweepConfig.__doc__)
 
 
 def load_sweep_config(source, args: Sequence[str] = ()) -> SweepConfig:
