@@ -9,6 +9,14 @@ in the dual: with ``n`` fitting rows, only the ``n × n`` kernel ``K = X_c X_c�
 ``m × n`` cross-kernels of the rows to predict are formed, accumulated over column chunks of the
 ``(n_windows, n_features)`` matrix (a memory map is read chunk by chunk); one eigendecomposition of ``K`` serves
 every ``alpha``. Peak memory is ``O(n² + n · chunk)`` floats whatever ``n_features`` is.
+
+When the fitting rows outnumber the features (``n > p``: a clinical corpus of 10⁵ windows and pooled features),
+the same solution is computed in the primal instead (issue 35 item 4): the ``p × p`` scatter matrix
+``G = X_cᵀ X_c`` and ``X_cᵀ Y_c`` are accumulated over row chunks of the (memory-mapped) features, one
+eigendecomposition of ``G`` serves every ``alpha``, and the rows to predict are projected chunk by chunk. Peak
+memory is then ``O(p² + chunk_rows · p)``: in both forms it is bounded by ``min(n, p)²`` plus one chunk, never by
+the corpus. The two forms give the same decisions to floating-point rounding (``(K + αI)⁻¹`` vs
+``(G + αI)⁻¹``; the tests ask ``1e-8`` on the decisions), so ``form="auto"`` picks the smaller one.
 """
 from __future__ import annotations
 
@@ -18,6 +26,11 @@ import numpy as np
 
 DEFAULT_ALPHAS = tuple(float(a) for a in np.logspace(-2, 6, 9))
 """Regularisation grid (``alpha``, as scikit-learn's): 1e-2 … 1e6."""
+
+ROW_CHUNK_VALUES = 1 << 22
+"""Primal form: rows per pass are chosen so that one chunk holds about this many float64 values (32 MiB)."""
+
+FORMS = ("auto", "dual", "primal")
 
 
 def _flat(X) -> np.ndarray:
@@ -66,8 +79,99 @@ def _solve(evals, evecs, Yc, alpha):
     return evecs @ ((evecs.T @ Yc) / (evals + alpha)[:, None])
 
 
+
+def _row_chunks(rows: np.ndarray, p: int):
+    step = max(1, ROW_CHUNK_VALUES // max(1, p))
+    for r0 in range(0, rows.size, step):
+        yield r0, rows[r0:r0 + step]
+
+
+def _row_means(X, rows: np.ndarray) -> np.ndarray:
+    mu = np.zeros(X.shape[1], dtype=np.float64)
+    for _, r in _row_chunks(rows, X.shape[1]):
+        mu += np.asarray(X[r], dtype=np.float64).sum(0)
+    return mu / rows.size
+
+
+def _scatter(X, rows: np.ndarray, mu: np.ndarray, Yc: np.ndarray):
+    """``G = (X_r − μ)ᵀ(X_r − μ)`` ``(p, p)`` and ``(X_r − μ)ᵀ Y_c`` ``(p, n_targets)``, over row chunks."""
+    p = X.shape[1]
+    G = np.zeros((p, p))
+    XtY = np.zeros((p, Yc.shape[1]))
+    for r0, r in _row_chunks(rows, p):
+        F = np.asarray(X[r], dtype=np.float64) - mu
+        G += F.T @ F
+        XtY += F.T @ Yc[r0:r0 + r.size]
+    return G, XtY
+
+
+def _project(X, rows: np.ndarray, mu: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """``(X_r − μ) M`` over row chunks: ``(rows.size, M.shape[1])``."""
+    out = np.empty((rows.size, M.shape[1]))
+    for r0, r in _row_chunks(rows, X.shape[1]):
+        out[r0:r0 + r.size] = (np.asarray(X[r], dtype=np.float64) - mu) @ M
+    return out
+
+
+def _select_alpha(decisions, y_val: np.ndarray, n_classes: int, alphas: Sequence[float]):
+    """Balanced accuracy of the validation rows per ``alpha`` and the best ``alpha`` (the first of ties)."""
+    scores = [_balanced_accuracy(y_val, _decision_to_index(decisions(float(a))), n_classes) for a in alphas]
+    return float(alphas[int(np.argmax(scores))]), scores
+
+
+def _fit_dual(X, y_idx, tr, va, te, classes, alphas, chunk, coef):
+    mu = _col_means(X, tr, chunk)
+    K, (Kv,) = _kernels(X, tr, [va], mu, chunk)
+    Y = _targets(classes[y_idx[tr]], classes)
+    ybar = Y.mean(0)
+    evals, evecs = np.linalg.eigh(K)
+    evals = np.clip(evals, 0.0, None)
+    best, scores = _select_alpha(lambda a: Kv @ _solve(evals, evecs, Y - ybar, a) + ybar, y_idx[va],
+                                 classes.size, alphas)
+    fit = np.concatenate([tr, va])
+    mu = _col_means(X, fit, chunk)
+    K, (Kt,) = _kernels(X, fit, [te], mu, chunk)
+    Y = _targets(classes[y_idx[fit]], classes)
+    ybar = Y.mean(0)
+    A = np.linalg.solve(K + best * np.eye(K.shape[0]), Y - ybar)
+    out = {}
+    if coef:
+        W = np.empty((X.shape[1], A.shape[1]))
+        for c0 in range(0, X.shape[1], chunk):
+            sl = slice(c0, c0 + chunk)
+            W[sl] = (np.asarray(X[fit, sl], dtype=np.float64) - mu[sl]).T @ A
+        out = {"coef": W.T, "intercept": ybar - mu @ W}
+    return Kt @ A + ybar, best, scores, out
+
+
+def _fit_primal(X, y_idx, tr, va, te, classes, alphas, coef):
+    mu = _row_means(X, tr)
+    Y = _targets(classes[y_idx[tr]], classes)
+    ybar = Y.mean(0)
+    G, XtY = _scatter(X, tr, mu, Y - ybar)
+    evals, U = np.linalg.eigh(G)
+    evals = np.clip(evals, 0.0, None)
+    B = U.T @ XtY
+    # the validation rows' class per alpha, projected one row chunk at a time (never all of (X_v − μ) U at once)
+    preds = np.empty((len(alphas), va.size), dtype=np.int64)
+    for r0, r in _row_chunks(va, X.shape[1]):
+        Z = (np.asarray(X[r], dtype=np.float64) - mu) @ U
+        for k, a in enumerate(alphas):
+            preds[k, r0:r0 + r.size] = _decision_to_index(Z @ (B / (evals + float(a))[:, None]) + ybar)
+    scores = [_balanced_accuracy(y_idx[va], preds[k], classes.size) for k in range(len(alphas))]
+    best = float(alphas[int(np.argmax(scores))])  # the first of ties
+    fit = np.concatenate([tr, va])
+    mu = _row_means(X, fit)
+    Y = _targets(classes[y_idx[fit]], classes)
+    ybar = Y.mean(0)
+    G, XtY = _scatter(X, fit, mu, Y - ybar)
+    W = np.linalg.solve(G + best * np.eye(G.shape[0]), XtY)
+    out = {"coef": W.T, "intercept": ybar - mu @ W} if coef else {}
+    return _project(X, te, mu, W) + ybar, best, scores, out
+
+
 def ridge_probe(X, y, train_idx, val_idx, test_idx, *, alphas: Sequence[float] = DEFAULT_ALPHAS,
-                chunk: int = 4096, coef: bool = False) -> dict:
+                chunk: int = 4096, coef: bool = False, form: str = "auto") -> dict:
     """Fit the ridge probe (module docstring) and predict the test rows.
 
     Parameters
@@ -91,12 +195,13 @@ def ridge_probe(X, y, train_idx, val_idx, test_idx, *, alphas: Sequence[float] =
     dict
         ``decision`` ``(n_test, n_classes)`` (the two-class column mirrored to ``[-d, d]``), ``proba`` (softmax of
         ``decision``: a monotone map, so AUROC is that of the decision values), ``pred`` (class indices),
-        ``classes``, ``alpha``, ``val_scores`` (balanced accuracy per alpha), ``n_features``.
+        ``classes``, ``alpha``, ``val_scores`` (balanced accuracy per alpha), ``n_features``, ``form`` (the form used).
 
     Raises
     ------
     ValueError
-        Empty index sets, fewer than two classes in the training + validation rows, or a non-positive alpha.
+        Empty index sets, fewer than two classes in the training + validation rows, a non-positive alpha, or an
+        unknown ``form``.
     """
     X = _flat(X)
     y = np.asarray(y)
@@ -109,39 +214,21 @@ def ridge_probe(X, y, train_idx, val_idx, test_idx, *, alphas: Sequence[float] =
     if classes.size < 2:
         raise ValueError("ridge probe: the training and validation rows hold one class")
     y_idx = np.searchsorted(classes, y)
-    # 1) alpha on the validation subjects: fit on train, score balanced accuracy on val
-    mu = _col_means(X, tr, chunk)
-    K, (Kv,) = _kernels(X, tr, [va], mu, chunk)
-    Y = _targets(y[tr], classes)
-    ybar = Y.mean(0)
-    evals, evecs = np.linalg.eigh(K)
-    evals = np.clip(evals, 0.0, None)
-    scores = []
-    for a in alphas:
-        D = Kv @ _solve(evals, evecs, Y - ybar, float(a)) + ybar
-        scores.append(_balanced_accuracy(y_idx[va], _decision_to_index(D), classes.size))
-    best = float(alphas[int(np.argmax(scores))])  # the first of ties
-    # 2) refit on train + val with that alpha, predict the test rows
-    fit = np.concatenate([tr, va])
-    mu = _col_means(X, fit, chunk)
-    K, (Kt,) = _kernels(X, fit, [te], mu, chunk)
-    Y = _targets(y[fit], classes)
-    ybar = Y.mean(0)
-    A = np.linalg.solve(K + best * np.eye(K.shape[0]), Y - ybar)
-    D = Kt @ A + ybar
-    out_coef = {}
-    if coef:
-        W = np.empty((X.shape[1], A.shape[1]))
-        for c0 in range(0, X.shape[1], chunk):
-            sl = slice(c0, c0 + chunk)
-            W[sl] = (np.asarray(X[fit, sl], dtype=np.float64) - mu[sl]).T @ A
-        out_coef = {"coef": W.T, "intercept": ybar - mu @ W}
+    if form not in FORMS:
+        raise ValueError(f"ridge probe: form must be one of {FORMS}, got {form!r}")
+    if form == "auto":
+        form = "primal" if tr.size + va.size > X.shape[1] else "dual"
+    if form == "primal":
+        D, best, scores, out_coef = _fit_primal(X, y_idx, tr, va, te, classes, alphas, coef)
+    else:
+        D, best, scores, out_coef = _fit_dual(X, y_idx, tr, va, te, classes, alphas, chunk, coef)
     if D.shape[1] == 1:
         D = np.hstack([-D, D])
     P = np.exp(D - D.max(1, keepdims=True))
     P /= P.sum(1, keepdims=True)
     return {"decision": D, "proba": P, "pred": D.argmax(1), "classes": classes, "alpha": best,
-            "val_scores": dict(zip(map(float, alphas), scores)), "n_features": int(X.shape[1]), **out_coef}
+            "val_scores": dict(zip(map(float, alphas), scores)), "n_features": int(X.shape[1]), "form": form,
+            **out_coef}
 
 
 __all__ = ["ridge_probe", "DEFAULT_ALPHAS"]

@@ -41,6 +41,80 @@ def test_ridge_probe_equals_sklearn_ridgeclassifiercv_on_the_validation_split(n_
         ridge_probe(X, y, tr, va, te, alphas=[0.0])
 
 
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_primal_and_dual_ridge_agree_and_equal_sklearn(n_classes):
+    """Issue 35 item 4: the primal form (``p × p`` scatter over row chunks) gives the dual's decisions and
+    scikit-learn's on rows that outnumber the features; features far from zero mean catch a primal without
+    centring."""
+    from sklearn.linear_model import RidgeClassifierCV
+    from sklearn.model_selection import PredefinedSplit
+
+    from eegfm_bench.models import ridge as rmod
+
+    rng = np.random.default_rng(10 + n_classes)
+    n, p = 600, 24
+    y = rng.integers(0, n_classes, n)
+    X = 50.0 + rng.normal(size=(n, p)) + 0.5 * y[:, None] * (np.arange(p) < 3)  # offset 50: centring matters
+    tr, va, te = np.arange(350), np.arange(350, 480), np.arange(480, 600)
+    primal = rmod.ridge_probe(X, y, tr, va, te, form="primal", coef=True)
+    dual = rmod.ridge_probe(X, y, tr, va, te, form="dual", coef=True)
+    auto = rmod.ridge_probe(X, y, tr, va, te)
+    assert (primal["form"], dual["form"], auto["form"]) == ("primal", "dual", "primal")
+    assert primal["alpha"] == dual["alpha"]
+    np.testing.assert_allclose(primal["decision"], dual["decision"], atol=1e-8)
+    np.testing.assert_allclose(primal["coef"], dual["coef"], atol=1e-8)
+    np.testing.assert_allclose(primal["intercept"], dual["intercept"], atol=1e-6)
+    fit = np.r_[tr, va]
+    sk = RidgeClassifierCV(alphas=rmod.DEFAULT_ALPHAS, cv=PredefinedSplit(np.r_[np.full(tr.size, -1),
+                                                                             np.zeros(va.size)]),
+                           scoring="balanced_accuracy").fit(X[fit], y[fit])
+    d = sk.decision_function(X[te])
+    assert primal["alpha"] == sk.alpha_
+    np.testing.assert_allclose(primal["decision"][:, 1] if n_classes == 2 else primal["decision"], d, atol=1e-8)
+    # row chunks change nothing (a chunk of 7 rows: 50 passes over the fitting rows)
+    old = rmod.ROW_CHUNK_VALUES
+    try:
+        rmod.ROW_CHUNK_VALUES = 7 * p
+        chunked = rmod.ridge_probe(X, y, tr, va, te, form="primal")
+    finally:
+        rmod.ROW_CHUNK_VALUES = old
+    np.testing.assert_allclose(chunked["decision"], primal["decision"], atol=1e-9)
+    with pytest.raises(ValueError, match="form must be one of"):
+        rmod.ridge_probe(X, y, tr, va, te, form="lsqr")
+
+
+def test_primal_ridge_memory_is_bounded_by_the_features_not_the_rows(tmp_path):
+    """40,000 memory-mapped windows × 32 features, read 2,048 rows at a time: the probe's peak numpy allocation
+    (tracemalloc) stays under 4 MiB — the feature matrix is 5 MiB, the dual's ``n × n`` kernel alone would be
+    12.8 GB — so nothing holds the rows at once beyond the index and the outputs."""
+    import tracemalloc
+
+    from eegfm_bench.models import ridge as rmod
+
+    n, p = 40_000, 32
+    rng = np.random.default_rng(0)
+    X = np.lib.format.open_memmap(tmp_path / "f.npy", mode="w+", dtype=np.float32, shape=(n, p))
+    y = rng.integers(0, 2, n)
+    for r0 in range(0, n, 5000):
+        X[r0:r0 + 5000] = rng.normal(size=(5000, p)) + 0.3 * y[r0:r0 + 5000, None]
+    X.flush()
+    X = np.load(tmp_path / "f.npy", mmap_mode="r")
+    tr, va, te = np.arange(30_000), np.arange(30_000, 35_000), np.arange(35_000, n)
+    old = rmod.ROW_CHUNK_VALUES
+    rmod.ROW_CHUNK_VALUES = 2048 * p
+    tracemalloc.start()
+    try:
+        r = rmod.ridge_probe(X, y, tr, va, te)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        rmod.ROW_CHUNK_VALUES = old
+    assert r["form"] == "primal"
+    assert peak < 4 * 2**20, f"peak {peak / 2**20:.1f} MiB"
+    assert 0.6 < np.mean(r["pred"] == y[te]) <= 1.0
+
+
 @requires_data
 def test_ridge_mlp_and_lp_ft_in_a_cv(tmp_path, monkeypatch):
     import lightning as L
