@@ -25,6 +25,7 @@ import warnings
 from pathlib import Path
 
 from eegfm_bench.errors import is_user_error
+from eegfm_bench.runtime import tune_process
 
 # The handlers (eegfm_bench.commands, and Lightning, torch, MNE behind them) are imported once the command line is
 # parsed: `eegfm-bench --help` and a mistyped command answer without loading them.
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     # bitsandbytes (imported by peft) logs a CPU-kernel notice on every command; it is not about the user's run
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+    tune_process()  # before torch loads: keep freed memory, OpenMP threads that sleep (eegfm_bench.runtime)
     if argv is not None:
         return _main(list(argv))
     argv = sys.argv[1:]

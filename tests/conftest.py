@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+from eegfm_bench.runtime import tune_process  # noqa: E402  (before torch loads, as the CLI does)
+
+tune_process()
 os.environ["EEGFM_OFFLINE"] = "1"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("WANDB_MODE", "offline")
