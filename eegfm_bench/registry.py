@@ -6,6 +6,7 @@ so a config typo is caught before any data is read.
 from __future__ import annotations
 
 import difflib
+from importlib.metadata import entry_points
 from typing import Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -25,11 +26,23 @@ class Registry(Generic[T]):
     ----------
     kind : str
         What the registry holds ("task", "backbone", "head", ...), used in error messages.
+    entry_points : str or None
+        Entry point group whose members are registered (name: the entry point's name, value: the loaded object)
+        when a name is missing, so that an installed package extends the registry in every process.
     """
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, entry_points: str | None = None):
         self.kind = kind
+        self.group = entry_points
         self._items: dict[str, T] = {}
+
+    def _load_entry_points(self) -> None:
+        """Register the group's entry points not registered yet (a name already registered keeps its object)."""
+        if self.group is None:
+            return
+        for ep in entry_points(group=self.group):
+            if ep.name not in self._items:
+                self._items[ep.name] = ep.load()
 
     def register(self, name: str | None = None) -> Callable[[T], T]:
         """Decorator registering ``obj`` under ``name`` (default: ``obj.__name__``).
@@ -58,6 +71,8 @@ class Registry(Generic[T]):
             If ``name`` is not registered; the message lists valid names and close matches.
         """
         if name not in self._items:
+            self._load_entry_points()
+        if name not in self._items:
             close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.5)
             hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
             raise UnknownNameError(
@@ -67,10 +82,13 @@ class Registry(Generic[T]):
         return self._items[name]
 
     def names(self) -> list[str]:
-        """Sorted list of registered names."""
+        """Sorted list of registered names (entry points of the group included)."""
+        self._load_entry_points()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
+        if name not in self._items:
+            self._load_entry_points()
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:

@@ -5,14 +5,17 @@
 - :mod:`~eegfm_bench.perturb.regions` – region lists, task assignments, region dropout / noise /
   substitution (App. D.3–D.5)
 - :mod:`~eegfm_bench.perturb.conditions` – condition strings of result rows and the default sweep
+- :mod:`~eegfm_bench.perturb.rng` – :class:`WindowRNG`, the per-window noise source every condition receives
 
 Inputs are numpy arrays or torch tensors; outputs have the input's type, dtype and device.
 """
 from eegfm_bench.perturb.channels import DropoutMask, dropout_mask, drop_channels, random_dropout
 from eegfm_bench.perturb.conditions import (
     CONDITION_GRAMMAR,
+    CONDITION_KINDS,
     Condition,
     PerturbContext,
+    PlotFamily,
     condition_rng,
     default_conditions,
     format_condition,
@@ -28,9 +31,10 @@ from eegfm_bench.perturb.regions import (
     resolve_region,
     task_regions,
 )
+from eegfm_bench.perturb.rng import WindowRNG, WindowRNGError
 
 __all__ = [
-    "CONDITION_GRAMMAR", "Condition", "DropoutMask", "FilterSpec", "MissingElectrodesWarning", "PerturbContext",
+    "CONDITION_GRAMMAR", "CONDITION_KINDS", "Condition", "PlotFamily", "WindowRNG", "WindowRNGError", "DropoutMask", "FilterSpec", "MissingElectrodesWarning", "PerturbContext",
     "RegionSelection", "add_noise", "condition_rng", "default_conditions", "drop_channels", "dropout_mask",
     "format_condition", "parse_condition", "random_dropout", "region_dropout", "region_noise",
     "region_substitution", "resolve_region", "signal_power", "snr_db", "substitute_with_noise", "task_regions",

@@ -12,6 +12,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from eegfm_bench.perturb.rng import WindowRNG
+
 
 def is_torch(x: Any) -> bool:
     """True if ``x`` is a ``torch.Tensor`` (without importing torch when it is not loaded)."""
@@ -73,20 +75,21 @@ def to_numpy(x: Any, ch_names: Sequence[str] | None = None) -> tuple[np.ndarray,
     return arr, restore
 
 
-def as_rng(rng: np.random.Generator | int) -> np.random.Generator:
-    """A numpy Generator from an explicit seed, or the Generator (or per-window noise source) itself.
+def as_rng(rng: np.random.Generator | WindowRNG | int) -> np.random.Generator | WindowRNG:
+    """A numpy Generator from an explicit seed, or the Generator or per-window source
+    (:class:`~eegfm_bench.perturb.rng.WindowRNG`, what a condition receives) itself.
 
     Raises
     ------
     TypeError
-        If ``rng`` is neither an int nor a ``numpy.random.Generator`` (``None`` is refused: every
+        If ``rng`` is neither an int, a ``numpy.random.Generator`` nor a ``WindowRNG`` (``None`` is refused: every
         perturbation is seeded explicitly).
     """
-    if isinstance(rng, np.random.Generator) or callable(getattr(rng, "standard_normal", None)):
-        return rng  # a Generator, or a per-window source (eegfm_bench.perturb.dataset.WindowRNG)
+    if isinstance(rng, (np.random.Generator, WindowRNG)):
+        return rng
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         return np.random.default_rng(int(rng))
     raise TypeError(
-        f"expected an int seed or numpy.random.Generator, got {type(rng).__name__}; "
+        f"expected an int seed, a numpy.random.Generator or a WindowRNG, got {type(rng).__name__}; "
         "fix: pass an explicit seed, e.g. rng=0"
     )

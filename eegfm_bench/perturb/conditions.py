@@ -12,14 +12,23 @@ Grammar (numbers are written with ``format(v, "g")``: ``10``, ``-3``, ``0.5``):
 ==============================================  ======================================================
 
 ``<role>`` is ``primary`` or ``control`` (the task's region sets of Table 6). Every condition is a frozen
-object with ``name`` (its string), ``needs_variable_channels`` (True when channels are removed, which only
-models with a variable channel set accept), ``attribution_only`` and
+object with ``name`` (its string), ``display_name`` (the perturbation type the reports label its table with),
+``plot`` (its panel and level in the degradation curves, or None), ``needs_variable_channels`` (True when channels
+are removed, which only models with a variable channel set accept), ``attribution_only`` and
 ``apply(x, ch_names, rng, ctx) -> (x_out, ch_names_out)``; ``details(ch_names, ctx)`` returns what to record
 with the results (dropped channels, region channels and missing electrodes, filter settings).
 
 Seeds: ``ctx.seed`` is the *perturbation* seed, fixed for a sweep; it alone selects the dropout masks, so
-every fold, seed and model sees the same mask. The noise comes from ``rng``; :func:`condition_rng` derives
-one Generator per condition from that seed.
+every fold, seed and model sees the same mask. The noise comes from ``rng``, always a
+:class:`~eegfm_bench.perturb.rng.WindowRNG`: one numpy Generator per window, seeded with (seed, condition,
+window), whose draws take numpy's arguments with ``size`` starting with the batch size (row ``i`` from window
+``i``). So a perturbation depends on (seed, condition, window) only, never on the batch size or the rank.
+
+A new condition (docs/guide/protocols.md, "Writing a perturbation condition"): subclass :class:`Condition` as a
+frozen dataclass, implement ``name``, ``display_name``, ``apply`` and ``parse``, optionally ``plot``
+(a :class:`PlotFamily` and a level), and register it under the head of its string with
+``CONDITION_KINDS.register("<head>")`` — or, for every process (workers, ``eegfm-bench report``), declare it as an
+entry point of the group ``eegfm_bench.conditions`` (name: the head, value: ``module:Class``).
 
 Order with respect to the reference (``ctx.order``). The windows are stored after the model's
 preprocessing, common average reference (CAR) included. ``"before_reference"`` (default) perturbs the signal as it
@@ -56,6 +65,7 @@ from eegfm_bench.perturb.regions import (
     region_substitution,
     resolve_region,
 )
+from eegfm_bench.perturb.rng import WindowRNG
 from eegfm_bench.registry import Registry, UnknownNameError
 
 WHITE_SNRS_DB: tuple[float, ...] = (10.0, 5.0, 0.0, -3.0, -5.0, -15.0)
@@ -77,12 +87,50 @@ CONDITION_GRAMMAR: tuple[str, ...] = (
 )
 """The condition string patterns, for error messages and ``--help``."""
 
-CONDITION_KINDS: Registry[type] = Registry("condition kind")
+CONDITION_KINDS: Registry[type] = Registry("condition kind", entry_points="eegfm_bench.conditions")
+"""Condition classes by the part of the string before the first ``=`` (entry point group ``eegfm_bench.conditions``)."""
 
 
 class ConditionError(ValueError):
     """A condition string with an invalid value (e.g. ``dropout_p=1.5_zero``); the message names the grammar."""
-"""Condition classes by the part of the string before the first ``=``."""
+
+
+@dataclass(frozen=True)
+class PlotFamily:
+    """A panel of the degradation curves (:func:`eegfm_bench.reports.sweep.plot_degradation_curves`): the
+    conditions whose ``plot`` names the same family share it, one point per level.
+
+    Parameters
+    ----------
+    title : str
+        Panel title, e.g. ``"White noise"``.
+    axis : str
+        x-axis label, e.g. ``"SNR (dB)"``.
+    clean_level : float or None
+        x of the clean point on a numeric axis (dropout: ``p = 0``); None: a categorical axis, ``clean`` first and
+        then the levels (tick labels are the levels).
+    descending : bool
+        Order the levels from high to low (SNR: the weakest perturbation has the highest level).
+    xlim : tuple of float or None
+        Fixed x range of a numeric axis.
+    """
+
+    title: str
+    axis: str
+    clean_level: float | None = None
+    descending: bool = False
+    xlim: tuple[float, float] | None = None
+
+
+WHITE_NOISE_PANEL = PlotFamily("White noise", "SNR (dB)", descending=True)
+PINK_NOISE_PANEL = PlotFamily("Pink noise", "SNR (dB)", descending=True)
+DROPOUT_ZERO_PANEL = PlotFamily("Random dropout, zero-padded", "per-channel dropout probability p", clean_level=0.0,
+                                xlim=(-0.03, 0.53))
+DROPOUT_REMOVED_PANEL = PlotFamily("Random dropout, removed", "per-channel dropout probability p", clean_level=0.0,
+                                   xlim=(-0.03, 0.53))
+STANDARD_PANELS: tuple[PlotFamily, ...] = (WHITE_NOISE_PANEL, PINK_NOISE_PANEL, DROPOUT_ZERO_PANEL,
+                                           DROPOUT_REMOVED_PANEL)
+"""The panels every degradation figure shows (App. D.1, D.2), first; other families follow as they appear."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +208,15 @@ def rereference(x: Any, ch_names: Sequence[str], zeroed: Sequence[str] = ()) -> 
     return restore(out.astype(arr.dtype, copy=False))
 
 
+def _window_rng(rng: WindowRNG | int, condition: "Condition", x: Any) -> WindowRNG:
+    if isinstance(rng, WindowRNG):
+        return rng
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return WindowRNG.from_seed(int(rng), condition.name, len(x))
+    raise TypeError(f"rng must be a WindowRNG or an int seed, got {type(rng).__name__}; fix: pass "
+                    "WindowRNG.for_windows(seed, condition.name, window_uids) or an int seed")
+
+
 def _fmt(v: float) -> str:
     return format(float(v) + 0.0, "g")  # + 0.0 turns -0.0 into 0.0
 
@@ -182,8 +239,20 @@ class Condition(abc.ABC):
     def name(self) -> str:
         """The condition string written in result rows."""
 
+    @property
     @abc.abstractmethod
-    def apply(self, x: Any, ch_names: Sequence[str], rng: np.random.Generator | int,
+    def display_name(self) -> str:
+        """The perturbation type the reports label this condition's table with (e.g. ``"white noise (SNR in dB)"``);
+        conditions with the same display name share one table on the page."""
+
+    @property
+    def plot(self) -> tuple[PlotFamily, float] | None:
+        """The degradation-curve panel this condition is drawn in and its level on the panel's x axis; None (the
+        default): not plotted."""
+        return None
+
+    @abc.abstractmethod
+    def apply(self, x: Any, ch_names: Sequence[str], rng: WindowRNG,
               ctx: PerturbContext) -> tuple[Any, list[str]]:
         """Perturb a batch of windows.
 
@@ -193,8 +262,11 @@ class Condition(abc.ABC):
             Clean windows, µV.
         ch_names : sequence of str
             Channel names of ``x`` (standard 10-05 names).
-        rng : numpy.random.Generator or int
-            Noise source (see :func:`condition_rng`); unused by conditions without noise.
+        rng : WindowRNG
+            Noise source: one numpy Generator per window of ``x`` (``rng[i]``), and numpy's draws with ``size``
+            starting with the batch size, row ``i`` from window ``i`` (:class:`~eegfm_bench.perturb.rng.WindowRNG`);
+            unused by conditions without noise. Draw only through it, per window: a perturbation depends on
+            (seed, condition, window) only, never on the batch size or the rank.
         ctx : PerturbContext
             Dataset, task, filters and perturbation seed.
 
@@ -213,16 +285,28 @@ class Condition(abc.ABC):
         """Channels this condition zero-pads (left out of the re-reference and kept at 0)."""
         return []
 
-    def perturb(self, x: Any, ch_names: Sequence[str], rng: np.random.Generator | int,
+    def perturb(self, x: Any, ch_names: Sequence[str], rng: WindowRNG | int,
                 ctx: PerturbContext) -> tuple[Any, list[str]]:
         """:meth:`apply`, then — with a common-average-referenced dataset and ``ctx.order = "before_reference"`` —
         the reference recomputed over the channels present (module docstring). What the sweep and attribution call.
 
+        Parameters
+        ----------
+        x, ch_names, ctx : as :meth:`apply`
+        rng : WindowRNG or int
+            The windows' noise source; an int seed stands for ``WindowRNG.from_seed(seed, self.name, len(x))``
+            (windows numbered 0 .. n−1).
+
         Returns
         -------
         x_out, ch_names_out : as :meth:`apply`
+
+        Raises
+        ------
+        TypeError
+            If ``rng`` is neither a ``WindowRNG`` nor an int (a single Generator would tie the noise to the batch).
         """
-        out, names = self.apply(x, ch_names, rng, ctx)
+        out, names = self.apply(x, ch_names, _window_rng(rng, self, x), ctx)
         if ctx.reference == "average" and ctx.order == "before_reference":
             out = rereference(out, names, self.zeroed_channels(ch_names, ctx))
         return out, names
@@ -243,6 +327,10 @@ class Clean(Condition):
 
     @property
     def name(self) -> str:
+        return "clean"
+
+    @property
+    def display_name(self) -> str:
         return "clean"
 
     def apply(self, x, ch_names, rng, ctx):
@@ -281,6 +369,14 @@ class AdditiveNoise(Condition):
     @property
     def name(self) -> str:
         return f"{self.kind}_snr={_fmt(self.snr_db)}dB"
+
+    @property
+    def display_name(self) -> str:
+        return f"{self.kind} noise (SNR in dB)"
+
+    @property
+    def plot(self) -> tuple[PlotFamily, float]:
+        return (WHITE_NOISE_PANEL if self.kind == "white" else PINK_NOISE_PANEL), self.snr_db
 
     def apply(self, x, ch_names, rng, ctx):
         to_numpy(x, ch_names)
@@ -333,6 +429,14 @@ class ChannelDropout(Condition):
     def name(self) -> str:
         return f"dropout_p={_fmt(self.p)}_{self.handling}"
 
+    @property
+    def display_name(self) -> str:
+        return "random channel dropout, " + ("zero-padded" if self.handling == "zero" else "channels removed")
+
+    @property
+    def plot(self) -> tuple[PlotFamily, float]:
+        return (DROPOUT_ZERO_PANEL if self.handling == "zero" else DROPOUT_REMOVED_PANEL), self.p
+
     def apply(self, x, ch_names, rng, ctx):
         mask = dropout_mask(ch_names, self.p, ctx.seed, ctx.dataset, rule=ctx.mask)
         return drop_channels(x, ch_names, mask.dropped, self.handling)
@@ -382,6 +486,10 @@ class RegionDropout(Condition):
     def name(self) -> str:
         return f"region={self.role}_{self.handling}"
 
+    @property
+    def display_name(self) -> str:
+        return "region removal, " + ("zero-padded" if self.handling == "zero" else "channels removed")
+
     def apply(self, x, ch_names, rng, ctx):
         return region_dropout(x, ch_names, ctx.task, self.role, self.handling)[:2]
 
@@ -427,6 +535,10 @@ class RegionNoise(Condition):
     def name(self) -> str:
         return f"region_noise={self.role}_snr={_fmt(self.snr_db)}dB"
 
+    @property
+    def display_name(self) -> str:
+        return "region noise"
+
     def apply(self, x, ch_names, rng, ctx):
         return region_noise(x, ch_names, ctx.task, self.role, self.snr_db, ctx.filter, rng,
                             power=ctx.region_power)[:2]
@@ -466,6 +578,10 @@ class RegionSubstitution(Condition):
     @property
     def name(self) -> str:
         return f"region_sub={self.role}"
+
+    @property
+    def display_name(self) -> str:
+        return "region substitution"
 
     def apply(self, x, ch_names, rng, ctx):
         return region_substitution(x, ch_names, ctx.task, self.role, ctx.filter, rng)[:2]
@@ -564,12 +680,11 @@ def default_conditions(task: str, variable_channels: bool, *, include_substituti
 
 
 def condition_rng(seed: int, condition: Condition | str) -> np.random.Generator:
-    """A noise Generator for one condition, a function of the perturbation seed and the condition string.
+    """A numpy Generator for one condition, a function of the perturbation seed and the condition string.
 
-    Create it once per evaluation of a condition (one model, fold and condition) and pass it to
-    ``apply`` for every test batch in loader order: the noise then depends on the trial's position in the
-    test set, not on the batch size, and every model sees the same noise for the same trial (given the same
-    sampling rate and filters).
+    For the noise functions called directly (:func:`~eegfm_bench.perturb.noise.add_noise`, ...). A condition's
+    ``apply`` receives a :class:`~eegfm_bench.perturb.rng.WindowRNG` instead (one Generator per window), so that
+    its perturbation does not depend on the batch.
 
     Raises
     ------

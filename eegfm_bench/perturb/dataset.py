@@ -4,7 +4,8 @@
 :class:`PerturbedWindows` serves rows of a :class:`~eegfm_bench.data.windows.WindowSet` under one App. D condition
 (:mod:`eegfm_bench.perturb.conditions`). Each window draws its noise from its own ``numpy`` Generator, seeded with
 the perturbation seed, the condition string and the window's identity ``(recording, window index)``
-(:func:`window_uids`); dropout masks and regions are dataset-level (the same for every window). So a window gets
+(:func:`window_uids`; :class:`~eegfm_bench.perturb.rng.WindowRNG`, the ``rng`` every condition's ``apply``
+receives); dropout masks and regions are dataset-level (the same for every window). So a window gets
 the same perturbation whatever the batch size, the order, the number of DataLoader workers or DDP ranks, and
 whichever other windows share its batch: a sweep gives the same rows on 1 or N devices.
 
@@ -30,6 +31,7 @@ import torch
 from torch.utils.data import Dataset
 
 from eegfm_bench.perturb.conditions import Condition, PerturbContext, format_condition
+from eegfm_bench.perturb.rng import WindowRNG
 
 
 def window_uids(recording: Sequence[str], window_index: Sequence[int]) -> np.ndarray:
@@ -46,11 +48,6 @@ def window_uids(recording: Sequence[str], window_index: Sequence[int]) -> np.nda
     return out
 
 
-def _condition_words(seed: int, condition: Condition | str) -> list[int]:
-    digest = hashlib.sha256(format_condition(condition).encode()).digest()
-    return [int(seed) & 0xFFFFFFFF, int(seed) >> 32, *[int.from_bytes(digest[j:j + 4], "little") for j in range(0, 16, 4)]]
-
-
 def output_channels(condition: Condition, ch_names: Sequence[str], ctx: PerturbContext) -> list[str]:
     """The channels a condition's output holds: ``ch_names`` minus the removed ones for ``*_removed`` conditions.
 
@@ -64,33 +61,6 @@ def output_channels(condition: Condition, ch_names: Sequence[str], ctx: PerturbC
     details = condition.details(ch_names, ctx)
     dropped = set(details.get("dropped", details.get("channels", [])))
     return [c for c in ch_names if c not in dropped]
-
-
-class WindowRNG:
-    """A noise source that draws each window's slice from that window's own Generator.
-
-    ``standard_normal((batch, ...), dtype)`` returns ``stack([g_i.standard_normal(...) for g_i in gens])``: the
-    only draw the noise functions make (:mod:`eegfm_bench.perturb.noise`), so they need no change.
-
-    Parameters
-    ----------
-    seed : int
-        Perturbation seed.
-    condition : Condition or str
-    uids : ndarray of uint64, shape (batch,)
-        :func:`window_uids` of the batch's windows, in batch order.
-    """
-
-    def __init__(self, seed: int, condition: Condition | str, uids: np.ndarray):
-        words = _condition_words(seed, condition)
-        self.gens = [np.random.default_rng([*words, int(u) & 0xFFFFFFFF, int(u) >> 32]) for u in np.asarray(uids)]
-
-    def standard_normal(self, shape, dtype=np.float64):
-        shape = tuple(shape)
-        if shape[0] != len(self.gens):
-            raise ValueError(f"WindowRNG holds {len(self.gens)} windows, asked for a batch of {shape[0]}")
-        return np.stack([g.standard_normal(shape[1:], dtype=dtype) for g in self.gens]) if self.gens else \
-            np.zeros(shape, dtype=dtype)
 
 
 class PerturbedWindows(Dataset):
@@ -157,7 +127,8 @@ class PerturbedWindows(Dataset):
         return len(self.rows)
 
     def _apply(self, X: np.ndarray, uids: np.ndarray):
-        return self.condition.perturb(X, list(self.ws.ch_names), WindowRNG(self.ctx.seed, self.condition, uids), self.ctx)
+        rng = WindowRNG.for_windows(self.ctx.seed, format_condition(self.condition), uids)
+        return self.condition.perturb(X, list(self.ws.ch_names), rng, self.ctx)
 
     def __getitems__(self, positions: Sequence[int]) -> list[dict]:
         pos = np.asarray(positions, dtype=np.int64)

@@ -78,7 +78,7 @@ class AuditReport:
         Regime AUROC tables, ``G`` with interval, degradations, reliance decision; paired: flip rates and
         logit contrasts.
     intervene : dict or None
-        Localization summary (None when the audit stops at "no reliance").
+        Localization summary (None when the audit stops at "no reliance" or "not assessable").
     verify : dict or None
         ``G`` after removal, random controls, utility change, refitted probe.
     verdict : str
@@ -94,7 +94,8 @@ class AuditReport:
     remedy : dict or None
         The fitted remedy, not in the JSON (saved beside it as ``..._remedy.npz``): ``scaler_mean`` and
         ``scaler_scale`` (d,) of the training standardization and ``basis`` (d, r); apply it as
-        ``project_out((emb − scaler_mean) / scaler_scale, basis)``. None after "no reliance" or on resume.
+        ``project_out((emb − scaler_mean) / scaler_scale, basis)``. None after "no reliance", "not assessable" or on
+        resume.
     """
 
     config: dict
@@ -295,7 +296,6 @@ def run_audit(emb, y, provenance, subject, record, split, config: AuditConfig | 
         report = _paired(emb, y, prov, subject, record, masks, cfg, h)
     else:
         report = _observational(emb, y, prov, subject, record, masks, cfg, h)
-    _assessable(report)
     report.notes = _notes(report)
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -306,23 +306,22 @@ def run_audit(emb, y, provenance, subject, record, split, config: AuditConfig | 
     return report
 
 
-def _assessable(r: AuditReport) -> None:
-    """Replace the verdict by ``not assessable`` when the encoder shows no task utility on held-out subjects.
+def _not_assessable(cu: dict, stress_finding: str) -> list[str] | None:
+    """The reasons of a ``not assessable`` verdict, or None when the encoder shows task utility on held-out subjects.
 
     The control head's AUROC (independent regime) must be above chance (0.5) by its subject-cluster interval: an
     encoder at chance has learned nothing whose reliance on provenance could be certified or refused — removing a
     direction from it brings G to zero and would "certify" a model that relies on nothing (seen on the eegmat demo's
-    chance-level seeds). The verdict it would otherwise have had is kept in the first reason.
+    chance-level seeds). The audit then stops before Intervene (nothing to remove; the matched random controls of
+    Verify may not even exist for such an embedding), keeping Recover and Stress; the stress finding is reported.
     """
-    cu = r.stress.get("control_utility")
-    if cu is None or cu["above_chance"]:
-        return
-    r.reasons = [f"not assessable: the encoder's task score (control-head AUROC, independent regime) is "
-                 f"{cu['estimate']:.3f} [{cu['low']:.3f}, {cu['high']:.3f}], not above chance (0.5) by its "
-                 "subject-cluster interval, so there is no working model to certify or refuse (the stress and "
-                 f"removal results would have read '{r.verdict}'); fix: audit an encoder that has learned the task "
-                 "(e.g. fine-tune it on the task first)"] + list(r.reasons)
-    r.verdict = "not assessable"
+    if cu["above_chance"]:
+        return None
+    return [f"not assessable: the encoder's task score (control-head AUROC, independent regime) is "
+            f"{cu['estimate']:.3f} [{cu['low']:.3f}, {cu['high']:.3f}], not above chance (0.5) by its "
+            "subject-cluster interval, so there is no working model to certify or refuse; fix: audit an encoder that "
+            "has learned the task (e.g. fine-tune it on the task first)",
+            f"stress: {stress_finding}", "stopped before Intervene"]
 
 
 def _notes(r: AuditReport) -> list[str]:
@@ -451,6 +450,10 @@ def _core(*, design_name, z_rows, y_rows, p_rows, subj_rows, masks_rows, design,
     stress["control_utility"] = {**_ci(level), "metric": "control-head AUROC, independent regime", "chance": 0.5,
                                  "above_chance": bool(level.low > 0.5)}
     recover = lpi.to_dict()
+    unusable = _not_assessable(stress["control_utility"], why)
+    if unusable is not None:
+        return AuditReport(config=cfg.to_dict(), config_hash=h, design=design_name, data=data, recover=recover,
+                           stress=stress, intervene=None, verify=None, verdict="not assessable", reasons=unusable)
     if not reliance:
         return AuditReport(config=cfg.to_dict(), config_hash=h, design=design_name, data=data, recover=recover,
                            stress=stress, intervene=None, verify=None, verdict="no reliance",

@@ -46,11 +46,13 @@ from eegfm_bench.config.sweep import SweepConfig, sweep_parser
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.errors import NotAResultFolderError
 from eegfm_bench.interpret.attribution import RANDOMISATION_THRESHOLD, sanity_verdict
+from eegfm_bench.perturb.conditions import parse_condition
 from eegfm_bench.reports.attribution import SANITY_METRICS, checks_table
 from eegfm_bench.reports.confound import VERDICT_LEGEND, current_rows, ordered
 from eegfm_bench.reports.cv import SUMMARY_METRICS
 from eegfm_bench.reports.probes import probe_table
 from eegfm_bench.reports.sweep import add_labels, degradation_table, delta_intervals, fold_deltas, resolve_reference
+from eegfm_bench.registry import UnknownNameError
 from eegfm_bench.results import ResultStore, code_version
 
 log = logging.getLogger(__name__)
@@ -622,14 +624,19 @@ def clean_sections(cv_dir: Path, assets: Path, cfg=None) -> list[Section]:
 
 
 def _perturbation_type(condition: str) -> str:
-    head = condition.split("=", 1)[0]
-    tail = condition.rsplit("_", 1)[-1] if "_" in condition else ""
-    names = {"white_snr": "white noise (SNR in dB)", "pink_snr": "pink noise (SNR in dB)",
-             "dropout_p": "random channel dropout", "region": "region removal"}
-    name = names.get(head, head.replace("_", " "))
-    if head in ("dropout_p", "region") and tail in ("zero", "removed"):
-        name += ", zero-padded" if tail == "zero" else ", channels removed"
-    return name
+    """The table a condition's deltas go in: its condition class's ``display_name``.
+
+    Raises
+    ------
+    UnknownNameError
+        If the condition's kind is not registered in this process; the message names the entry point group.
+    """
+    try:
+        return parse_condition(condition).display_name
+    except UnknownNameError as err:
+        raise UnknownNameError(f"{str(err).splitlines()[0]}\nfix: the sweep ran a condition this process does not "
+                               "know: declare it as an entry point of the group 'eegfm_bench.conditions' (or import "
+                               "the module that registers it) before writing the page") from None
 
 
 def robustness_sections(sweep_dir: Path, cfg=None) -> list[Section]:

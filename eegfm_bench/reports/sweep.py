@@ -9,7 +9,8 @@ From the rows a sweep wrote (:mod:`eegfm_bench.runs.sweep`):
   reference model's over the shared folds, Holm-corrected across models (:func:`eegfm_bench.stats.wilcoxon_holm`),
   rows ranked by ``Average`` (least degradation first), as Tables 10–17;
 * :func:`plot_degradation_curves` — balanced accuracy vs SNR (white, pink) and vs dropout probability
-  (zero-padded and removed side by side), mean ± std over folds (PNG, matplotlib Agg);
+  (zero-padded and removed side by side), then one panel per other plot family a condition names
+  (:func:`degradation_panels`), mean ± std over folds (PNG, matplotlib Agg);
 * :func:`write_report` — ``sweep.md`` (clean table, degradation tables, not-applicable list, dropout masks,
   regions, failures), ``deltas.csv``, ``wilcoxon.csv`` and ``degradation_curves.png``.
 
@@ -27,7 +28,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from eegfm_bench.perturb.conditions import AdditiveNoise, ChannelDropout, parse_condition
+from eegfm_bench.perturb.conditions import DROPOUT_REMOVED_PANEL, STANDARD_PANELS, PlotFamily, parse_condition
 from eegfm_bench.reports.cv import to_markdown
 from eegfm_bench.results import ResultStore, run_label
 from eegfm_bench.stats import paired_cluster_bootstrap, paired_deltas, wilcoxon_holm
@@ -208,9 +209,52 @@ def _md(df: pd.DataFrame) -> str:
     return to_markdown(df)
 
 
+def degradation_panels(df: pd.DataFrame, metric: str = "balanced_accuracy") -> dict[PlotFamily, dict[str, list]]:
+    """The degradation curves' points: one panel per plot family, one curve per model.
+
+    A condition is drawn in the panel its ``plot`` names (:class:`~eegfm_bench.perturb.conditions.PlotFamily`,
+    with its level); conditions whose ``plot`` is None are not drawn.
+
+    Parameters
+    ----------
+    df : DataFrame
+        Sweep rows with ``label`` (:func:`add_labels`).
+    metric : str
+
+    Returns
+    -------
+    dict
+        ``{family: {label: [(level, values), ...]}}`` — the four standard panels
+        (:data:`~eegfm_bench.perturb.conditions.STANDARD_PANELS`) first, then every other family in the order its
+        first condition appears in the rows; per model, the clean point (level ``family.clean_level``) and then
+        one point per level, in the family's order; ``values`` holds the metric over folds (ndarray). A model
+        without a clean row, or without a condition of the family, has no curve in that panel.
+    """
+    frame = df[df["metric"] == metric]
+    plotted = {}
+    for c in dict.fromkeys(frame["condition"]):
+        where = parse_condition(c).plot
+        if where is not None:
+            plotted[c] = where
+    families = list(dict.fromkeys([*STANDARD_PANELS, *(f for f, _ in plotted.values())]))
+    out: dict[PlotFamily, dict[str, list]] = {f: {} for f in families}
+    for lab in sorted(frame["label"].unique()):
+        g = frame[frame["label"] == lab]
+        value = {c: gg["value"].astype(float).to_numpy() for c, gg in g.groupby("condition", sort=False)}
+        if "clean" not in value:
+            continue
+        for fam in families:
+            pts = [(level, value[c]) for c, (f, level) in plotted.items() if f == fam and c in value]
+            if pts:
+                pts.sort(key=lambda t: -t[0] if fam.descending else t[0])
+                out[fam][lab] = [(fam.clean_level, value["clean"])] + pts
+    return out
+
+
 def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric: str = "balanced_accuracy",
                             chance: float | None = None, title: str = "") -> Path:
-    """Degradation curves: metric vs SNR (white, pink) and vs dropout p (zero-padded | removed), one line per model.
+    """Degradation curves: metric vs level, one panel per plot family (:func:`degradation_panels`), one line per
+    model.
 
     Parameters
     ----------
@@ -227,63 +271,38 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
     Returns
     -------
     Path
-        The PNG written (4 panels: white noise, pink noise, dropout zero-padded, dropout removed; x = clean then
-        decreasing SNR in dB, or p from 0 = clean; mean ± std over folds).
+        The PNG written (the 4 standard panels — white noise, pink noise, dropout zero-padded, dropout removed —
+        then one per other family in the sweep; x = clean then the levels (SNR in dB, decreasing), or the level
+        from the clean one (dropout p from 0); mean ± std over folds).
     """
     import matplotlib  # reason: heavy (0.7-1.3 s to import here); Agg must be chosen before pyplot loads
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt  # reason: as above
 
-    frame = df[df["metric"] == metric].copy()
-    frame["value"] = frame["value"].astype(float)
-    parsed = {c: parse_condition(c) for c in frame["condition"].unique()}
-    labels = sorted(frame["label"].unique())
+    panels = degradation_panels(df, metric)
+    labels = sorted(df.loc[df["metric"] == metric, "label"].unique())
     colors = {lab: plt.cm.tab10(i % 10) for i, lab in enumerate(labels)}
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), sharey=True)
-    panels = [("white", "White noise"), ("pink", "Pink noise"), ("zero", "Random dropout, zero-padded"),
-              ("removed", "Random dropout, removed")]
-    for ax, (kind, name) in zip(axes, panels):
-        drawn = 0
-        for lab in labels:
-            g = frame[frame["label"] == lab]
-            clean = g[g["condition"] == "clean"]["value"]
-            pts = [(None, clean)]
-            for c, cond in parsed.items():
-                v = g[g["condition"] == c]["value"]
-                if v.empty:
-                    continue
-                if kind in ("white", "pink") and isinstance(cond, AdditiveNoise) and cond.kind == kind:
-                    pts.append((cond.snr_db, v))
-                elif kind in ("zero", "removed") and isinstance(cond, ChannelDropout) and cond.handling == kind:
-                    pts.append((cond.p, v))
-            if len(pts) < 2 or clean.empty:
-                continue
-            if kind in ("white", "pink"):
-                pts = [pts[0]] + sorted(pts[1:], key=lambda t: -t[0])
-                xs = list(range(len(pts)))
-                ticks = ["clean"] + [f"{t[0]:g}" for t in pts[1:]]
-            else:
-                pts = [(0.0, pts[0][1])] + sorted(pts[1:], key=lambda t: t[0])
-                xs = [t[0] for t in pts]
-                ticks = None
+    listed = {parse_condition(c).plot[0] for c in df["condition"].unique() if parse_condition(c).plot is not None}
+    if any(parse_condition(c).needs_variable_channels for c in df["condition"].unique()):
+        listed.add(DROPOUT_REMOVED_PANEL)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.2), sharey=True)
+    for ax, (fam, curves) in zip(axes, panels.items()):
+        for lab, pts in curves.items():
+            xs = [t[0] for t in pts] if fam.clean_level is not None else list(range(len(pts)))
             mean = [float(np.mean(v)) if len(v) else math.nan for _, v in pts]
             std = [float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for _, v in pts]
             ax.errorbar(xs, mean, yerr=std, marker="o", ms=4, capsize=3, color=colors[lab], label=lab)
-            drawn += 1
-            if ticks is not None:
-                ax.set_xticks(xs, ticks)
+            if fam.clean_level is None:
+                ax.set_xticks(xs, ["clean"] + [f"{t[0]:g}" for t in pts[1:]])
         if chance is not None:
             ax.axhline(chance, color="0.6", ls=":", lw=1)
-        ax.set_title(name)
-        ax.set_xlabel("SNR (dB)" if kind in ("white", "pink") else "per-channel dropout probability p")
-        if kind in ("zero", "removed"):
-            ax.set_xlim(-0.03, 0.53)
-        if not drawn:
-            listed = any((isinstance(c, AdditiveNoise) and c.kind == kind)
-                         or (isinstance(c, ChannelDropout) and c.handling == kind) for c in parsed.values())
-            listed = listed or (kind == "removed" and (df["condition"].str.contains("_removed")).any())
-            ax.text(0.5, 0.5, "no model applicable" if listed else "not in this sweep",
+        ax.set_title(fam.title)
+        ax.set_xlabel(fam.axis)
+        if fam.xlim is not None:
+            ax.set_xlim(*fam.xlim)
+        if not curves:
+            ax.text(0.5, 0.5, "no model applicable" if fam in listed else "not in this sweep",
                     ha="center", va="center", transform=ax.transAxes, color="0.4")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric.replace("_", " "))

@@ -187,3 +187,27 @@ def test_data_randomisation_compares_with_a_model_trained_on_permuted_labels(tra
     assert d["n_windows"] == 6 and d["spearman_signed"] < 0.5 and d["spearman"] < 0.7, d
     rows = {r["metric"]: r["value"] for r in _fold_rows({"fold": 0}, res["gxi"])}
     assert rows["gxi:data_randomisation_spearman"] == pytest.approx(d["spearman"])
+
+
+def test_the_topomap_check_correlates_the_model_with_its_randomised_copy(trained_eegnet):
+    """Issue 33 item 6: ``spearman_channel`` is the rank correlation between two different topomaps — the trained
+    model's and the weight-randomised copy's window-averaged channel maps — and Gradient×Input on the trained EEGNet
+    passes on it; a "method" whose map ignores the weights (the input itself) correlates 1 and fails."""
+    from scipy.stats import spearmanr
+
+    import eegfm_bench.interpret.attribution as A
+
+    X, y = synthetic(4, seed=2)
+    lm = LogitModel.from_classifier(trained_eegnet)
+    x, t = torch.from_numpy(X), torch.from_numpy(y)
+    r = randomisation_test(lm, x, t, "gxi", "eegnet", seed=3)
+    topo = {name: A.channel_maps(normalise_maps(A.attribute(m, x, t, "gxi", "eegnet").numpy())).mean(0)
+            for name, m in (("trained", lm), ("random", A.randomise_parameters(lm, 3)))}
+    assert np.argsort(-topo["trained"])[:2].tolist() in (SIGNAL, SIGNAL[::-1])  # the label's channels lead
+    assert not np.allclose(topo["trained"], topo["random"])
+    assert r["spearman_channel"] == pytest.approx(spearmanr(topo["trained"], topo["random"])[0], abs=1e-12)
+    assert r["spearman_channel"] < A.RANDOMISATION_THRESHOLD
+    assert A.sanity_verdict(max(r["spearman"], r["spearman_channel"])) == "passes"
+    flat = A.summarize_randomisation({"spearman": np.ones(4), "spearman_signed": np.ones(4),
+                                      "channel": np.abs(X).mean(-1), "channel_random": np.abs(X).mean(-1)})
+    assert flat["spearman_channel"] == pytest.approx(1.0) and A.sanity_verdict(flat["spearman_channel"]) != "passes"

@@ -458,3 +458,73 @@ def test_sweep_with_two_local_workers_gives_the_sequential_rows(mi_cv, tmp_path)
     pd.testing.assert_frame_equal(a, b)
     assert len(list((loc / "parts").glob("*.parquet"))) == len(list((seq / "parts").glob("*.parquet")))
     assert (loc / "sweep.md").is_file() and json.loads((loc / "cells.json").read_text())
+
+
+# ---------------------------------------------------------------------------------------------- a user's condition
+def _install_spikes(root: Path) -> Path:
+    """A dist-info declaring ``spikes = user_condition:Spikes`` in the group ``eegfm_bench.conditions``, as
+    ``pip install`` of a package with that entry point would leave (tests/user_condition.py)."""
+    dist = root / "eegfm_user_spikes-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: eegfm-user-spikes\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[eegfm_bench.conditions]\nspikes = user_condition:Spikes\n")
+    return root
+
+
+@requires_data
+@ignore_missing
+def test_a_users_condition_runs_in_a_real_sweep_and_is_labelled_and_plotted(mi_cv, tmp_path, monkeypatch):
+    """Issue 33 item 4: a condition written outside the package, drawing with rng.integers / uniform / normal,
+    declared as an entry point: every cell of ``eegfm-bench sweep`` runs it (rows, no failure), its windows do
+    not depend on the batch, and ``eegfm-bench report`` — in a fresh process — labels its table with its
+    display name and draws it in its family's panel."""
+    import subprocess
+    import sys
+
+    from torch.utils.data import DataLoader
+
+    from eegfm_bench.reports.sweep import degradation_panels
+    from eegfm_bench.runs.output import CVRun
+    from user_condition import SPIKES
+
+    plugin = _install_spikes(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(plugin))
+    conds = ["clean", "white_snr=0dB", "spikes=2", "spikes=40"]
+    out = tmp_path / "sweep"
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(_sweep_cfg(mi_cv, out, conditions=conds, batch_size=5)))
+    assert main(["sweep", "--config", str(tmp_path / "sweep.yaml"), "--no-progress"]) == 0
+    assert json.loads((out / "failures.json").read_text()) == []
+    df = _rows(out)
+    for fold in (0, 1):
+        f = df[df.fold == fold]
+        assert list(dict.fromkeys(f.condition)) == conds and len(f) == 4 * 3 and f.value.notna().all()
+    # the windows: row i drawn from window i's generators only (batch size 3 or 64, one window at a time)
+    cv = yaml.safe_load((mi_cv / "config.yaml").read_text())
+    run = CVRun(mi_cv)
+    ws = run.windows("eegnet")
+    te = run.fold_indices(ws, 0)[2]
+    ctx, _ = perturb_context(ws.meta, cv["task"], seed=0)
+    ds = PerturbedWindows(ws, te, parse_condition("spikes=40"), ctx)
+    by = [np.concatenate([b["x"].numpy() for b in DataLoader(ds, batch_size=bs)]) for bs in (3, 64)]
+    np.testing.assert_array_equal(by[0], by[1])
+    np.testing.assert_array_equal(np.stack([ds[i]["x"].numpy() for i in range(len(ds))]), by[1])
+    hit = (np.abs(by[1] - np.asarray(ws.X[te])).max(axis=1) > 1.0).sum(axis=1)  # samples with a spike, per window
+    assert 8 <= hit.min() and hit.max() <= 40 * 8 and len(set(hit)) > 1
+    # the degradation curves: the four standard panels, then the condition's own family with its two levels
+    rows = add_labels(df)
+    panels = degradation_panels(rows)
+    assert list(panels)[4:] == [SPIKES] and len(panels) == 5
+    (pts,) = panels[SPIKES].values()
+    assert [p[0] for p in pts] == [0.0, 2.0, 40.0]
+    ok = rows[rows.metric == "balanced_accuracy"].sort_values("fold")
+    np.testing.assert_array_equal(pts[2][1], ok[ok.condition == "spikes=40"].value.to_numpy())
+    png = (out / "degradation_curves.png").read_bytes()
+    assert int.from_bytes(png[16:20], "big") == int(4.5 * 5 * 110)  # five panels wide
+    # the page, written by another process that knows the condition only through its entry point
+    env = {**__import__("os").environ, "PYTHONPATH": f"{plugin}:{REPO / 'tests'}:{REPO}"}
+    done = subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "report", str(out)], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    html = (out / "report.html").read_text()
+    assert 'robustness:spike artefacts (count)' in html and "robustness:white noise (SNR in dB)" in html
+    assert "spikes=40" in html and __import__("base64").b64encode(png).decode()[:400] in html  # the 5-panel figure

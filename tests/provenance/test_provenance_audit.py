@@ -1,14 +1,18 @@
 """End-to-end audit on synthetic embeddings with a known answer for each verdict (paper 000 §3, App. B)."""
 import json
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+import yaml
 from scipy.stats import ortho_group
 
 from eegfm_bench.provenance import AuditReport, InfeasibleRegimeError, run_audit
 from eegfm_bench.runs.audit import audit_main
 
 FAST = {"n_boot": 200, "n_random": 10}
+REPO = Path(__file__).resolve().parents[2]
 
 
 def paired_data(seed=0, n_subj=60, win=4, d=16, K=3, shift=2.0, mu_u=1.5, mu_v=0.0):
@@ -111,16 +115,45 @@ def test_localized_direction_carrying_the_target_is_refused(refused):
 
 def test_an_encoder_at_chance_is_not_assessable(certified):
     """Issue 23: an encoder whose task score is not above chance by its interval cannot be certified (removal
-    brings G to 0 on an encoder that relies on nothing): the verdict says ``not assessable``, with the verdict
-    the stress and removal results would have given."""
+    brings G to 0 on an encoder that relies on nothing): the verdict says ``not assessable``, with the reason and
+    the stress finding, and the audit stops before Intervene (issue 33: nothing to remove)."""
     cu = certified.stress["control_utility"]
     assert cu["above_chance"] and cu["low"] > 0.6 and certified.verdict == "certified"
     r = run_audit(*paired_data(seed=2, mu_u=0.0), FAST)  # the target leaves no trace in the embedding
     cu = r.stress["control_utility"]
     assert cu["low"] <= 0.5 <= cu["high"] and not cu["above_chance"]
-    assert r.verdict == "not assessable"
-    assert r.reasons[0].startswith("not assessable: the encoder's task score") and "would have read '" in r.reasons[0]
+    assert r.verdict == "not assessable" and r.intervene is None and r.verify is None
+    assert r.reasons[0].startswith("not assessable: the encoder's task score")
+    assert f"{cu['estimate']:.3f} [{cu['low']:.3f}, {cu['high']:.3f}]" in r.reasons[0]
+    assert r.reasons[1].startswith("stress: G = ") and r.reasons[2] == "stopped before Intervene"
     assert "**Verdict: not assessable.**" in r.to_markdown()
+
+
+SHIPPED_AUDIT = yaml.safe_load((REPO / "configs" / "experiment" / "provenance_eegmat.yaml").read_text())["audit"]
+
+
+def test_the_shipped_demo_settings_audit_an_encoder_at_chance_and_one_above(tmp_path):
+    """Issue 33 item 5: the provenance demo's audit settings (configs/experiment/provenance_eegmat.yaml, run by the
+    audit command's hook as scripts/provenance_demo.py does; ``random_match: energy``). An encoder at chance whose
+    provenance views carry more variance than any rank-2 subspace of their complement (no energy-matched random
+    control exists, which made Verify raise) gets ``not assessable`` with its reason; an encoder above chance gets
+    a verdict of the three."""
+    assert SHIPPED_AUDIT["random_match"] == "energy"
+    out = {}
+    for name, shift, mu_u in (("chance", 6.0, 0.0), ("above", 2.0, 1.5)):
+        path = _npz(tmp_path, paired_data(seed=2, shift=shift, mu_u=mu_u), f"{name}.npz")
+        out[name] = audit_main({**SHIPPED_AUDIT, "embeddings": str(path), "out_dir": str(tmp_path / name)})
+    r = out["chance"]
+    cu = r.stress["control_utility"]
+    assert not cu["above_chance"] and cu["low"] <= 0.5 <= cu["high"]
+    assert r.verdict == "not assessable" and r.verify is None
+    assert r.reasons[0].startswith("not assessable: the encoder's task score") and "fix: audit an encoder" in r.reasons[0]
+    md = (tmp_path / "chance" / f"audit_{r.config_hash[:16]}.md").read_text()
+    assert "**Verdict: not assessable.**" in md and "not above chance (0.5)" in md
+    assert r.stress["reliance"]  # the stress step finds reliance: Verify would have run (and raised, before)
+    a = out["above"]
+    assert a.stress["control_utility"]["above_chance"] and a.verdict in ("certified", "refused", "no reliance")
+    assert a.config["random_match"] == "energy" and a.config["n_boot"] == SHIPPED_AUDIT["n_boot"]
 
 
 def test_provenance_absent_from_embedding_gives_zero_lpi_and_no_reliance():
