@@ -5,8 +5,9 @@ Metrics per split with torchmetrics: balanced accuracy (macro-averaged recall), 
 and Cohen's kappa. A validation set that lacks a class is handled by :func:`undefined_val_metrics`: balanced
 accuracy over the classes present, and NaN with a note (never half the accuracy) when only one class is present.
 Test metrics come from the gathered predictions through :func:`eegfm_bench.results.classification_metrics`
-(scikit-learn: on a one-class test fold balanced accuracy is the recall of its class, AUROC and kappa NaN). Optimiser AdamW with linear warm-up then cosine decay, stepped per batch. The loss is
-cross-entropy, class-weighted when ``class_weights`` are given (imbalanced tasks such as eegmat).
+(scikit-learn: on a one-class test fold balanced accuracy is the recall of its class, AUROC and kappa NaN).
+Optimiser AdamW with linear warm-up then cosine decay, stepped per batch. The loss is cross-entropy, class-weighted
+when ``class_weights`` are given (imbalanced tasks such as eegmat).
 """
 from __future__ import annotations
 
@@ -236,7 +237,7 @@ class FMClassifier(L.LightningModule):
         self.log("val/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=len(batch["y"]))
 
     def on_validation_epoch_end(self):
-        """Log ``val/*``; metrics the validation set cannot define are NaN with a note (:func:`undefined_val_metrics`)."""
+        """Log ``val/*``; those the validation set cannot define are NaN with a note (:func:`undefined_val_metrics`)."""
         vals = self.val_metrics.compute()
         counts = self.val_classes.compute()
         if bool((counts == 0).any()):

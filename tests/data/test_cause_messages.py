@@ -92,7 +92,8 @@ def test_a_recording_in_volts_names_the_unit_and_the_scale(data_root, tmp_path, 
     line = err.splitlines()[0]
     assert line.startswith("eegfm-bench ingest: IngestError: task 'volts': no recording yielded a window "
                            "(Subject01_eyes: amplitudes look like volts stored under a µV unit: median absolute "
-                           "amplitude 3.2e-05 µV over 64 channels (the file declares µV); ×1e6 would give 32 µV"), line
+                           "amplitude 3.2e-05 µV over 64 channels (the file declares µV); ×1e6 would give 32 µV"), \
+        line
     assert "(dropped, not rescaled)" in line and "flat" not in line
 
     # beside a genuine recording written the same way: the genuine one is kept as it is, the other dropped with a
