@@ -4,6 +4,7 @@ corrupted EDF opened with a reader option. Each gives one line naming the cause 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -56,6 +57,8 @@ def _report(ws) -> dict:
 @pytest.mark.parametrize("how", ["--data-root", "EEGFM_DATA"])
 def test_a_data_root_that_does_not_exist_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, how):
     nowhere = tmp_path / "nowhere"
+    # the console script makes a relative EEGFM_DATA absolute in os.environ: set through monkeypatch, it is restored
+    monkeypatch.setenv("EEGFM_DATA", os.path.abspath(os.environ.get("EEGFM_DATA", ".")))
     monkeypatch.chdir(tmp_path)  # the working directory must not stand in for the data root
     args = ["--task", "eegmmidb_eyes", "--subjects", "1"]
     if how == "--data-root":
