@@ -36,8 +36,9 @@ import numpy as np
 
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.montage import ChannelNameError, canonical_name, standard_1005
-from eegfm_bench.data.qc import IngestError, RecordingQC, capture_warnings, channel_signal_checks, edf_header
-from eegfm_bench.data.sources import SOURCES, Recording, RecordingReadError, resolve_data_root
+from eegfm_bench.data.qc import (IngestError, RecordingQC, capture_warnings, channel_signal_checks,
+                                 edf_annotation_damage, edf_header)
+from eegfm_bench.data.sources import SOURCES, Recording, RecordingReadError, existing_data_root, resolve_data_root
 from eegfm_bench.data.spec import ChannelsSpec, TaskSpec, parse_task_spec, spec_hash
 from eegfm_bench.perturb.regions import register_task_regions
 
@@ -117,17 +118,25 @@ class DeclaredTask:
         made absolute against the working directory once). When no such folder exists there but one exists relative
         to the working directory (a path that already spells out the data root, e.g. ``../shared/data/formats``), that
         one is used and a line says so: a relative path is never joined to the data root twice.
+
+        Raises
+        ------
+        DataRootNotFoundError
+            A relative ``root`` under a data root that is not a folder
+            (:func:`~eegfm_bench.data.sources.existing_data_root`): never replaced by the working directory.
         """
         root = Path(self.spec.root).expanduser() if self.spec.root else Path(".")
+        cls = SOURCES.get(self.spec.source)
         if not root.is_absolute():
-            base = resolve_data_root(data_root)
+            base = existing_data_root(data_root, f"task {self.name!r}") if cls.reads_root else \
+                resolve_data_root(data_root)
             if not (base / root).exists() and root.exists():
                 print(f"task {self.name}: root {root} is not under the data root {base}; using {root.absolute()} "
                       "(relative to the working directory)")
                 root = root.absolute()
             else:
                 root = base / root
-        src = SOURCES.get(self.spec.source)(self.spec, root)
+        src = cls(self.spec, root)
         if self.spec.source == "moabb" and not self.spec.labels.events:
             labels = replace(self.spec.labels, events=src.default_events())
             object.__setattr__(self, "spec", replace(self.spec, labels=labels))
@@ -293,8 +302,17 @@ def _read_checked(source, rec: Recording, qc: RecordingQC):
     Raises
     ------
     RecordingReadError
-        A file without any signal channel (an annotation-only EDF+).
+        A file without any signal channel (an annotation-only EDF+), or an EDF+/BDF+ file whose data records do not
+        open with their time-keeping annotation (:func:`~eegfm_bench.data.qc.edf_annotation_damage`: shifted or
+        overwritten records, whatever reader option, e.g. ``encoding: latin1``, would open it).
     """
+    hdr = edf_header(source.header_path(rec)) if source.header_path(rec) else None
+    damage = edf_annotation_damage(source.header_path(rec), hdr) if hdr else None
+    if damage:
+        raise RecordingReadError(
+            f"{rec.recording} ({source.header_path(rec)}): {damage}. MNE refuses it (\"Encountered invalid byte in at "
+            "least one annotations channel\"); a reader option such as files.reader_kwargs encoding: latin1 only hides "
+            "that decoding error. fix: restore the file from its source (compare its sha256), or leave it out")
     with capture_warnings(qc):
         raw = source.read(rec)
     if len(raw.ch_names) == 0:
@@ -306,7 +324,6 @@ def _read_checked(source, rec: Recording, qc: RecordingQC):
     qc.channels_as_read = list(raw.ch_names)
     qc.sfreq_read = float(raw.info["sfreq"])
     qc.read_duration_s = round(raw.n_times / raw.info["sfreq"], 3)
-    hdr = edf_header(source.header_path(rec)) if source.header_path(rec) else None
     if hdr and hdr["declared_s"] is not None:
         qc.header_duration_s = round(hdr["declared_s"], 3)
         if qc.read_duration_s + 1e-6 < hdr["declared_s"] - max(1.0 / raw.info["sfreq"], 1e-3):
@@ -535,6 +552,13 @@ def _signal_checks(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC) -> 
     """
     data = raw.get_data()
     channel_signal_checks(data, list(raw.ch_names), qc)
+    unit = amplitude_unit_mismatch(data, getattr(raw, "_orig_units", None) or {})
+    if unit is not None:
+        qc.find(unit)
+        if task.spec.strict:
+            raise IngestError(f"{rec.recording} ({rec.path}): {unit}")
+        qc.drop(unit.split(". The recording", 1)[0] + " (dropped, not rescaled)")
+        return False
     if qc.nonfinite:
         _mark_nonfinite(raw, data, qc)
     if qc.saturated:
@@ -592,6 +616,52 @@ def _flat_policy(policy: str, rec: Recording, raw, qc: RecordingQC, to_fix: list
 
 PLAUSIBLE_RMS_UV = (0.5, 500.0)
 """Median channel RMS (µV) outside this range is reported as implausible (wrong units, garbage bytes)."""
+
+UNIT_SCALES = ((1e6, "1e6", "volts stored under a µV unit"),)
+"""Unit mistakes recognised by their scale: samples whose median absolute amplitude is implausible for scalp EEG
+(outside :data:`PLAUSIBLE_RMS_UV`) but becomes plausible when multiplied by the factor. Only the volts-as-µV
+mistake: nothing else makes EEG a million times too small, whereas a signal a million times too large may be an
+honest one in volts (a test signal, a trigger): that stays an "implausible amplitude" finding."""
+
+
+def amplitude_unit_mismatch(data: np.ndarray, orig_units: dict | None = None) -> str | None:
+    """Whether a recording's amplitudes look like the wrong unit (volts written where the file says µV), from their
+    scale alone.
+
+    The statistic is the median over the finite channels of each channel's median absolute deviation from its
+    median (flat channels included: a recording in volts read as µV is flat everywhere). When it lies outside
+    :data:`PLAUSIBLE_RMS_UV` but one of :data:`UNIT_SCALES` brings it inside, the amplitudes are in that other unit.
+    Nothing is rescaled: the caller drops or refuses the recording.
+
+    Parameters
+    ----------
+    data : ndarray, shape (n_chans, n_times)
+        The samples as read, volts (MNE applied the file's unit).
+    orig_units : dict of str to str, optional
+        The unit the file declares per channel (MNE's ``raw._orig_units``), named in the message.
+
+    Returns
+    -------
+    str or None
+        One line naming the unit, the amplitude found, the factor that would give µV and the fix; None when the
+        scale is plausible (or cannot be told: no finite channel, or nothing brings it into range).
+    """
+    rows = [r for r in np.asarray(data) if r.size and np.isfinite(r).all()]
+    if not rows:
+        return None
+    amp_uv = float(np.median([np.median(np.abs(r - np.median(r))) for r in rows])) * 1e6
+    lo, hi = PLAUSIBLE_RMS_UV
+    if lo <= amp_uv <= hi or amp_uv == 0.0:
+        return None
+    for factor, shown, what in UNIT_SCALES:
+        if lo <= amp_uv * factor <= hi:
+            declared = sorted({str(u) for u in (orig_units or {}).values()})
+            said = f"the file declares {'/'.join(declared)}" if declared else "read as volts"
+            return (f"amplitudes look like {what}: median absolute amplitude {amp_uv:.3g} µV over {len(rows)} "
+                    f"channels ({said}); ×{shown} would give {amp_uv * factor:.3g} µV, typical of scalp EEG. The "
+                    "recording is not rescaled; fix: correct the unit (EDF: the physical dimension; BrainVision: the "
+                    "channel's unit) or the scaling where the file was written")
+    return None
 
 BENIGN_WARNINGS = ("Unable to map the following column(s) to to MNE", "Unable to map the following column(s)",
                    "Channel locations not available")

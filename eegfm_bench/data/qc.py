@@ -152,7 +152,66 @@ def edf_header(path: str | os.PathLike) -> dict | None:
     file_records = (p.stat().st_size - header_bytes) / rec_bytes if rec_bytes else float("nan")
     return {"n_records": n_records, "record_s": record_s, "n_signals": n_sig, "labels": labels,
             "samples_per_record": spr, "declared_s": n_records * record_s if n_records > 0 else None,
-            "file_records": file_records}
+            "file_records": file_records, "header_bytes": header_bytes, "bytes_per_sample": bytes_per,
+            "reserved": fixed[192:236].decode("latin-1").strip()}
+
+
+EDF_TIMEKEEPING = re.compile(rb"^([+-]\d+(?:\.\d+)?)\x14\x14")
+"""The time-keeping annotation that opens the annotation signal of every EDF+/BDF+ data record (EDF+ spec §2.2.4):
+``+<onset in seconds>`` then two bytes 20."""
+
+
+def edf_annotation_damage(path: str | os.PathLike, hdr: dict | None = None) -> str | None:
+    """Whether the data records of an EDF+/BDF+ file are damaged, from their time-keeping annotations.
+
+    Every data record of an EDF+ file opens its annotation signal with a time-keeping annotation, ASCII
+    ``+<onset>`` then two bytes 0x14 (:data:`EDF_TIMEKEEPING`). A record that holds something else there is shifted
+    or overwritten (e.g. EEG samples where the text should be), so its samples cannot be trusted either. MNE refuses
+    such a file with "Encountered invalid byte in at least one annotations channel"; a reader ``encoding`` (e.g.
+    ``latin1``) decodes the garbage and opens it anyway.
+
+    Parameters
+    ----------
+    path : path
+        The file.
+    hdr : dict, optional
+        Its :func:`edf_header` (read when not given).
+
+    Returns
+    -------
+    str or None
+        One clause naming how many records are damaged, the first one and its bytes, and the decoding error;
+        None for an intact file, a plain EDF/BDF (no annotation signal) or another format.
+    """
+    hdr = hdr if hdr is not None else edf_header(path)
+    if not hdr or hdr["reserved"][:4] not in ("EDF+", "BDF+") or hdr["n_records"] <= 0:
+        return None
+    ann = [i for i, lab in enumerate(hdr["labels"]) if lab in ("EDF Annotations", "BDF Annotations")]
+    if not ann:
+        return None
+    bps, spr = hdr["bytes_per_sample"], hdr["samples_per_record"]
+    rec_bytes = sum(spr) * bps
+    start, size = sum(spr[:ann[0]]) * bps, spr[ann[0]] * bps
+    bad: list[tuple[int, bytes]] = []
+    with open(path, "rb") as f:
+        for k in range(hdr["n_records"]):
+            f.seek(hdr["header_bytes"] + k * rec_bytes + start)
+            chunk = f.read(size)
+            if len(chunk) < size:
+                break  # a truncated file: reported by the duration check
+            if not EDF_TIMEKEEPING.match(chunk):
+                bad.append((k, chunk[:12]))
+    if not bad:
+        return None
+    k, head = bad[0]
+    try:
+        head.decode("utf-8")
+        decoding = "it decodes as text but is not a time-keeping annotation"
+    except UnicodeDecodeError as err:
+        decoding = f"not text: {err}"
+    return (f"{len(bad)} of {hdr['n_records']} EDF+ data records do not open with a time-keeping annotation "
+            f"('+<onset>\\x14\\x14'): record {k} starts with {head!r} ({decoding}); the records are shifted or "
+            "overwritten, so their samples are not the recording")
 
 
 # ============================================================================================ the records

@@ -2,8 +2,12 @@
 (docs/guide/architecture.md, "Contracts").
 
 Metrics per split with torchmetrics: balanced accuracy (macro-averaged recall), AUROC (one-vs-rest, macro)
-and Cohen's kappa. Optimiser AdamW with linear warm-up then cosine decay, stepped per batch. The loss is
-cross-entropy, class-weighted when ``class_weights`` are given (imbalanced tasks such as eegmat).
+and Cohen's kappa. A validation set that lacks a class is handled by :func:`undefined_val_metrics`: balanced
+accuracy over the classes present, and NaN with a note (never half the accuracy) when only one class is present.
+Test metrics come from the gathered predictions through :func:`eegfm_bench.results.classification_metrics`
+(scikit-learn: on a one-class test fold balanced accuracy is the recall of its class, AUROC and kappa NaN).
+Optimiser AdamW with linear warm-up then cosine decay, stepped per batch. The loss is cross-entropy, class-weighted
+when ``class_weights`` are given (imbalanced tasks such as eegmat).
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torchmetrics import Metric, MetricCollection
-from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, MulticlassCohenKappa
+from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, MulticlassCohenKappa, MulticlassRecall
 
 from eegfm_bench.distributed import gather_by_index
 from eegfm_bench.models.adaptation import apply_lora, check_regime, count_parameters, freeze
@@ -50,6 +54,52 @@ class ClassCounts(Metric):
 
     def compute(self) -> torch.Tensor:
         return self.counts
+
+
+def undefined_val_metrics(vals: dict, counts: torch.Tensor, recall: torch.Tensor) -> tuple[dict, str]:
+    """The validation metrics of an epoch whose validation set lacks some class, and the note that says so.
+
+    torchmetrics' macro accuracy averages a class that is absent from the targets as recall 0 whenever the model
+    predicted it once (and leaves it out otherwise), so on a one-class set ``val/bacc`` would read half of
+    ``val/acc`` — or all of it — depending on the predictions. Instead:
+
+    - two or more classes present: ``val/bacc`` is the mean recall over the classes present (scikit-learn's
+      ``balanced_accuracy_score``, as ``test/bacc``); AUROC and kappa as computed;
+    - one class present: ``val/bacc``, ``val/auroc`` and ``val/kappa`` are undefined: NaN, never a number. (A
+      one-class *test* fold keeps scikit-learn's balanced accuracy, the recall of its class, because its result row is
+      a per-fold estimate averaged with the others; a validation value only compares epochs, which one class cannot.)
+
+    Parameters
+    ----------
+    vals : dict of str to Tensor
+        The computed ``val/*`` metrics.
+    counts : Tensor of int64, shape (n_classes,)
+        Validation windows per class (:class:`ClassCounts`).
+    recall : Tensor, shape (n_classes,)
+        Recall per class (``MulticlassRecall(average="none")``).
+
+    Returns
+    -------
+    (dict, str)
+        The metrics with the undefined ones NaN, and the note ('' when every value is defined).
+    """
+    present = counts > 0
+    nan = torch.tensor(float("nan"))
+    out = dict(vals)
+    key = next(k for k in out if k.endswith("bacc"))
+    if int(present.sum()) >= 2:
+        out[key] = recall[present.to(recall.device)].float().mean()
+        return out, ""
+    for k in out:
+        if k.endswith(("bacc", "auroc", "kappa")):
+            out[k] = nan
+    only = torch.nonzero(present).flatten().tolist()
+    note = (f"the validation set holds only class {only} of {len(counts)}: val/bacc, val/auroc and val/kappa are "
+            "undefined and logged as NaN (val/acc is the share of its windows right). Early stopping on val/bacc "
+            "stops at a NaN and the best checkpoint stays the first epoch's. fix: split.n_val_groups >= "
+            f"{len(counts)} (the split then draws a validation group of each class), or a validation set holding "
+            "every class")
+    return out, note
 
 
 class FMClassifier(L.LightningModule):
@@ -141,6 +191,7 @@ class FMClassifier(L.LightningModule):
                              if class_weights else torch.ones(n_classes), persistent=False)
         self.val_metrics = _metrics(n_classes, "val/")
         self.val_classes = ClassCounts(n_classes)
+        self.val_recall = MulticlassRecall(n_classes, average="none")  # per class: val/bacc when a class is absent
         self.train_bacc = MulticlassAccuracy(n_classes, average="macro")
         self._test_rows: list[dict] = []
         self.test_predictions: pd.DataFrame | None = None
@@ -182,15 +233,21 @@ class FMClassifier(L.LightningModule):
         loss = F.cross_entropy(logits, batch["y"], weight=self.class_weights)
         self.val_metrics.update(logits.softmax(-1), batch["y"])
         self.val_classes.update(batch["y"])
+        self.val_recall.update(logits.argmax(-1), batch["y"])
         self.log("val/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=len(batch["y"]))
 
     def on_validation_epoch_end(self):
+        """Log ``val/*``; those the validation set cannot define are NaN with a note (:func:`undefined_val_metrics`)."""
         vals = self.val_metrics.compute()
-        if int((self.val_classes.compute() > 0).sum()) < 2:  # one class: AUROC and kappa are undefined, not 0
-            vals = {k: (torch.tensor(float("nan")) if k.endswith(("auroc", "kappa")) else v) for k, v in vals.items()}
+        counts = self.val_classes.compute()
+        if bool((counts == 0).any()):
+            vals, note = undefined_val_metrics(vals, counts, self.val_recall.compute())
+            if note and not (self._trainer is not None and self._trainer.sanity_checking):
+                warnings.warn(note, stacklevel=2)
         self.log_dict(vals, prog_bar=True)
         self.val_metrics.reset()
         self.val_classes.reset()
+        self.val_recall.reset()
 
     def on_test_epoch_start(self):
         self._test_rows = []

@@ -65,8 +65,10 @@ def test_eegmat_channels_and_labels(data_root, tmp_path):
 
 
 def test_missing_data_root_says_where_and_how(tmp_path):
-    with pytest.raises(DataNotFoundError) as e:
+    with pytest.raises(DataNotFoundError, match=f"the data root {tmp_path / 'nowhere'} .* does not exist; fix:"):
         load_windows("eegmmidb_mi", PREP, data_root=tmp_path / "nowhere", cache_dir=tmp_path, progress=False)
+    with pytest.raises(DataNotFoundError) as e:  # a data root without the dataset: where it goes and how to get it
+        load_windows("eegmmidb_mi", PREP, data_root=tmp_path, cache_dir=tmp_path, progress=False)
     msg = str(e.value)
     assert "MNE-eegbci-data" in msg and "load_data" in msg and "EEGFM_DATA" in msg
     with pytest.raises(DataNotFoundError, match="physionet.org/content/eegmat"):

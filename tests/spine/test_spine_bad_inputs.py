@@ -94,3 +94,52 @@ def test_lightning_cli_fit_one_epoch(tmp_path):
     ckpts = list(tmp_path.rglob("*.ckpt"))
     assert ckpts, "LightningCLI fit wrote no checkpoint"
     assert list(tmp_path.rglob("config.yaml"))
+
+
+def _validate_with_predictions(y: list[int], pred: list[int], n_classes: int) -> tuple[dict, list[str]]:
+    """``Trainer.validate`` of an FMClassifier whose logits are fixed (argmax ``pred``) on targets ``y``: the
+    logged ``val/*`` and the warnings raised."""
+    import warnings
+
+    import lightning as L
+    import torch
+
+    from eegfm_bench.models.module import FMClassifier
+
+    m = FMClassifier(backbone="eegnet", head="flatten", regime="full", ch_names=["C3", "Cz", "C4"], n_times=256,
+                     n_classes=n_classes, backbone_kwargs={"F1": 4, "D": 1, "kernel_length": 16})
+    m._logits = lambda batch: batch["logits"]
+    logits = torch.nn.functional.one_hot(torch.tensor(pred), n_classes).float() * 4.0
+    batch = {"x": torch.zeros(len(y), 3, 256), "y": torch.tensor(y), "logits": logits}
+    trainer = L.Trainer(logger=False, enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False,
+                        accelerator="cpu", devices=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = trainer.validate(m, torch.utils.data.DataLoader([batch], batch_size=None), verbose=False)[0]
+    return out, [str(w.message) for w in caught]
+
+
+def test_one_class_validation_bacc_is_nan_with_a_note_not_half_the_accuracy():
+    """Issue 34.6: 10 windows of class 0, 6 predicted right and 4 as class 1. torchmetrics' macro accuracy logged
+    (0.6 + 0) / 2 = 0.300 beside val/acc 0.600; balanced accuracy over one class is undefined: NaN, and a note."""
+    out, notes = _validate_with_predictions([0] * 10, [0] * 6 + [1] * 4, 2)
+    assert out["val/acc"] == pytest.approx(0.6)
+    assert np.isnan(out["val/bacc"]) and np.isnan(out["val/auroc"]) and np.isnan(out["val/kappa"])
+    note = [n for n in notes if n.startswith("the validation set holds only class [0] of 2: val/bacc")]
+    assert len(note) == 1 and "fix: split.n_val_groups >= 2" in note[0]
+    # every class present: balanced accuracy as before (mean recall), no note
+    out, notes = _validate_with_predictions([0] * 5 + [1] * 5, [0] * 3 + [1] * 2 + [1] * 5, 2)
+    assert out["val/bacc"] == pytest.approx((3 / 5 + 1) / 2) and not [n for n in notes if "validation set" in n]
+
+
+def test_validation_missing_one_of_three_classes_averages_the_classes_present():
+    """Two of three classes present, the third predicted once: the mean recall over the classes present (as
+    scikit-learn's balanced accuracy, which test/bacc uses), not (0.5 + 1 + 0) / 3."""
+    from sklearn.metrics import balanced_accuracy_score
+
+    y, pred = [0, 0, 1, 1], [0, 2, 1, 1]
+    out, notes = _validate_with_predictions(y, pred, 3)
+    with pytest.warns(UserWarning, match="y_pred contains classes not in y_true"):
+        want = balanced_accuracy_score(y, pred)
+    assert out["val/bacc"] == pytest.approx(0.75) == want
+    assert not [n for n in notes if "validation set holds only" in n]

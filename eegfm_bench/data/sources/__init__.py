@@ -19,8 +19,9 @@ Registered sources (``SOURCES``):
 """
 from __future__ import annotations
 
-from eegfm_bench.data.sources.base import (DataNotFoundError, Recording, RecordingReadError, Source, download_allowed,
-                                           resolve_data_root, select_subjects)
+from eegfm_bench.data.sources.base import (DataNotFoundError, DataRootNotFoundError, Recording, RecordingReadError,
+                                           Source, download_allowed, existing_data_root, resolve_data_root,
+                                           select_subjects)
 from eegfm_bench.data.sources.bids import BIDSSource
 from eegfm_bench.data.sources.braindecode import BraindecodeSource
 from eegfm_bench.data.sources.eegmmidb import EEGMMIDBSource
@@ -33,5 +34,5 @@ SOURCES: Registry[type[Source]] = Registry("data source")
 for _cls in (FilesSource, BIDSSource, BraindecodeSource, MOABBSource, EEGMMIDBSource):
     SOURCES.register(_cls.name)(_cls)
 
-__all__ = ["SOURCES", "Source", "Recording", "DataNotFoundError", "RecordingReadError", "resolve_data_root",
-           "download_allowed", "select_subjects"]
+__all__ = ["SOURCES", "Source", "Recording", "DataNotFoundError", "DataRootNotFoundError", "RecordingReadError",
+           "resolve_data_root", "existing_data_root", "download_allowed", "select_subjects"]

@@ -19,6 +19,10 @@ class DataNotFoundError(FileNotFoundError):
     """Raised when recordings are missing; the message says where they go and how to get them."""
 
 
+class DataRootNotFoundError(DataNotFoundError):
+    """Raised when the data root itself is not a folder (a mistyped ``--data-root`` or ``EEGFM_DATA``)."""
+
+
 class RecordingReadError(RuntimeError):
     """Raised when a recording exists but cannot be read (e.g. a corrupted EDF)."""
 
@@ -42,6 +46,47 @@ def resolve_data_root(data_root: str | os.PathLike | None = None) -> Path:
     if os.environ.get("EEGFM_DATA"):
         return Path(os.path.abspath(Path(os.environ["EEGFM_DATA"]).expanduser()))
     return Path(os.path.abspath(Path(mne.get_config("MNE_DATA") or Path.home() / "mne_data").expanduser()))
+
+
+def existing_data_root(data_root: str | os.PathLike | None = None, where: str = "") -> Path:
+    """The data root (:func:`resolve_data_root`), refused when it is not a folder.
+
+    A data root named explicitly (``--data-root``, ``data_root:``, ``EEGFM_DATA``) must exist, and so must MNE's
+    data folder when nothing may be downloaded into it (``EEGFM_OFFLINE=1``). A missing one is never replaced by
+    the working directory: every relative task root would silently point somewhere else.
+
+    Parameters
+    ----------
+    data_root : path, optional
+        As :func:`resolve_data_root`.
+    where : str
+        What asks (``task 'eegmat'``), the start of the message.
+
+    Returns
+    -------
+    Path
+        Absolute.
+
+    Raises
+    ------
+    DataRootNotFoundError
+        The data root is not a folder; the one-line message names it, where it came from and the fix.
+    """
+    base = resolve_data_root(data_root)
+    if base.is_dir():
+        return base
+    if data_root:
+        origin = "--data-root / data_root"
+    elif os.environ.get("EEGFM_DATA"):
+        origin = f"EEGFM_DATA={os.environ['EEGFM_DATA']}"
+    elif download_allowed():
+        return base  # MNE's own folder, created by the first download
+    else:
+        origin = "MNE's data folder: neither --data-root / data_root nor EEGFM_DATA is set"
+    what = "is a file, not a folder" if base.exists() else "does not exist"
+    raise DataRootNotFoundError(f"{where + ': ' if where else ''}the data root {base} ({origin}) {what}; fix: point "
+                                "--data-root (or data_root / EEGFM_DATA) at the folder that holds the datasets, "
+                                "e.g. EEGFM_DATA=../shared/data")
 
 
 def download_allowed(download: bool | None = None) -> bool:
@@ -83,6 +128,8 @@ class Source:
     """Base of the sources: options, recordings, reading (see the module docstring)."""
 
     name: ClassVar[str] = "base"
+    reads_root: ClassVar[bool] = True
+    """Whether the recordings are found under the task's ``root`` (MOABB keeps its own folder: False)."""
     options: ClassVar[type | None] = None
     """The schema of the source's own options (a frozen :class:`~eegfm_bench.config.ConfigRecord`; None: none)."""
 

@@ -8,6 +8,7 @@ Recordings are the EEG files matching the BIDS entities (``task``, ``subjects``,
 """
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
@@ -139,7 +140,42 @@ class BIDSSource(Source):
                                      "bids-validator)") from err
         if self.opts.events_column:
             raw.set_annotations(self._events_from_column(rec, raw))
+        elif self.spec.labels.events and not self.spec.labels.target:
+            self._check_events_column(rec, raw)
         return raw
+
+    def _check_events_column(self, rec: Recording, raw) -> None:
+        """Refuse a recording whose ``events.tsv`` lacks the column ``labels.events`` is keyed by.
+
+        mne-bids takes the descriptions from ``trial_type``; without it (or when it is all ``n/a``) it falls back to
+        ``stim_type``, then ``value``, then ``n/a`` for every event. When none of the descriptions it produced is a
+        key (or pattern) of ``labels.events``, the labels would silently vanish ("no labelled event"): refused here,
+        naming the missing column and the columns present.
+
+        Raises
+        ------
+        RecordingReadError
+            The events file has no usable ``trial_type`` and no description maps to a class.
+        """
+        tsv = Path(str(rec.handle).rsplit("_", 1)[0] + "_events.tsv")
+        if not tsv.is_file():
+            return
+        df = pd.read_csv(tsv, sep="\t", dtype=str, keep_default_na=False)
+        tt = df["trial_type"] if "trial_type" in df.columns else None
+        if tt is not None and (tt != "n/a").any():
+            return
+        events = self.spec.labels.events
+        descs = sorted({str(d) for d in raw.annotations.description})
+        if any(d in events or any(fnmatch.fnmatchcase(d, k) for k in events) for d in descs):
+            return  # labels.events is keyed by what mne-bids read (e.g. the `value` codes): as declared
+        why = "has no trial_type column" if tt is None else "has a trial_type column holding only n/a"
+        used = next((c for c in ("stim_type", "value") if c in df.columns), None)
+        got = (f"mne-bids took the event descriptions from `{used}` ({descs[:6]})" if used else
+               "mne-bids named every event n/a")
+        raise RecordingReadError(
+            f"{tsv} {why}, the column labels.events reads (columns: {list(df.columns)}); {got}, none of which "
+            f"labels.events maps ({sorted(events)}). fix: bids.events_column: <the column holding the event names> "
+            "(labels.events keyed by its values), or add a trial_type column to the events files")
 
     def _events_from_column(self, rec: Recording, raw):
         col = self.opts.events_column

@@ -27,6 +27,7 @@ class MOABBSource(Source):
     """A MOABB dataset (see the module docstring)."""
 
     name = "moabb"
+    reads_root = False
     options = MOABBOptions
 
     @classmethod
