@@ -6,14 +6,16 @@ calls :func:`tune_process` before torch is imported (OpenMP reads its settings w
 
 * **Freed memory is kept.** glibc serves every allocation above its mmap threshold (128 KiB to 32 MiB) with a
   fresh ``mmap`` and returns it on ``free``; a tensor of a window batch is far above that, so every pass maps
-  new pages and the kernel zeroes each one on first touch. Measured here (LaBraM, 48 windows of 128 × 800, five
-  no-grad forwards, one thread): 19.1 M minor page faults and 41.7 s of system CPU beside 43.3 s of user CPU.
-  With ``mallopt(M_MMAP_MAX, 0)`` (large blocks come from the heap) and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``
-  (freed heap is kept up to 1 GiB), the same run took 3.2 M faults and 6.3 s of system CPU (42.1 s user) and gave
-  the same output to the last bit; peak RSS rose from 2.1 to 2.9 GB (memory kept for reuse). This is glibc's own
-  tuning interface, chosen over an allocator the install would have to bring (jemalloc or tcmalloc through
-  ``LD_PRELOAD``, which needs a system package and a re-exec); on another C library it does nothing and says so
-  in :func:`process_settings`.
+  new pages and the kernel zeroes each one on first touch. ``mallopt(M_MMAP_MAX, 0)`` makes large blocks come
+  from the heap and ``mallopt(M_TRIM_THRESHOLD, -1)`` keeps freed heap for reuse instead of giving it back
+  (the process's RSS stays at its peak: the memory a job must be granted anyway). Measured here (LaBraM, 48
+  windows of 128 × 800, five no-grad forwards, one thread, paired runs in fresh processes, outputs equal to the
+  last bit): 19.1 M / 18.9 M minor page faults and 41.7 s / 37.3 s of system CPU (43.3 s / 43.9 s user) with
+  glibc's defaults; 0.40 M faults and 0.70 s / 0.67 s of system CPU (37.5 s / 35.3 s user) with both settings;
+  peak RSS 2.1 → 2.4 GB. Keeping only 1 GiB before trimming was not enough (6.3 s and 29.9 s of system CPU in
+  two runs: a forward frees more than 1 GiB at once). glibc's own tuning interface was chosen over an allocator
+  the install would have to bring (jemalloc or tcmalloc through ``LD_PRELOAD``: a system package and a
+  re-exec); on another C library it does nothing and :func:`process_settings` says so.
 * **Threads that do not spin.** libgomp's waiting threads spin for a while before they sleep; under contention
   (two processes on two cores, a SLURM node shared with other jobs) that spinning is CPU taken from the work.
   ``OMP_WAIT_POLICY=PASSIVE`` makes them sleep at once. A value the user set is kept.
@@ -29,8 +31,8 @@ import sys
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
-KEEP_FREED_BYTES = 1 << 30
-"""Freed heap kept before glibc trims it (1 GiB)."""
+NEVER_TRIM = -1
+"""``M_TRIM_THRESHOLD`` value that keeps all freed heap (glibc reads it as the largest ``size_t``)."""
 
 _STATE: dict[str, str] = {}
 
@@ -63,7 +65,7 @@ def _keep_freed_memory() -> str:
         return "default (not Linux)" if not sys.platform.startswith("linux") else "default (EEGFM_DEFAULT_MALLOC)"
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        ok = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, KEEP_FREED_BYTES) == 1
+        ok = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, NEVER_TRIM) == 1
     except (OSError, AttributeError):
         return "default (no glibc mallopt)"
     return "keep-freed (glibc mallopt)" if ok else "default (mallopt refused)"
@@ -74,4 +76,4 @@ def process_settings() -> dict[str, str]:
     return dict(_STATE)
 
 
-__all__ = ["tune_process", "process_settings", "KEEP_FREED_BYTES"]
+__all__ = ["tune_process", "process_settings"]
