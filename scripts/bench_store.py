@@ -38,7 +38,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from eegfm_bench.results import ROW_COLUMNS, ResultStore, _atomic_write, _part_frame  # noqa: E402
+from eegfm_bench.results import ROW_COLUMNS, ResultStore, _atomic_write, _part_table  # noqa: E402
 
 METRICS = ["balanced_accuracy", "accuracy", "auroc", "cohen_kappa", "epochs", "fit_seconds", "head_params",
            "batch_size", "trainable_fraction", "recall_0", "recall_1", "loss"]
@@ -76,13 +76,13 @@ def build(folder: Path, n_cells: int, *, compacted: bool, tail_parts: int = 100)
         t = 1
         for a, b in zip(bounds[:-1], bounds[1:]):
             if b > a:
-                _atomic_write(_part_frame(_rows(range(a, b))), parts / f"{t:020d}-~compact-{t:08x}.parquet")
+                _atomic_write(_part_table(_rows(range(a, b))), parts / f"{t:020d}-~compact-{t:08x}.parquet")
                 t += 1
         start = done - tail
     else:
         start, t = 0, 1
     for c in range(start, done):
-        _atomic_write(_part_frame(_rows(range(c, c + 1))), parts / f"{t + c:020d}-bench-{c}.parquet")
+        _atomic_write(_part_table(_rows(range(c, c + 1))), parts / f"{t + c:020d}-bench-{c}.parquet")
 
 
 def _timed(snippet: str, folder: Path) -> float:
