@@ -229,14 +229,13 @@ class ResultStore:
     def _read_parts(self, columns: tuple | None = None) -> tuple[list[pa.Table], list[str]]:
         """Every part, oldest first, and the names of the parts read; a part folded away by a concurrent
         :meth:`compact` is read again from the listing that replaced it."""
-        for attempt in range(6):
-            parts = self.parts()
+        parts = self.parts()
+        for _ in range(5):
             try:
                 return [self._read_part(p, columns) for p in parts], [p.name for p in parts]
             except FileNotFoundError:
-                if attempt == 5:
-                    raise
-        raise AssertionError("unreachable")
+                parts = self.parts()  # compacted between the listing and the read: list again
+        return [self._read_part(p, columns) for p in parts], [p.name for p in parts]
 
     def _table(self, columns: tuple | None = None) -> tuple[pa.Table, list[str]]:
         """The current rows (newest part wins per key) as an Arrow table in the store's types, and the parts read
