@@ -5,7 +5,9 @@ unique: rows of one cell computed under another config are kept beside the curre
 and a rerun skips a cell only when rows with its current hash exist. Each append is one immutable part file
 (``parts/*.parquet``, temporary name then ``os.replace``), so concurrent writers never lose rows and a crash never
 leaves a half-written table; ``results.csv`` and ``results.parquet`` are merged from the parts
-(:class:`ResultStore`). Under DDP only rank 0 writes (``ResultStore(folder, write=False)`` elsewhere).
+(:class:`ResultStore`; ``results.manifest.json`` names the parts they hold). Every column has a fixed type
+(:data:`COLUMN_TYPES`, read and written with pyarrow): no value is ever retyped by what it looks like. Under DDP only
+rank 0 writes (``ResultStore(folder, write=False)`` elsewhere).
 """
 from __future__ import annotations
 

@@ -3,9 +3,10 @@
 Each :class:`T` transcribes one setting: the paper, where (table / section), a phrase quoted verbatim from the seed
 text, the value that phrase gives and how to read it from the resolved configs. ``test_transcription`` asserts the
 configs hold that value; ``test_quote_in_seed_text`` asserts the phrase is in the paper (the seed texts at
-``$EEGFM_DATA/../seeds`` or, as the README has it, ``../shared/seeds`` beside the clone; not found: the test fails). Settings the stored text does not give (paper 003's
-appendices A-C are not in it) are :class:`N` entries: the value chosen and why, asserted too. Every key of every
-file under configs/paper/ must be covered by one of them (``test_every_key_is_accounted_for``).
+``$EEGFM_DATA/../seeds`` or, as the README has it, ``../shared/seeds`` beside the clone; not found: the test
+fails). Settings the stored text does not give (paper 003's appendices A-C are not in it) are :class:`N` entries: the
+value chosen and why, asserted too. Every key of every file under configs/paper/ must be covered by one of them
+(``test_every_key_is_accounted_for``).
 """
 from __future__ import annotations
 
