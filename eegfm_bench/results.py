@@ -448,6 +448,19 @@ def _read_csv_table(path: Path) -> pa.Table:
     return _conform(pa.Table.from_pandas(df, preserve_index=False), str(path))
 
 
+def read_results_csv(path: str | os.PathLike) -> pd.DataFrame:
+    """A merged ``results.csv`` in the store's types (:data:`COLUMN_TYPES`; other columns as strings), as
+    :meth:`ResultStore.load` returns it: what a reader of the merged table should use instead of ``pandas.read_csv``,
+    which reads a config hash ``123456e78901`` as ``inf`` and ``012345678901`` as ``12345678901``.
+
+    Raises
+    ------
+    StoreSchemaError
+        A value does not fit its column's type.
+    """
+    return _read_csv_table(Path(path)).to_pandas()
+
+
 def _empty_table(columns: tuple | None = None) -> pa.Table:
     return pa.schema([(c, COLUMN_TYPES[c]) for c in (columns or ROW_COLUMNS)]).empty_table()
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from eegfm_bench.results import ROW_COLUMNS, ResultStore, StoreSchemaError, done_cells
+from eegfm_bench.results import ROW_COLUMNS, ResultStore, StoreSchemaError, done_cells, read_results_csv
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -243,6 +243,7 @@ def test_a_config_hash_of_digits_and_e_round_trips_everywhere(tmp_path):
     pd.testing.assert_frame_equal(merged, df)
     assert pd.read_parquet(tmp_path / "results.parquet")["config_hash"].tolist() == hashes
     assert [line.split(",")[14] for line in (tmp_path / "results.csv").read_text().splitlines()[1:]] == hashes
+    pd.testing.assert_frame_equal(read_results_csv(tmp_path / "results.csv"), df)
     (tmp_path / "csv_only").mkdir()
     shutil.copy(tmp_path / "results.csv", tmp_path / "csv_only" / "results.csv")  # a folder from before parts
     csv_only = ResultStore(tmp_path / "csv_only")
