@@ -5,12 +5,15 @@ unique: rows of one cell computed under another config are kept beside the curre
 and a rerun skips a cell only when rows with its current hash exist. Each append is one immutable part file
 (``parts/*.parquet``, temporary name then ``os.replace``), so concurrent writers never lose rows and a crash never
 leaves a half-written table; ``results.csv`` and ``results.parquet`` are merged from the parts
-(:class:`ResultStore`). Under DDP only rank 0 writes (``ResultStore(folder, write=False)`` elsewhere).
+(:class:`ResultStore`; ``results.manifest.json`` names the parts they hold). Every column has a fixed type
+(:data:`COLUMN_TYPES`, read and written with pyarrow): no value is ever retyped by what it looks like. Under DDP only
+rank 0 writes (``ResultStore(folder, write=False)`` elsewhere).
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -22,17 +25,40 @@ import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_score
+
+from eegfm_bench.errors import EEGFMError
 
 ROW_COLUMNS = ["experiment", "task", "model", "init", "regime", "head", "fold", "seed", "condition", "metric",
                "value", "n_windows", "n_subjects", "fold_unit", "config_hash", "code_version"]
 KEY_COLUMNS = ["experiment", "task", "model", "init", "regime", "head", "fold", "seed", "condition", "metric",
                "config_hash"]
+
+_STR, _INT, _FLOAT = pa.string(), pa.int64(), pa.float64()
+COLUMN_TYPES: dict[str, pa.DataType] = {
+    **{c: _STR for c in ROW_COLUMNS}, "seed": _INT, "value": _FLOAT, "n_windows": _INT, "n_subjects": _INT,
+    # the extra columns the commands write (cv, sweep, probe, attribute), every one nullable
+    "checkpoint": _STR, "predictions": _STR, "devices": _INT, "intra_op_threads": _INT, "backbone_sha256": _STR,
+    "library_versions": _STR, "reve_positions_sha256": _STR, "perturb_seed": _INT, "note": _STR, "details": _STR,
+    "attention_rule": _STR, "requested_method": _STR, "stage": _STR, "pooling": _STR, "block": _INT,
+    "relative_depth": _FLOAT, "val_bacc": _FLOAT, "probe_epochs": _INT, "source_head": _STR, "weights": _STR,
+    "block_cache": _STR}
+"""The store's schema: the Arrow type of every column it knows, whatever the values look like (``fold`` is text:
+``0`` beside ``pooled``; a ``config_hash`` of digits and ``e`` stays text). Every column may hold missing values
+(integers with gaps read as floats with NaN, as pandas has them). A column not named here keeps the type its writer
+gave it (strings stay strings; in a CSV-only folder: strings)."""
+
+
+class StoreSchemaError(EEGFMError, ValueError):
+    """A result row's value does not fit its column's type in :data:`COLUMN_TYPES` (``seed="x"``)."""
 
 
 class FailedCellsError(RuntimeError):
@@ -116,12 +142,16 @@ def classification_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]
     return out
 
 
-def _atomic_write(df: pd.DataFrame, path: Path) -> None:
+def _atomic_write(obj: pd.DataFrame | pa.Table, path: Path) -> None:
+    """Write a frame (``.csv`` / ``.parquet``) or an Arrow table (``.parquet``) under a temporary name, then
+    ``os.replace`` it onto ``path``."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: concurrent mergers
-    if path.suffix == ".parquet":
-        df.to_parquet(tmp, index=False)
+    if isinstance(obj, pa.Table):
+        pq.write_table(obj, tmp)
+    elif path.suffix == ".parquet":
+        obj.to_parquet(tmp, index=False)
     else:
-        df.to_csv(tmp, index=False)
+        obj.to_csv(tmp, index=False)
     os.replace(tmp, path)
 
 
@@ -135,12 +165,17 @@ class ResultStore:
     without losing a row, and a writer killed mid-append leaves only an ignored ``*.tmp``. :meth:`load` reads every
     part (parts already read are cached: they never change) and keeps, for each :data:`KEY_COLUMNS` key, the row of
     the newest part. :meth:`merge` writes ``results.csv`` / ``results.parquet`` from it (atomically; a snapshot of
-    the parts present at that moment). With ``merge=True`` (the default, single-process commands) every append
+    the parts present at that moment) and then ``results.manifest.json``, the names of the parts that snapshot
+    holds (what :meth:`unmerged` compares). With ``merge=True`` (the default, single-process commands) every append
     also merges, so the human tables are always current; workers of a launcher pass ``merge=False`` (an append then
     costs one small file whatever the table's size) and the parent merges once at the end.
 
-    A folder written before parts existed (``results.csv`` only) is read as is; its first append turns the CSV into
-    the first part (``parts/0-legacy.parquet``).
+    Every column has a fixed type (:data:`COLUMN_TYPES`; a column it does not name keeps the type its writer gave
+    it, strings as strings): parts are written and read in those types, whatever their values look like (a config
+    hash ``123456e78901`` stays that string).
+
+    A folder written before parts existed (``results.csv`` only) is read as is (typed by :data:`COLUMN_TYPES`, other
+    columns as strings); its first append turns the CSV into the first part (``parts/0-legacy.parquet``).
 
     Parameters
     ----------
@@ -152,7 +187,7 @@ class ResultStore:
         Rewrite ``results.csv`` / ``.parquet`` after every append.
     """
 
-    _part_cache: OrderedDict = OrderedDict()  # (path, size, columns) -> frame, least recently used first
+    _part_cache: OrderedDict = OrderedDict()  # (path, size, columns) -> Arrow table, least recently used first
     COMPACT_EVERY = 256
     """A worker's append (``merge=False``) that finds more parts than this folds them into one (:meth:`compact`)."""
     MAX_FOLDED = 8
@@ -168,6 +203,7 @@ class ResultStore:
             self.folder.mkdir(parents=True, exist_ok=True)
         self.csv = self.folder / "results.csv"
         self.parquet = self.folder / "results.parquet"
+        self.manifest = self.folder / "results.manifest.json"
         self.parts_dir = self.folder / "parts"
 
     # ------------------------------------------------------------------------------------------------ reading
@@ -177,59 +213,63 @@ class ResultStore:
             return []
         return sorted((p for p in self.parts_dir.iterdir() if p.suffix == ".parquet"), key=_part_order)
 
-    def _read_part(self, p: Path, columns: tuple | None = None) -> pd.DataFrame:
-        """One part (``columns``: only those), from the process-wide LRU cache (parts never change in place)."""
+    def _read_part(self, p: Path, columns: tuple | None = None) -> pa.Table:
+        """One part in the store's types (``columns``: only those), from the process-wide LRU cache (parts never
+        change in place)."""
         cache = ResultStore._part_cache
         key = (str(p.resolve()), p.stat().st_size, columns)
-        df = cache.get(key)
-        if df is None:
-            df = pd.read_parquet(p, columns=list(columns) if columns else None)
-            cache[key] = df
+        table = cache.get(key)
+        if table is None:
+            table = _conform(pq.read_table(p, columns=list(columns) if columns else None), str(p))
+            cache[key] = table
             while len(cache) > PART_CACHE_SIZE:
                 cache.popitem(last=False)
         else:
             cache.move_to_end(key)
-        return df
+        return table
 
-    def _read_parts(self, columns: tuple | None = None) -> list[pd.DataFrame]:
-        """Every part, oldest first; a part folded away by a concurrent :meth:`compact` is read again from the
-        listing that replaced it."""
+    def _read_parts(self, columns: tuple | None = None) -> tuple[list[pa.Table], list[str]]:
+        """Every part, oldest first, and the names of the parts read; a part folded away by a concurrent
+        :meth:`compact` is read again from the listing that replaced it."""
+        parts = self.parts()
         for _ in range(5):
             try:
-                return [self._read_part(p, columns) for p in self.parts()]
+                return [self._read_part(p, columns) for p in parts], [p.name for p in parts]
             except FileNotFoundError:
-                continue  # compacted between the listing and the read: list again
-        return [self._read_part(p, columns) for p in self.parts()]
+                parts = self.parts()  # compacted between the listing and the read: list again
+        return [self._read_part(p, columns) for p in parts], [p.name for p in parts]
+
+    def _table(self, columns: tuple | None = None) -> tuple[pa.Table, list[str]]:
+        """The current rows (newest part wins per key) as an Arrow table in the store's types, and the parts read
+        (none: the rows of a CSV-only folder, or none at all)."""
+        tables, names = self._read_parts(columns)
+        if not tables:
+            if not self.csv.is_file():
+                return _empty_table(columns), []
+            table = _read_csv_table(self.csv)
+            tables = [table.select(list(columns)) if columns else table]
+        return _latest(_concat(tables)), names
 
     def load(self) -> pd.DataFrame:
-        """All current rows (empty frame with :data:`ROW_COLUMNS` if none), typed as ``pandas.read_csv`` of
-        ``results.csv`` would type them."""
-        frames = self._read_parts()
-        if not frames:
-            if self.csv.is_file():
-                return pd.read_csv(self.csv, keep_default_na=True)
-            return pd.DataFrame(columns=ROW_COLUMNS)
-        df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        df = df.drop_duplicates(subset=[c for c in KEY_COLUMNS if c in df.columns], keep="last")
-        df = _csv_types(df)
-        return df[ROW_COLUMNS + [c for c in df.columns if c not in ROW_COLUMNS]].reset_index(drop=True)
+        """All current rows (empty frame with :data:`ROW_COLUMNS` if none), each column in its
+        :data:`COLUMN_TYPES` type (integers with gaps as floats with NaN, as pandas has it)."""
+        return self._table()[0].to_pandas()
 
     def keys(self, **where) -> pd.DataFrame:
-        """The :data:`KEY_COLUMNS` of the current rows whose columns equal ``where`` (strings), without the values
-        or the typing :meth:`load` does: what ``done_cells`` (a job's start-up read, ``status``, ``plan``) needs,
-        at a fraction of the cost on a large store."""
-        frames = self._read_parts(tuple(KEY_COLUMNS))
-        if not frames:
-            if self.csv.is_file():
-                df = _part_frame(pd.read_csv(self.csv, keep_default_na=True)[KEY_COLUMNS])
-            else:
-                return pd.DataFrame(columns=KEY_COLUMNS)
-        else:
-            df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        mask = np.ones(len(df), dtype=bool)
-        for k, v in where.items():
-            mask &= df[k].to_numpy() == str(v)
-        return df[mask].drop_duplicates(keep="last")
+        """The :data:`KEY_COLUMNS` (as strings) of the current rows whose columns equal ``where`` (compared as
+        strings), without the values: what ``done_cells`` (a job's start-up read, ``status``, ``plan``) needs, at a
+        fraction of the cost on a large store."""
+        tables, _ = self._read_parts(tuple(KEY_COLUMNS))
+        if not tables:
+            if not self.csv.is_file():
+                return _empty_table(tuple(KEY_COLUMNS)).to_pandas()
+            tables = [_read_csv_table(self.csv).select(KEY_COLUMNS)]
+        table = _concat(tables)
+        table = pa.table([pc.cast(table[c], _STR) for c in KEY_COLUMNS], names=KEY_COLUMNS)
+        if where:
+            mask = functools.reduce(pc.and_, (pc.equal(table[k], str(v)) for k, v in where.items()))
+            table = table.filter(pc.fill_null(mask, False))
+        return table.to_pandas().drop_duplicates(keep="last")
 
     # ------------------------------------------------------------------------------------------------ compaction
     def compact(self, *, wait: bool = False, full: bool = False) -> Path | None:
@@ -259,11 +299,10 @@ class ResultStore:
                     parts = [p for p in parts if p not in folded]  # worker never rewrites the whole store
                 if len(parts) < 2:
                     return None
-                df = pd.concat([self._read_part(p) for p in parts], ignore_index=True)
-                df = df.drop_duplicates(subset=[c for c in KEY_COLUMNS if c in df.columns], keep="last")
+                table = _latest(_concat([self._read_part(p) for p in parts]))
                 head = max(_part_order(p)[0] for p in parts)
                 path = self.parts_dir / f"{head:020d}-~compact-{uuid.uuid4().hex[:8]}.parquet"
-                _atomic_write(_part_frame(df.reset_index(drop=True)), path)
+                _atomic_write(table, path)
                 for p in parts:
                     with contextlib.suppress(FileNotFoundError):
                         p.unlink()
@@ -292,6 +331,8 @@ class ResultStore:
         ------
         ValueError
             If a row lacks a column of :data:`ROW_COLUMNS`.
+        StoreSchemaError
+            If a value does not fit its column's :data:`COLUMN_TYPES` type (``seed="x"``).
         """
         if not rows or not self.write:
             return None
@@ -299,14 +340,13 @@ class ResultStore:
         missing = [c for c in ROW_COLUMNS if c not in new.columns]
         if missing:
             raise ValueError(f"result rows lack columns {missing}")
+        table = _part_table(new[ROW_COLUMNS + [c for c in new.columns if c not in ROW_COLUMNS]])
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         if self.csv.is_file() and not self.parts():  # a folder from before parts: its CSV becomes the first part
-            _atomic_write(_part_frame(pd.read_csv(self.csv, keep_default_na=True)),
-                          self.parts_dir / "0-legacy.parquet")
-        new = new[ROW_COLUMNS + [c for c in new.columns if c not in ROW_COLUMNS]]
+            _atomic_write(_read_csv_table(self.csv), self.parts_dir / "0-legacy.parquet")
         name = f"{time.time_ns():020d}-{socket.gethostname().replace('-', '_')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         path = self.parts_dir / f"{name}.parquet"
-        _atomic_write(_part_frame(new), path)
+        _atomic_write(table, path)
         if self.merge_on_append:
             self.merge()
         elif sum(1 for _ in self.parts_dir.glob("*.parquet")) > self.COMPACT_EVERY:
@@ -314,21 +354,36 @@ class ResultStore:
         return path
 
     def unmerged(self) -> bool:
-        """True if a part is newer than ``results.csv`` (workers wrote rows the human tables do not show yet)."""
+        """True if a part is not among those ``results.csv`` was merged from (``results.manifest.json``): workers
+        wrote rows the human tables may not show yet. Exact, whatever the file system's timestamp resolution; a
+        folder merged before the manifest existed counts as unmerged until its next merge."""
         parts = self.parts()
         if not parts:
             return False
-        return not self.csv.is_file() or max(p.stat().st_mtime_ns for p in parts) > self.csv.stat().st_mtime_ns
+        if not self.csv.is_file() or not self.manifest.is_file():
+            return True
+        merged = set(json.loads(self.manifest.read_text())["parts"])
+        return any(p.name not in merged for p in parts)
 
     def merge(self) -> pd.DataFrame:
-        """Write ``results.csv`` and ``results.parquet`` from every part present now (atomic replace); return
-        the table."""
+        """Write ``results.csv`` and ``results.parquet`` from every part present now (atomic replace), then
+        ``results.manifest.json`` (the parts they hold; one merger at a time writes the three, an ``fcntl`` lock on
+        ``parts/.merge.lock``); return the table."""
         if self.write and len(self.parts()) > self.COMPACT_ON_MERGE:
             self.compact(wait=True, full=True)
-        df = self.load()
-        if self.write and self.parts():
-            _atomic_write(df, self.csv)
-            _atomic_write(df.astype({c: str for c in df.columns if df[c].dtype == object}), self.parquet)
+        table, names = self._table()
+        df = table.to_pandas()
+        if self.write and names:
+            with open(self.parts_dir / ".merge.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    _atomic_write(df, self.csv)
+                    _atomic_write(table, self.parquet)
+                    tmp = self.manifest.with_name(f"{self.manifest.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+                    tmp.write_text(json.dumps({"parts": sorted(names)}) + "\n")
+                    os.replace(tmp, self.manifest)
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
         return df
 
 
@@ -343,23 +398,100 @@ def _part_order(p: Path):
 
 
 def _part_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """Object and key columns as strings (missing values kept missing), so mixed columns (``fold``: 0, 1,
-    ``pooled``) survive Parquet and keys compare equal across parts."""
+    """Object columns as strings (missing values kept missing), so mixed columns (``fold``: 0, 1, ``pooled``)
+    survive Parquet."""
     df = df.copy()
     for c in df.columns:
-        if df[c].dtype == object or c in KEY_COLUMNS:  # keys as strings in every part, so 0 and "0" are one key
+        if df[c].dtype == object:
             df[c] = df[c].map(lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
     return df
 
 
-def _csv_types(df: pd.DataFrame) -> pd.DataFrame:
-    """Type the string columns of the parts as ``read_csv`` types ``results.csv`` (numeric where every value is)."""
-    for c in df.columns:
-        if df[c].dtype == object or pd.api.types.is_string_dtype(df[c]):
-            conv = pd.to_numeric(df[c], errors="coerce")
-            if conv.notna().sum() == df[c].notna().sum():
-                df[c] = conv
-    return df
+def _part_table(df: pd.DataFrame) -> pa.Table:
+    """Rows as a part: an Arrow table in the store's types (:data:`COLUMN_TYPES`)."""
+    return _conform(pa.Table.from_pandas(_part_frame(df), preserve_index=False), "the rows appended")
+
+
+def _cast(col: pa.ChunkedArray, want: pa.DataType, name: str, where: str) -> pa.ChunkedArray:
+    """``col`` as ``want`` (safe cast: no truncation; integers from text via floats, ``"12.0"`` as CSV writes an
+    integer column with gaps; NaN as missing)."""
+    try:
+        if pa.types.is_integer(want):
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                try:
+                    return pc.cast(col, want)
+                except pa.ArrowInvalid:
+                    col = pc.cast(col, _FLOAT)
+            if pa.types.is_floating(col.type):
+                col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
+        return pc.cast(col, want)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        raise StoreSchemaError(f"{where}: column {name!r} ({col.type}) does not fit the store's type {want} ({err}); "
+                               f"fix: write {name} as {want} (eegfm_bench.results.COLUMN_TYPES)") from None
+
+
+def _conform(table: pa.Table, where: str) -> pa.Table:
+    """``table`` with every column of :data:`COLUMN_TYPES` cast to its type and every other column as it is
+    (large strings as strings); no schema metadata."""
+    cols = []
+    for name, col in zip(table.column_names, table.columns):
+        want = COLUMN_TYPES.get(name)
+        if want is None and pa.types.is_large_string(col.type):
+            want = _STR
+        cols.append(col if want is None or col.type == want else _cast(col, want, name, where))
+    return pa.table(cols, names=table.column_names)
+
+
+def _read_csv_table(path: Path) -> pa.Table:
+    """A ``results.csv`` read as text, then typed by :data:`COLUMN_TYPES` (other columns stay strings)."""
+    df = pd.read_csv(path, dtype=str, keep_default_na=True)
+    return _conform(pa.Table.from_pandas(df, preserve_index=False), str(path))
+
+
+def read_results_csv(path: str | os.PathLike) -> pd.DataFrame:
+    """A merged ``results.csv`` in the store's types (:data:`COLUMN_TYPES`; other columns as strings), as
+    :meth:`ResultStore.load` returns it: what a reader of the merged table should use instead of ``pandas.read_csv``,
+    which reads a config hash ``123456e78901`` as ``inf`` and ``012345678901`` as ``12345678901``.
+
+    Raises
+    ------
+    StoreSchemaError
+        A value does not fit its column's type.
+    """
+    return _read_csv_table(Path(path)).to_pandas()
+
+
+def _empty_table(columns: tuple | None = None) -> pa.Table:
+    return pa.schema([(c, COLUMN_TYPES[c]) for c in (columns or ROW_COLUMNS)]).empty_table()
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """The parts one after the other; a column missing from a part is missing there, and a column the store's
+    schema does not name that two writers typed differently is read as strings."""
+    if len(tables) == 1:
+        return tables[0]
+    types: dict[str, set] = {}
+    for t in tables:
+        for f in t.schema:
+            if not pa.types.is_null(f.type):
+                types.setdefault(f.name, set()).add(f.type)
+    clash = {c for c, ts in types.items() if len(ts) > 1}
+    if clash:
+        tables = [pa.table([pc.cast(t[c], _STR) if c in clash else t[c] for c in t.column_names],
+                           names=t.column_names) for t in tables]
+    table = pa.concat_tables(tables, promote_options="permissive")
+    order = ROW_COLUMNS + [c for c in table.column_names if c not in ROW_COLUMNS]
+    return table.select([c for c in order if c in table.column_names])
+
+
+def _latest(table: pa.Table) -> pa.Table:
+    """The last row of each :data:`KEY_COLUMNS` key (the newest part's), rows in their order (missing key values
+    compare equal)."""
+    keys = [c for c in KEY_COLUMNS if c in table.column_names]
+    if not keys or table.num_rows < 2:
+        return table
+    dup = table.select(keys).to_pandas().duplicated(keep="last").to_numpy()  # pandas' factorising: 3x Arrow's group_by
+    return table.filter(pa.array(~dup)) if dup.any() else table
 
 
 # ------------------------------------------------------------------------ cells: names and the done set

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -38,7 +39,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from eegfm_bench.results import ROW_COLUMNS, ResultStore, _atomic_write, _part_frame  # noqa: E402
+from eegfm_bench.results import ROW_COLUMNS, ResultStore, _atomic_write, _part_table  # noqa: E402
 
 METRICS = ["balanced_accuracy", "accuracy", "auroc", "cohen_kappa", "epochs", "fit_seconds", "head_params",
            "batch_size", "trainable_fraction", "recall_0", "recall_1", "loss"]
@@ -76,24 +77,26 @@ def build(folder: Path, n_cells: int, *, compacted: bool, tail_parts: int = 100)
         t = 1
         for a, b in zip(bounds[:-1], bounds[1:]):
             if b > a:
-                _atomic_write(_part_frame(_rows(range(a, b))), parts / f"{t:020d}-~compact-{t:08x}.parquet")
+                _atomic_write(_part_table(_rows(range(a, b))), parts / f"{t:020d}-~compact-{t:08x}.parquet")
                 t += 1
         start = done - tail
     else:
         start, t = 0, 1
     for c in range(start, done):
-        _atomic_write(_part_frame(_rows(range(c, c + 1))), parts / f"{t + c:020d}-bench-{c}.parquet")
+        _atomic_write(_part_table(_rows(range(c, c + 1))), parts / f"{t + c:020d}-bench-{c}.parquet")
 
 
-def _timed(snippet: str, folder: Path) -> float:
-    """Seconds of ``snippet`` in a fresh Python process (imports excluded)."""
+def _timed(snippet: str, folder: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (every thread of the process) of ``snippet`` in a fresh Python process (imports
+    excluded)."""
     code = ("import sys, time; sys.path.insert(0, %r)\n"
             "from eegfm_bench.results import ResultStore, done_cells, ROW_COLUMNS\n"
             "from eegfm_bench.reports.status import status_markdown\nfrom eegfm_bench.runs.progress import cv_status\n"
-            "folder = %r\nt0 = time.perf_counter()\n%s\nprint(time.perf_counter() - t0)") % (str(REPO), str(folder),
-                                                                                           snippet)
+            "folder = %r\nt0, c0 = time.perf_counter(), time.process_time()\n%s\n"
+            "print(time.perf_counter() - t0, time.process_time() - c0)") % (str(REPO), str(folder), snippet)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(out.stdout.split()[-1])
+    wall, cpu = out.stdout.split()[-2:]
+    return float(wall), float(cpu)
 
 
 SNIPPETS = {
@@ -107,9 +110,10 @@ SNIPPETS = {
 
 
 def measure(folder: Path) -> dict:
+    """``{figure: wall seconds, figure_cpu: CPU seconds}`` of every snippet, and the folder's parts."""
     out = {"parts": len(list((folder / "parts").glob("*.parquet")))}
     for name in ("startup", "load", "status", "append", "merge"):  # merge last: it compacts the folder
-        out[name] = _timed(SNIPPETS[name], folder)
+        out[name], out[f"{name}_cpu"] = _timed(SNIPPETS[name], folder)
     return out
 
 
@@ -131,6 +135,7 @@ def main(argv=None) -> int:
     ap.add_argument("--worker-appends", type=int, default=1000)
     ap.add_argument("--out", help="also write the table as Markdown here")
     a = ap.parse_args(argv)
+    load = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="bench_store_"))
     rows = []
     try:
@@ -157,10 +162,13 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     df = pd.DataFrame(rows)
-    lines = ["| cells | store | parts | job start-up (s) | load rows (s) | status (s) | append (s) | final merge (s) |",
+    lines = [f"Load average at the start: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) on "
+             f"{os.cpu_count()} cores; each figure: wall s (CPU s).", "",
+             "| cells | store | parts | job start-up (s) | load rows (s) | status (s) | append (s) | final merge (s) |",
              "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.cells:,} | {r.store} | {r.parts:,} | {r.startup:.2f} | {r.load:.2f} | {r.status:.2f} | "
-              f"{r.append:.3f} | {r.merge:.2f} |" for r in df.itertuples()]
+    lines += [f"| {r.cells:,} | {r.store} | {r.parts:,} | {r.startup:.2f} ({r.startup_cpu:.2f}) | "
+              f"{r.load:.2f} ({r.load_cpu:.2f}) | {r.status:.2f} ({r.status_cpu:.2f}) | "
+              f"{r.append:.3f} ({r.append_cpu:.3f}) | {r.merge:.2f} ({r.merge_cpu:.2f}) |" for r in df.itertuples()]
     if a.worker_appends:
         lines += ["", f"{a.worker_appends} appends by one worker on the {max(a.sizes):,}-cell store, compactions "
                   f"included: {per * 1e3:.1f} ms per append."]

@@ -44,7 +44,7 @@ def fold_scores(store: Path, test_subject: dict[int, str]) -> pd.DataFrame:
     """Balanced accuracy and AUROC per (model, head, subject) of one result store's clean rows."""
     df = pd.read_parquet(store)
     df = df[(df.condition == "clean") & df.metric.isin(["balanced_accuracy", "auroc"])]
-    df = df.assign(subject=df.fold.map(test_subject))
+    df = df.assign(subject=df.fold.astype(str).map({str(k): v for k, v in test_subject.items()}))  # fold: text
     return df.pivot_table(index=["model", "head", "subject"], columns="metric", values="value")
 
 

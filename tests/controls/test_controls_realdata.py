@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import warnings
 from pathlib import Path
 
@@ -137,12 +136,10 @@ def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
         assert g["attributed"] is False  # random init: gate (iv) can never pass without a pretrained checkpoint
     md = (out / "gates.md").read_text()
     assert md.startswith("| model | task | (i) comparator")
-    # rerun: everything is skipped, rows unchanged, no refit (fast)
+    # rerun: everything is skipped, rows unchanged, no refit (no unit runs: the counts, not a clock)
     before = pd.read_csv(out / "results.csv")
     calls = _count_units(monkeypatch)
-    t0 = time.time()
     assert main(["controls", "--config", path, "--no-progress"]) == 0
-    assert time.time() - t0 < 30
     assert calls == {"probe": 0, "permutation": 0, "fit": 0, "identity": 0}
     pd.testing.assert_frame_equal(before, pd.read_csv(out / "results.csv"))
     # cells.json: every unit of the config with its current hash (the rows the page reads), as a cv run's

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 
 import numpy as np
 import torch
 from torch import nn
 
+from eegfm_bench.data import cache
 from eegfm_bench.data.cache import BuildLock, cache_entries
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.data.windows import WindowSet, load_windows
@@ -25,6 +25,20 @@ from eegfm_bench.models.features import extract_features
 from eegfm_testutils import requires_data
 
 PREP = Preprocessing(sfreq=160.0, l_freq=1.0, h_freq=40.0, window_s=4.0)
+
+
+def _waiting_event(monkeypatch) -> threading.Event:
+    """Set when a builder prints its waiting line, just before it blocks on the lock (an event, not a deadline)."""
+    waiting = threading.Event()
+    real = cache.tqdm.write
+
+    def write(s, *a, **k):
+        real(s, *a, **k)
+        if s.startswith("waiting for another process"):
+            waiting.set()
+
+    monkeypatch.setattr(cache.tqdm, "write", write)
+    return waiting
 
 
 def _in_thread(fn):
@@ -42,19 +56,20 @@ def _in_thread(fn):
 
 
 @requires_data
-def test_a_second_window_builder_waits_and_opens_the_published_set(data_root, tmp_path, capfd):
+def test_a_second_window_builder_waits_and_opens_the_published_set(data_root, tmp_path, capfd, monkeypatch):
     first = load_windows("eegmmidb_mi", PREP, data_root=data_root, subjects=[1], cache_dir=tmp_path / "a",
                          progress=False)
     name = f"eegmmidb_mi-{first.meta['cache_key']}"
     lock = BuildLock(tmp_path / "b" / name).acquire()
+    waiting = _waiting_event(monkeypatch)
     t, box = _in_thread(lambda: load_windows("eegmmidb_mi", PREP, data_root=data_root, subjects=[1],
                                              cache_dir=tmp_path / "b", progress=False))
-    time.sleep(2.0)
+    waiting.wait()
     assert t.is_alive(), box  # waiting on the lock
     assert not list((tmp_path / "b").glob(f"{name}.tmp*")) and not (tmp_path / "b" / "recordings").exists()
     shutil.copytree(tmp_path / "a" / name, tmp_path / "b" / name)  # what the holder publishes
     lock.release()
-    t.join(60)
+    t.join()  # no deadline: a hang is pytest-timeout's
     assert "error" not in box, box.get("error")
     ws = box["value"]
     np.testing.assert_array_equal(ws.X, first.X)
@@ -94,23 +109,24 @@ def _toy_windows(n: int = 120) -> WindowSet:
                      ["C3", "Cz", "C4", "Pz"], 100.0, ["a", "b"], {"cache_key": "toylock"})
 
 
-def test_a_second_feature_extraction_waits_and_runs_no_forward_pass(tmp_path, capfd):
+def test_a_second_feature_extraction_waits_and_runs_no_forward_pass(tmp_path, capfd, monkeypatch):
     ws = _toy_windows()
     first = extract_features(ToyAdapter(), ws, parts=("blocks",), cache_dir=tmp_path / "a",
                              trainer={"accelerator": "cpu"})
     assert "features: toy blocks of 120 windows extracted" in capfd.readouterr().out
     target = tmp_path / "b" / "features" / first.folder.name
     lock = BuildLock(target).acquire()
+    waiting = _waiting_event(monkeypatch)
     ad = ToyAdapter()
     ad.tokens = lambda *a, **k: (_ for _ in ()).throw(AssertionError("a forward pass while another job builds"))
     t, box = _in_thread(lambda: extract_features(ad, ws, parts=("blocks",), cache_dir=tmp_path / "b",
                                                  trainer={"accelerator": "cpu"}))
-    time.sleep(1.5)
+    waiting.wait()
     assert t.is_alive(), box
     assert not list(target.parent.glob("*.partial-*"))
     shutil.copytree(first.folder, target)
     lock.release()
-    t.join(60)
+    t.join()  # no deadline: a hang is pytest-timeout's
     assert "error" not in box, box.get("error")
     got = box["value"]
     assert got.from_cache and got.folder == target

@@ -2,15 +2,17 @@
 
 Each :class:`T` transcribes one setting: the paper, where (table / section), a phrase quoted verbatim from the seed
 text, the value that phrase gives and how to read it from the resolved configs. ``test_transcription`` asserts the
-configs hold that value; ``test_quote_in_seed_text`` asserts the phrase is in the paper (when the seed texts are
-reachable: ``../shared/seeds`` next to the repository). Settings the stored text does not give (paper 003's
-appendices A-C are not in it) are :class:`N` entries: the value chosen and why, asserted too. Every key of every
-file under configs/paper/ must be covered by one of them (``test_every_key_is_accounted_for``).
+configs hold that value; ``test_quote_in_seed_text`` asserts the phrase is in the paper (the seed texts at
+``$EEGFM_DATA/../seeds`` or, as the README has it, ``../shared/seeds`` beside the clone; not found: the test
+fails). Settings the stored text does not give (paper 003's appendices A-C are not in it) are :class:`N` entries: the
+value chosen and why, asserted too. Every key of every file under configs/paper/ must be covered by one of them
+(``test_every_key_is_accounted_for``).
 """
 from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
 import shutil
 import warnings
@@ -23,9 +25,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPERS = ROOT / "configs" / "paper"
-SEEDS = ROOT.parent / "shared" / "seeds"
 FILES = {"003": "003_beyond_accuracy.yaml", "001": "001_negative_controls.yaml", "000": "000_physiotrace.yaml"}
 SEED_TEXT = {"003": "003_ff03e98ea40aec06.txt", "001": "001_8ec365e86aaa0675.txt", "000": "000_01b5467c4132a231.txt"}
+SEED_PLACES = ([Path(os.environ["EEGFM_DATA"]).resolve().parent / "seeds"] if os.environ.get("EEGFM_DATA") else []) \
+    + [ROOT.parent / "shared" / "seeds"]
+"""Where the seed texts are looked for: beside the data root (``$EEGFM_DATA/../seeds``), then where the README puts
+them (``../shared/seeds`` next to the clone)."""
 
 
 class Papers:
@@ -679,9 +684,10 @@ def test_transcription(papers, t):
 @pytest.mark.parametrize("t", TRANSCRIPTIONS, ids=[_id(e) for e in TRANSCRIPTIONS])
 def test_quote_in_seed_text(t):
     """Every transcription's phrase is in the paper (whitespace-normalised)."""
-    path = SEEDS / SEED_TEXT[t.paper]
-    if not path.is_file():
-        pytest.skip(f"seed texts not reachable at {SEEDS}")
+    found = [d / SEED_TEXT[t.paper] for d in SEED_PLACES if (d / SEED_TEXT[t.paper]).is_file()]
+    assert found, (f"seed text {SEED_TEXT[t.paper]} not found in {[str(d) for d in SEED_PLACES]}; fix: set EEGFM_DATA "
+                   "to the data root beside seeds/ (or put the seed texts at ../shared/seeds)")
+    path = found[0]
     norm = lambda s: re.sub(r"\s+", " ", s)  # noqa: E731
     assert norm(t.quote) in norm(path.read_text()), f"not in {path.name}: {t.quote!r}"
 

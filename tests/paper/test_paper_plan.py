@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 import warnings
 from pathlib import Path
 
@@ -76,7 +75,6 @@ def test_committed_throughput_costs_every_member(path):
     known, so ``plan`` needs no measurement; a whole paper plans in well under a few minutes."""
     from eegfm_bench.runs.plan_paper import plan_paper
 
-    t0 = time.time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         p = plan_paper(path, measure=False)
@@ -84,7 +82,6 @@ def test_committed_throughput_costs_every_member(path):
     known = [r for r in p["members"] if r["known_windows"]]
     assert all(r["costed"] for r in p["members"]), [r["member"] for r in p["members"] if not r["costed"]]
     assert (p["estimate_device_hours"] > 0) == bool(known)
-    assert time.time() - t0 < 240
 
 
 @requires_data

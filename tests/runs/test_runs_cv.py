@@ -101,14 +101,14 @@ def test_result_store_replaces_rows_of_the_same_key_and_keeps_other_hashes(tmp_p
 
     def row(value, chash="h1", fold=0):
         return {**dict.fromkeys(ROW_COLUMNS, "x"), "fold": fold, "metric": "balanced_accuracy", "value": value,
-                "config_hash": chash}
+                "config_hash": chash, "seed": 0, "n_windows": 10, "n_subjects": 2}
 
     store = ResultStore(tmp_path)
     store.append([row(0.5), row(0.6, fold=1)])
     store.append([row(0.7)])  # same key: the newer value replaces the older
     store.append([row(0.9, chash="h2")])  # another config hash: kept beside it
     df = store.load().sort_values(["config_hash", "fold"])
-    assert df[["config_hash", "fold", "value"]].values.tolist() == [["h1", 0, 0.7], ["h1", 1, 0.6], ["h2", 0, 0.9]]
+    assert df[["config_hash", "fold", "value"]].values.tolist() == [["h1", "0", 0.7], ["h1", "1", 0.6], ["h2", "0", 0.9]]
     assert store.has(fold=0, config_hash="h2") and not store.has(fold=1, config_hash="h2")
     assert not ResultStore(tmp_path / "other", write=False).has(fold=0)
     ResultStore(tmp_path, write=False).append([row(0.1)])  # a DDP rank other than 0 writes nothing
