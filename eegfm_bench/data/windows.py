@@ -5,6 +5,9 @@
 subject / recording / window index per window, channel names and provenance — and caches it as memory-mapped
 ``.npy`` with its ingest report (``ingest_report.json`` / ``.md``, :class:`~eegfm_bench.data.qc.IngestReport`).
 
+The preprocessing the windows are built with is resolved once, model → task → cv, by :func:`resolve_preprocessing`
+(a :class:`WindowPreprocessing`; the cv, ``plan`` and the paper plan read the same record).
+
 The cache key is the sha256 of (the task's resolved spec, every recording's content hash — the sha256 of its
 bytes, remembered per file version by path + size + mtime + ctime + inode, :func:`~eegfm_bench.data.qc.file_sha256`
 — the preprocessing, the cache version). A file whose content changes gets a new key, so its windows are rebuilt,
