@@ -29,8 +29,10 @@ class DataConfig(ConfigRecord):
         num_workers: DataLoader worker processes.
         band: restrict every model's band-pass to ``[lo, hi]`` Hz (``l_freq = max(model's, lo)``, ``h_freq =
             min(model's, hi)``; the confound check's ``band`` variation).
-        window_shorten_s: windows this many seconds shorter than each model's declared length (the confound
-            check's ``offset`` variation keeps the window's end).
+        window_shorten_s: windows this many seconds shorter than the length the model and the task give (the task's
+            ``window_s`` where it declares one, else the model's; applied after it:
+            :func:`~eegfm_bench.data.windows.resolve_preprocessing`). The confound check's ``offset`` variation sets
+            it to ``offset_s`` and starts the windows as much later, so they keep their end.
     """
 
     data_root: Optional[str] = None

@@ -74,7 +74,8 @@ class EEGDataModule(L.LightningDataModule):
     max_windows_per_subject : int, optional
         Per subject and class, for tiny runs.
     window_s : float, optional
-        Override of the backbone's window length in seconds.
+        Override of the backbone's declared window length in seconds (the task's ``window_s``, where it declares
+        one, still replaces it: :func:`~eegfm_bench.data.windows.resolve_preprocessing`).
 
     Raises
     ------

@@ -5,6 +5,9 @@
 subject / recording / window index per window, channel names and provenance — and caches it as memory-mapped
 ``.npy`` with its ingest report (``ingest_report.json`` / ``.md``, :class:`~eegfm_bench.data.qc.IngestReport`).
 
+The preprocessing the windows are built with is resolved once, model → task → cv, by :func:`resolve_preprocessing`
+(a :class:`WindowPreprocessing`; the cv, ``plan`` and the paper plan read the same record).
+
 The cache key is the sha256 of (the task's resolved spec, every recording's content hash — the sha256 of its
 bytes, remembered per file version by path + size + mtime + ctime + inode, :func:`~eegfm_bench.data.qc.file_sha256`
 — the preprocessing, the cache version). A file whose content changes gets a new key, so its windows are rebuilt,
@@ -138,14 +141,121 @@ def select_channels(ws: "WindowSet", names: list[str]) -> "WindowSet":
                      ws.sfreq, list(ws.class_names), meta)
 
 
-def task_preprocessing(task: DeclaredTask, prep: Preprocessing) -> Preprocessing:
-    """The backbone's preprocessing with the task's ``window_s`` / ``reference`` where the task declares them."""
-    over = {}
-    if task.spec.window_s is not None:
-        over["window_s"] = float(task.spec.window_s)
-    if task.spec.reference is not None:
-        over["reference"] = task.spec.reference
-    return replace(prep, **over) if over else prep
+@dataclass(frozen=True)
+class WindowPreprocessing:
+    """The preprocessing of one window set, resolved once (:func:`resolve_preprocessing`): what the cache builds
+    and keys the windows by, and what ``cv``, ``plan`` and ``plan_paper`` count samples from.
+
+    Attributes
+    ----------
+    prep : Preprocessing
+        What the windows are built with (rate, band, scale, reference, window length); its ``to_dict()`` enters the
+        cache key (:func:`cache_key`).
+    declared : Preprocessing
+        The model's declared preprocessing it was resolved from.
+    task_key : str
+        The :attr:`~eegfm_bench.data.ingest.DeclaredTask.key` of the task it was resolved for (:func:`load_windows`
+        refuses it for another task).
+    start_s : float or None
+        Event-locked windows: the window's start after the event onset, in s (the task's ``windows.tmin``); None for
+        fixed windows.
+    """
+
+    prep: Preprocessing
+    declared: Preprocessing
+    task_key: str
+    start_s: float | None = None
+
+    @property
+    def n_times(self) -> int:
+        """Samples per window at ``prep.sfreq``."""
+        return self.prep.n_times
+
+    @property
+    def end_s(self) -> float | None:
+        """Event-locked windows: the window's end after the event onset, in s (``start_s + prep.window_s``)."""
+        return None if self.start_s is None else float(self.start_s) + float(self.prep.window_s)
+
+
+def resolve_preprocessing(task: Any, prep: Preprocessing, *, band=None, shorten_s: float = 0.0,
+                          model: str = "the model") -> WindowPreprocessing:
+    """The preprocessing a task's windows are built with, resolved in one place, in this order of precedence
+    (each step replaces what the one before set):
+
+    1. ``prep``: the model's declared preprocessing (rate, band, scale, reference, native window length);
+    2. the task's declarations: its ``window_s`` replaces the window length, its ``reference`` the reference;
+    3. the cv's changes (the confound check's variations, :mod:`eegfm_bench.runs.confound`), applied last to the
+       result of 2: ``band`` narrows the band-pass to its intersection with the model's (``l_freq = max(model's,
+       lo)``, ``h_freq = min(model's, hi)``), ``shorten_s`` shortens the window by that many seconds. The confound
+       ``offset`` moves the start (the task's ``windows.tmin``) by as much as it shortens, so the window keeps its
+       end, for a task with or without ``window_s``.
+
+    Parameters
+    ----------
+    task : str, dict, path or DeclaredTask
+        As :func:`~eegfm_bench.data.tasks.get_task`.
+    prep : Preprocessing
+        The model's declared preprocessing.
+    band : sequence of two floats, optional
+        ``[lo, hi]`` in Hz (a cv's ``data.band``).
+    shorten_s : float
+        Seconds taken off the window (a cv's ``data.window_shorten_s``).
+    model : str
+        The model's name, for the messages.
+
+    Returns
+    -------
+    WindowPreprocessing
+
+    Raises
+    ------
+    ConfigError
+        A band that leaves nothing of the model's (``lo >= hi`` after the intersection), or a window shortened to
+        nothing.
+    """
+    task = get_task(task)
+    s = task.spec
+    over: dict[str, Any] = {}
+    if s.window_s is not None:
+        over["window_s"] = float(s.window_s)
+    if s.reference is not None:
+        over["reference"] = s.reference
+    if band:
+        lo, hi = (float(x) for x in band)
+        l_new = max(lo, prep.l_freq or 0.0)
+        h_new = min(hi, prep.h_freq) if prep.h_freq else hi
+        if not l_new < h_new:
+            raise ConfigError(f"data.band {list(band)} and {model}'s {prep.l_freq}-{prep.h_freq} Hz leave no band; "
+                              "fix: a band that overlaps the model's")
+        over.update(l_freq=l_new, h_freq=h_new)
+    if shorten_s:
+        length = float(over.get("window_s", prep.window_s))
+        whose = f"task {task.name!r}'s window_s" if s.window_s is not None else f"{model}'s declared window"
+        if not length - float(shorten_s) > 0:
+            raise ConfigError(f"data.window_shorten_s {shorten_s:g} s leaves no window of the {length:g} s "
+                              f"({whose}); fix: confound.offset_s below the window length, or confound.keep_length: "
+                              "true (the window keeps its length and ends later)")
+        over["window_s"] = length - float(shorten_s)
+    final = replace(prep, **over) if over else prep
+    start = float(s.windows.tmin or 0.0) if s.windows.mode == "events" else None
+    return WindowPreprocessing(final, prep, task.key, start)
+
+
+def _resolved(task: DeclaredTask, prep) -> WindowPreprocessing:
+    """``prep`` as resolved for ``task``: a model's :class:`Preprocessing` through :func:`resolve_preprocessing`
+    (the task's declarations, no cv change), a :class:`WindowPreprocessing` as it is.
+
+    Raises
+    ------
+    ValueError
+        A :class:`WindowPreprocessing` resolved for another task.
+    """
+    if not isinstance(prep, WindowPreprocessing):
+        return resolve_preprocessing(task, prep)
+    if prep.task_key != task.key:
+        raise ValueError(f"the window preprocessing was resolved for another task than {task.name!r} (task key "
+                         f"{prep.task_key} != {task.key}); fix: resolve_preprocessing(task, ...) with this task")
+    return prep
 
 
 def recording_fingerprints(src, recs, cache_dir: Path | None) -> list[dict]:
@@ -178,9 +288,10 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
     task : str, dict, path or DeclaredTask
         A registered task (``eegfm-bench tasks``), a preset with overrides, a YAML file, or a mapping
         (:func:`~eegfm_bench.data.tasks.get_task`).
-    prep : Preprocessing
-        The backbone's preprocessing (sfreq, band, reference, scale, window length); the task's ``window_s`` /
-        ``reference`` override it where declared.
+    prep : Preprocessing or WindowPreprocessing
+        The backbone's preprocessing (sfreq, band, reference, scale, window length), resolved with the task's
+        ``window_s`` / ``reference`` (:func:`resolve_preprocessing`); or an already resolved one (a cv's, with its
+        band and shortening), used as it is.
     data_root : path, optional
         See :func:`~eegfm_bench.data.sources.resolve_data_root`.
     subjects : list, optional
@@ -206,9 +317,11 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
         A refusing policy or, under ``strict: true``, any finding (the report so far is written and named).
     ConfigError
         An invalid task declaration.
+    ValueError
+        A :class:`WindowPreprocessing` resolved for another task.
     """
     task = get_task(task)
-    prep = task_preprocessing(task, prep)
+    prep = _resolved(task, prep).prep
     listing = RecordingQC(recording="", subject="")
     try:
         with capture_warnings(listing):
@@ -388,8 +501,8 @@ def load_window_sets(task: Any, preps: list[Preprocessing], *, data_root: str | 
 
     Parameters
     ----------
-    preps : list of Preprocessing
-        One per distinct model preprocessing (duplicates are loaded once).
+    preps : list of Preprocessing or WindowPreprocessing
+        One per model (as ``prep`` of :func:`load_windows`); those that resolve alike are loaded once.
     data_root, subjects, cache_dir, max_windows_per_subject, progress
         As :func:`load_windows`.
 
@@ -405,11 +518,12 @@ def load_window_sets(task: Any, preps: list[Preprocessing], *, data_root: str | 
     task = get_task(task)
     kw = dict(data_root=data_root, subjects=subjects, cache_dir=cache_dir,
               max_windows_per_subject=max_windows_per_subject, progress=progress)
-    distinct = list(dict.fromkeys(task_preprocessing(task, p) for p in preps))
+    resolved = [_resolved(task, p) for p in preps]
+    distinct = {w.prep: w for w in resolved}
     if len(distinct) > 1:
-        _fill_recording_entries(task, distinct, data_root, subjects, cache_dir, progress)
-    sets = {p: load_windows(task, p, **kw) for p in distinct}
-    return [sets[task_preprocessing(task, p)] for p in preps]
+        _fill_recording_entries(task, list(distinct), data_root, subjects, cache_dir, progress)
+    sets = {p: load_windows(task, w, **kw) for p, w in distinct.items()}
+    return [sets[w.prep] for w in resolved]
 
 
 def _fill_recording_entries(task: DeclaredTask, preps: list[Preprocessing], data_root, subjects, cache_dir,

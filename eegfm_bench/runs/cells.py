@@ -32,7 +32,6 @@ once), and only rank 0 writes rows, predictions, the summary and every other fil
 """
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import os
@@ -52,7 +51,7 @@ from eegfm_bench.config import (ConfigError, ConfigRecord, check_section, check_
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.data.tasks import get_task, resolve_task_path, task_name
-from eegfm_bench.data.windows import load_window_sets
+from eegfm_bench.data.windows import WindowPreprocessing, load_window_sets, resolve_preprocessing
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.models.adaptation import check_lora_section, check_regime
 from eegfm_bench.models.backbones import BACKBONES
@@ -232,7 +231,8 @@ def load_config(source, args: Sequence[str] = ()) -> CVConfig:
 
 def _check_cv(cfg: CVConfig) -> None:
     """The checks of a typed cv config that need no data: the task, the output folder, the trainer and launcher,
-    user models (one batch through each), every run (:func:`_check_run`), the confound section, the batch size.
+    user models (one batch through each), every run (:func:`_check_run`) and its window preprocessing, the confound
+    section (its offset leaves every model a window), the batch size.
 
     Raises
     ------
@@ -256,8 +256,31 @@ def _check_cv(cfg: CVConfig) -> None:
                                                       and not (r.lora or {}).get("target_modules") for r in cfg.runs))
     for i, run in enumerate(cfg.runs):
         _check_run(cfg, run, i)
+        model_preprocessing(cfg, run.model)  # the band and the window length resolve for every model
     check_confound(cfg.confound, task.spec)
+    _check_offset_windows(cfg)
     _check_batch_size(cfg)
+
+
+def _check_offset_windows(cfg: CVConfig) -> None:
+    """The confound check's ``offset`` variations leave every model a window (it keeps the window's end, so the
+    window is ``offset_s`` shorter: :func:`~eegfm_bench.data.windows.resolve_preprocessing`), checked before the
+    headline trains.
+
+    Raises
+    ------
+    ConfigError
+        An offset at or past the end of some model's window (naming the model and the fix).
+    """
+    cc = cfg.confound
+    if cc is None or not cc.enabled or cc.keep_length or not any("offset" in v.split("+") for v in cc.variations):
+        return
+    for run in cfg.runs:
+        try:
+            resolve_preprocessing(get_task(cfg.task), BACKBONES.get(run.model).preprocessing, shorten_s=cc.offset_s,
+                                  model=run.model)
+        except ConfigError as err:
+            raise ConfigError(f"confound: the offset variation of {run.model}: {err}") from None
 
 
 def _check_run(cfg: CVConfig, run: RunConfig, i: int) -> None:
@@ -418,8 +441,11 @@ def run_init_seed(cfg: CVConfig, run: RunConfig) -> int:
     return int(run.init_seed if run.init_seed is not None else cfg.seed)
 
 
-def model_preprocessing(cfg: CVConfig, model: str):
-    """``model``'s declared preprocessing with the config's ``data.band`` / ``data.window_shorten_s`` applied.
+def model_preprocessing(cfg: CVConfig, model: str) -> WindowPreprocessing:
+    """The preprocessing of ``model``'s windows in this cv, resolved once
+    (:func:`~eegfm_bench.data.windows.resolve_preprocessing`: the model's declared preprocessing, then the task's
+    ``window_s`` / ``reference``, then the config's ``data.band`` / ``data.window_shorten_s``); the window cache, the
+    cells and ``plan`` read it.
 
     Raises
     ------
@@ -427,27 +453,13 @@ def model_preprocessing(cfg: CVConfig, model: str):
         A band that leaves nothing of the model's (``lo >= hi`` after the intersection), or a window shortened
         to nothing.
     """
-    prep = BACKBONES.get(model).preprocessing
     d = cfg.data
-    over = {}
-    if d.band:
-        lo, hi = (float(x) for x in d.band)
-        l_new = max(lo, prep.l_freq or 0.0)
-        h_new = min(hi, prep.h_freq) if prep.h_freq else hi
-        if not l_new < h_new:
-            raise ConfigError(f"data.band {d.band} and {model}'s {prep.l_freq}-{prep.h_freq} Hz leave no band")
-        over.update(l_freq=l_new, h_freq=h_new)
-    if d.window_shorten_s:
-        w = float(prep.window_s) - float(d.window_shorten_s)
-        if not w > 0:
-            raise ConfigError(f"data.window_shorten_s {d.window_shorten_s} s leaves no window of {model}'s "
-                              f"{prep.window_s} s; fix: confound.offset_s below the window length, or "
-                              "confound.keep_length: true (the window keeps its length and ends later)")
-        over.update(window_s=w)
-    return dataclasses.replace(prep, **over) if over else prep
+    return resolve_preprocessing(get_task(cfg.task), BACKBONES.get(model).preprocessing, band=d.band,
+                                 shorten_s=d.window_shorten_s, model=model)
 
 
-def _prep_key(prep) -> tuple:
+def _prep_key(win: WindowPreprocessing) -> tuple:
+    prep = win.prep
     return (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
 
 

@@ -36,7 +36,7 @@ import torch
 
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.tasks import get_task, task_name
-from eegfm_bench.data.windows import load_windows
+from eegfm_bench.data.windows import load_windows, resolve_preprocessing
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.catalogue import load_catalogue
 from eegfm_bench.perturb.evaluate import resolve_conditions
@@ -130,9 +130,9 @@ def task_size(ctx: Ctx, task) -> Size:
 
 
 def n_times(task, model: str) -> int:
-    """Samples of one window of ``task`` under ``model``'s preprocessing (the task's ``window_s`` when it sets one)."""
-    prep = BACKBONES.get(model).preprocessing
-    return int(round(prep.sfreq * float(get_task(task).spec.window_s or prep.window_s)))
+    """Samples of one window of ``task`` under ``model``'s preprocessing, resolved as the cache resolves it
+    (:func:`~eegfm_bench.data.windows.resolve_preprocessing`: the task's ``window_s`` when it sets one)."""
+    return resolve_preprocessing(get_task(task), BACKBONES.get(model).preprocessing, model=model).n_times
 
 
 def rate(ctx: Ctx, model: str, n_chans: int | None, n: int, kwargs: dict | None = None) -> dict | None:

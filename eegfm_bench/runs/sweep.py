@@ -275,7 +275,7 @@ def _prepare_groups(plan: SweepPlan, *, warn: bool) -> tuple[list[dict], list[st
     cfg, run, cells, conditions = plan.config, plan.run, plan.cells, plan.conditions
     by_prep: dict[tuple, dict] = {}
     for m in sorted({c.model for c in cells}):
-        prep = model_preprocessing(run.config, m)  # the cv run's band / window settings applied
+        prep = model_preprocessing(run.config, m).prep  # the cv run's band / window settings applied
         key = (prep.sfreq, prep.l_freq, prep.h_freq, prep.scale, prep.window_s, prep.reference)
         by_prep.setdefault(key, {"models": []})["models"].append(m)
     notes, masks = [], {}

@@ -110,3 +110,30 @@ def test_nan_window_is_rejected_and_reported(data_root, tmp_path, monkeypatch):
     with pytest.raises(NonFiniteWindowError, match="S001R01.*NaN"):
         load_windows({"preset": "eegmmidb_eyes", "strict": True}, PREP, data_root=data_root, subjects=[1],
                      cache_dir=tmp_path / "nan_strict", progress=False)
+
+
+def test_select_channels_re_references_over_the_kept_channels():
+    """Known answer: channels C3, Cz, C4, Pz hold a, 2a, 5a, 10a (a = 1, -2, 4 per sample); average-referenced over
+    the four (mean 4.5a) they are -3.5a, -2.5a, 0.5a, 5.5a. Keeping [C4, C3] re-references over those two (mean 3a):
+    exactly [2a, -2a] (without the re-reference [0.5a, -3.5a]); a set that is not average-referenced is only
+    selected."""
+    from eegfm_bench.data.windows import WindowSet, select_channels
+
+    a = np.array([1.0, -2.0, 4.0], dtype=np.float32)
+    raw = np.stack([np.outer([1, 2, 5, 10], a).astype(np.float32)] * 2)  # (2 windows, 4 channels, 3 samples)
+    car = raw - raw.mean(axis=1, keepdims=True)
+    names = ["C3", "Cz", "C4", "Pz"]
+    n = len(raw)
+
+    def ws(X, ref):
+        return WindowSet(X, np.zeros(n, np.int64), np.array(["S1"] * n), np.array(["r"] * n), np.arange(n),
+                         np.array(["d"] * n), list(names), 128.0, ["x", "y"], {"reference": {"reference": ref}})
+
+    np.testing.assert_array_equal(car[0, :, 0], [-3.5, -2.5, 0.5, 5.5])
+    sub = select_channels(ws(car, "average"), ["c4", "C3"])
+    assert sub.ch_names == ["C4", "C3"] and sub.meta["reference"] == {"reference": "average", "channels": ["c4", "C3"]}
+    np.testing.assert_array_equal(sub.X, np.stack([np.outer([2, -2], a)] * 2).astype(np.float32))
+    np.testing.assert_array_equal(select_channels(ws(car, "average"), names[::-1]).X, car[:, ::-1])  # all: as is
+    kept = select_channels(ws(raw, "none"), ["C4", "C3"])
+    np.testing.assert_array_equal(kept.X, raw[:, [2, 0]])
+    assert kept.meta["reference"] == {"reference": "none", "channels": []}

@@ -139,13 +139,13 @@ def test_derived_configs_change_only_their_variation(tmp_path):
     off = derive(cfg, "offset")
     assert off.task == {"preset": "eegmmidb_mi", "windows": {"tmin": 1.0}}
     assert off.out_dir.endswith("confound/offset") and not off.confound.enabled
-    assert model_preprocessing(off, "eegnet").window_s == 3.0
+    assert model_preprocessing(off, "eegnet").prep.window_s == 3.0
     band = derive(cfg, "offset+band")
-    p = model_preprocessing(band, "eegnet")
+    p = model_preprocessing(band, "eegnet").prep
     assert (p.l_freq, p.h_freq, p.window_s) == (4.0, 40.0, 3.0)
     fr = derive(cfg, "frontal")
     assert set(FRONTAL) <= set(fr.task["channels"]["exclude"]) and "windows" not in fr.task
-    assert model_preprocessing(fr, "eegnet") == model_preprocessing(cfg, "eegnet")
+    assert model_preprocessing(fr, "eegnet").prep == model_preprocessing(cfg, "eegnet").prep
     task_file = tmp_path / "t.yaml"
     task_file.write_text(yaml.safe_dump({"name": "mine", "source": "files", "root": str(tmp_path), "classes": ["a", "b"],
                                          "files": {"glob": "*.fif", "pattern": r"^(?P<subject>S\d+)_raw\.fif$"},
