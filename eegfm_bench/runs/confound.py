@@ -120,7 +120,8 @@ def compare_predictions(a: pd.DataFrame, b: pd.DataFrame, condition: str, n_boot
     """Headline (``a``) vs variation (``b``) test predictions per model × regime × head: balanced accuracy of each
     (mean ± SD over folds, on the windows both hold, paired by :data:`PRED_KEY`), the paired difference with its
     subject-cluster bootstrap interval, the verdict, and whether leaving out any one subject flips the verdict
-    (``loso_flips``: ``subject:verdict`` without it, ``;``-joined; ``rests_on_one_subject``).
+    (``loso_flips``: ``subject:verdict`` without it, ``;``-joined; ``rests_on_one_subject``; ``loso_undecided``: the
+    subjects without whom no interval exists).
 
     Parameters
     ----------
@@ -170,7 +171,8 @@ def compare_predictions(a: pd.DataFrame, b: pd.DataFrame, condition: str, n_boot
                     "checked_high": cell.chance + float(sc.high), "verdict": verdict,
                     "n_subjects": int(np.unique(cell.subject).size),
                     "loso_flips": "" if stab is None else ";".join(f"{k}:{w}" for k, w in stab.flips.items()),
-                    "rests_on_one_subject": bool(stab is not None and stab.rests_on_one)})
+                    "rests_on_one_subject": bool(stab is not None and stab.rests_on_one),
+                    "loso_undecided": "" if stab is None else ";".join(stab.undecided)})
     return out
 
 

@@ -328,6 +328,7 @@ def test_delta_is_paired_by_window_on_the_windows_both_runs_hold():
     assert (row["delta"], row["low"], row["high"]) == (pytest.approx(-1 / 3),) * 3
     assert (row["checked_low"], row["checked_high"]) == (pytest.approx(2 / 3),) * 2
     assert row["verdict"] == "partly" and row["loso_flips"] == "" and not row["rests_on_one_subject"]
+    assert row["loso_undecided"] == ""  # each leave-one-out verdict exists (a fold may keep a single subject)
 
 
 def test_verdict_reads_the_checked_lower_bound_and_names_the_one_subject_it_rests_on():
@@ -349,7 +350,7 @@ def test_verdict_reads_the_checked_lower_bound_and_names_the_one_subject_it_rest
     assert (row["checked_low"], row["checked_high"]) == (pytest.approx(0.4), pytest.approx(1.0))
     assert (row["low"], row["high"]) == (pytest.approx(-0.6), pytest.approx(0.0))
     assert row["verdict"] == "does not survive"
-    assert row["loso_flips"] == "S5:survives" and row["rests_on_one_subject"]
+    assert row["loso_flips"] == "S5:survives" and row["rests_on_one_subject"] and row["loso_undecided"] == ""
     text = "does not survive — rests on one subject (S5 → survives)"
     assert verdict_text(pd.Series(row)) == text
     cfg = load_config({"task": "eegmmidb_mi", "out_dir": "o", "runs": [{"model": "eegnet", "regime": "full",
