@@ -39,6 +39,7 @@ import numpy as np
 
 from eegfm_bench.models.catalogue import RELATED_SOURCES, normalize_name  # noqa: F401  (gate iii's names)
 from eegfm_bench.models.catalogue import corpus_overlap as pretraining_overlap
+from eegfm_bench.stats import ClusterStability, leave_one_cluster_out, paired_cluster_bootstrap
 
 GATES = (("i", "comparator"), ("ii", "paired uncertainty"), ("iii", "provenance"), ("iv", "controls"))
 STATUSES = ("pass", "fail", "inconclusive", "missing", "not_reached")
@@ -81,6 +82,9 @@ class ClaimEvidence:
         decides that part of gate (iv).
     ci_level : float
         Coverage of the intervals (for the report).
+    paired_ci_flips : mapping, optional
+        Subject → gate (ii)'s status without that subject, for every subject whose removal changes it
+        (:func:`decision_stability`); gate (ii)'s detail then says the decision rests on one subject.
     alpha : float
         Level for the permutation p-value.
     metric : str
@@ -104,6 +108,7 @@ class ClaimEvidence:
     random_init_ci: tuple[float, float] | None = None
     scrambled_ci: tuple[float, float] | None = None
     ci_level: float = 0.95
+    paired_ci_flips: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -159,7 +164,48 @@ def _gate_ii(ev: ClaimEvidence) -> GateResult:
     vals = {"low": lo, "high": hi, "level": ev.ci_level}
     status, word = interval_decision(lo, hi)
     how = f"paired subject-cluster bootstrap {ev.ci_level:.0%} interval of model − strongest comparator"
-    return GateResult(g, name, status, f"paired CI [{lo:+.4f}, {hi:+.4f}] {word}", vals, how)
+    rests = ""
+    if ev.paired_ci_flips:
+        vals["loso_flips"] = dict(ev.paired_ci_flips)
+        rests = "; rests on one subject (" + "; ".join(f"{k} → {v}" for k, v in ev.paired_ci_flips.items()) + ")"
+    return GateResult(g, name, status, f"paired CI [{lo:+.4f}, {hi:+.4f}] {word}{rests}", vals, how)
+
+
+def decision_stability(y, proba_a, proba_b, clusters, fold_ids, *, metric: str = "auroc", n_boot: int = 2000,
+                       level: float = 0.95, seed: int = 0) -> ClusterStability:
+    """Whether a two-arm gate's decision (:func:`interval_decision` of the paired subject-cluster interval of A − B)
+    changes when any one subject is left out, from the same out-of-fold predictions (no refitting).
+
+    Parameters
+    ----------
+    y : sequence, shape (n,)
+    proba_a, proba_b : ndarray, shape (n, n_classes)
+        The two arms' out-of-fold probabilities, rows aligned.
+    clusters, fold_ids : sequence, shape (n,)
+        Subject and test fold per row.
+    metric, n_boot, level, seed
+        As :func:`~eegfm_bench.stats.paired_cluster_bootstrap` (a fold may keep a single subject once one is left
+        out: ``min_clusters=1``).
+
+    Returns
+    -------
+    ClusterStability
+        ``verdict`` is the status on all subjects; ``flips`` the subjects whose removal changes it.
+
+    Raises
+    ------
+    ValueError
+        When the interval cannot be computed on all subjects.
+    """
+    y, pa, pb = np.asarray(y), np.asarray(proba_a), np.asarray(proba_b)
+    cl, fo = np.asarray(clusters), np.asarray(fold_ids)
+
+    def decide(rows):
+        ci = paired_cluster_bootstrap(y[rows], pa[rows], pb[rows], cl[rows], fo[rows], metric=metric, n_boot=n_boot,
+                                      level=level, seed=seed, min_clusters=1)
+        return interval_decision(ci.low, ci.high)[0]
+
+    return leave_one_cluster_out(decide, cl)
 
 
 def interval_decision(low: float, high: float) -> tuple[str, str]:

@@ -47,6 +47,7 @@ from eegfm_bench.data.tasks import get_task
 from eegfm_bench.errors import NotAResultFolderError
 from eegfm_bench.interpret.attribution import RANDOMISATION_THRESHOLD, sanity_verdict
 from eegfm_bench.reports.attribution import SANITY_METRICS, checks_table
+from eegfm_bench.reports.audit import stability_mark
 from eegfm_bench.reports.confound import VERDICT_LEGEND, current_rows, ordered, verdict_text
 from eegfm_bench.reports.cv import SUMMARY_METRICS
 from eegfm_bench.reports.probes import probe_table
@@ -887,7 +888,8 @@ def audit_sections(audits: Sequence[Path], assets: Path) -> list[Section]:
         v = a.get("verify") or {}
         gb, ga = v.get("G_before") or {}, v.get("G_after") or {}
         rec = a.get("recover") or {}
-        rows.append([_text((a.get("config") or {}).get("name") or p.stem), _text(a.get("verdict")),
+        rows.append([_text((a.get("config") or {}).get("name") or p.stem),
+                     _text(f"{a.get('verdict')}{stability_mark(a.get('stability'))}"),
                      Cell(f"{_fmt(rec.get('lpi_bits'))} [{_fmt(rec.get('low'))}, {_fmt(rec.get('high'))}]",
                           _num(rec.get("lpi_bits"))),
                      Cell(f"{_fmt(gb.get('estimate'), 4)} [{_fmt(gb.get('low'), 4)}, {_fmt(gb.get('high'), 4)}]",

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from eegfm_bench.controls.embeddings import align_rows, build_encoder, frozen_embedding, pool_tokens, row_keys
 from eegfm_bench.controls.features import handcrafted_features
+from eegfm_bench.controls.gates import decision_stability
 from eegfm_bench.controls.identity import dataset_identity_probe, shared_channels
 from eegfm_bench.controls.permutation import permutation_test
 from eegfm_bench.controls.probes import ProbeResult, _metrics_rows, evaluate_probe, paired_comparison
@@ -44,6 +45,7 @@ from eegfm_bench.runs.cells import CVConfig
 from eegfm_bench.runs.controls_config import ControlsConfig, ControlsModel, _init_label, _user_decl
 from eegfm_bench.runs.controls_store import ControlsStore
 from eegfm_bench.runs.output import CVRun, CVRunError
+from eegfm_bench.stats import fold_ids_from_folds
 
 
 @dataclass
@@ -405,6 +407,8 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
                                level=lv, aggregate_by=None if lv == "window" else ctx.agg_units[tested],
                                n_boot=int(b.n_boot), level_ci=float(b.level), seed=int(b.seed))
         level_out = pc.to_dict()
+        if lv == "window":  # does leaving out one subject change gate (ii)'s decision? (same predictions)
+            level_out["loso"] = _stability(ctx, sub, tested, folds_sub, clusters)
         out["levels"][lv] = level_out
         bs = level_out["bootstrap"]
         for mname, v in (("diff", bs["estimate"]), ("ci_low", bs["low"]), ("ci_high", bs["high"]),
@@ -417,6 +421,19 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
     boot = out["levels"]["window"]["bootstrap"]
     ctx.note(f"paired {rep.name} − {comp_family}: {boot['estimate']:+.4f} [{boot['low']:+.4f}, {boot['high']:+.4f}]")
     return out
+
+
+def _stability(ctx: _Ctx, sub, tested, folds_sub, clusters) -> dict | None:
+    """Gate (ii)'s decision without each subject in turn (:func:`~eegfm_bench.controls.gates.decision_stability`):
+    ``{"decision", "flips", "undecided"}``, or None when the interval itself cannot be computed."""
+    b = ctx.cfg.bootstrap
+    try:
+        st = decision_stability(ctx.classes[ctx.y_idx[tested]], sub[0].proba, sub[1].proba, clusters,
+                                fold_ids_from_folds(folds_sub, tested.size), metric=ctx.cfg.metric,
+                                n_boot=int(b.n_boot), level=float(b.level), seed=int(b.seed))
+    except ValueError:
+        return None
+    return {"decision": st.verdict, "flips": st.flips, "undecided": sorted(st.undecided)}
 
 
 def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: str) -> tuple | None:

@@ -229,3 +229,19 @@ def test_bad_inputs_name_the_fix():
         run_audit(emb, y + 1, views, subject, record, split, FAST)
     with pytest.raises(ValueError, match="unknown audit config keys"):
         run_audit(emb, y, views, subject, record, split, {"n_bootstrap": 10})
+
+
+def test_every_verdict_says_whether_one_held_out_subject_decides_it(certified, refused):
+    """Issue 33 item 8: the verdict recomputed from the same heads and logits without each of the 18 held-out
+    subjects. On all subjects it must equal the audit's own verdict (the same decisions in the same order); these
+    synthetic effects are strong, so no single subject decides them. A flip is written beside the verdict."""
+    from eegfm_bench.reports.audit import stability_mark
+
+    for r in (certified, refused):
+        st = r.stability
+        assert st["verdict"] == r.verdict and st["n_subjects"] == r.data["n_subjects"]["test"] == 18
+        assert st["flips"] == {} and st["undecided"] == []
+        assert "rests on one subject" not in r.to_markdown()
+    assert stability_mark({"flips": {"S07": "no reliance"}}) == " — rests on one subject (S07 → no reliance)"
+    flipped = AuditReport(**{**certified.to_dict(), "stability": {**certified.stability, "flips": {"7": "refused"}}})
+    assert "**Verdict: certified — rests on one subject (7 → refused).**" in flipped.to_markdown()
