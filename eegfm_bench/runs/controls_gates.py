@@ -107,7 +107,9 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
                            scrambled_correct_score=scrambled_correct, alpha=alpha, metric=metric,
                            random_init_ci=random_ci, scrambled_ci=scrambled_ci,
                            ci_level=float(ctx.cfg.bootstrap.level),
-                           paired_ci_flips=(loso or {}).get("flips"))
+                           paired_ci_flips=(loso or {}).get("flips"),
+                           random_init_flips=ctx.arm_flips.get(tuple(random_ci) if random_ci else None),
+                           scrambled_flips=ctx.arm_flips.get(tuple(scrambled_ci) if scrambled_ci else None))
         r = evaluate_gates(ev, related=related)
         reports.append(r)
         context.append({"claim": rep.name, "source": rep.source, "init": rep.init, "provenance": prov_note,

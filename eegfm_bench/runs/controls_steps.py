@@ -118,6 +118,7 @@ class _Ctx:
     progress: bool
     ws_cache: dict = field(default_factory=dict)
     log: list = field(default_factory=list)
+    arm_flips: dict = field(default_factory=dict)  # gate (iv) interval (low, high) → {subject: status without it}
 
     def spec_for(self, source: str):
         """The probe for one kind of representation: ``probe`` with ``probe.overrides[kind]`` applied."""
@@ -428,7 +429,7 @@ def _stability(ctx: _Ctx, sub, tested, folds_sub, clusters) -> dict | None:
     ``{"decision", "flips", "undecided"}``, or None when the interval itself cannot be computed."""
     b = ctx.cfg.bootstrap
     try:
-        st = decision_stability(ctx.classes[ctx.y_idx[tested]], sub[0].proba, sub[1].proba, clusters,
+        st = decision_stability(ctx.classes[ctx.y_idx[tested]], [(sub[0].proba, sub[1].proba)], clusters,
                                 fold_ids_from_folds(folds_sub, tested.size), metric=ctx.cfg.metric,
                                 n_boot=int(b.n_boot), level=float(b.level), seed=int(b.seed))
     except ValueError:
@@ -443,7 +444,8 @@ def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: s
     each arm). The pairs are bootstrapped with the same seed, so every replicate resamples the same subjects for all
     of them; the mean of their replicates is the bootstrap of the mean difference (:mod:`eegfm_bench.controls.gates`
     explains the choice). Returns ``(low, high)`` at ``bootstrap.level``, or None (with a note) when the bootstrap
-    cannot run (too few subjects per fold, a metric undefined in a fold).
+    cannot run (too few subjects per fold, a metric undefined in a fold); the subjects whose removal alone changes
+    the interval's decision go to ``ctx.arm_flips`` under it.
     """
     b, metric = ctx.cfg.bootstrap, ctx.cfg.metric
     tested = np.concatenate([te for _, te in ctx.folds])
@@ -463,6 +465,10 @@ def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: s
     a = (1 - float(b.level)) / 2
     lo, hi = np.quantile(mean[np.isfinite(mean)], [a, 1 - a])
     ctx.note(f"{what}: paired {float(b.level):.0%} interval [{lo:+.4f}, {hi:+.4f}] over {len(pairs)} pair(s)")
+    st = decision_stability(ctx.classes[ctx.y_idx[tested]], [(pa[tested], pb[tested]) for pa, pb in pairs],
+                            ctx.subjects[tested], fold_ids_from_folds(folds_sub, tested.size), metric=metric,
+                            n_boot=int(b.n_boot), level=float(b.level), seed=int(b.seed))
+    ctx.arm_flips[(float(lo), float(hi))] = st.flips
     return float(lo), float(hi)
 
 

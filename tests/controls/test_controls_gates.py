@@ -144,10 +144,13 @@ def test_gate_ii_names_the_one_subject_its_decision_rests_on():
     right = subj != "S5"
     pa = np.eye(2)[np.where(right, y, 1 - y)] * 0.8 + 0.1
     pb = np.tile([0.9, 0.1], (y.size, 1))
-    st = G.decision_stability(y, pa, pb, subj, np.repeat(np.arange(5), 8), metric="balanced_accuracy", n_boot=2000)
+    st = G.decision_stability(y, [(pa, pb)], subj, np.repeat(np.arange(5), 8), metric="balanced_accuracy", n_boot=2000)
     assert st.verdict == "inconclusive" and st.flips == {"S5": "pass"} and st.undecided == {}
     rep = G.evaluate_gates(evidence(paired_ci=(-0.1, 0.5), paired_ci_flips=st.flips))
     g2 = rep.gates[1]
     assert g2.status == "inconclusive" and g2.detail.endswith("; rests on one subject (S5 → pass)")
-    assert g2.values["loso_flips"] == {"S5": "pass"}
+    assert g2.values["paired_loso_flips"] == {"S5": "pass"}
     assert "rests on one subject" not in G.evaluate_gates(evidence()).gates[1].detail
+    g4 = G.evaluate_gates(evidence(random_init_flips={"S2": "inconclusive"})).gates[3]  # gate (iv)'s random-init arm
+    assert g4.status == "pass" and "paired CI [+0.0600, +0.1400] lies above zero; rests on one subject (S2 → " \
+        "inconclusive)" in g4.detail and g4.values["random_init_loso_flips"] == {"S2": "inconclusive"}
