@@ -121,6 +121,7 @@ def test_an_encoder_at_chance_is_not_assessable(certified):
     assert r.verdict == "not assessable"
     assert r.reasons[0].startswith("not assessable: the encoder's task score") and "would have read '" in r.reasons[0]
     assert "**Verdict: not assessable.**" in r.to_markdown()
+    assert r.stability["verdict"] == "not assessable"  # its leave-one-subject-out check reads the same first test
 
 
 def test_provenance_absent_from_embedding_gives_zero_lpi_and_no_reliance():
