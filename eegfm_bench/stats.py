@@ -599,10 +599,12 @@ def leave_one_cluster_out(verdict: Callable[[np.ndarray], str], clusters: Sequen
     return ClusterStability(full, flips, undecided, int(uniq.size))
 
 
-SUBJECT_SD_PILOT = 0.10
+SUBJECT_SD_PILOT = 0.15
 """Assumed SD across subjects of a per-subject paired difference (balanced accuracy units) when no pilot is given:
-:func:`min_detectable_delta`'s default. Source: the eyes positive control (``configs/experiment/
-positive_control_eegmmidb_eyes.yaml``), EEGNet 4-40 Hz minus headline, one validation subject (see the README)."""
+:func:`min_detectable_delta`'s default, as ``eegfm-bench plan`` prints it. Source: a pilot, the eyes positive control
+(``configs/experiment/positive_control_eegmmidb_eyes.yaml``) reduced to EEGNet, the 4-40 Hz variation, 4 s stride and
+10 epochs: EEGNet 4-40 Hz minus headline per held-out subject had SD 0.154 over the 7 subjects (project issue 33).
+Another task's spread may differ several-fold; pass a pilot's own."""
 
 
 def min_detectable_delta(n_subjects: int, sd_subject: float = SUBJECT_SD_PILOT, *, level: float = 0.95,
