@@ -12,6 +12,8 @@
 * :func:`paired_wilcoxon` — Wilcoxon signed-rank across folds with the paired d (paper 001 §4.6).
 * :func:`sign_flip_test` — conditional exact/Monte-Carlo sign-flip test of a mean paired difference
   (paper 001 §4.2.1, §4.6).
+* :func:`leave_one_cluster_out` — whether a verdict flips when any one subject is left out of its evidence.
+* :func:`min_detectable_delta` — the smallest paired difference a design's subject count can detect.
 
 Everything here works on plain numpy / pandas objects; nothing re-runs a model.
 """
@@ -522,6 +524,124 @@ def fold_ids_from_folds(folds: Sequence[tuple[np.ndarray, np.ndarray]], n: int) 
             raise ValueError(f"fold {k} re-tests rows of an earlier fold; pass one CV repeat at a time")
         out[te] = k
     return out
+
+
+@dataclass
+class ClusterStability:
+    """Whether a verdict survives leaving out any one cluster (subject) of its evidence.
+
+    Attributes
+    ----------
+    verdict : str
+        The verdict on all clusters.
+    flips : dict
+        Cluster → the verdict without it, for every cluster whose removal changes the verdict (sorted by cluster).
+    undecided : dict
+        Cluster → why no verdict exists without it (e.g. a fold left without a class); such a cluster is not a flip.
+    n_clusters : int
+    """
+
+    verdict: str
+    flips: dict
+    undecided: dict
+    n_clusters: int
+
+    @property
+    def rests_on_one(self) -> bool:
+        """True when leaving out some single cluster flips the verdict."""
+        return bool(self.flips)
+
+    def mark(self) -> str:
+        """The short mark of the tables: ``rests on one subject (S004 → partly)`` or ``""`` when stable."""
+        if not self.flips:
+            return ""
+        return "rests on one subject (" + "; ".join(f"{k} → {v}" for k, v in self.flips.items()) + ")"
+
+
+def leave_one_cluster_out(verdict: Callable[[np.ndarray], str], clusters: Sequence) -> ClusterStability:
+    """Leave-one-subject-out stability of a verdict computed from fixed predictions (no refitting).
+
+    The verdict is recomputed once on all rows and once without each cluster's rows in turn; a cluster whose
+    removal changes it is a *flip*: the verdict rests on that one cluster (project issue 33, item 8).
+
+    Parameters
+    ----------
+    verdict : callable
+        ``verdict(rows) -> str`` on integer row indices of the caller's arrays (the rows kept). It may raise
+        ``ValueError`` when no verdict exists on the rows kept (recorded in ``undecided``).
+    clusters : sequence, shape (n_rows,)
+        Cluster (subject) per row.
+
+    Returns
+    -------
+    ClusterStability
+
+    Raises
+    ------
+    ValueError
+        From ``verdict`` on all rows (there is no verdict to test), or fewer than 2 clusters.
+    """
+    clusters = np.asarray(clusters)
+    uniq = np.unique(clusters)
+    if uniq.size < 2:
+        raise ValueError(f"leave-one-subject-out needs at least 2 subjects, got {uniq.size}")
+    full = verdict(np.arange(clusters.size))
+    flips, undecided = {}, {}
+    for c in uniq:
+        keep = np.flatnonzero(clusters != c)
+        try:
+            v = verdict(keep)
+        except ValueError as err:
+            undecided[str(c)] = str(err)
+            continue
+        if v != full:
+            flips[str(c)] = v
+    return ClusterStability(full, flips, undecided, int(uniq.size))
+
+
+SUBJECT_SD_PILOT = 0.15
+"""Assumed SD across subjects of a per-subject paired difference (balanced accuracy units) when no pilot is given:
+:func:`min_detectable_delta`'s default, as ``eegfm-bench plan`` prints it. Source: a pilot, the eyes positive control
+(``configs/experiment/positive_control_eegmmidb_eyes.yaml``) reduced to EEGNet, the 4-40 Hz variation, 4 s stride and
+10 epochs: EEGNet 4-40 Hz minus headline per held-out subject had SD 0.154 over the 7 subjects (project issue 33).
+Another task's spread may differ several-fold; pass a pilot's own."""
+
+
+def min_detectable_delta(n_subjects: int, sd_subject: float = SUBJECT_SD_PILOT, *, level: float = 0.95,
+                         power: float = 0.8) -> float:
+    """The smallest paired difference the paired subject-cluster bootstrap detects with ``power`` (paper 001 §4.6).
+
+    The bootstrap resamples ``n`` held-out subjects, so its replicates spread like the mean of ``n`` per-subject
+    differences drawn with replacement: SE = sd·sqrt((n − 1) / n) / sqrt(n) (the plug-in SD). A true difference Δ
+    gives an interval that excludes zero with probability ``power`` when Δ ≥ (z_{(1+level)/2} + z_{power})·SE.
+    Assumes subjects independent, the per-subject differences roughly normal with SD ``sd_subject`` (from a pilot's
+    or a synthetic spread), and the design's every subject tested once; within-subject (window) noise is inside
+    ``sd_subject``.
+
+    Parameters
+    ----------
+    n_subjects : int
+        Held-out subjects the interval resamples (all test folds together).
+    sd_subject : float
+        SD across subjects of the per-subject paired difference, metric units (balanced accuracy in [0, 1]).
+    level, power : float
+        Two-sided interval coverage and the wanted power.
+
+    Returns
+    -------
+    float
+        Δ in the metric's units.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 2 subjects, a negative SD, or level/power outside (0, 1).
+    """
+    if n_subjects < 2 or sd_subject < 0 or not (0 < level < 1 and 0 < power < 1):
+        raise ValueError(f"min_detectable_delta(n_subjects={n_subjects}, sd_subject={sd_subject}, level={level}, "
+                         f"power={power}); fix: at least 2 subjects, sd >= 0, level and power in (0, 1)")
+    se = sd_subject * np.sqrt((n_subjects - 1) / n_subjects) / np.sqrt(n_subjects)
+    return float((_st.norm.ppf((1 + level) / 2) + _st.norm.ppf(power)) * se)
 
 
 @dataclass

@@ -39,6 +39,7 @@ import numpy as np
 
 from eegfm_bench.models.catalogue import RELATED_SOURCES, normalize_name  # noqa: F401  (gate iii's names)
 from eegfm_bench.models.catalogue import corpus_overlap as pretraining_overlap
+from eegfm_bench.stats import ClusterStability, leave_one_cluster_out, paired_cluster_bootstrap
 
 GATES = (("i", "comparator"), ("ii", "paired uncertainty"), ("iii", "provenance"), ("iv", "controls"))
 STATUSES = ("pass", "fail", "inconclusive", "missing", "not_reached")
@@ -81,6 +82,11 @@ class ClaimEvidence:
         decides that part of gate (iv).
     ci_level : float
         Coverage of the intervals (for the report).
+    paired_ci_flips : mapping, optional
+        Subject → gate (ii)'s status without that subject, for every subject whose removal changes it
+        (:func:`decision_stability`); gate (ii)'s detail then says the decision rests on one subject.
+    random_init_flips, scrambled_flips : mapping, optional
+        The same for gate (iv)'s ``random_init_ci`` and ``scrambled_ci``.
     alpha : float
         Level for the permutation p-value.
     metric : str
@@ -104,6 +110,9 @@ class ClaimEvidence:
     random_init_ci: tuple[float, float] | None = None
     scrambled_ci: tuple[float, float] | None = None
     ci_level: float = 0.95
+    paired_ci_flips: Mapping[str, str] | None = None
+    random_init_flips: Mapping[str, str] | None = None
+    scrambled_flips: Mapping[str, str] | None = None
 
 
 @dataclass
@@ -159,7 +168,49 @@ def _gate_ii(ev: ClaimEvidence) -> GateResult:
     vals = {"low": lo, "high": hi, "level": ev.ci_level}
     status, word = interval_decision(lo, hi)
     how = f"paired subject-cluster bootstrap {ev.ci_level:.0%} interval of model − strongest comparator"
-    return GateResult(g, name, status, f"paired CI [{lo:+.4f}, {hi:+.4f}] {word}", vals, how)
+    rests = _rests(ev.paired_ci_flips, vals, "paired")
+    return GateResult(g, name, status, f"paired CI [{lo:+.4f}, {hi:+.4f}] {word}{rests}", vals, how)
+
+
+def decision_stability(y, pairs, clusters, fold_ids, *, metric: str = "auroc", n_boot: int = 2000,
+                       level: float = 0.95, seed: int = 0) -> ClusterStability:
+    """Whether a two-arm gate's decision (:func:`interval_decision` of the paired subject-cluster interval of A − B,
+    averaged over ``pairs`` as gate (iv) averages seeds) changes when any one subject is left out, from the same
+    out-of-fold predictions (no refitting).
+
+    Parameters
+    ----------
+    y : sequence, shape (n,)
+    pairs : sequence of (ndarray, ndarray), each shape (n, n_classes)
+        The two arms' out-of-fold probabilities (one pair per seed), rows aligned with ``y``; every pair is
+        bootstrapped with the same seed (the same resampled subjects) and the replicates averaged.
+    clusters, fold_ids : sequence, shape (n,)
+        Subject and test fold per row.
+    metric, n_boot, level, seed
+        As :func:`~eegfm_bench.stats.paired_cluster_bootstrap` (a fold may keep a single subject once one is left
+        out: ``min_clusters=1``).
+
+    Returns
+    -------
+    ClusterStability
+        ``verdict`` is the status on all subjects; ``flips`` the subjects whose removal changes it.
+
+    Raises
+    ------
+    ValueError
+        When the interval cannot be computed on all subjects.
+    """
+    y, cl, fo = np.asarray(y), np.asarray(clusters), np.asarray(fold_ids)
+    pairs = [(np.asarray(a), np.asarray(b)) for a, b in pairs]
+
+    def decide(rows):
+        reps = [paired_cluster_bootstrap(y[rows], a[rows], b[rows], cl[rows], fo[rows], metric=metric, n_boot=n_boot,
+                                         level=level, seed=seed, min_clusters=1).samples for a, b in pairs]
+        mean = np.nanmean(np.stack(reps), axis=0)
+        lo, hi = np.quantile(mean[np.isfinite(mean)], [(1 - level) / 2, (1 + level) / 2])
+        return interval_decision(float(lo), float(hi))[0]
+
+    return leave_one_cluster_out(decide, cl)
 
 
 def interval_decision(low: float, high: float) -> tuple[str, str]:
@@ -212,7 +263,7 @@ def _gate_iv(ev: ClaimEvidence) -> GateResult:
     parts: list[tuple[str, str]] = []  # (status, detail)
     how = []
     parts.append(_arm_part("above matched random init", float(ev.model_score), rand, ev.random_init_ci, vals,
-                           "random_init"))
+                           "random_init", ev.random_init_flips))
     how.append("random init: " + ("paired subject-cluster bootstrap interval" if ev.random_init_ci is not None
                                   else "means only (no interval: decides nothing)"))
     if ev.permutation_p < ev.alpha:
@@ -226,7 +277,7 @@ def _gate_iv(ev: ClaimEvidence) -> GateResult:
         if ev.scrambled_correct_score is not None:
             vals["scrambled_correct_score"] = ref
         parts.append(_arm_part("correct- above scrambled-label adaptation", ref, float(ev.scrambled_label_score),
-                               ev.scrambled_ci, vals, "scrambled"))
+                               ev.scrambled_ci, vals, "scrambled", ev.scrambled_flips))
         how.append("scrambled labels: " + ("paired subject-cluster bootstrap interval" if ev.scrambled_ci is not None
                                           else "means only (no interval: decides nothing)"))
     statuses = [st for st, _ in parts]
@@ -234,8 +285,9 @@ def _gate_iv(ev: ClaimEvidence) -> GateResult:
     return GateResult(g, name, status, "; ".join(d for _, d in parts), vals, "; ".join(how))
 
 
-def _arm_part(what: str, a: float, b: float, ci, vals: dict, key: str) -> tuple[str, str]:
-    """One two-arm comparison of gate (iv): decided by its paired interval of A − B, inconclusive without one."""
+def _arm_part(what: str, a: float, b: float, ci, vals: dict, key: str, flips=None) -> tuple[str, str]:
+    """One two-arm comparison of gate (iv): decided by its paired interval of A − B, inconclusive without one; says
+    when leaving out one subject changes that decision (``flips``: subject → status)."""
     vals[f"{key}_margin"] = a - b
     if ci is None:
         return "inconclusive", (f"{what}: {a:.4f} vs {b:.4f} (margin {a - b:+.4f}) with no paired interval, so the "
@@ -243,7 +295,16 @@ def _arm_part(what: str, a: float, b: float, ci, vals: dict, key: str) -> tuple[
     lo, hi = map(float, ci)
     vals[f"{key}_ci"] = [lo, hi]
     status, word = interval_decision(lo, hi)
-    return status, f"{what}: margin {a - b:+.4f}, paired CI [{lo:+.4f}, {hi:+.4f}] {word}"
+    return status, f"{what}: margin {a - b:+.4f}, paired CI [{lo:+.4f}, {hi:+.4f}] {word}{_rests(flips, vals, key)}"
+
+
+def _rests(flips, vals: dict, key: str) -> str:
+    """``"; rests on one subject (S5 → pass)"`` for the subjects whose removal alone changes a decision (kept in
+    ``vals[f"{key}_loso_flips"]``), else ``""``."""
+    if not flips:
+        return ""
+    vals[f"{key}_loso_flips"] = dict(flips)
+    return "; rests on one subject (" + "; ".join(f"{k} → {v}" for k, v in flips.items()) + ")"
 
 
 def evaluate_gates(ev: ClaimEvidence, related: Mapping[str, Sequence[str]] | None = None) -> GateReport:

@@ -39,7 +39,7 @@ from sklearn.preprocessing import StandardScaler
 
 from eegfm_bench.config import ConfigRecord, typed
 from eegfm_bench.reports.audit import audit_markdown
-from eegfm_bench.stats import BootstrapCI, cluster_bootstrap
+from eegfm_bench.stats import BootstrapCI, cluster_bootstrap, leave_one_cluster_out
 
 from .intervene import observational_localization, paired_localization, project_out, subspace_energy
 from .recover import linear_provenance_information
@@ -88,6 +88,9 @@ class AuditReport:
     notes : list of str
         Caveats that do not change the verdict (e.g. bootstrap replicates dropped for an empty cell, a control
         head whose held-out AUROC interval includes chance: ``stress["control_utility"]``).
+    stability : dict or None
+        Whether leaving out any one held-out subject changes the verdict (:func:`_stability`): ``verdict`` (on all
+        subjects), ``flips`` (subject → verdict without it), ``undecided``, ``n_subjects``.
     schema : str
     resumed : bool
         True when read back from an existing JSON instead of computed (not serialized).
@@ -109,6 +112,7 @@ class AuditReport:
     verdict: str
     reasons: list
     notes: list = field(default_factory=list)
+    stability: dict | None = None
     schema: str = SCHEMA
     resumed: bool = field(default=False, compare=False, repr=False)
     remedy: dict | None = field(default=None, compare=False, repr=False)
@@ -457,7 +461,7 @@ def _core(*, design_name, z_rows, y_rows, p_rows, subj_rows, masks_rows, design,
     if not reliance:
         return AuditReport(config=cfg.to_dict(), config_hash=h, design=design_name, data=data, recover=recover,
                            stress=stress, intervene=None, verify=None, verdict="no reliance",
-                           reasons=[why, "stopped before Intervene"])
+                           reasons=[why, "stopped before Intervene"], stability=_stability(ss, ex, ct, None, [], cfg))
 
     # Intervene (training rows only)
     loc = localize(z, tr)
@@ -475,9 +479,10 @@ def _core(*, design_name, z_rows, y_rows, p_rows, subj_rows, masks_rows, design,
     red = _boot(lambda idx: ss.g(ex, ct, idx) - ss.g(ex_p, ct_p, idx), ss.clusters, cfg)
     util = _boot(lambda idx: ss.utility(ct_p, idx) - ss.utility(ct, idx), ss.clusters, cfg)
     rs = random_subspaces(cov, U, cfg.n_random, match=cfg.random_match, seed=cfg.seed)
-    g_rand, u_rand = [], []
+    g_rand, u_rand, rand_logits = [], [], []
     for B in rs.bases:
         ex_r, ct_r = heads.logits(project_out(z[te], B))
+        rand_logits.append((ex_r, ct_r))
         g_rand.append(ss.g(ex_r, ct_r))
         u_rand.append(ss.utility(ct_r) - ss.utility(ct))
     g_rand = np.array(g_rand)
@@ -505,7 +510,35 @@ def _core(*, design_name, z_rows, y_rows, p_rows, subj_rows, masks_rows, design,
         verify["paired_after"] = paired_extra(ex_p, ct_p)
     return AuditReport(config=cfg.to_dict(), config_hash=h, design=design_name, data=data, recover=recover,
                        stress=stress, intervene=intervene, verify=verify, verdict=verdict,
-                       reasons=[why] + reasons, remedy=remedy)
+                       reasons=[why] + reasons, remedy=remedy,
+                       stability=_stability(ss, ex, ct, (ex_p, ct_p), rand_logits, cfg))
+
+
+def _stability(ss: StressSet, ex, ct, after, rand_logits: list, cfg: AuditConfig) -> dict:
+    """The verdict recomputed without each held-out subject in turn, from the same heads, removal and logits (no
+    refitting: heads and the removed subspace come from the training rows): control utility above chance
+    (else ``not assessable``), then the Stress decision (``no reliance``), then, where the audit went on, Verify's
+    decision on the reduction, the random controls and the utility change. Where the full audit stopped at Stress,
+    a subject whose removal finds reliance reads ``reliance (Intervene not run)``."""
+    def verdict(rows: np.ndarray) -> str:
+        def boot(f):
+            return cluster_bootstrap(lambda i: f(rows[i]), ss.clusters[rows], n_boot=cfg.n_boot, level=cfg.level,
+                                     seed=cfg.seed)
+        if not boot(lambda i: ss.utility(ct, i)).low > 0.5:
+            return "not assessable"
+        g = boot(lambda i: ss.g(ex, ct, i))
+        if not has_reliance(g.estimate, g.low, g.high, cfg.epsilon)[0]:
+            return "no reliance"
+        if after is None:
+            return "reliance (Intervene not run)"
+        ex_p, ct_p = after
+        red = boot(lambda i: ss.g(ex, ct, i) - ss.g(ex_p, ct_p, i))
+        util = boot(lambda i: ss.utility(ct_p, i) - ss.utility(ct, i))
+        red_rand = g.estimate - np.array([ss.g(e, c, rows) for e, c in rand_logits])
+        return decide_verdict(red.estimate, red_rand, util.low, cfg.utility_margin)[0]
+
+    st = leave_one_cluster_out(verdict, ss.clusters)
+    return {"verdict": st.verdict, "flips": st.flips, "undecided": sorted(st.undecided), "n_subjects": st.n_clusters}
 
 
 def _paired(emb, y, prov, subject, record, masks, cfg, h) -> AuditReport:

@@ -7,6 +7,15 @@ def _fmt_ci(c: dict, nd: int = 3) -> str:
     return f"{c['estimate']:.{nd}f} [{c['low']:.{nd}f}, {c['high']:.{nd}f}]"
 
 
+def stability_mark(stability) -> str:
+    """`` — rests on one subject (S07 → no reliance)`` when leaving out one held-out subject changes the audit's
+    verdict (an :class:`~eegfm_bench.provenance.audit.AuditReport`'s ``stability``), else ``""``."""
+    flips = (stability or {}).get("flips") or {}
+    if not flips:
+        return ""
+    return " — rests on one subject (" + "; ".join(f"{k} → {v}" for k, v in flips.items()) + ")"
+
+
 def audit_markdown(r) -> str:
     """The audit's Markdown report: Recover / Stress / Intervene / Verify, then the verdict (paper 000 App. B)."""
     unit = r.data["unit"]
@@ -17,7 +26,7 @@ def audit_markdown(r) -> str:
              f"{', '.join(map(str, r.data.get('views', r.data.get('groups', []))))}); "
              f"held-out: {r.data['n_windows']['test']} windows from {r.data['n_subjects']['test']} subjects. "
              f"Config hash `{r.config_hash[:16]}`.", "",
-             f"**Verdict: {r.verdict}.** " + "; ".join(r.reasons) + "."]
+             f"**Verdict: {r.verdict}{stability_mark(r.stability)}.** " + "; ".join(r.reasons) + "."]
     for note in r.notes:
         lines += ["", f"> Note: {note}."]
     lines += ["", "## Recover", ""]
@@ -78,5 +87,5 @@ def audit_markdown(r) -> str:
         lines.append(f"After removal, decisions flip for {100 * p['flip_rate']['exposed']:.1f}% (exposed) vs "
                      f"{100 * p['flip_rate']['control']:.1f}% (control); logit contrast "
                      f"{p['logit_contrast']['exposed_mean_abs']:.3f} vs {p['logit_contrast']['control_mean_abs']:.3f}.")
-    lines += ["", f"**{r.verdict}**: " + "; ".join(r.reasons[1:]) + "."]
+    lines += ["", f"**{r.verdict}{stability_mark(r.stability)}**: " + "; ".join(r.reasons[1:]) + "."]
     return "\n".join(lines) + "\n"

@@ -37,7 +37,7 @@ def confound_markdown(table: pd.DataFrame, head_cfg) -> str:
     for r in ordered(table).itertuples():
         lines.append(f"| {r.model} | {r.regime} | {r.head} | {_pm(r.headline_mean, r.headline_sd)} | "
                      f"{r.condition} | {_pm(r.variation_mean, r.variation_sd)} {_ci(r)} | {r.delta:+.3f} "
-                     f"[{r.low:+.3f}, {r.high:+.3f}] | {getattr(r, 'verdict', '') or ''} | "
+                     f"[{r.low:+.3f}, {r.high:+.3f}] | {verdict_text(r)} | "
                      f"{r.n_windows} of {r.n_windows_headline} |")
     lines += ["", VERDICT_LEGEND.format(chance=f"{table['chance'].iloc[0]:.3f}" if "chance" in table and len(table)
                                         else "1/K")]
@@ -46,7 +46,21 @@ def confound_markdown(table: pd.DataFrame, head_cfg) -> str:
 
 VERDICT_LEGEND = ("Verdict: survives — the confound-checked score's 95 % subject-cluster interval lies above chance "
                   "({chance}) and Δ is not significantly negative; partly — above chance but significantly below the "
-                  "headline; does not survive — the interval reaches chance.")
+                  "headline; does not survive — the interval reaches chance. \"rests on one subject (S → v)\": "
+                  "recomputed from the same predictions without subject S alone, the verdict would be v.")
+
+
+def verdict_text(r) -> str:
+    """A row's verdict with its stability mark: ``survives — rests on one subject (S004 → does not survive)`` when
+    leaving out one subject flips it (``loso_flips``: ``subject:verdict`` pairs, ``;``-joined; rows written before
+    the column existed carry no mark)."""
+    verdict = getattr(r, "verdict", "")
+    verdict = verdict if isinstance(verdict, str) else ""
+    flips = getattr(r, "loso_flips", "")
+    if not verdict or not isinstance(flips, str) or not flips:
+        return verdict
+    pairs = [f.split(":", 1) for f in flips.split(";")]
+    return f"{verdict} — rests on one subject (" + "; ".join(f"{k} → {v}" for k, v in pairs) + ")"
 
 
 def _pm(m: float, sd: float) -> str:
@@ -65,4 +79,4 @@ def ordered(table: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["model", "regime", "head", "condition"], kind="stable")
 
 
-__all__ = ["current_rows", "confound_markdown", "ordered", "VERDICT_LEGEND"]
+__all__ = ["current_rows", "confound_markdown", "ordered", "verdict_text", "VERDICT_LEGEND"]

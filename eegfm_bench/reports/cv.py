@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from eegfm_bench.reports.confound import VERDICT_LEGEND
+from eegfm_bench.reports.confound import VERDICT_LEGEND, verdict_text
 
 
 SUMMARY_METRICS = ("balanced_accuracy", "accuracy", "auroc", "cohen_kappa")
@@ -87,7 +87,7 @@ def confound_side_by_side(table: pd.DataFrame, confound: pd.DataFrame) -> pd.Dat
             ci = f" [{r.checked_low:.3f}, {r.checked_high:.3f}]" if np.isfinite(getattr(r, "checked_low", np.nan)) else ""
             cells[(r.model, r.regime, r.head)] = (f"{r.variation_mean:.3f}{ci} (Δ {r.delta:+.3f} [{r.low:+.3f}, "
                                                   f"{r.high:+.3f}])")
-            verdicts[(r.model, r.regime, r.head)] = getattr(r, "verdict", "") or ""
+            verdicts[(r.model, r.regime, r.head)] = verdict_text(r)
         keys = list(zip(out["model"], out["regime"], out["head"]))
         out[cond] = [cells.get(k, "–") for k in keys]
         out[f"verdict ({cond})"] = [verdicts.get(k, "–") for k in keys]

@@ -48,7 +48,8 @@ from eegfm_bench.errors import NotAResultFolderError
 from eegfm_bench.interpret.attribution import RANDOMISATION_THRESHOLD, sanity_verdict
 from eegfm_bench.perturb.conditions import parse_condition
 from eegfm_bench.reports.attribution import SANITY_METRICS, checks_table
-from eegfm_bench.reports.confound import VERDICT_LEGEND, current_rows, ordered
+from eegfm_bench.reports.audit import stability_mark
+from eegfm_bench.reports.confound import VERDICT_LEGEND, current_rows, ordered, verdict_text
 from eegfm_bench.reports.cv import SUMMARY_METRICS
 from eegfm_bench.reports.probes import probe_table
 from eegfm_bench.reports.sweep import add_labels, degradation_table, delta_intervals, fold_deltas, resolve_reference
@@ -588,7 +589,7 @@ def clean_sections(cv_dir: Path, assets: Path, cfg=None) -> list[Section]:
                          _text(r.condition), _pm(r.variation_mean, r.variation_sd),
                          _text(f"[{lo:.3f}, {hi:.3f}]" if pd.notna(lo) else "—"),
                          Cell(f"{r.delta:+.3f} [{r.low:+.3f}, {r.high:+.3f}]", float(r.delta)),
-                         _text(getattr(r, "verdict", "") if isinstance(getattr(r, "verdict", ""), str) else ""),
+                         _text(verdict_text(r)),
                          Cell(f"{int(r.n_windows)} of {int(r.n_windows_headline)}", int(r.n_windows))])
         csec.tables.append(Table("Headline vs confound-checked balanced accuracy (mean ± SD over folds), the checked "
                                  "score's 95 % subject-cluster interval, Δ with its interval, and the verdict.",
@@ -894,7 +895,8 @@ def audit_sections(audits: Sequence[Path], assets: Path) -> list[Section]:
         v = a.get("verify") or {}
         gb, ga = v.get("G_before") or {}, v.get("G_after") or {}
         rec = a.get("recover") or {}
-        rows.append([_text((a.get("config") or {}).get("name") or p.stem), _text(a.get("verdict")),
+        rows.append([_text((a.get("config") or {}).get("name") or p.stem),
+                     _text(f"{a.get('verdict')}{stability_mark(a.get('stability'))}"),
                      Cell(f"{_fmt(rec.get('lpi_bits'))} [{_fmt(rec.get('low'))}, {_fmt(rec.get('high'))}]",
                           _num(rec.get("lpi_bits"))),
                      Cell(f"{_fmt(gb.get('estimate'), 4)} [{_fmt(gb.get('low'), 4)}, {_fmt(gb.get('high'), 4)}]",

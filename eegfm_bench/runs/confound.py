@@ -44,7 +44,7 @@ from eegfm_bench.runs.cv_loop import run_cells
 from eegfm_bench.runs.confound_config import (ALL_ON_REQUEST, FRONTAL, VARIATIONS, ConfoundConfig,  # noqa: F401
                                               check_confound, label, resolve_confound)
 from eegfm_bench.runs.report import refresh
-from eegfm_bench.stats import paired_cluster_bootstrap
+from eegfm_bench.stats import leave_one_cluster_out, paired_cluster_bootstrap
 
 def derive(cfg: CVConfig, variation: str) -> CVConfig:
     """The cv config of one variation: same runs, folds and seeds; other windows; out_dir under ``confound/``.
@@ -103,14 +103,45 @@ def _hash_of(run_dir: Path, model: str, regime: str, head: str) -> str:
 
 def compare(head_dir: Path, head_cfg: CVConfig, var_dir: Path, var_cfg: CVConfig, condition: str, n_boot: int,
             seed: int = 0) -> list[dict]:
-    """Headline vs one variation per model × regime × head: balanced accuracy of each (mean ± SD over folds, on
-    the windows both hold), the paired difference and its subject-cluster bootstrap interval."""
-    a, b = _preds(head_dir, head_cfg), _preds(var_dir, var_cfg)
+    """Headline vs one variation per model × regime × head, from the two runs' saved test predictions
+    (:func:`compare_predictions`), with each cell's config hash in both runs."""
+    rows = compare_predictions(_preds(head_dir, head_cfg), _preds(var_dir, var_cfg), condition, n_boot, seed=seed)
+    for r in rows:
+        r["headline_hash"] = _hash_of(head_dir, r["model"], r["regime"], r["head"])
+        r["variation_hash"] = _hash_of(var_dir, r["model"], r["regime"], r["head"])
+    return rows
+
+
+PRED_KEY = ["model", "regime", "head", "fold", "recording", "window_index"]
+"""What pairs a headline window with its variation window: the cell, the fold, the recording and the window."""
+
+
+def compare_predictions(a: pd.DataFrame, b: pd.DataFrame, condition: str, n_boot: int, seed: int = 0) -> list[dict]:
+    """Headline (``a``) vs variation (``b``) test predictions per model × regime × head: balanced accuracy of each
+    (mean ± SD over folds, on the windows both hold, paired by :data:`PRED_KEY`), the paired difference with its
+    subject-cluster bootstrap interval, the verdict, and whether leaving out any one subject flips the verdict
+    (``loso_flips``: ``subject:verdict`` without it, ``;``-joined; ``rests_on_one_subject``; ``loso_undecided``: the
+    subjects without whom no interval exists).
+
+    Parameters
+    ----------
+    a, b : DataFrame
+        One row per test window: :data:`PRED_KEY`, ``subject``, ``y`` and the class probabilities ``p0..pK-1``
+        (a cv's ``predictions/*.csv`` with the cell and fold added).
+    condition : str
+        The variation's condition label.
+    n_boot, seed : int
+        Bootstrap replicates and seed.
+
+    Returns
+    -------
+    list of dict
+        One per cell held by both tables.
+    """
     out = []
     if a.empty or b.empty:
         return out
-    key = ["model", "regime", "head", "fold", "recording", "window_index"]
-    m = a.merge(b, on=key, suffixes=("_h", "_v"))
+    m = a.merge(b, on=PRED_KEY, suffixes=("_h", "_v"))
     pc = sorted(c[:-2] for c in m.columns if c.endswith("_h") and c.startswith("p") and c[1:-2].isdigit())
     for (mo, rg, hd), g in m.groupby(["model", "regime", "head"], sort=True):
         n_a = int(((a.model == mo) & (a.regime == rg) & (a["head"] == hd)).sum())
@@ -121,32 +152,53 @@ def compare(head_dir: Path, head_cfg: CVConfig, var_dir: Path, var_cfg: CVConfig
             for s in ("h", "v"):
                 per[s].append(classification_metrics(gf["y_h"].to_numpy(),
                                                       gf[[f"{c}_{s}" for c in pc]].to_numpy())["balanced_accuracy"])
-        n_cls = len(pc)
-        chance = 1.0 / n_cls
-        flat = np.full((len(g), n_cls), 1.0 / n_cls)  # a constant prediction scores exactly chance in every fold
-        args = (g["subject_h"].astype(str).to_numpy(), g["fold"].to_numpy())
-        kw = dict(metric="balanced_accuracy", target="mean_fold", stratify=False, n_boot=n_boot, seed=seed)
-        y, pv, ph = g["y_h"].to_numpy(), g[[f"{c}_v" for c in pc]].to_numpy(), g[[f"{c}_h" for c in pc]].to_numpy()
+        cell = _CellPair(g["y_h"].to_numpy(), g[[f"{c}_v" for c in pc]].to_numpy(), g[[f"{c}_h" for c in pc]].to_numpy(),
+                         g["subject_h"].astype(str).to_numpy(), g["fold"].to_numpy(), n_boot, seed)
+        h, v = np.asarray(per["h"]), np.asarray(per["v"])
         try:
-            ci = paired_cluster_bootstrap(y, pv, ph, *args, **kw)
-            sc = paired_cluster_bootstrap(y, pv, flat, *args, **kw)
-            why = ""
+            ci, sc, verdict = cell.verdict(np.arange(len(g)))
+            stab = leave_one_cluster_out(lambda rows: cell.verdict(rows, min_clusters=1)[2], cell.subject)
         except ValueError as err:  # e.g. folds that mix one- and several-subject test sets: no interval, said so
             nan = float("nan")
-            ci = sc = type("NoCI", (), {"estimate": float(np.mean(per["v"]) - np.mean(per["h"])), "low": nan,
-                                        "high": nan})()
-            why = f"no interval: {err}"
-        h, v = np.asarray(per["h"]), np.asarray(per["v"])
+            ci = sc = type("NoCI", (), {"estimate": float(v.mean() - h.mean()), "low": nan, "high": nan})()
+            verdict, stab = f"not assessable (no interval: {err})", None
         out.append({"model": mo, "regime": rg, "head": hd, "condition": condition, "folds": len(folds),
-                    "headline_hash": _hash_of(head_dir, mo, rg, hd), "variation_hash": _hash_of(var_dir, mo, rg, hd),
                     "n_windows": int(len(g)), "n_windows_headline": n_a,
                     "headline_mean": float(h.mean()), "headline_sd": float(h.std(ddof=1)) if h.size > 1 else np.nan,
                     "variation_mean": float(v.mean()), "variation_sd": float(v.std(ddof=1)) if v.size > 1 else np.nan,
                     "delta": float(ci.estimate), "low": float(ci.low), "high": float(ci.high),
-                    "chance": chance, "checked_low": chance + float(sc.low), "checked_high": chance + float(sc.high),
-                    "verdict": f"not assessable ({why})" if why else
-                    confound_verdict(chance + float(sc.low), chance, float(ci.high))})
+                    "chance": cell.chance, "checked_low": cell.chance + float(sc.low),
+                    "checked_high": cell.chance + float(sc.high), "verdict": verdict,
+                    "n_subjects": int(np.unique(cell.subject).size),
+                    "loso_flips": "" if stab is None else ";".join(f"{k}:{w}" for k, w in stab.flips.items()),
+                    "rests_on_one_subject": bool(stab is not None and stab.rests_on_one),
+                    "loso_undecided": "" if stab is None else ";".join(stab.undecided)})
     return out
+
+
+class _CellPair:
+    """One cell's paired headline / variation predictions (rows aligned), and its verdict on any subset of rows."""
+
+    def __init__(self, y, pv, ph, subject, fold, n_boot: int, seed: int):
+        self.y, self.pv, self.ph, self.subject, self.fold = y, pv, ph, subject, fold
+        self.chance = 1.0 / pv.shape[1]
+        self.kw = dict(metric="balanced_accuracy", target="mean_fold", stratify=False, n_boot=n_boot, seed=seed)
+
+    def verdict(self, rows: np.ndarray, min_clusters: int = 2):
+        """``(Δ interval, checked-score interval minus chance, verdict)`` on ``rows``. A constant prediction scores
+        exactly chance in every fold, so the checked score's interval is its paired interval against one.
+        ``min_clusters=1`` lets a fold keep a single subject (a subject left out of a two-subject fold).
+
+        Raises
+        ------
+        ValueError
+            As :func:`~eegfm_bench.stats.paired_cluster_bootstrap` (no interval on these rows).
+        """
+        y, sub, fold = self.y[rows], self.subject[rows], self.fold[rows]
+        flat = np.full((rows.size, self.pv.shape[1]), self.chance)
+        ci = paired_cluster_bootstrap(y, self.pv[rows], self.ph[rows], sub, fold, min_clusters=min_clusters, **self.kw)
+        sc = paired_cluster_bootstrap(y, self.pv[rows], flat, sub, fold, min_clusters=min_clusters, **self.kw)
+        return ci, sc, confound_verdict(self.chance + float(sc.low), self.chance, float(ci.high))
 
 
 VERDICTS = ("survives", "partly", "does not survive")
@@ -241,4 +293,4 @@ def confound_main(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_
 
 
 __all__ = ["ConfoundConfig", "run_confound", "confound_main", "check_confound", "resolve_confound", "derive", "label", "compare",
-           "VARIATIONS", "FRONTAL"]
+           "VARIATIONS", "FRONTAL", "compare_predictions", "PRED_KEY"]

@@ -99,13 +99,17 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
         pr = paired.get(rep.name)
         ci = None if pr is None else (pr["levels"]["window"]["bootstrap"]["low"],
                                       pr["levels"]["window"]["bootstrap"]["high"])
+        loso = None if pr is None else pr["levels"]["window"].get("loso")  # absent in results saved before it
         ev = ClaimEvidence(model=rep.name, task=ctx.task.name, evaluation_dataset=ctx.task.dataset,
                            model_score=_score(rep, metric), comparator_scores=comp_scores, paired_ci=ci,
                            pretraining_corpora=corpora, random_init_scores=random_scores, permutation_p=perm_p,
                            adaptation=adaptation, scrambled_label_score=scrambled_score,
                            scrambled_correct_score=scrambled_correct, alpha=alpha, metric=metric,
                            random_init_ci=random_ci, scrambled_ci=scrambled_ci,
-                           ci_level=float(ctx.cfg.bootstrap.level))
+                           ci_level=float(ctx.cfg.bootstrap.level),
+                           paired_ci_flips=(loso or {}).get("flips"),
+                           random_init_flips=ctx.arm_flips.get(tuple(random_ci) if random_ci else None),
+                           scrambled_flips=ctx.arm_flips.get(tuple(scrambled_ci) if scrambled_ci else None))
         r = evaluate_gates(ev, related=related)
         reports.append(r)
         context.append({"claim": rep.name, "source": rep.source, "init": rep.init, "provenance": prov_note,

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from eegfm_bench.controls.embeddings import align_rows, build_encoder, frozen_embedding, pool_tokens, row_keys
 from eegfm_bench.controls.features import handcrafted_features
+from eegfm_bench.controls.gates import decision_stability
 from eegfm_bench.controls.identity import dataset_identity_probe, shared_channels
 from eegfm_bench.controls.permutation import permutation_test
 from eegfm_bench.controls.probes import ProbeResult, _metrics_rows, evaluate_probe, paired_comparison
@@ -44,6 +45,7 @@ from eegfm_bench.runs.cells import CVConfig
 from eegfm_bench.runs.controls_config import ControlsConfig, ControlsModel, _init_label, _user_decl
 from eegfm_bench.runs.controls_store import ControlsStore
 from eegfm_bench.runs.output import CVRun, CVRunError
+from eegfm_bench.stats import fold_ids_from_folds
 
 
 @dataclass
@@ -116,6 +118,7 @@ class _Ctx:
     progress: bool
     ws_cache: dict = field(default_factory=dict)
     log: list = field(default_factory=list)
+    arm_flips: dict = field(default_factory=dict)  # gate (iv) interval (low, high) → {subject: status without it}
 
     def spec_for(self, source: str):
         """The probe for one kind of representation: ``probe`` with ``probe.overrides[kind]`` applied."""
@@ -405,6 +408,8 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
                                level=lv, aggregate_by=None if lv == "window" else ctx.agg_units[tested],
                                n_boot=int(b.n_boot), level_ci=float(b.level), seed=int(b.seed))
         level_out = pc.to_dict()
+        if lv == "window":  # does leaving out one subject change gate (ii)'s decision? (same predictions)
+            level_out["loso"] = _stability(ctx, sub, tested, folds_sub, clusters)
         out["levels"][lv] = level_out
         bs = level_out["bootstrap"]
         for mname, v in (("diff", bs["estimate"]), ("ci_low", bs["low"]), ("ci_high", bs["high"]),
@@ -419,6 +424,19 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
     return out
 
 
+def _stability(ctx: _Ctx, sub, tested, folds_sub, clusters) -> dict | None:
+    """Gate (ii)'s decision without each subject in turn (:func:`~eegfm_bench.controls.gates.decision_stability`):
+    ``{"decision", "flips", "undecided"}``, or None when the interval itself cannot be computed."""
+    b = ctx.cfg.bootstrap
+    try:
+        st = decision_stability(ctx.classes[ctx.y_idx[tested]], [(sub[0].proba, sub[1].proba)], clusters,
+                                fold_ids_from_folds(folds_sub, tested.size), metric=ctx.cfg.metric,
+                                n_boot=int(b.n_boot), level=float(b.level), seed=int(b.seed))
+    except ValueError:
+        return None
+    return {"decision": st.verdict, "flips": st.flips, "undecided": sorted(st.undecided)}
+
+
 def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: str) -> tuple | None:
     """Paired subject-cluster interval of the mean over ``pairs`` of (A − B) (gate iv's two-arm comparisons).
 
@@ -426,7 +444,8 @@ def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: s
     each arm). The pairs are bootstrapped with the same seed, so every replicate resamples the same subjects for all
     of them; the mean of their replicates is the bootstrap of the mean difference (:mod:`eegfm_bench.controls.gates`
     explains the choice). Returns ``(low, high)`` at ``bootstrap.level``, or None (with a note) when the bootstrap
-    cannot run (too few subjects per fold, a metric undefined in a fold).
+    cannot run (too few subjects per fold, a metric undefined in a fold); the subjects whose removal alone changes
+    the interval's decision go to ``ctx.arm_flips`` under it.
     """
     b, metric = ctx.cfg.bootstrap, ctx.cfg.metric
     tested = np.concatenate([te for _, te in ctx.folds])
@@ -446,6 +465,10 @@ def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: s
     a = (1 - float(b.level)) / 2
     lo, hi = np.quantile(mean[np.isfinite(mean)], [a, 1 - a])
     ctx.note(f"{what}: paired {float(b.level):.0%} interval [{lo:+.4f}, {hi:+.4f}] over {len(pairs)} pair(s)")
+    st = decision_stability(ctx.classes[ctx.y_idx[tested]], [(pa[tested], pb[tested]) for pa, pb in pairs],
+                            ctx.subjects[tested], fold_ids_from_folds(folds_sub, tested.size), metric=metric,
+                            n_boot=int(b.n_boot), level=float(b.level), seed=int(b.seed))
+    ctx.arm_flips[(float(lo), float(hi))] = st.flips
     return float(lo), float(hi)
 
 

@@ -33,6 +33,7 @@ from eegfm_bench.runs.cells import CVConfig, enumerate_cells, fixed_batch_size, 
 from eegfm_bench.runs.confound import derive, label
 from eegfm_bench.runs.launch import as_launcher, chunks
 from eegfm_bench.runs.progress import CellProgress
+from eegfm_bench.stats import SUBJECT_SD_PILOT, min_detectable_delta
 from eegfm_bench.trainer import build_trainer, fit_callbacks
 
 
@@ -218,7 +219,18 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
             "estimate_headline_device_hours": head["seconds"][0] / 3600.0 if known else None,
             "confound": [{**{k: v for k, v in c.items() if k != "seconds"},
                           "estimate_device_hours": c["seconds"][0] / 3600.0 if known else None} for c in conf],
-            "heads": {f"{m}/{r}/{h}": c for (m, r, h), c in head["current"].items()}}
+            "heads": {f"{m}/{r}/{h}": c for (m, r, h), c in head["current"].items()},
+            "detectable": detectable_delta(cfg)}
+
+
+def detectable_delta(cfg: CVConfig, sd_subject: float = SUBJECT_SD_PILOT) -> dict:
+    """The held-out subjects of the configured folds and the smallest paired Δ their subject-cluster bootstrap
+    detects (:func:`~eegfm_bench.stats.min_detectable_delta`: 95 % interval, 80 % power, per-subject SD
+    ``sd_subject``, by default the eyes control's spread :data:`~eegfm_bench.stats.SUBJECT_SD_PILOT`)."""
+    cells, _, split = enumerate_cells(cfg, {}, progress=False)
+    n = len({str(s) for f in {c.fold for c in cells} for s in split.folds[f].test})
+    return {"n_subjects": n, "sd_subject": sd_subject, "level": 0.95, "power": 0.8,
+            "delta": min_detectable_delta(n, sd_subject) if n >= 2 else None}
 
 
 def _plan_part(cfg: CVConfig, table: dict, measure: bool, over: dict | None) -> dict:
@@ -327,6 +339,10 @@ def plan_markdown(p: dict) -> str:
         lines.append(f"confound check {c['condition']} (run after the headline; `confound: off` skips it): "
                      f"{c['n_cells']} cells ({c['n_todo']} to run), {c['n_jobs']} job(s)"
                      + ("" if e is None else f", {e:.3f} device-hours"))
+    d = p.get("detectable") or {}
+    lines.append(f"{d.get('n_subjects')} held-out subjects: smallest paired Δ the subject-cluster bootstrap detects "
+                 f"(95 % interval, 80 % power, per-subject SD {d.get('sd_subject')} assumed): "
+                 + (f"{d['delta']:.3f}" if d.get("delta") is not None else "none (fewer than 2 subjects)"))
     est = p["estimate_device_hours"]
     if est is None:
         lines.append("estimate: no throughput (pass --bench FILE or drop --no-measure)")

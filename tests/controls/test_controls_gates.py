@@ -129,3 +129,28 @@ def test_model_layer_hooks():
     assert s["n_scrambled"] == 5 and s["delta"] == pytest.approx(0.8397 - 0.8392)
     with pytest.raises(ValueError, match="random_by_seed"):
         G.random_init_contrast(0.7, {})
+
+
+def test_gate_ii_names_the_one_subject_its_decision_rests_on():
+    """Issue 33 item 8. Five subjects, one per test fold, 8 windows each (both classes): the model is right on every
+    window of S1-S4 and wrong on every window of S5; the comparator always says class 0 (balanced accuracy 0.5).
+    Per-subject differences 0.5, 0.5, 0.5, 0.5, −0.5: the replicates are 0.5 − k/5 with k ~ Binomial(5, 1/5) draws of
+    S5, P(k ≥ 3) = 5.8 % > 2.5 %, so the interval reaches −0.1: inconclusive. Without S5 every replicate is 0.5:
+    pass; without any other subject the bound is 0.5 − 3/4: still inconclusive. Gate (ii)'s line says so."""
+    import numpy as np
+
+    y = np.tile(np.arange(8) % 2, 5)
+    subj = np.repeat([f"S{i}" for i in range(1, 6)], 8)
+    right = subj != "S5"
+    pa = np.eye(2)[np.where(right, y, 1 - y)] * 0.8 + 0.1
+    pb = np.tile([0.9, 0.1], (y.size, 1))
+    st = G.decision_stability(y, [(pa, pb)], subj, np.repeat(np.arange(5), 8), metric="balanced_accuracy", n_boot=2000)
+    assert st.verdict == "inconclusive" and st.flips == {"S5": "pass"} and st.undecided == {}
+    rep = G.evaluate_gates(evidence(paired_ci=(-0.1, 0.5), paired_ci_flips=st.flips))
+    g2 = rep.gates[1]
+    assert g2.status == "inconclusive" and g2.detail.endswith("; rests on one subject (S5 → pass)")
+    assert g2.values["paired_loso_flips"] == {"S5": "pass"}
+    assert "rests on one subject" not in G.evaluate_gates(evidence()).gates[1].detail
+    g4 = G.evaluate_gates(evidence(random_init_flips={"S2": "inconclusive"})).gates[3]  # gate (iv)'s random-init arm
+    assert g4.status == "pass" and "paired CI [+0.0600, +0.1400] lies above zero; rests on one subject (S2 → " \
+        "inconclusive)" in g4.detail and g4.values["random_init_loso_flips"] == {"S2": "inconclusive"}

@@ -98,3 +98,72 @@ def test_sign_flip_exact_p_by_hand():
     # d = (1, -1, 2): sums {2, 0, 4, ...}: observed mean 2/3; patterns with sum >= 2: (1,-1,2)=2, (1,1,2)=4,
     # (-1,-1,2)=0 no, (-1,1,2)=2 -> 3/8; <= 2: 7/8 -> two-sided 2·3/8
     assert S.sign_flip_test([1.0, -1.0, 2.0]).p_value == pytest.approx(0.75)
+
+
+def _three_subjects(n_per_class: int = 2):
+    """Three subjects with both classes (``n_per_class`` windows each): A right on every window of S1, on half of each
+    class of S2, on none of S3; B always says class 0 (balanced accuracy 0.5 on any resample)."""
+    y, a, subj = [], [], []
+    for s, right in (("S1", [1, 1]), ("S2", [1, 0]), ("S3", [0, 0])):
+        for c in (0, 1):
+            for w in range(n_per_class):
+                ok = right[w % 2]
+                y.append(c)
+                a.append(c if ok else 1 - c)
+                subj.append(s)
+    y, a = np.asarray(y), np.asarray(a)
+    return y, np.eye(2)[a] * 0.8 + 0.1, np.tile([0.9, 0.1], (y.size, 1)), np.asarray(subj)
+
+
+@pytest.mark.parametrize("target", ["pooled", "mean_fold"])
+def test_paired_bootstrap_replicates_are_means_of_resampled_subjects_not_windows(target):
+    """Issue 33 item 6 (a): every replicate of A − B is (mean of 3 subjects' accuracies drawn with replacement) − 0.5,
+    so it lies on the grid k/6 − 0.5 and its 95 % interval is [−0.5, +0.5] (all three draws S3, resp. S1, have
+    probability 1/27 > 2.5 %). Resampling windows instead gives other values (ratios with random class counts) and
+    an interval far inside ±0.5."""
+    from eegfm_bench.stats import paired_cluster_bootstrap
+
+    y, pa, pb, subj = _three_subjects(n_per_class=4)
+    ci = paired_cluster_bootstrap(y, pa, pb, subj, np.zeros(y.size, int), metric="balanced_accuracy", target=target,
+                                  stratify=False, n_boot=4000, seed=1)
+    assert ci.mode == ("pooled" if target == "pooled" else "within_fold")
+    assert ci.estimate == pytest.approx(0.0) and ci.n_clusters == 3
+    on_grid = np.isclose((ci.samples + 0.5) * 6, np.round((ci.samples + 0.5) * 6))
+    assert on_grid.all(), np.unique(ci.samples[~on_grid])[:5]
+    assert set(np.round((ci.samples + 0.5) * 6).astype(int)) == set(range(7))  # 0/6 .. 6/6 all reached
+    assert (ci.low, ci.high) == (pytest.approx(-0.5), pytest.approx(0.5))
+
+
+def test_leave_one_cluster_out_names_the_subject_a_verdict_rests_on():
+    """A verdict 'the mean of per-subject values [1, 1, 1, 0] is above thr', recomputed without each subject: without
+    S4 the mean is 1, without any other 2/3. thr 0.5: stable; thr 0.7: 'above' rests on each of S1-S3; thr 0.8:
+    'not above' rests on S4 alone."""
+    from eegfm_bench.stats import leave_one_cluster_out
+
+    vals = np.array([1.0, 1.0, 1.0, 0.0])
+    subj = np.array(["S1", "S2", "S3", "S4"])
+    for thr, flips in ((0.5, {}), (0.7, {s: "not above" for s in ("S1", "S2", "S3")}), (0.8, {"S4": "above"})):
+        stab = leave_one_cluster_out(lambda rows: "above" if vals[rows].mean() > thr else "not above", subj)
+        assert stab.verdict == ("above" if vals.mean() > thr else "not above")
+        assert stab.flips == flips and stab.rests_on_one == bool(flips) and stab.n_clusters == 4
+
+    def no_verdict_without_s1(rows):
+        if "S1" not in subj[rows]:
+            raise ValueError("S1 needed")
+        return "x"
+
+    stab = leave_one_cluster_out(no_verdict_without_s1, subj)
+    assert stab.flips == {} and stab.undecided == {"S1": "S1 needed"}
+    assert stab.mark() == ""
+
+
+def test_min_detectable_delta_by_hand():
+    """(z_.975 + z_.8) · sd · sqrt((n − 1) / n) / sqrt(n): n = 7, sd = 0.1 → 2.8016 · 0.1 · sqrt(6/7) / sqrt(7)."""
+    from eegfm_bench.stats import min_detectable_delta
+
+    want = (1.959964 + 0.841621) * 0.1 * np.sqrt(6 / 7) / np.sqrt(7)
+    assert min_detectable_delta(7, 0.1) == pytest.approx(want, rel=1e-6)
+    assert min_detectable_delta(28, 0.1) == pytest.approx(want * np.sqrt(7 / 28) * np.sqrt((27 / 28) / (6 / 7)),
+                                                          rel=1e-6)
+    with pytest.raises(ValueError, match="fix: at least 2 subjects"):
+        min_detectable_delta(1, 0.1)

@@ -127,6 +127,7 @@ def test_an_encoder_at_chance_is_not_assessable(certified):
     assert f"{cu['estimate']:.3f} [{cu['low']:.3f}, {cu['high']:.3f}]" in r.reasons[0]
     assert r.reasons[1].startswith("stress: G = ") and r.reasons[2] == "stopped before Intervene"
     assert "**Verdict: not assessable.**" in r.to_markdown()
+    assert r.stability["verdict"] == "not assessable"  # its leave-one-subject-out check reads the same first test
 
 
 SHIPPED_AUDIT = yaml.safe_load((REPO / "configs" / "experiment" / "provenance_eegmat.yaml").read_text())["audit"]
@@ -262,3 +263,19 @@ def test_bad_inputs_name_the_fix():
         run_audit(emb, y + 1, views, subject, record, split, FAST)
     with pytest.raises(ValueError, match="unknown audit config keys"):
         run_audit(emb, y, views, subject, record, split, {"n_bootstrap": 10})
+
+
+def test_every_verdict_says_whether_one_held_out_subject_decides_it(certified, refused):
+    """Issue 33 item 8: the verdict recomputed from the same heads and logits without each of the 18 held-out
+    subjects. On all subjects it must equal the audit's own verdict (the same decisions in the same order); these
+    synthetic effects are strong, so no single subject decides them. A flip is written beside the verdict."""
+    from eegfm_bench.reports.audit import stability_mark
+
+    for r in (certified, refused):
+        st = r.stability
+        assert st["verdict"] == r.verdict and st["n_subjects"] == r.data["n_subjects"]["test"] == 18
+        assert st["flips"] == {} and st["undecided"] == []
+        assert "rests on one subject" not in r.to_markdown()
+    assert stability_mark({"flips": {"S07": "no reliance"}}) == " — rests on one subject (S07 → no reliance)"
+    flipped = AuditReport(**{**certified.to_dict(), "stability": {**certified.stability, "flips": {"7": "refused"}}})
+    assert "**Verdict: certified — rests on one subject (7 → refused).**" in flipped.to_markdown()

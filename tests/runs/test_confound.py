@@ -294,3 +294,65 @@ def test_default_variations_for_every_preset_and_confound_off(tmp_path, monkeypa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert "confound" not in run_cv(cfg, progress=False).attrs
+
+
+def _pred_table(correct: dict, folds: dict, windows=range(8), seed: int = 0) -> pd.DataFrame:
+    """One cell's test predictions (eegnet/full/flatten): per subject (one recording ``<S>R01``, window ``w`` of class
+    ``w % 2``) p1 = 0.9 on the class the window is predicted as: the true one where ``correct[S](w)``. Rows shuffled
+    (the comparison must pair by window, not by row)."""
+    rows = []
+    for s, ok in correct.items():
+        for w in windows:
+            y = w % 2
+            pred = y if ok(w) else 1 - y
+            rows.append({"model": "eegnet", "regime": "full", "head": "flatten", "fold": folds[s],
+                         "recording": f"{s}R01", "window_index": w, "index": len(rows), "subject": s, "y": y,
+                         "p0": 0.1 if pred else 0.9, "p1": 0.9 if pred else 0.1})
+    return pd.DataFrame(rows).sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+def test_delta_is_paired_by_window_on_the_windows_both_runs_hold():
+    """Issue 33 item 6 (c). Four subjects in two test folds of two. The headline is right on windows 0-5 and wrong on
+    6-7 (balanced accuracy 0.75 on all 8, 1 on 0-5); the variation holds windows 0-5 only (6-7 dropped, rows in
+    another order) and is right on 0-3: 2/3 per class. Paired on the 24 windows both hold: Δ = 2/3 − 1 = −1/3 in
+    every subject (so the interval is that point), the checked score 2/3 > 0.5 → 'partly', and no subject flips it
+    (a two-subject fold keeps its other subject)."""
+    from eegfm_bench.runs.confound import compare_predictions
+
+    folds = {"S1": 0, "S2": 0, "S3": 1, "S4": 1}
+    head = _pred_table({s: (lambda w: w < 6) for s in folds}, folds, seed=1)
+    var = _pred_table({s: (lambda w: w < 4) for s in folds}, folds, windows=range(6), seed=2)
+    (row,) = compare_predictions(head, var, "confound=x", n_boot=200)
+    assert (row["n_windows"], row["n_windows_headline"], row["folds"], row["n_subjects"]) == (24, 32, 2, 4)
+    assert row["headline_mean"] == pytest.approx(1.0) and row["variation_mean"] == pytest.approx(2 / 3)
+    assert (row["delta"], row["low"], row["high"]) == (pytest.approx(-1 / 3),) * 3
+    assert (row["checked_low"], row["checked_high"]) == (pytest.approx(2 / 3),) * 2
+    assert row["verdict"] == "partly" and row["loso_flips"] == "" and not row["rests_on_one_subject"]
+    assert row["loso_undecided"] == ""  # each leave-one-out verdict exists (a fold may keep a single subject)
+
+
+def test_verdict_reads_the_checked_lower_bound_and_names_the_one_subject_it_rests_on():
+    """Issue 33 items 6 (b) and 8, the eyes control's shape: five subjects, one per test fold; the headline is right
+    everywhere, the variation too except on S5, where it is reversed (per-subject balanced accuracy 1, 1, 1, 1, 0).
+    The checked score's replicates are 1 − k/5 with k ~ Binomial(5, 1/5) draws of S5: P(k ≥ 3) = 5.8 % > 2.5 % >
+    P(k ≥ 4) = 0.7 %, so its lower bound is 0.4 (≤ chance: 'does not survive') while its upper bound is 1 (read
+    instead, the verdict would be 'survives'). Without S5 every replicate is 1 and Δ is 0: 'survives' — the verdict
+    rests on S5 alone; without any other subject the bound is 1 − 3/4 = 0.25: still 'does not survive'."""
+    from eegfm_bench.reports.confound import confound_markdown, verdict_text
+    from eegfm_bench.runs.cells import load_config
+    from eegfm_bench.runs.confound import compare_predictions
+
+    folds = {f"S{i}": i - 1 for i in range(1, 6)}
+    head = _pred_table({s: (lambda w: True) for s in folds}, folds, seed=3)
+    var = _pred_table({**{s: (lambda w: True) for s in folds}, "S5": lambda w: False}, folds, seed=4)
+    (row,) = compare_predictions(head, var, "confound=band4-40", n_boot=2000)
+    assert row["variation_mean"] == pytest.approx(0.8) and row["delta"] == pytest.approx(-0.2)
+    assert (row["checked_low"], row["checked_high"]) == (pytest.approx(0.4), pytest.approx(1.0))
+    assert (row["low"], row["high"]) == (pytest.approx(-0.6), pytest.approx(0.0))
+    assert row["verdict"] == "does not survive"
+    assert row["loso_flips"] == "S5:survives" and row["rests_on_one_subject"] and row["loso_undecided"] == ""
+    text = "does not survive — rests on one subject (S5 → survives)"
+    assert verdict_text(pd.Series(row)) == text
+    cfg = load_config({"task": "eegmmidb_mi", "out_dir": "o", "runs": [{"model": "eegnet", "regime": "full",
+                                                                        "heads": ["flatten"]}]})
+    assert f"| {text} |" in confound_markdown(pd.DataFrame([row]), cfg)

@@ -160,6 +160,11 @@ def test_plan_counts_cells_jobs_cached_passes_and_hours(tmp_path, capsys):
     assert main(["plan", "--config", path, "--bench", str(bench), "--no-measure"]) == 0
     out = capsys.readouterr().out
     assert "9 cells (0 already have rows" in out and "confound check confound=band4-40" in out
+    # beside the subject count, the smallest Δ the 7 held-out subjects detect: 2.8016 · sd · sqrt(6/7) / sqrt(7)
+    d = p["detectable"]
+    assert d["n_subjects"] == 7 and d["delta"] == pytest.approx(2.801585 * d["sd_subject"] * np.sqrt(6 / 7) / np.sqrt(7))
+    assert "7 held-out subjects: smallest paired Δ the subject-cluster bootstrap detects" in out
+    assert f"{d['delta']:.3f}" in out
     off = plan_cv({**cfg, "confound": False}, bench=str(bench), measure=False)
     o2 = off["overhead_s"]  # measured again by this plan: the same passes, its own Lightning overhead
     secs_off = secs - sum(o["per_cell"] + r["epochs"] * o["per_epoch"] for r in p["todo"]) \
