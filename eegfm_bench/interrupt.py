@@ -5,13 +5,14 @@ The console script installs :func:`stop_on_signals` around every command. The fi
 (:func:`stop_requested`) and raised as :class:`StopRequested` (a ``KeyboardInterrupt``, so no ``except
 Exception`` of a cell or unit catches it):
 
-* at once, outside the critical sections — every file the package writes is published by an atomic rename, so a
-  stop between two statements leaves the old file or the new one;
-* inside a :func:`deferred` section — a ``Trainer.fit``, whose checkpoints Lightning writes in place — only at the
-  next safe point: the next batch end (:class:`eegfm_bench.callbacks.stop.StopAtSafePoint`), where Lightning's own
-  handling takes over (``trainer.interrupted``; ``last.ckpt`` of the last finished epoch is intact and a rerun
-  resumes from it);
-* and, should a library swallow the ``KeyboardInterrupt`` (a finalizer: ``Exception ignored in ...``), at the next
+* inside a :func:`deferred` section — a cv cell, whose fit has Lightning write checkpoints in place — the signal is
+  only recorded, and raised at the section's next safe point: the next batch end of the fit
+  (:class:`eegfm_bench.callbacks.stop.StopAtSafePoint`), where Lightning's own handling takes over
+  (``trainer.interrupted``; ``last.ckpt`` of the last finished epoch is intact and a rerun resumes from it), or the
+  boundary before the next cell;
+* outside them at once — every file the package writes is published by an atomic rename (:mod:`eegfm_bench.locks`),
+  so a stop between two statements leaves the old file or the new one;
+* and, should a library swallow that ``KeyboardInterrupt`` (a finalizer: ``Exception ignored in ...``), at the next
   boundary between cells, folds or units of the command loops (:func:`check_stop`): a recorded stop is never lost.
 
 The command loop that stops writes what is finished (the rows of the finished cells, the summary) and raises

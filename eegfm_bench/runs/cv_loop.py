@@ -284,8 +284,9 @@ class CVLoop:
         try:
             self.reset()
             for cell in self.todo:
-                check_stop()  # a stop whose KeyboardInterrupt a library swallowed during the last cell
-                self.advance(cell)
+                check_stop()  # the safe point between two cells
+                with deferred():  # inside a cell a signal is only recorded: its fit stops at a batch end
+                    self.advance(cell)
         except (KeyboardInterrupt, SystemExit) as err:  # SystemExit: Lightning's exit after its graceful shutdown
             if stop_requested() is None and not isinstance(err, StopRequested):
                 raise

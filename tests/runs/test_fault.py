@@ -236,8 +236,9 @@ def test_sigint_mid_fit_stops_with_one_line_exit_130_and_a_rerun_equals_an_unint
 
 @requires_data
 def test_a_swallowed_interrupt_stops_the_loop_at_the_next_cell(tmp_path, monkeypatch):
-    """The signal arrives during the first cell and its KeyboardInterrupt is swallowed (as by a finalizer): the
-    recorded stop is taken before the second cell, which never trains; the first cell's rows are kept."""
+    """The signal arrives as the first cell ends (recorded; a KeyboardInterrupt raised there could be swallowed by a
+    finalizer, ``Exception ignored in ...``): the stop is taken before the second cell, which never trains; the
+    first cell's rows and its summary are kept."""
     real_train, real_test = cv_loop.train_cell, cv_loop.test_cell
     trained = []
 
