@@ -148,6 +148,7 @@ class ExclusiveLock:
         return self
 
     def release(self) -> None:
+        """Release the lock (a no-op when not held); the lock file stays, so later holders share its inode."""
         if self._lock is not None:
             self._lock.release()
             self._lock = None
