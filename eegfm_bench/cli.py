@@ -20,11 +20,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 import warnings
 from pathlib import Path
 
 from eegfm_bench.errors import is_user_error
+from eegfm_bench.interrupt import EXIT_STOPPED, StopRequested, stop_on_signals, stop_requested
+from eegfm_bench.locks import locked_out_dirs
 from eegfm_bench.runtime import tune_process
 
 # The handlers (eegfm_bench.commands, and Lightning, torch, MNE behind them) are imported once the command line is
@@ -50,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     Called without ``argv`` (the console script), an error about the user's input — a config key, a name, missing
     data, a channel contract; any exception class defined in ``eegfm_bench`` — is printed as one
     ``eegfm-bench <command>: <Error>: <message>`` block on stderr and the exit code is 2; set
-    ``EEGFM_TRACEBACK=1`` for the full traceback. Called with ``argv`` (from Python or tests) it raises.
+    ``EEGFM_TRACEBACK=1`` for the full traceback. The first SIGINT (Ctrl-C) or SIGTERM stops the command at its
+    next safe point (:mod:`eegfm_bench.interrupt`): what is finished is kept, one line says what and the command
+    that resumes, and the exit code is 130. Called with ``argv`` (from Python or tests) it raises.
     """
     # bitsandbytes (imported by peft) logs a CPU-kernel notice on every command; it is not about the user's run
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
@@ -58,16 +63,36 @@ def main(argv: list[str] | None = None) -> int:
     if argv is not None:
         return _main(list(argv))
     argv = sys.argv[1:]
-    try:
-        return _main(list(argv))
-    except Exception as err:  # noqa: BLE001  (re-raised unless it is a user error)
-        if not _is_user_error(err) or os.environ.get("EEGFM_TRACEBACK"):
-            raise
-        cmd = argv[0] if argv else ""
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-        print(f"eegfm-bench {cmd}: {type(err).__name__}: {msg}\n(EEGFM_TRACEBACK=1 shows the traceback)",
-              file=sys.stderr)
-        return 2
+    with stop_on_signals():  # Ctrl-C / SIGTERM: stop at the next safe point, keep what is finished, exit 130
+        try:
+            code = _main(list(argv))
+        except (KeyboardInterrupt, SystemExit) as err:  # SystemExit: Lightning's exit after an interrupted fit
+            if stop_requested() is None and not isinstance(err, StopRequested):
+                raise
+            return _stopped(argv, getattr(err, "kept", None))
+        except Exception as err:  # noqa: BLE001  (re-raised unless it is a user error)
+            if not _is_user_error(err) or os.environ.get("EEGFM_TRACEBACK"):
+                raise
+            cmd = argv[0] if argv else ""
+            msg = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+            print(f"eegfm-bench {cmd}: {type(err).__name__}: {msg}\n(EEGFM_TRACEBACK=1 shows the traceback)",
+                  file=sys.stderr)
+            return 2
+        if stop_requested() is not None:  # the signal came after the command's last safe point
+            return _stopped(argv, "everything: the command had finished")
+        return code
+
+
+def _stopped(argv: list[str], kept: str | None) -> int:
+    """The one line of a stopped command (the signal, what was kept, the command that resumes) on stderr; returns
+    :data:`~eegfm_bench.interrupt.EXIT_STOPPED` (130)."""
+    if kept is None:
+        dirs = locked_out_dirs()
+        kept = (f"what had finished in {dirs[0]} (a rerun skips it)" if dirs else "nothing was being written")
+    cmd = argv[0] if argv else ""
+    print(f"eegfm-bench {cmd}: stopped by {stop_requested() or 'SIGINT'}; kept {kept}; resume: "
+          f"eegfm-bench {shlex.join(argv)}", file=sys.stderr, flush=True)
+    return EXIT_STOPPED
 
 
 COMMANDS = {
@@ -84,6 +109,9 @@ COMMANDS = {
 OVERRIDES_HELP = ("Any config key can be set on the command line after --config: --trainer.devices 2 "
                   "--trainer.strategy ddp --trainer.precision bf16-mixed --data.batch_size 32 ... ; --keys lists every "
                   "key with its type and default, --print-config prints the resolved config.")
+
+NO_WAIT_HELP = ("refuse at once (one line, exit 2) when another eegfm-bench command is writing the same out_dir, "
+                "instead of waiting for it (the out_dir's lock: <out_dir>/.eegfm-bench.lock)")
 
 
 def _main(argv: list[str]) -> int:
@@ -140,6 +168,8 @@ def _add_config_commands(sub) -> None:
         sp.add_argument("--no-progress", action="store_true")
         if name == "cv":
             sp.add_argument("--force", action="store_true", help="retrain cells whose rows exist for the current config")
+        if name != "check":
+            sp.add_argument("--no-wait", action="store_true", help=NO_WAIT_HELP)
         if name in ("cv", "sweep", "probe", "attribute", "controls"):
             sp.add_argument("--launcher", choices=["none", "local", "slurm"],
                             help="run the cells as jobs: local worker processes or SLURM (= --launcher.kind)")
@@ -160,6 +190,7 @@ def _add_result_commands(sub) -> None:
     cf.add_argument("--offset-s", type=float, help="seconds after the cue (default 1)")
     cf.add_argument("--band", type=float, nargs=2, help="lo hi in Hz (default 4 40)")
     cf.add_argument("--no-progress", action="store_true")
+    cf.add_argument("--no-wait", action="store_true", help=NO_WAIT_HELP)
     rp = sub.add_parser("report", help="one HTML + Markdown page of every result under the given out_dirs",
                         description="Write report.html (self-contained: figures embedded, sortable tables) and "
                                     "report.md for the cv runs, sweeps, probes, attribution, controls and audits found "

@@ -142,7 +142,8 @@ def _status(p, a, extra) -> int:
 
 def _confound(p, a, extra) -> int:
     """The confound variations of a finished cv run (its config.yaml), with the command line's overrides."""
-    confound_main(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress)
+    confound_main(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress,
+                  wait=not a.no_wait)
     return 0
 
 
@@ -258,7 +259,8 @@ def _run(a, source, overrides) -> int:
 
 
 def _run_cv(a, source, overrides, *, progress: bool) -> None:
-    table = run_cv(source, args=list(overrides) + _launcher_args(a), progress=progress, force=a.force)
+    table = run_cv(source, args=list(overrides) + _launcher_args(a), progress=progress, force=a.force,
+                   wait=not a.no_wait)
     if is_global_zero():
         print(to_markdown(table))
         side = table.attrs.get("side_by_side")
@@ -279,21 +281,21 @@ def _run_check(a, source, overrides, *, progress: bool) -> int:
 
 def _run_sweep(a, source, overrides, *, progress: bool) -> None:
 
-    table = sweep_main(source, args=list(overrides) + _launcher_args(a), progress=progress)
+    table = sweep_main(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
     if is_global_zero():
         print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
         print(f"report: {table.attrs['report']}")
 
 
 def _run_probe(a, source, overrides, *, progress: bool) -> None:
-    out = run_probes(source, args=list(overrides) + _launcher_args(a), progress=progress)
+    out = run_probes(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
     if is_global_zero():
         for k, v in out.items():
             print(f"{k}: {v}")
 
 
 def _run_attribute(a, source, overrides, *, progress: bool) -> None:
-    out = run_attribution(source, args=list(overrides) + _launcher_args(a), progress=progress)
+    out = run_attribution(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
     if is_global_zero():
         print(out.pop("checks").read_text())
         out.pop("checks_table")
@@ -302,7 +304,7 @@ def _run_attribute(a, source, overrides, *, progress: bool) -> None:
 
 
 def _run_controls(a, source, overrides, *, progress: bool) -> None:
-    out = controls_main(source, args=list(overrides) + _launcher_args(a), progress=progress)
+    out = controls_main(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
     if is_global_zero():
         print(Path(out["gates_md"]).read_text())
         for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
@@ -311,7 +313,7 @@ def _run_controls(a, source, overrides, *, progress: bool) -> None:
 
 def _run_audit(a, source, overrides, *, progress: bool) -> None:
     cmd, _ = load_audit_config(source, overrides)
-    rep = audit_main(source, overrides)
+    rep = audit_main(source, overrides, wait=not a.no_wait)
     print(rep.to_markdown())
     stem = Path(cmd.out_dir) / f"audit_{rep.config_hash[:16]}"
     print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")

@@ -10,22 +10,20 @@ by when an entry was last read, not when it was built. Builds in progress (``<en
 ``<entry>.partial-*``) are left alone until they are older than ``partial_hours``: a leftover of a killed run.
 
 **One builder per entry** (:class:`BuildLock`): any number of processes or SLURM jobs that need the same missing
-entry at once build it once. The first takes an exclusive ``fcntl.flock`` on ``.locks/<entry>.lock`` beside the
-entry; the others print
-one line, wait for the lock and then open the entry the first one published. ``flock`` is honoured across the
-nodes of NFSv4 and of Lustre / GPFS mounted with ``flock``; on a filesystem without it every job builds its own
-copy and the first published one is kept (the entries are content-keyed, so that costs time, never correctness).
+entry at once build it once. The first takes an exclusive lock on ``.locks/<entry>.lock`` beside the entry
+(:class:`eegfm_bench.locks.ExclusiveLock`: the ``filelock`` library over ``fcntl.flock``, the holder's pid and host
+written in the file); the others print one line naming the holder, wait for the lock and then open the entry the
+first one published. ``flock`` is honoured across the nodes of NFSv4 and of Lustre / GPFS mounted with ``flock``.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from eegfm_bench.locks import ExclusiveLock
 
 USED = "LAST_USED"
 LOCKS = ".locks"
@@ -45,9 +43,10 @@ def mark_used(folder: Path) -> None:
         pass
 
 
-class BuildLock:
-    """An exclusive lock on building one cache entry, across processes and jobs (``fcntl.flock`` on
-    ``<parent>/.locks/<entry>.lock``, a folder that listings of the entries skip).
+class BuildLock(ExclusiveLock):
+    """An exclusive lock on building one cache entry, across processes, jobs and threads
+    (:class:`eegfm_bench.locks.ExclusiveLock`: ``filelock`` over ``fcntl.flock`` on ``<parent>/.locks/<entry>.lock``,
+    a folder that listings of the entries skip).
 
     Use as ``with BuildLock(folder) as lock:`` and check the entry's ``COMPLETE`` again inside: a process that
     waited finds the entry the holder published (``lock.waited_s`` > 0) and opens it instead of building.
@@ -69,36 +68,15 @@ class BuildLock:
 
     def __init__(self, folder: str | os.PathLike, what: str = "", quiet: bool = False):
         self.folder = Path(folder)
-        self.path = self.folder.parent / LOCKS / (self.folder.name + ".lock")
         self.what = what or self.folder.name
-        self.quiet = quiet
-        self.waited_s = 0.0
-        self._fh = None
+        super().__init__(self.folder.parent / LOCKS / (self.folder.name + ".lock"), self._waiting_line, quiet=quiet)
 
-    def acquire(self) -> "BuildLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "a")
-        try:
-            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not self.quiet:
-                tqdm.write(f"waiting for another process that is building {self.what} (lock {self.path})")
-            t0 = time.time()
-            fcntl.flock(self._fh, fcntl.LOCK_EX)
-            self.waited_s = max(time.time() - t0, 1e-6)
+    def _waiting_line(self, holder: str) -> str:
+        return f"waiting for another process that is building {self.what} ({holder}; lock {self.path})"
+
+    def acquire(self, wait: bool = True) -> "BuildLock":
+        super().acquire(wait)
         return self
-
-    def release(self) -> None:
-        if self._fh is not None:
-            fcntl.flock(self._fh, fcntl.LOCK_UN)
-            self._fh.close()
-            self._fh = None
-
-    def __enter__(self) -> "BuildLock":
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
 
 
 @dataclass

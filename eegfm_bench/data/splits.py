@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold
 
+from eegfm_bench.locks import atomic_write_text
+
 SCHEMES = ("kfold", "loso")
 GROUP_UNITS = ("subject", "recording")
 
@@ -206,7 +208,5 @@ def save_or_verify(split: Split, path: str | Path, write: bool = True) -> Split:
     if not write:
         return split
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(new, indent=1))
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(new, indent=1))  # a unique temporary name: concurrent writers never collide
     return split

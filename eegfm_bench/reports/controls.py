@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from eegfm_bench.controls.gates import GATES, GateReport
+from eegfm_bench.locks import atomic_write_text
 
 _MARK = {"pass": "✓", "fail": "✗", "inconclusive": "≈", "missing": "?", "not_reached": "–"}
 
@@ -55,9 +56,7 @@ def write_gate_report(reports: Sequence[GateReport], json_path: str | Path, md_p
     for path, text in ((Path(json_path), json.dumps([r.to_dict() for r in reports], indent=2, ensure_ascii=False)),
                        (Path(md_path), gates_markdown(reports))):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        atomic_write_text(path, text)
 
 
 # ------------------------------------------------------------------------ hooks for the model-layer controls

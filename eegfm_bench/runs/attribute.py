@@ -19,6 +19,8 @@ from eegfm_bench.config import ConfigError
 from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.interrupt import check_stop
+from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
 from eegfm_bench.interpret.config import AttributionConfig
 from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
@@ -83,7 +85,7 @@ def label_randomised_model(run, ck, ws, root: Path, seed: int):
 
 
 def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
-                    worker_units: Sequence[str] | None = None) -> dict:
+                    worker_units: Sequence[str] | None = None, wait: bool = True) -> dict:
     """``eegfm-bench attribute``: maps of every selected cv cell, fold, condition and method.
 
     With ``launcher: {kind: local | slurm}`` every :func:`attribution_unit` is one job; the parent then
@@ -102,12 +104,31 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
     launcher, one job per unit), then aggregate the maps found on disk (:func:`_aggregate_maps`), summarise the
     checks (:func:`_checks_table`) and write the page.
 
+    Parameters
+    ----------
+    config : path, dict or InterpretConfig
+    args : sequence of str
+        Dotted overrides.
+    progress : bool
+    worker_units : sequence of str, optional
+        A launcher's worker: only these units.
+    wait : bool
+        When another process writes the same ``out_dir``: wait (default), or raise
+        :class:`~eegfm_bench.locks.OutDirBusyError` (``--no-wait``; :func:`eegfm_bench.locks.out_dir_lock`).
+
     Returns
     -------
     dict
         Paths written and the summary table of the checks.
     """
     cfg = load_interpret_config(config, args)
+    with out_dir_lock(cfg.out_dir, "attribute", wait=wait, enabled=worker_units is None and is_global_zero()):
+        return _run_attribution(cfg, progress=progress, worker_units=worker_units)
+
+
+def _run_attribution(cfg: InterpretConfig, *, progress: bool, worker_units: Sequence[str] | None) -> dict:
+    """:func:`run_attribution`'s steps on its loaded config, under the out_dir's lock (a launcher's job and the DDP
+    ranks > 0 take none: :func:`eegfm_bench.locks.out_dir_lock`)."""
     acfg, sel = cfg.attribution, cfg.select
     run = CVRun(cfg.cv_dir, cfg.cv_config)
     zero = is_global_zero()
@@ -129,6 +150,7 @@ def run_attribution(config, *, args: Sequence[str] = (), progress: bool = True,
         store.merge()
         todo = []
     for ck in tqdm(todo, desc="attribution", disable=not (progress and zero), unit="fold"):
+        check_stop()  # a stop request between two folds (:mod:`eegfm_bench.interrupt`); finished rows are kept
         current |= _explain_checkpoint(cfg, run, ck, root, store, chash, code, skipped, write=zero)
     if worker:
         return {"failures": [], "skipped": skipped}

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from eegfm_bench.config import ConfigRecord, command_parser, load_typed, typed
+from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.provenance.audit import AuditConfig, AuditReport, run_audit
 from eegfm_bench.provenance.views import pair_views
 from eegfm_bench.config.audit import AuditCommand  # noqa: F401 (the schemas live in eegfm_bench.config)
@@ -58,7 +59,7 @@ def load_audit_config(source, args: Sequence[str] = ()) -> tuple[AuditCommand, A
     return cmd, typed(AuditConfig, {k: v for k, v in raw.items() if k not in own})
 
 
-def audit_main(config, args: Sequence[str] = ()) -> AuditReport:
+def audit_main(config, args: Sequence[str] = (), *, wait: bool = True) -> AuditReport:
     """Run (or resume) an audit described by a config dict; the ``eegfm-bench audit`` hook.
 
     Parameters
@@ -73,6 +74,9 @@ def audit_main(config, args: Sequence[str] = ()) -> AuditReport:
         giving the view order; every other key is an :class:`AuditConfig` field.
     args : sequence of str
         Dotted overrides (``--n_boot 2000``).
+    wait : bool
+        When another process writes the same ``out_dir``: wait (default), or raise
+        :class:`~eegfm_bench.locks.OutDirBusyError` (``--no-wait``; :func:`eegfm_bench.locks.out_dir_lock`).
 
     Returns
     -------
@@ -106,8 +110,9 @@ def audit_main(config, args: Sequence[str] = ()) -> AuditReport:
                                  "give every view of a window the same target, subject, record and split")
         arr = {"emb": pv.emb, "provenance": np.array(pv.views), **{k: arr[k][first] for k in
                                                                     ("y", "subject", "record", "split")}}
-    return run_audit(arr["emb"], arr["y"], arr["provenance"], arr["subject"], arr["record"], arr["split"],
-                     audit_cfg, out_dir=Path(cmd.out_dir))
+    with out_dir_lock(cmd.out_dir, "audit", wait=wait):
+        return run_audit(arr["emb"], arr["y"], arr["provenance"], arr["subject"], arr["record"], arr["split"],
+                         audit_cfg, out_dir=Path(cmd.out_dir))
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.data.tasks import get_task, resolve_task_path, task_name
 from eegfm_bench.data.windows import WindowPreprocessing, load_window_sets, resolve_preprocessing
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.locks import unique_tmp
 from eegfm_bench.models.adaptation import check_lora_section, check_regime
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.base import ChannelContractError
@@ -189,7 +190,7 @@ def shared_batch_size(out: Path, key: str, compute) -> tuple[int, bool]:
         return int(json.loads(path.read_text())["batch_size"]), False
     size = int(compute())
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp = unique_tmp(path)
     tmp.write_text(json.dumps({"batch_size": size, "device": device, "key": key}))
     try:
         os.link(tmp, path)

@@ -272,9 +272,11 @@ def run_confound(cfg: CVConfig, *, progress: bool = True, variations: Optional[S
 
 
 def confound_main(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_s: Optional[float] = None,
-                  band: Optional[Sequence[float]] = None, progress: bool = True) -> pd.DataFrame:
+                  band: Optional[Sequence[float]] = None, progress: bool = True, wait: bool = True) -> pd.DataFrame:
     """``eegfm-bench confound --cv <out_dir>``: the confound check of a finished cv, on its ``config.yaml``, with
-    the command line's variations / offset / band in place of the config's; then the experiment's page.
+    the command line's variations / offset / band in place of the config's; then the experiment's page. It holds
+    the cv out_dir's lock (``wait=False``, ``--no-wait``: refuse when another process writes it;
+    :func:`eegfm_bench.locks.out_dir_lock`).
 
     Raises
     ------
@@ -287,8 +289,9 @@ def confound_main(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_
             **({"band": [float(x) for x in band]} if band else {})}
     cfg = replace(cfg, confound=replace(cfg.confound, **over))
     check_confound(cfg.confound, get_task(cfg.task).spec)
-    table = run_confound(cfg, progress=progress)
-    refresh([cv_dir])
+    with out_dir_lock(cv_dir, "confound", wait=wait, enabled=is_global_zero()):
+        table = run_confound(cfg, progress=progress)
+        refresh([cv_dir])
     return table
 
 

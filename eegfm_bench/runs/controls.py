@@ -82,6 +82,9 @@ from eegfm_bench.controls.permutation import check_scheme, infer_scheme
 from eegfm_bench.controls.probes import ProbeSpec, encode_labels
 from eegfm_bench.data.splits import SplitConfigError, SplitSpec, make_split, save_or_verify
 from eegfm_bench.data.tasks import get_task
+from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.interrupt import check_stop
+from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.reports.controls import controls_markdown, write_gate_report
 from eegfm_bench.results import FailedCellsError
 from eegfm_bench.runs.cells import CVConfig
@@ -98,7 +101,7 @@ from eegfm_bench.runs.report import refresh
 from eegfm_bench.trainer import log_summary
 
 
-def controls_main(config, *, args=(), progress: bool = True, worker_units=None) -> dict:
+def controls_main(config, *, args=(), progress: bool = True, worker_units=None, wait: bool = True) -> dict:
     """Run the negative-control suite of one config and write its report (paper 001 §3.6, §4, §5.5).
 
     Steps: load the config, typed and final, with the cv run's data settings and folds
@@ -118,6 +121,9 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None) 
         A launcher's worker: train only these scrambled-label adaptation fits (rows as part files) and return
         ``{"failures": []}``. With ``launcher: {kind: local | slurm}`` the launching process submits every fit
         without rows as a job first, then runs the other steps itself and finds the fits done.
+    wait : bool
+        When another process writes the same ``out_dir``: wait (default), or raise
+        :class:`~eegfm_bench.locks.OutDirBusyError` (``--no-wait``; :func:`eegfm_bench.locks.out_dir_lock`).
 
     Returns
     -------
@@ -140,6 +146,14 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None) 
     """
     t_start = time.time()
     cfg, cv_cfg = load_run_config(config, args)
+    with out_dir_lock(cfg.out_dir, "controls", wait=wait, enabled=worker_units is None and is_global_zero()):
+        return _controls(cfg, cv_cfg, t_start, progress=progress, worker_units=worker_units)
+
+
+def _controls(cfg: ControlsConfig, cv_cfg: CVConfig | None, t_start: float, *, progress: bool,
+              worker_units) -> dict:
+    """:func:`controls_main`'s steps on its loaded config, under the out_dir's lock (a launcher's job takes none:
+    :func:`eegfm_bench.locks.out_dir_lock`)."""
     out = Path(cfg.out_dir)
     worker = worker_units is not None
     out.mkdir(parents=True, exist_ok=True)
@@ -339,11 +353,16 @@ def _run_steps(ctx: _Ctx, cv_cfg: CVConfig | None) -> _Results:
     hand, hand_X = _handcrafted(ctx)
     strongest = max(hand, key=lambda f: _score(hand[f], metric))
     ctx.note(f"stronger handcrafted family: {strongest} ({_score(hand[strongest], metric):.4f})")
+    check_stop()  # between two steps, a stop request (:mod:`eegfm_bench.interrupt`); each step's rows are kept
     frozen, frozen_X = _frozen_models(ctx)
+    check_stop()
     cv_reps = _cv_claims(ctx, cv_cfg)
+    check_stop()
     scrambled = [_scrambled_entry(ctx, entry, cv_cfg) for entry in cfg.scrambled]
     paired = {r.name: _paired(ctx, r, hand[strongest], strongest) for r in _claims(frozen, cv_reps, scrambled)}
+    check_stop()
     perms = _permutations(ctx, hand, hand_X, strongest, frozen, frozen_X)
+    check_stop()
     identity = _identity(ctx) if cfg.identity is not None else None
     return _Results(hand, hand_X, strongest, frozen, frozen_X, cv_reps, scrambled, paired, perms, identity)
 

@@ -38,6 +38,7 @@ from eegfm_bench.controls.probes import ProbeResult, _metrics_rows, evaluate_pro
 from eegfm_bench.data.preprocessing import Preprocessing, reference_windows
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.data.windows import load_windows, select_channels, window_reference
+from eegfm_bench.locks import atomic_path, atomic_write_text
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.results import config_hash
@@ -76,9 +77,7 @@ def _hash(obj) -> str:
 
 def _write_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=_json_default, ensure_ascii=False))
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(obj, indent=1, default=_json_default, ensure_ascii=False))
 
 
 def _json_default(o):
@@ -168,9 +167,8 @@ def _save_predictions(ctx: _Ctx, path: Path, proba: np.ndarray) -> None:
     for c in range(proba.shape[1]):
         df[f"p{c}"] = proba[tested, c]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_csv(tmp, index=False)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
 
 
 def _load_predictions(ctx: _Ctx, path: Path) -> np.ndarray:
@@ -267,8 +265,8 @@ def _features(ctx: _Ctx, family: str, ws, ch_names: list[str], tag: str) -> np.n
         parts.append(F)
     F = np.concatenate(parts)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path.with_name(path.name + ".tmp.npy"), F)
-    Path(path.with_name(path.name + ".tmp.npy")).replace(path)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:  # a file object: np.save adds no ".npy" to the name
+        np.save(fh, F)
     ctx.note(f"{family} features for {tag}: {F.shape} in {time.time() - t0:.1f} s")
     return F
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from eegfm_bench.locks import atomic_write_text
 from eegfm_bench.results import ResultStore, code_version
 
 UNIT_FIELDS = ("task", "model", "init", "regime", "head", "seed", "condition")
@@ -138,7 +139,5 @@ class ControlsStore:
 
     def write_index(self, path: Path) -> None:
         """``cells.json``: ``[{"unit", "config_hash"}]`` of the current config's units (what the page reads)."""
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps([{"unit": u, "config_hash": h} for u, h in sorted(self.current.items())],
-                                  indent=1))
-        tmp.replace(path)
+        atomic_write_text(path, json.dumps([{"unit": u, "config_hash": h} for u, h in sorted(self.current.items())],
+                                           indent=1))

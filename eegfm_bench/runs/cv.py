@@ -16,14 +16,17 @@ from pathlib import Path
 from typing import Sequence
 
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.interrupt import StopRequested, check_stop
+from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.reports.cv import confound_side_by_side, write_summary
+from eegfm_bench.runs.cells import load_config
 from eegfm_bench.runs.cv_loop import run_cells
 from eegfm_bench.runs.confound import run_confound
 from eegfm_bench.runs.report import refresh
 
 
 def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False,
-           worker_cells: Sequence[str] | None = None):
+           worker_cells: Sequence[str] | None = None, wait: bool = True):
     """Run a cv config: the headline cells, then (unless ``confound: off``) the confound check.
 
     Parameters
@@ -37,6 +40,9 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     worker_cells : sequence of str, optional
         A launcher's worker: only these headline cells (:func:`eegfm_bench.runs.cv_loop.run_cells`); the failures are
         returned.
+    wait : bool
+        When another process writes the same ``out_dir`` (:func:`eegfm_bench.locks.out_dir_lock`): wait for it
+        (default), or raise :class:`~eegfm_bench.locks.OutDirBusyError` (``--no-wait``).
 
     Returns
     -------
@@ -49,13 +55,28 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     ------
     SplitMismatchError, FailedCellsError, ConfigError
         As :func:`~eegfm_bench.runs.cv_loop.run_cells`.
+    OutDirBusyError
+        ``wait=False`` and another process writes ``out_dir``.
+    StopRequested
+        SIGINT / SIGTERM (:mod:`eegfm_bench.interrupt`): the finished cells are kept.
     """
-    table = run_cells(config, args=args, progress=progress, force=force, worker_cells=worker_cells)
-    if worker_cells is not None:
-        return table
-    cfg = table.attrs["config"]
+    if worker_cells is not None:  # a launcher's job: its parent holds the out_dir's lock
+        return run_cells(config, args=args, progress=progress, force=force, worker_cells=worker_cells)
+    cfg = load_config(config, args)
+    with out_dir_lock(cfg.out_dir, "cv", wait=wait, enabled=is_global_zero()):
+        return _headline_and_confound(cfg, progress=progress, force=force)
+
+
+def _headline_and_confound(cfg, *, progress: bool, force: bool):
+    """The two steps of :func:`run_cv` on its loaded config, under the out_dir's lock."""
+    table = run_cells(cfg, progress=progress, force=force)
     if not cfg.confound.enabled:
         return table
+    try:
+        check_stop()  # a stop that arrived as the last cell ended: the headline is kept, the check not started
+    except StopRequested as err:
+        raise StopRequested(str(err), kept=f"every headline cell ({cfg.out_dir}); the confound check did not "
+                                           "start") from None
     t_head = time.time()
     conf = run_confound(cfg, progress=progress)
     table.attrs["confound"] = conf

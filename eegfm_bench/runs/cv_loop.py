@@ -29,10 +29,13 @@ import torch
 import yaml
 from tqdm.auto import tqdm
 
+from eegfm_bench.callbacks.stop import StopAtSafePoint
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import Split
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.interrupt import StopRequested, check_stop, deferred, stop_requested
+from eegfm_bench.locks import atomic_path
 from eegfm_bench.models.base import state_dict_sha256
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.models.module import FMClassifier
@@ -121,8 +124,9 @@ def _linear_probe_stage(ctx: CellContext, cell: Cell, model: FMClassifier, ws) -
     lp_tr = {**tr, "max_epochs": int((run.lp_ft or {}).get("lp_max_epochs") or tr["max_epochs"])}
     trainer = build_trainer(lp_tr, out_dir=out, name=run_label(cell.model, cell.regime, cell.head),
                             version=f"fold{fold}-{cell.chash[:8]}-lp", experiment=cfg.experiment,
-                            enable_checkpointing=True, callbacks=callbacks)
-    trainer.fit(lp, lp_dm)
+                            enable_checkpointing=True, callbacks=callbacks + [StopAtSafePoint()])
+    with deferred():  # a stop request waits for a batch end: never a half-written checkpoint
+        trainer.fit(lp, lp_dm)
     close_loggers(trainer)
     best = torch.load(ckpt.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
     model.head.load_state_dict({k[len("head."):]: v for k, v in best.items() if k.startswith("head.")})
@@ -186,7 +190,7 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
         tqdm.write(f"cell {cell.model}/{cell.regime}/{head} fold {fold}: resuming from {last}")
     trainer = build_trainer(tr, out_dir=out, name=run_label(cell.model, cell.regime, head),
                             version=f"fold{fold}-{cell.chash[:8]}", experiment=cfg.experiment,
-                            enable_checkpointing=True, callbacks=callbacks)
+                            enable_checkpointing=True, callbacks=callbacks + [StopAtSafePoint()])
     for lg in trainer.loggers:
         lg.log_hyperparams({**model.parameter_counts, "init": model.init, "config_hash": cell.chash, "fold": fold})
     t0 = time.time()
@@ -198,7 +202,8 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
         extra.update(ridge_alpha=r["alpha"], ridge_val_bacc=max(r["val_scores"].values()))
     else:
         fitted = compiled(model, cfg.compile)
-        trainer.fit(fitted, dm, ckpt_path=resume)
+        with deferred():  # a stop request waits for a batch end: never a half-written last.ckpt
+            trainer.fit(fitted, dm, ckpt_path=resume)
     return TrainedCell(model, fitted, dm, ws, trainer, ckpt, feats, extra, t0, start)
 
 
@@ -244,7 +249,8 @@ def test_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
              "devices": int(t.trainer.world_size), **t.start} for k, v in m.items()]
     if ctx.zero:
         pred_path.parent.mkdir(exist_ok=True)
-        pred.to_csv(pred_path, index=False)
+        with atomic_path(pred_path) as tmp:
+            pred.to_csv(tmp, index=False)
     return rows
 
 
@@ -272,12 +278,47 @@ class CVLoop:
         self.failures: list[dict] = []
 
     def run(self):
-        """``reset``, ``advance`` over the cells left to train, ``on_run_end``; returns its result."""
-        self.reset()
-        for cell in self.todo:
-            self.advance(cell)
+        """``reset``, ``advance`` over the cells left to train, ``on_run_end``; returns its result. A stop request
+        (SIGINT / SIGTERM, :mod:`eegfm_bench.interrupt`) is taken between cells, or inside a cell's fit at a batch
+        end: :meth:`on_stop` keeps what is finished and raises."""
+        try:
+            self.reset()
+            for cell in self.todo:
+                check_stop()  # the safe point between two cells
+                with deferred():  # inside a cell a signal is only recorded: its fit stops at a batch end
+                    self.advance(cell)
+        except (KeyboardInterrupt, SystemExit) as err:  # SystemExit: Lightning's exit after its graceful shutdown
+            if stop_requested() is None and not isinstance(err, StopRequested):
+                raise
+            raise self.on_stop() from None
         self.bar.close()
         return self.on_run_end()
+
+    def on_stop(self) -> StopRequested:
+        """After a stop request: merge the rows the finished cells (and a launcher's jobs) wrote, write the summary
+        of the finished cells (rank 0, not in a worker), and return the :class:`StopRequested` to raise, saying
+        what was kept."""
+        signame = stop_requested() or "a stop request"
+        if not hasattr(self, "todo") or not self.zero or self.worker:
+            return StopRequested(f"stopped by {signame}", kept=None if self.worker else
+                                 "nothing new (stopped before the first cell)")
+        if getattr(self, "bar", None) is not None:
+            self.bar.close()
+        if self.store.unmerged():
+            self.store.merge()
+        left = CellProgress.of_cells(self.out, self.cfg.experiment, self.cells, store=self.store).todo()
+        done = len(self.cells) - len(left)
+        if done:
+            self._write_failures()
+            write_summary(self.out / "summary.md", current_summary(self.store, self.cfg.experiment, self.current),
+                          experiment=self.cfg.experiment, task=task_name(self.cfg.task),
+                          scheme=self.ctx.split.spec.scheme, fold_unit=self.ctx.split.spec.group_by)
+        resumable = [c for c in left
+                     if (self.out / "checkpoints" / _cdir(c) / f"fold{c.fold}" / "last.ckpt").is_file()]
+        kept = (f"the rows of {done} of {len(self.cells)} cells in {self.store.csv}"
+                + (f", the summary of those in {self.out / 'summary.md'}" if done else "")
+                + (f"; {len(resumable)} unfinished cell(s) resume from their last.ckpt" if resumable else ""))
+        return StopRequested(f"stopped by {signame}", kept=kept)
 
     # ---------------------------------------------------------------------------------------------- reset
     def reset(self) -> None:

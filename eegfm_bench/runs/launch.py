@@ -46,6 +46,7 @@ from tqdm.auto import tqdm
 
 from eegfm_bench.config import ConfigError, ConfigRecord, typed
 from eegfm_bench.config.launch import SlurmConfig, LauncherConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.locks import atomic_write_text
 
 
 def as_launcher(lc) -> LauncherConfig:
@@ -297,9 +298,7 @@ def write_queue(out: Path, jobs: list, parts: list[list[str]]) -> Path:
     path = Path(out) / "jobs" / "queue.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = [{"job_id": str(j.job_id), "cells": list(p), "stdout": str(j.paths.stdout)} for j, p in zip(jobs, parts)]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(entries, indent=1))
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(entries, indent=1))
     return path
 
 

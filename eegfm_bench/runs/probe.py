@@ -16,6 +16,8 @@ import yaml
 from tqdm.auto import tqdm
 
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.interrupt import check_stop
+from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.interpret.attention import check_attention_support, mean_channel_attention
 from eegfm_bench.interpret.lrp import UnsupportedMethodError
 from eegfm_bench.interpret.probes import run_fold_probes
@@ -39,7 +41,7 @@ def probe_unit(ck) -> str:
 
 
 def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
-               worker_units: Sequence[str] | None = None):
+               worker_units: Sequence[str] | None = None, wait: bool = True):
     """``eegfm-bench probe``: block-wise probes (and attention topomaps) on a cv run's fold checkpoints.
 
     Steps: read the config and the cv run, refuse attention models without attention before anything runs, probe
@@ -57,6 +59,9 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
     worker_units : sequence of str, optional
         Run only these units as a launcher's worker: rows as part files, no report; returns
         ``{"failures": [], "current": [config hashes written]}``.
+    wait : bool
+        When another process writes the same ``out_dir``: wait (default), or raise
+        :class:`~eegfm_bench.locks.OutDirBusyError` (``--no-wait``; :func:`eegfm_bench.locks.out_dir_lock`).
 
     Returns
     -------
@@ -64,6 +69,13 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
         Paths of the written table, CSV, curve plot and (when enabled) attention topomaps.
     """
     cfg = load_interpret_config(config, args)
+    with out_dir_lock(cfg.out_dir, "probe", wait=wait, enabled=worker_units is None and is_global_zero()):
+        return _run_probes(cfg, progress=progress, worker_units=worker_units)
+
+
+def _run_probes(cfg: InterpretConfig, *, progress: bool, worker_units: Sequence[str] | None):
+    """:func:`run_probes`'s steps on its loaded config, under the out_dir's lock (a launcher's job and the DDP
+    ranks > 0 take none: :func:`eegfm_bench.locks.out_dir_lock`)."""
     run = CVRun(cfg.cv_dir, cfg.cv_config)
     if cfg.attention.enabled and cfg.attention.models:  # refused before any probe is fitted
         for m in cfg.attention.models:
@@ -124,6 +136,7 @@ def _probe_folds(cfg: InterpretConfig, run, cks: list, out: Path, *, progress: b
     done: set = set()  # (model, fold, stage, weights): identical backbones are probed once per fold
     current: set[str] = set()
     for ck in tqdm(cks, desc="probes", disable=not progress, unit="fold"):
+        check_stop()  # a stop request between two folds (:mod:`eegfm_bench.interrupt`); finished rows are kept
         ws = run.windows(ck.model)
         tr, va, te = run.fold_indices(ws, ck.fold)
         model = load_fold_model(ck.path)

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import traceback
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +61,8 @@ from tqdm.auto import tqdm
 from eegfm_bench.callbacks.sweep import TestSweep
 from eegfm_bench.config import ConfigError, read_saved
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.interrupt import check_stop
+from eegfm_bench.locks import atomic_path, atomic_write_text, out_dir_lock
 from eegfm_bench.perturb.conditions import Condition, PerturbContext
 from eegfm_bench.perturb.dataset import PerturbedWindows
 from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, SweepCondition, SweepModule, _details,
@@ -140,9 +141,7 @@ def _check_resume(out: Path, cfg: SweepConfig) -> None:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=1, default=str))
 
 
 def _save_predictions(folder: Path, condition: str, index: np.ndarray, probs: np.ndarray, ws) -> None:
@@ -152,13 +151,12 @@ def _save_predictions(folder: Path, condition: str, index: np.ndarray, probs: np
     for c in range(probs.shape[1]):
         df[f"p{c}"] = probs[:, c]
     path = folder / f"{condition}.csv"
-    tmp = path.with_name(path.name + ".tmp")
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
 
 
 def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise_on_failure: bool = True,
-               worker_units: Sequence[str] | None = None):
+               worker_units: Sequence[str] | None = None, wait: bool = True):
     """Run the perturbation sweep on every current fold checkpoint of a cv run, then write the report.
 
     Steps: load and check the config (:func:`load_sweep_config`) and resolve its cv run (:func:`plan_sweep`),
@@ -179,6 +177,9 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
     worker_units : sequence of str, optional
         Run only these ``group<g>/fold<k>`` units as a launcher's worker (rows as part files, nothing shared
         written); returns the failures.
+    wait : bool
+        When another process writes the same ``out_dir``: wait (default), or raise
+        :class:`~eegfm_bench.locks.OutDirBusyError` (``--no-wait``; :func:`eegfm_bench.locks.out_dir_lock`).
 
     Returns
     -------
@@ -193,8 +194,17 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
         cannot be resolved.
     FailedCellsError
         At the end, if something failed (see ``failures.json``).
+    StopRequested
+        SIGINT / SIGTERM, between two units (:mod:`eegfm_bench.interrupt`): the finished conditions' rows are kept.
     """
     plan = plan_sweep(load_sweep_config(config, args))
+    lead = worker_units is None and is_global_zero()  # a launcher's job and the DDP ranks > 0: the lead holds it
+    with out_dir_lock(plan.config.out_dir, "sweep", wait=wait, enabled=lead):
+        return _sweep(plan, progress=progress, raise_on_failure=raise_on_failure, worker_units=worker_units)
+
+
+def _sweep(plan: SweepPlan, *, progress: bool, raise_on_failure: bool, worker_units: Sequence[str] | None):
+    """:func:`sweep_main`'s steps on its resolved plan, under the out_dir's lock."""
     cfg, run, cells = plan.config, plan.run, plan.cells
     out = Path(cfg.out_dir)
     zero = is_global_zero()
@@ -351,6 +361,7 @@ class _Sweep:
                 for fold in sorted({c.fold for c in gcells}):
                     if worker_units is not None and f"group{gi}/fold{fold}" not in worker_units:
                         continue
+                    check_stop()  # a stop request between two units (:mod:`eegfm_bench.interrupt`)
                     self.run_fold(g, [c for c in gcells if c.fold == fold], fold, launched=launched)
         self.bar.close()
 

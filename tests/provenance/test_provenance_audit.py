@@ -10,6 +10,7 @@ from scipy.stats import ortho_group
 
 from eegfm_bench.provenance import AuditReport, InfeasibleRegimeError, run_audit
 from eegfm_bench.runs.audit import audit_main
+from eegfm_bench.locks import OUT_DIR_LOCK
 
 FAST = {"n_boot": 200, "n_random": 10}
 REPO = Path(__file__).resolve().parents[2]
@@ -201,7 +202,7 @@ def test_audit_main_writes_json_and_markdown_and_resumes(tmp_path, monkeypatch):
     path = _npz(tmp_path, paired_data(seed=2))
     cfg = {"embeddings": str(path), "out_dir": str(tmp_path / "out"), "name": "synthetic-nmt", **FAST}
     rep = audit_main(cfg)
-    files = sorted(p.name for p in (tmp_path / "out").iterdir())
+    files = sorted(p.name for p in (tmp_path / "out").iterdir() if p.name != OUT_DIR_LOCK)  # the out_dir lock: hidden
     stem = f"audit_{rep.config_hash[:16]}"
     assert files == [f"{stem}.json", f"{stem}.md", f"{stem}_remedy.npz"]
     d = json.loads((tmp_path / "out" / f"{stem}.json").read_text())

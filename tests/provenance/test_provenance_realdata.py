@@ -155,9 +155,9 @@ def test_audit_cli_writes_json_and_markdown_and_resumes(tmp_path, capsys, monkey
     jsons = sorted(out.glob("audit_*.json"))
     assert len(jsons) == 1
     stem = jsons[0].with_suffix("")
-    assert sorted(p.name for p in out.iterdir()) == [f"{stem.name}.json", f"{stem.name}.md",
-                                                     f"{stem.name}_remedy.npz", "report.html", "report.md",
-                                                     "report_assets"]  # the audit and the experiment's page
+    files = sorted(p.name for p in out.iterdir() if p.name != ".eegfm-bench.lock")  # the out_dir's lock: hidden
+    assert files == [f"{stem.name}.json", f"{stem.name}.md", f"{stem.name}_remedy.npz", "report.html", "report.md",
+                     "report_assets"]  # the audit and the experiment's page
     page = (out / "report.md").read_text()
     assert "Provenance audit" in page and "certified" in page
     d = json.loads(jsons[0].read_text())

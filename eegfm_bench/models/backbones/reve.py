@@ -14,6 +14,7 @@ from torch import nn
 from eegfm_bench.data.cache import default_cache_dir
 from eegfm_bench.data.montage import standard_1005
 from eegfm_bench.data.preprocessing import Preprocessing
+from eegfm_bench.locks import atomic_write_text
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract
 from eegfm_bench.models.backbones._common import (  # noqa: F401
     NamedChannelContract,
@@ -52,9 +53,7 @@ def reve_positions_dir(folder: str | os.PathLike | None = None) -> Path:
     text = json.dumps(bank, indent=0, sort_keys=False)
     path = folder / "reve_positions.json"
     if not path.is_file() or path.read_text() != text:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        atomic_write_text(path, text)
     return folder
 
 
