@@ -15,7 +15,7 @@ def current_rows(out_dir: Path) -> pd.DataFrame:
     path = Path(out_dir) / "confound.csv"
     if not path.is_file() or path.stat().st_size < 2:
         return pd.DataFrame()
-    df = pd.read_csv(path)
+    df = pd.read_csv(path, dtype={"headline_hash": str, "variation_hash": str})  # hashes stay text
     cur = {str(c["config_hash"]) for c in json.loads((Path(out_dir) / "cells.json").read_text())}
     return df[df["headline_hash"].astype(str).isin(cur)] if "headline_hash" in df else df.iloc[0:0]
 

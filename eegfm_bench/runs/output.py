@@ -26,6 +26,7 @@ from eegfm_bench.config import ConfigError
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.models.module import FMClassifier
+from eegfm_bench.results import read_results_csv
 from eegfm_bench.runs.cells import RunConfig, cell_hash, load_config, run_trainer, windows_for
 
 
@@ -105,7 +106,7 @@ class CVRun:
                                  "`eegfm-bench cv --config ...` run")
         self.config = load_config(self.dir / "config.yaml")
         self.splits = json.loads((self.dir / "splits.json").read_text())
-        self.results = pd.read_csv(self.dir / "results.csv")
+        self.results = read_results_csv(self.dir / "results.csv")  # hashes stay text (never 123456e78901 -> inf)
         self._windows: dict = {}
         cells = self.dir / "cells.json"
         if cells.is_file():
