@@ -94,3 +94,54 @@ def test_a_fit_resumed_mid_way_ends_with_the_weights_and_rows_of_an_uninterrupte
     assert best[0]["epoch"] == best[1]["epoch"]
     sa, sb = best[0]["state_dict"], best[1]["state_dict"]
     assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_intra_op_threads_is_a_setting_hashed_only_when_it_is_not_the_default(tmp_path):
+    """The default (2, not the machine's core count) keeps the hashes of the rows computed before the setting
+    existed (this hash was computed by the code before it); another count is another cell; below 1 is refused."""
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.runs.cells import cell_hash, load_config
+
+    base = {"runs": [{"model": "eegnet", "heads": ["flatten"]}], "confound": False, "out_dir": str(tmp_path)}
+    default = load_config(base)
+    assert default.intra_op_threads == 2
+    h = cell_hash(default, default.runs[0], "flatten", "windows-key")
+    assert h == "d4d656336a55"
+    two = load_config({**base, "intra_op_threads": 2})
+    assert cell_hash(two, two.runs[0], "flatten", "windows-key") == h
+    four = load_config(base, ["--intra_op_threads", "4"])
+    assert four.intra_op_threads == 4 and cell_hash(four, four.runs[0], "flatten", "windows-key") != h
+    with pytest.raises(ConfigError, match="intra_op_threads = 0; fix: a whole number >= 1"):
+        load_config({**base, "intra_op_threads": 0})
+
+
+def test_fixed_numerics_sets_every_thread_pool_for_the_block_and_restores_the_callers(monkeypatch):
+    import os
+
+    from threadpoolctl import threadpool_info
+
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.trainer import fixed_numerics
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "5")
+    before = torch.get_num_threads()
+    with fixed_numerics(1) as n:
+        assert n == 1 and torch.get_num_threads() == 1
+        assert os.environ["OMP_NUM_THREADS"] == "1"  # Lightning's DDP launcher leaves the count alone; ranks inherit it
+        assert {p["num_threads"] for p in threadpool_info()} == {1}  # numpy's BLAS (the ridge head) and OpenMP
+    assert torch.get_num_threads() == before and os.environ["OMP_NUM_THREADS"] == "5"
+    with pytest.raises(ConfigError, match="intra_op_threads = 0"):
+        with fixed_numerics(0):
+            pass
+
+
+def test_every_trainer_on_a_cpu_uses_deterministic_algorithms():
+    from eegfm_bench.trainer import build_trainer
+
+    try:
+        build_trainer({"accelerator": "cpu", "deterministic": False})
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        build_trainer({"accelerator": "cpu", "deterministic": True})
+        assert torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
