@@ -10,6 +10,7 @@ the controls and the provenance demo alike.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -23,9 +24,10 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, Subset
 
-from eegfm_bench.config import TRAINER_DEFAULTS, TRAINER_EXTRAS, ConfigError
+from eegfm_bench.config import INTRA_OP_THREADS, TRAINER_DEFAULTS, TRAINER_EXTRAS, ConfigError
 from eegfm_bench.distributed import gather_by_index, is_global_zero, world_size
 
 NOT_IN_HASH = frozenset({"enable_progress_bar", "enable_model_summary", "loggers", "log_every_n_steps", "profiler",
@@ -72,6 +74,59 @@ def hashable_trainer(tr: dict, inference: bool = False) -> dict:
     if inference:
         return {k: tr.get(k) for k in INFERENCE_HASH_KEYS}
     return {k: v for k, v in sorted(tr.items()) if k not in NOT_IN_HASH}
+
+
+@contextlib.contextmanager
+def fixed_numerics(threads: int = INTRA_OP_THREADS):
+    """Run the enclosed cell with exactly ``threads`` intra-op threads, whoever runs it, and restore the caller's
+    settings afterwards.
+
+    A float sum split over another number of threads rounds differently (1e-7 to 1e-6 on a predicted probability:
+    enough to move a window near 0.5 to the other class), so a cell's rows would depend on the launcher (a local
+    worker used to get ``cpu_count // workers`` threads, a SLURM job its ``cpus_per_task``, a DDP rank what
+    Lightning's launcher picks) rather than on its config. Inside the block: ``torch.set_num_threads(threads)``;
+    ``OMP_NUM_THREADS=threads`` in the environment (Lightning's DDP launcher then leaves the count alone, and the
+    ranks it starts inherit it); numpy's BLAS and OpenMP pools limited to ``threads`` (threadpoolctl: the ridge
+    head's solve). The cv wraps every cell in it (:meth:`eegfm_bench.runs.cv_loop.CVLoop.advance`); every Trainer
+    on a CPU also uses torch's deterministic algorithms (:func:`build_trainer`). docs/guide/scaling.md says what
+    stays device-dependent.
+
+    Parameters
+    ----------
+    threads : int
+        Intra-op threads (``intra_op_threads`` of the config), >= 1.
+
+    Raises
+    ------
+    ConfigError
+        ``threads`` below 1.
+    """
+    n = int(threads)
+    if n < 1:
+        raise ConfigError(f"intra_op_threads = {threads}; fix: a whole number >= 1 (the default is {INTRA_OP_THREADS})")
+    before, env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    torch.set_num_threads(n)
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    try:
+        with threadpool_limits(limits=n):
+            yield n
+    finally:
+        torch.set_num_threads(before)
+        if env is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = env
+
+
+def deterministic_setting(tr: dict) -> Any:
+    """The ``deterministic`` argument a Trainer of section ``tr`` is built with: on a CPU (``accelerator: cpu``, or
+    ``auto`` without a GPU) ``"warn"`` unless the section asks for ``true`` (torch's deterministic algorithms; an op
+    without one warns instead of failing; the CPU kernels this package runs compute the same numbers either way, so
+    the setting enters no config hash); on a GPU the section's own value (deterministic kernels are slower there;
+    docs/guide/scaling.md gives the tolerance without them)."""
+    value = tr.get("deterministic", TRAINER_DEFAULTS["deterministic"])
+    on_cpu = normalised_for_hash({"accelerator": tr.get("accelerator", "auto")})["accelerator"] == "cpu"
+    return "warn" if on_cpu and not value else value
 
 
 def quiet_lightning() -> None:
@@ -179,12 +234,14 @@ def build_trainer(tr: dict, *, out_dir: str | os.PathLike | None = None, name: s
     Returns
     -------
     lightning.Trainer
+        On a CPU with torch's deterministic algorithms (:func:`deterministic_setting`).
     """
     quiet_lightning()
     kw = trainer_kwargs(tr)
     for k in ("enable_progress_bar", "enable_model_summary", "log_every_n_steps"):  # a partial section (Python API)
         kw.setdefault(k, TRAINER_DEFAULTS[k])
     kw.setdefault("enable_checkpointing", False)
+    kw["deterministic"] = deterministic_setting(tr)
     kw.update(overrides)
     if out_dir is not None and loggers and tr.get("loggers"):
         lg = make_loggers(tr["loggers"], Path(out_dir), name, version or "0", experiment)

@@ -53,6 +53,11 @@ TRAINER_DEFAULTS: dict[str, Any] = {"max_epochs": 30, "min_epochs": 1, "devices"
 DDP over every visible GPU), 30 epochs, no per-epoch progress bar (commands show their own over cells)."""
 
 
+INTRA_OP_THREADS = 2
+"""The default ``intra_op_threads`` of a cell (:func:`eegfm_bench.trainer.fixed_numerics`): a fixed number, so that
+a cell computes the same numbers on every machine and under every launcher (not the machine's core count)."""
+
+
 RENAMED: dict[str, str] = {"device": "trainer.accelerator (and trainer.devices)",
                            "workers": "num_workers (DataLoader processes)"}
 """Keys of earlier versions and where their setting lives now (named in the unknown-key message)."""

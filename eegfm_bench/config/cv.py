@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional, Union
 
-from eegfm_bench.config import ConfigRecord, command_parser
+from eegfm_bench.config import INTRA_OP_THREADS, ConfigRecord, command_parser
 from eegfm_bench.config.confound import ConfoundConfig
 from eegfm_bench.config.launch import LauncherConfig
 
@@ -150,6 +150,13 @@ class CVConfig(ConfigRecord):
         the confound check (:mod:`eegfm_bench.runs.confound`), on by default for every event-locked task:
         every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the
         task's default variations), beside the headline with a verdict; ``confound: off`` turns it off.
+    intra_op_threads
+        torch intra-op threads of every cell (:func:`~eegfm_bench.trainer.fixed_numerics`), whatever runs it:
+        the sequential loop, a local worker, a SLURM job, a resumed cell or a DDP rank. Float sums split over
+        another number of threads round differently (1e-7 to 1e-6 on a probability: enough to move a window near
+        0.5 to the other class), so the count is fixed by the config, recorded in every row (``intra_op_threads``)
+        and, when it is not the default (2, the same on every machine), part of the config hash. Raise it on a node
+        with more cores for speed (local workers then share the cores: ``launcher.workers`` × it threads).
     compile
         ``torch.compile`` each cell's model before fit and test: ``true`` (defaults) or the keyword
         arguments (``{mode: max-autotune}``, ``{backend: eager}``); ``null``: off. Not part of the config
@@ -163,6 +170,7 @@ class CVConfig(ConfigRecord):
     task: Union[str, dict[str, Any]] = "eegmmidb_mi"
     out_dir: str = "results/experiment"
     seed: int = 0
+    intra_op_threads: int = INTRA_OP_THREADS
     data: DataConfig = field(default_factory=DataConfig)
     split: SplitConfig = field(default_factory=SplitConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)

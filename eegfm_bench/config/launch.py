@@ -49,10 +49,9 @@ class LauncherConfig(ConfigRecord):
         cells_per_job: cells per SLURM job (local workers take every ``workers``-th cell).
         folder: submitit's folder for job pickles and logs (default ``<out_dir>/jobs``).
         timeout_min: wall time per job in minutes.
-        threads: torch intra-op threads per local worker (default: CPU cores // workers). Float sums split over
-            another thread count round differently: with 2 workers × 1 thread the quickstart's AUROC differed
-            from the sequential 2-thread run by up to 2.2e-4 (balanced accuracy identical); set it to the
-            sequential run's thread count for bit-identical rows at the cost of oversubscription.
+        threads: torch threads of a local worker's process outside a cell (window loading; the units of sweep,
+            probe, attribute and controls); default: CPU cores // workers. A cv cell computes with the config's
+            ``intra_op_threads`` instead, under every launcher, so its rows do not depend on this.
         slurm: sbatch settings.
     """
 

@@ -46,8 +46,8 @@ import torch
 from lightning.pytorch.tuner import Tuner
 from tqdm.auto import tqdm
 
-from eegfm_bench.config import (ConfigError, ConfigRecord, check_section, check_trainer_section, command_parser,
-                                load_typed, parse_config, typed)
+from eegfm_bench.config import (INTRA_OP_THREADS, ConfigError, ConfigRecord, check_section, check_trainer_section,
+                                command_parser, load_typed, parse_config, typed)
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.data.tasks import get_task, resolve_task_path, task_name
@@ -244,6 +244,9 @@ def _check_cv(cfg: CVConfig) -> None:
         raise ConfigError(f"task {task.name!r} has one class ({list(task.class_names)}): nothing to classify; fix: "
                           "list every class in `classes:` and map each to its events or labels")
     check_out_dir(cfg.out_dir, "out_dir")
+    if int(cfg.intra_op_threads) < 1:
+        raise ConfigError(f"intra_op_threads = {cfg.intra_op_threads}; fix: a whole number >= 1 (the default is "
+                          f"{INTRA_OP_THREADS}: the same numbers on every machine)")
     if not cfg.runs:
         raise ConfigError("the config lists no runs; add e.g. `runs: [{model: eegnet, regime: full, heads: [flatten]}]`")
     check_trainer(cfg.trainer, "trainer")
@@ -387,7 +390,8 @@ def cell_hash(cfg: CVConfig, run: RunConfig, head: str, data_key: str | None) ->
     settings, the optimiser, the trainer settings that change training
     (:func:`~eegfm_bench.trainer.hashable_trainer`: devices and precision included, progress bars and
     loggers not), the data selection and batch size, the window set's cache key (files, their sizes and times, the
-    preprocessing), the split and the seed. Not hashed: paths (``data_root``, ``cache_dir``, ``out_dir``),
+    preprocessing), the split, the seed and ``intra_op_threads`` when it is not the default (rows computed before
+    the setting existed keep their hashes). Not hashed: paths (``data_root``, ``cache_dir``, ``out_dir``),
     ``num_workers``, the run's other heads; a user model's ``lrp`` and ``pretraining_corpora`` (they change no number). A ``ridge``
     cell (closed form on the cached tokens) hashes neither the optimiser, the batch size nor the training-only
     trainer settings: only those an inference pass depends on (``precision``, ``inference_mode``,
@@ -405,7 +409,9 @@ def cell_hash(cfg: CVConfig, run: RunConfig, head: str, data_key: str | None) ->
             **({"user_model": hashable_user_spec(user)} if user else {}),
             "data": {"subjects": d.subjects, "max_windows_per_subject": d.max_windows_per_subject,
                      **({} if closed_form else {"batch_size": d.batch_size}), "windows": data_key},
-            "split": {k: v for k, v in cfg.split.to_dict().items() if k != "folds"}, "seed": cfg.seed}
+            "split": {k: v for k, v in cfg.split.to_dict().items() if k != "folds"}, "seed": cfg.seed,
+            **({"intra_op_threads": int(cfg.intra_op_threads)} if int(cfg.intra_op_threads) != INTRA_OP_THREADS
+               else {})}
     return config_hash(blob)
 
 

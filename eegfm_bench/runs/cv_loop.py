@@ -50,7 +50,7 @@ from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, _running_mark
 from eegfm_bench.runs.launch import run_jobs
 from eegfm_bench.runs.progress import CellProgress
 from eegfm_bench.runs.report import refresh
-from eegfm_bench.trainer import build_trainer, close_loggers, fit_callbacks, quiet_lightning
+from eegfm_bench.trainer import build_trainer, close_loggers, fit_callbacks, fixed_numerics, quiet_lightning
 
 
 @dataclass
@@ -211,7 +211,8 @@ def test_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
     """Test a trained cell with its best checkpoint (a ridge cell: its solution, saved as ``best.ckpt``), write its
     predictions (rank 0) and return its rows: one per metric (balanced accuracy, accuracy, AUROC, Cohen's κ, ...,
     plus epochs, fit seconds, head parameters, batch size and the trainable fraction), each with the cell's key,
-    config hash, code and library versions, backbone sha256 and the numbers of test windows and subjects.
+    config hash, code and library versions, backbone sha256, the numbers of test windows and subjects, and the
+    torch intra-op threads the test ran with (``intra_op_threads``; :func:`~eegfm_bench.trainer.fixed_numerics`).
 
     Raises
     ------
@@ -246,7 +247,8 @@ def test_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
     rows = [{**key, "metric": k, "value": v, "n_windows": int(len(pred)), "n_subjects": int(pred["subject"].nunique()),
              "fold_unit": ctx.split.spec.group_by, "config_hash": cell.chash, "code_version": ctx.code,
              "checkpoint": t.ckpt.best_model_path, "predictions": str(pred_path),
-             "devices": int(t.trainer.world_size), **t.start} for k, v in m.items()]
+             "devices": int(t.trainer.world_size), "intra_op_threads": int(torch.get_num_threads()), **t.start}
+            for k, v in m.items()]
     if ctx.zero:
         pred_path.parent.mkdir(exist_ok=True)
         with atomic_path(pred_path) as tmp:
@@ -375,11 +377,16 @@ class CVLoop:
     # -------------------------------------------------------------------------------------------- advance
     def advance(self, cell: Cell) -> None:
         """Train and test one cell and append its rows; a failure is recorded (``failures.json``) and the loop
-        goes on. The cell's ``running/`` marker (what ``status`` shows) lives while it runs."""
+        goes on. The cell's ``running/`` marker (what ``status`` shows) lives while it runs.
+
+        Every cell runs here, whoever runs it (this loop, a launcher's worker or SLURM job, a resumed cell, each DDP
+        rank), with the config's ``intra_op_threads`` (:func:`~eegfm_bench.trainer.fixed_numerics`): its rows
+        depend on its config and seed only."""
         self.bar.set_postfix_str(f"{cell.model}/{cell.regime}/{cell.head} fold {cell.fold}")
         marker = _running_marker(self.out, cell.id) if self.zero else None
         try:
-            rows = test_cell(self.ctx, cell, train_cell(self.ctx, cell))
+            with fixed_numerics(self.cfg.intra_op_threads):
+                rows = test_cell(self.ctx, cell, train_cell(self.ctx, cell))
             self.store.append(rows)
             if self.zero:  # the cell is finished: last.ckpt only serves an interrupted cell's resumption
                 (self.out / "checkpoints" / _cdir(cell) / f"fold{cell.fold}" / "last.ckpt").unlink(missing_ok=True)

@@ -12,7 +12,8 @@ Launchers (the ``launcher:`` section of a cv config, or ``--launcher`` / ``--wor
 
 * ``none`` — the sequential loop in this process (default);
 * ``local`` — ``workers`` concurrent processes on this machine (:class:`submitit.LocalExecutor`); the cells are
-  dealt round-robin to the workers and every worker gets ``cpu_count // workers`` torch threads;
+  dealt round-robin to the workers; a worker's process gets ``threads`` (default ``cpu_count // workers``) torch
+  threads for what runs outside a cell (window loading, the units of the other commands);
 * ``slurm`` — one job per ``cells_per_job`` cells as a SLURM job array (:class:`submitit.AutoExecutor`):
   ``partition``, ``account``, ``qos``, ``timeout_min``, ``gpus_per_node``, ``cpus_per_task``, ``mem_gb``,
   ``array_parallelism``, ``setup`` (shell lines before the job, e.g. ``module load``), ``additional`` (any other
@@ -20,6 +21,9 @@ Launchers (the ``launcher:`` section of a cv config, or ``--launcher`` / ``--wor
   ``gpus_per_node`` alike; ``tasks_per_node`` = devices). A preempted or timed-out job is requeued by submitit
   (:class:`CellJob` is ``Checkpointable``) and resumes: finished cells are skipped and an unfinished cell continues
   from its ``last.ckpt``.
+
+Inside a cv cell the thread count is the config's ``intra_op_threads`` whatever the launcher
+(:func:`eegfm_bench.trainer.fixed_numerics`), so every launcher gives the sequential run's rows to the last bit.
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from eegfm_testutils import DATA, REPO, requires_data
+from eegfm_testutils import DATA, REPO, assert_bitwise_same_runs, requires_data
 
 pytestmark = [pytest.mark.slurm, requires_data, pytest.mark.slow]
 
@@ -102,6 +102,10 @@ def test_a_ddp_cell_runs_as_two_slurm_tasks_and_tests_every_window_once(slurm_cl
     pred = pd.read_csv(acc["predictions"].iloc[0])
     assert len(pred) == 45 and pred["index"].is_unique  # the sampler's padded window is counted once
     assert printed.count("| model | init | regime | head |") == 1
+    # the same DDP cell started here (Lightning's launcher starts rank 1): the SLURM tasks' rows to the last bit
+    here = {k: v for k, v in cfg.items() if k != "launcher"}
+    _cli(["cv", "--config", _write(tmp_path / "here.yaml", {**here, "out_dir": str(tmp_path / "here")})], seq / "cache")
+    assert_bitwise_same_runs(tmp_path / "two", tmp_path / "here")
     # the DDP test rows equal a one-device test of the same weights (the sweep's clean condition)
     sw = {"cv_out_dir": str(tmp_path / "two"), "reference": None, "conditions": ["clean"],
           "trainer": {"accelerator": "cpu", "devices": 1}}

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from eegfm_testutils import REPO, requires_data
+from eegfm_testutils import REPO, assert_bitwise_same_runs, cfg_near_threshold, requires_data
 
 pytestmark = [pytest.mark.slurm, requires_data]
 
@@ -48,13 +48,6 @@ def _slurm(partition: str, **over) -> dict:
 def _cli(args: list[str], cwd: Path = REPO, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "eegfm_bench.cli", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-
-
-def _rows(out: Path) -> pd.DataFrame:
-    df = pd.read_csv(out / "results.csv")
-    df = df[df.metric.isin(["balanced_accuracy", "auroc", "cohen_kappa"])]
-    return df.sort_values(["fold", "metric"])[["fold", "metric", "value", "n_windows", "config_hash"]] \
-        .reset_index(drop=True)
 
 
 def _squeue() -> str:
@@ -100,10 +93,8 @@ def test_cv_cells_go_out_as_one_throttled_job_array_and_give_the_sequential_rows
     preview = sbatch_preview(load_config(str(sl_cfg)).launcher, tmp_path / "sl" / "jobs", n_jobs=3)
     sb = lambda text: sorted(line for line in text.splitlines() if line.startswith("#SBATCH"))  # noqa: E731
     assert sb(submitted) == sb(preview), (sb(submitted), sb(preview), lc)
-    # the rows of the sequential run (one thread per job vs two: AUROC sums may round differently)
-    seq, sl = _rows(tmp_path / "seq"), _rows(tmp_path / "sl")
-    pd.testing.assert_frame_equal(seq.drop(columns="value"), sl.drop(columns="value"))
-    assert (seq.value - sl.value).abs().max() < 1e-3
+    # the rows of the sequential run to the last bit: a job of one CPU computes each cell with its intra_op_threads
+    assert_bitwise_same_runs(tmp_path / "seq", tmp_path / "sl")
     # no noise: no per-poll sacct warning, no srun notice, one line about the missing accounting storage
     logs = printed + "".join(p.read_text() for p in (tmp_path / "sl" / "jobs").glob("*_log.*"))
     assert "Bypassing sacct error" not in logs and "accounting storage is disabled" not in logs
@@ -169,9 +160,8 @@ def test_a_preempted_or_timed_out_job_resumes_from_its_last_checkpoint(slurm_clu
             "trainer": {"max_epochs": 8, "patience": 8}}
     seq_cfg, sl_cfg = tmp_path / "seq.yaml", tmp_path / "sl.yaml"
     seq_cfg.write_text(yaml.safe_dump(_cfg(tmp_path / "seq", **over)))
-    # two cores per job, as the sequential run's two threads (8 epochs on other thread counts drift apart)
-    sl_cfg.write_text(yaml.safe_dump(_cfg(tmp_path / "sl", launcher=_slurm(slurm_cluster["partition"],
-                                                                             cpus_per_task=2), **over)))
+    # one core per job: each cell computes with its intra_op_threads all the same (8 epochs: drift would show)
+    sl_cfg.write_text(yaml.safe_dump(_cfg(tmp_path / "sl", launcher=_slurm(slurm_cluster["partition"]), **over)))
     assert _cli(["cv", "--config", str(seq_cfg), "--no-progress"]).returncode == 0
     proc = subprocess.Popen([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(sl_cfg), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
@@ -198,6 +188,24 @@ def test_a_preempted_or_timed_out_job_resumes_from_its_last_checkpoint(slurm_clu
             (tmp_path / "sl" / "jobs" / f"{job}_0_log.err").read_text()
         assert log.count("Starting with JobEnvironment") == 2, log[-2000:]  # it ran twice
         assert f"fold {k}: resuming from" in log and "last.ckpt" in log, log[-2000:]
-    seq, sl = _rows(tmp_path / "seq"), _rows(tmp_path / "sl")
-    pd.testing.assert_frame_equal(seq.drop(columns="value"), sl.drop(columns="value"))
-    assert (seq.value - sl.value).abs().max() < 1e-3
+    assert_bitwise_same_runs(tmp_path / "seq", tmp_path / "sl")  # the uninterrupted run's rows, to the last bit
+
+
+def test_the_near_threshold_fold_through_slurm_equals_the_sequential_run_bitwise(slurm_cluster, tmp_path):
+    """Issue 33: the sequential run in a process of 3 threads, the SLURM jobs on one CPU each; every cell computes
+    with ``intra_op_threads`` (2), so the fold with a window at p = 0.5 gives the same rows and predictions."""
+    seq_cfg, sl_cfg = tmp_path / "seq.yaml", tmp_path / "sl.yaml"
+    seq_cfg.write_text(yaml.safe_dump(cfg_near_threshold(tmp_path / "seq")))
+    sl_cfg.write_text(yaml.safe_dump(cfg_near_threshold(tmp_path / "sl", launcher=_slurm(slurm_cluster["partition"],
+                                                                                        array_parallelism=2))))
+    r = subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(seq_cfg), "--no-progress"],
+                       capture_output=True, text=True, cwd=REPO, timeout=600,
+                       env={**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "3"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = _cli(["cv", "--config", str(sl_cfg), "--no-progress"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_bitwise_same_runs(tmp_path / "seq", tmp_path / "sl")
+    rows = pd.read_parquet(tmp_path / "sl" / "results.parquet")
+    assert set(rows.intra_op_threads) == {2} and set(rows.fold) == {0, 1}
+    fold1 = pd.read_csv(next((tmp_path / "sl" / "predictions").glob("*-fold1.csv")))
+    assert (fold1.p1 - 0.5).abs().min() < 1e-4  # the pinned fold: a window at the threshold
