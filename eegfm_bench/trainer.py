@@ -422,16 +422,41 @@ class ResumableRNG(Callback):
             torch.cuda.set_rng_state_all(s["cuda"])
 
 
+def selection_metric(val_labels) -> tuple[str, str, str]:
+    """The metric that picks the best epoch and stops training: ``("val/bacc", "max", "")``, or
+    ``("val/loss", "min", note)`` when the validation windows hold one class.
+
+    On one class the balanced accuracy is undefined (:class:`~eegfm_bench.models.module.FMClassifier` logs NaN,
+    never half the accuracy), and early stopping on NaN would stop after the first epoch with that epoch's weights.
+    The validation loss stays defined, so it selects the epoch instead; ``note`` is the line that says so (the
+    command prints it and the rows record ``selected_on``). Typical where each subject holds one label (patients
+    vs controls) and ``split.n_val_groups`` is 1; the fix for a balanced-accuracy selection is a validation draw
+    that holds every class (``split.n_val_groups`` ≥ the number of classes).
+
+    Parameters
+    ----------
+    val_labels : int array, shape (n_val_windows,)
+        The fold's validation labels.
+    """
+    present = np.unique(np.asarray(val_labels))
+    if present.size != 1:
+        return "val/bacc", "max", ""
+    return "val/loss", "min", (f"the validation windows hold only class {present[0]}: balanced accuracy is undefined "
+                               "there, so the best epoch and early stopping use val/loss; fix for a balanced-accuracy "
+                               "selection: split.n_val_groups >= the number of classes")
+
+
 def fit_callbacks(dirpath: str | os.PathLike, *, patience: int | None, filename: str = "best",
-                  monitor: str = "val/bacc", save_last: bool = False) -> tuple[list, Any]:
+                  monitor: str = "val/bacc", save_last: bool = False, mode: str = "max") -> tuple[list, Any]:
     """The one early-stopping + checkpoint pair every training command uses, with :class:`ResumableRNG`.
 
-    Returns ``(callbacks, checkpoint)``: ``EarlyStopping(monitor, mode="max", patience)`` (none when ``patience``
+    Returns ``(callbacks, checkpoint)``: ``EarlyStopping(monitor, mode, patience)`` (none when ``patience``
     is None: a fixed schedule), a ``ModelCheckpoint`` keeping the best epoch by ``monitor`` as ``<filename>.ckpt``
     in ``dirpath`` (and ``last.ckpt`` with ``save_last``, what a requeued job resumes from), and the RNG states.
+    ``monitor`` / ``mode`` come from :func:`selection_metric` in the cv.
     """
-    ckpt = ModelCheckpoint(dirpath=dirpath, filename=filename, monitor=monitor, mode="max", save_top_k=1,
+    ckpt = ModelCheckpoint(dirpath=dirpath, filename=filename, monitor=monitor, mode=mode, save_top_k=1,
                            enable_version_counter=False, save_last=save_last)
-    callbacks = ([EarlyStopping(monitor, mode="max", patience=int(patience))] if patience is not None else []) + \
+    callbacks = ([EarlyStopping(monitor, mode=mode, patience=int(patience))] if patience is not None else []) + \
         [ckpt, ResumableRNG()]
     return callbacks, ckpt

@@ -50,7 +50,8 @@ from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, _running_mark
 from eegfm_bench.runs.launch import run_jobs
 from eegfm_bench.runs.progress import CellProgress
 from eegfm_bench.runs.report import refresh
-from eegfm_bench.trainer import build_trainer, close_loggers, fit_callbacks, fixed_numerics, quiet_lightning
+from eegfm_bench.trainer import (build_trainer, close_loggers, fit_callbacks, fixed_numerics, quiet_lightning,
+                                 selection_metric)
 
 
 @dataclass
@@ -183,7 +184,12 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
     if cfg.data.batch_size == "auto" and head != "ridge":  # a closed-form ridge cell trains no batch
         _auto_batch_size(ctx, cell, model, dm)
     folder = out / "checkpoints" / _cdir(cell) / f"fold{fold}"
-    callbacks, ckpt = fit_callbacks(folder, patience=tr["patience"], save_last=True)
+    monitor, mode, note = selection_metric(ws.y[dm.val_idx]) if len(dm.val_idx) else ("val/bacc", "max", "")
+    if note:
+        extra["selected_on"] = monitor
+        if ctx.zero:
+            tqdm.write(f"cell {cell.model}/{cell.regime}/{head} fold {fold}: {note}")
+    callbacks, ckpt = fit_callbacks(folder, patience=tr["patience"], save_last=True, monitor=monitor, mode=mode)
     last = folder / "last.ckpt"
     resume = str(last) if last.is_file() and not ctx.force else None  # a requeued / interrupted cell
     if resume and ctx.zero:

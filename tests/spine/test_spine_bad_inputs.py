@@ -143,3 +143,20 @@ def test_validation_missing_one_of_three_classes_averages_the_classes_present():
         want = balanced_accuracy_score(y, pred)
     assert out["val/bacc"] == pytest.approx(0.75) == want
     assert not [n for n in notes if "validation set holds only" in n]
+
+
+def test_a_one_class_validation_set_selects_the_epoch_on_val_loss_not_on_an_undefined_balanced_accuracy():
+    """Early stopping on a NaN val/bacc would stop after epoch one with its weights; on one validation class the
+    cv selects on val/loss instead and says so (``selection_metric``); on two classes it keeps val/bacc."""
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+    from eegfm_bench.trainer import fit_callbacks, selection_metric
+
+    assert selection_metric(np.array([0, 1, 1, 0])) == ("val/bacc", "max", "")
+    monitor, mode, note = selection_metric(np.array([1, 1, 1]))
+    assert (monitor, mode) == ("val/loss", "min")
+    assert "only class 1" in note and "split.n_val_groups" in note
+    cbs, ckpt = fit_callbacks("/tmp/unused", patience=3, monitor=monitor, mode=mode)
+    early = next(c for c in cbs if isinstance(c, EarlyStopping))
+    assert (early.monitor, early.mode, ckpt.monitor, ckpt.mode) == ("val/loss", "min", "val/loss", "min")
+    assert isinstance(ckpt, ModelCheckpoint)
