@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from eegfm_bench.data.tasks import get_task, preset_names, resolve_task_spec
 from eegfm_bench.distributed import is_global_zero
+from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.reports.confound import VERDICT_LEGEND, confound_markdown, current_rows, ordered  # noqa: F401
 from eegfm_bench.results import ResultStore, classification_metrics
 from eegfm_bench.runs.cells import CVConfig, load_config, windows_for

@@ -31,6 +31,7 @@ import eegfm_bench.runs.cv_loop as cv_loop
 from eegfm_bench import interrupt
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.locks import OUT_DIR_LOCK, OutDirBusyError, out_dir_lock, unique_tmp
+from eegfm_bench.runs.confound import confound_main
 from eegfm_bench.runs.cv import run_cv
 
 from eegfm_testutils import DATA, requires_data
@@ -163,6 +164,23 @@ def test_out_dir_lock_names_its_holder_refuses_under_no_wait_and_is_reentrant(tm
         holder.stdin.flush()
         t.join()
         assert got["inner"] and got["waited"] > 0
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_confound_on_a_cv_out_dir_another_process_writes_refuses_under_no_wait(tmp_path):
+    out = tmp_path / "cv"
+    out.mkdir()
+    (out / "config.yaml").write_text(yaml.safe_dump({**TINY, "out_dir": str(out)}))
+    code = ("import sys\nfrom eegfm_bench.locks import out_dir_lock\n"
+            f"with out_dir_lock({str(out)!r}, 'cv'):\n    print('held', flush=True)\n    sys.stdin.readline()\n")
+    holder = subprocess.Popen([sys.executable, "-c", code], env=_env(), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(OutDirBusyError, match=rf"{out} is being written by pid {holder.pid} on "):
+            confound_main(out, wait=False)
     finally:
         holder.kill()
         holder.wait()
