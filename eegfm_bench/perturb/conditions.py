@@ -44,7 +44,6 @@ With ``ctx.reference = "none"`` (data not re-referenced) both orders are the sam
 from __future__ import annotations
 
 import abc
-import hashlib
 import math
 import re
 from dataclasses import dataclass
@@ -65,7 +64,7 @@ from eegfm_bench.perturb.regions import (
     region_substitution,
     resolve_region,
 )
-from eegfm_bench.perturb.rng import WindowRNG
+from eegfm_bench.perturb.rng import WindowRNG, check_seed, condition_words
 from eegfm_bench.registry import Registry, UnknownNameError
 
 WHITE_SNRS_DB: tuple[float, ...] = (10.0, 5.0, 0.0, -3.0, -5.0, -15.0)
@@ -691,8 +690,4 @@ def condition_rng(seed: int, condition: Condition | str) -> np.random.Generator:
     TypeError
         If ``seed`` is not an int.
     """
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    digest = hashlib.sha256(format_condition(condition).encode()).digest()
-    words = [int.from_bytes(digest[j:j + 4], "little") for j in range(0, 16, 4)]
-    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(seed) >> 32, *words])
+    return np.random.default_rng(condition_words(check_seed(seed), format_condition(condition)))

@@ -24,7 +24,16 @@ class WindowRNGError(EEGFMError, ValueError):
     """A draw from a :class:`WindowRNG` without a per-window ``size`` (or with another batch size)."""
 
 
-def _condition_words(seed: int, condition: str) -> list[int]:
+def check_seed(seed) -> int:
+    """``seed`` as an int; raises ``TypeError`` for anything else (a bool included)."""
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    return int(seed)
+
+
+def condition_words(seed: int, condition: str) -> list[int]:
+    """The seed words of one (perturbation seed, condition string): the seed's two 32-bit halves and the first
+    16 bytes of the condition's sha256 as four little-endian words."""
     digest = hashlib.sha256(str(condition).encode()).digest()
     return [int(seed) & 0xFFFFFFFF, int(seed) >> 32, *[int.from_bytes(digest[j:j + 4], "little") for j in range(0, 16, 4)]]
 
@@ -70,7 +79,7 @@ class WindowRNG:
         uids : sequence of int (uint64)
             Window identities, batch order (:func:`eegfm_bench.perturb.dataset.window_uids`).
         """
-        words = _condition_words(seed, condition)
+        words = condition_words(seed, condition)
         return cls([np.random.default_rng([*words, int(u) & 0xFFFFFFFF, int(u) >> 32]) for u in np.asarray(uids)])
 
     @classmethod
@@ -82,9 +91,7 @@ class WindowRNG:
         TypeError
             If ``seed`` is not an int.
         """
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-        return cls.for_windows(int(seed), condition, np.arange(int(n_windows), dtype=np.uint64))
+        return cls.for_windows(check_seed(seed), condition, np.arange(int(n_windows), dtype=np.uint64))
 
     def __len__(self) -> int:
         return len(self.gens)
