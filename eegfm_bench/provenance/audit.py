@@ -457,7 +457,8 @@ def _core(*, design_name, z_rows, y_rows, p_rows, subj_rows, masks_rows, design,
     unusable = _not_assessable(stress["control_utility"], why)
     if unusable is not None:
         return AuditReport(config=cfg.to_dict(), config_hash=h, design=design_name, data=data, recover=recover,
-                           stress=stress, intervene=None, verify=None, verdict="not assessable", reasons=unusable)
+                           stress=stress, intervene=None, verify=None, verdict="not assessable", reasons=unusable,
+                           stability=_stability(ss, ex, ct, None, [], cfg))
     if not reliance:
         return AuditReport(config=cfg.to_dict(), config_hash=h, design=design_name, data=data, recover=recover,
                            stress=stress, intervene=None, verify=None, verdict="no reliance",

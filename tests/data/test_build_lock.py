@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from eegfm_bench import locks
 from eegfm_bench.data import cache
 from eegfm_bench.data.cache import BuildLock, cache_entries
 from eegfm_bench.data.preprocessing import Preprocessing
@@ -30,14 +31,14 @@ PREP = Preprocessing(sfreq=160.0, l_freq=1.0, h_freq=40.0, window_s=4.0)
 def _waiting_event(monkeypatch) -> threading.Event:
     """Set when a builder prints its waiting line, just before it blocks on the lock (an event, not a deadline)."""
     waiting = threading.Event()
-    real = cache.tqdm.write
+    real = locks.tqdm.write
 
     def write(s, *a, **k):
         real(s, *a, **k)
         if s.startswith("waiting for another process"):
             waiting.set()
 
-    monkeypatch.setattr(cache.tqdm, "write", write)
+    monkeypatch.setattr(locks.tqdm, "write", write)
     return waiting
 
 

@@ -41,7 +41,7 @@ def test_local_workers_with_another_thread_count_give_the_sequential_rows_bitwis
     assert set(rows.intra_op_threads) == {2} and set(rows.fold) == {0, 1}
     fold1 = pd.read_csv(next((tmp_path / "loc" / "predictions").glob("*-fold1.csv")))
     assert (fold1.p1 - 0.5).abs().min() < 1e-4  # the pinned fold: a window at the threshold
-    assert len({p.name.split("-")[2] for p in (tmp_path / "loc" / "parts").iterdir()}) == 2  # two workers wrote
+    assert len({p.name.split("-")[2] for p in (tmp_path / "loc" / "parts").glob("*.parquet")}) == 2  # two workers wrote
     assert yaml.safe_load((tmp_path / "loc" / "config.yaml").read_text())["intra_op_threads"] == 2
 
 

@@ -49,7 +49,7 @@ def test_local_workers_give_the_sequential_rows_and_status_resumes_what_is_missi
                      "--workers", "2", "--no-progress"]) == 0
     seq, loc = (pd.read_csv(tmp_path / d / "results.csv") for d in ("seq", "loc"))
     pd.testing.assert_frame_equal(_comparable(seq), _comparable(loc))
-    parts = sorted((tmp_path / "loc" / "parts").iterdir())
+    parts = sorted((tmp_path / "loc" / "parts").glob("*.parquet"))
     assert len(parts) == 3 and len({p.name.split("-")[2] for p in parts}) == 2  # 3 cells, written by 2 workers
     assert (tmp_path / "loc" / "summary.md").is_file() and not (tmp_path / "loc" / "running").exists()
     # a worker killed mid-cell: its cell has no row (parts are atomic) and a stale marker of a dead process
@@ -234,13 +234,13 @@ def test_probe_and_attribute_on_local_workers_give_the_sequential_rows(tmp_path)
     seq, loc = (pd.read_csv(tmp_path / d / "probes" / "results.csv") for d in ("seq", "loc"))
     assert sorted(set(loc.fold.astype(int))) == [0, 1, 2]
     _close(seq, loc, keys, 1e-4)
-    parts = list((tmp_path / "loc" / "probes" / "parts").iterdir())
+    parts = list((tmp_path / "loc" / "probes" / "parts").glob("*.parquet"))
     assert len(parts) == 3 and len({p.name.split("-")[2] for p in parts}) == 2  # 3 folds written by 2 workers
     assert (tmp_path / "loc" / "probes" / "probes.md").read_text() == (tmp_path / "seq" / "probes" / "probes.md").read_text()
     keys = ["model", "regime", "head", "fold", "condition", "metric"]
     seq, loc = (pd.read_csv(tmp_path / d / "attribution" / "results.csv") for d in ("seq", "loc"))
     _close(seq, loc, keys, 1e-4)
-    assert len(list((tmp_path / "loc" / "attribution" / "parts").iterdir())) == 3
+    assert len(list((tmp_path / "loc" / "attribution" / "parts").glob("*.parquet"))) == 3
     assert (tmp_path / "loc" / "attribution" / "eegnet-full-flatten" / "clean" / "gxi" / "topomap.png").is_file()
     for k in range(3):  # the workers' per-fold maps are the ones the sequential run computes
         a, b = (np.load(tmp_path / d / "attribution" / "eegnet-full-flatten" / "clean" / "gxi" / f"fold{k}.npz")
@@ -277,7 +277,7 @@ def test_controls_scrambled_label_fits_on_local_workers(tmp_path):
     _close(seq[~seq.metric.isin(drop)], loc[~loc.metric.isin(drop)], keys, 1e-4)
     assert len(list((tmp_path / "loc" / "jobs").glob("*_result.pkl"))) == 2  # 6 fits dealt to 2 workers
     by_pid: dict = {}  # each fit trained once, by a worker (not the parent), 3 per worker
-    for part in (tmp_path / "loc" / "parts").iterdir():
+    for part in (tmp_path / "loc" / "parts").glob("*.parquet"):
         df = pd.read_parquet(part)
         df = df[df.condition.isin(["correct_labels", "scrambled_labels"]) & (df.metric == "auroc_window")]
         by_pid.setdefault(part.name.split("-")[2], []).extend(zip(df.condition, df.fold))
