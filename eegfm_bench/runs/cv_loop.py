@@ -186,7 +186,7 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
     folder = out / "checkpoints" / _cdir(cell) / f"fold{fold}"
     monitor, mode, note = selection_metric(ws.y[dm.val_idx]) if len(dm.val_idx) else ("val/bacc", "max", "")
     if note:
-        extra["selected_on"] = monitor
+        start["selected_on"] = monitor  # a column of the cell's rows (extra holds metric values)
         if ctx.zero:
             tqdm.write(f"cell {cell.model}/{cell.regime}/{head} fold {fold}: {note}")
     callbacks, ckpt = fit_callbacks(folder, patience=tr["patience"], save_last=True, monitor=monitor, mode=mode)

@@ -110,6 +110,8 @@ def test_bids_participants_column_labels_recordings_through_cv(data_root, tmp_pa
     assert any("ECG" in c for r in rep["recordings"] for c, why in r["dropped"].items() if why.startswith("not EEG"))
     rows, out = _cv(tmp_path, task)
     assert set(rows["task"]) == {"mat_quality"} and (out / "ingest_report.json").is_file()
+    # one label per subject and one validation subject: the best epoch is chosen on val/loss, and the rows say so
+    assert set(rows["selected_on"].astype(str)) == {"val/loss"}
 
 
 def test_bids_missing_target_column_names_the_columns(bids_mi, tmp_path):
