@@ -180,7 +180,9 @@ def test_two_jobs_that_need_the_same_tokens_extract_them_once(slurm_cluster, seq
     assert len(outs) == 2, sorted(logs)
     extracted = [n for n, t in outs.items() if "features: labram tokens of" in t]
     waited = [n for n, t in outs.items() if "waiting for another process that is building the labram features" in t]
-    assert len(extracted) == 1 and len(waited) == 1 and extracted != waited, outs
+    # exactly one forward pass over the windows; the other job waited on the entry's lock (both ran at once) or,
+    # where the cluster started it later (another suite's jobs on the node), found the published entry
+    assert len(extracted) == 1 and extracted != waited and len(waited) <= 1, outs
     assert len([p for p in (cache / "features").iterdir() if p.is_dir() and not p.name.startswith(".")]) == 1
     df = pd.read_csv(tmp_path / "tok" / "results.csv")
     assert sorted(df[df.metric == "balanced_accuracy"]["head"]) == ["flatten", "mean"]
