@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     # bitsandbytes (imported by peft) logs a CPU-kernel notice on every command; it is not about the user's run
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
-    tune_process()  # before torch loads: keep freed memory, OpenMP threads that sleep (eegfm_bench.runtime)
+    tune_process()  # before torch loads: keep freed memory (eegfm_bench.runtime)
     if argv is not None:
         return _main(list(argv))
     argv = sys.argv[1:]

@@ -1,5 +1,5 @@
-"""CPU that goes to compute (issue 35 item 5): the CLI keeps freed memory (glibc ``mallopt``) and makes OpenMP
-threads sleep instead of spin (:mod:`eegfm_bench.runtime`). Counted, not timed: minor page faults of a loop that
+"""CPU that goes to compute (issue 35 item 5): the CLI keeps freed memory (glibc ``mallopt``) and leaves
+OpenMP's wait policy to the user (:mod:`eegfm_bench.runtime`). Counted, not timed: minor page faults of a loop that
 allocates and frees a 64 MiB buffer are a property of the allocator, not of the machine's speed or load."""
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_freed_memory_is_reused_instead_of_mapped_and_zeroed_again():
     # huge pages); with freed memory kept only the first pass faults
     assert tuned * 5 < default, (default, tuned)
     assert "keep-freed (glibc mallopt)" in settings
-    assert "'omp_wait_policy': 'ACTIVE'" in settings  # a value the user set is kept
+    assert "'omp_wait_policy': 'ACTIVE'" in settings  # the user's value, recorded
 
 
 def test_cli_tunes_the_process_before_torch_loads():
@@ -49,8 +49,9 @@ def test_cli_tunes_the_process_before_torch_loads():
             "from eegfm_bench import cli\n"
             "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
             "from eegfm_bench.runtime import process_settings\n"
-            "print(process_settings(), os.environ['OMP_WAIT_POLICY'], 'torch' in sys.modules)")
+            "print(process_settings(), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     last = out.strip().splitlines()[-1]
-    assert last.endswith("PASSIVE False"), last
+    assert last.endswith("False"), last  # torch not loaded yet
+    assert "'omp_wait_policy': 'default'" in last  # OpenMP's own policy is left in place (runtime docstring)
     assert "keep-freed" in last
