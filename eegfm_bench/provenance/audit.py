@@ -45,7 +45,7 @@ from .intervene import observational_localization, paired_localization, project_
 from .recover import linear_provenance_information
 from .stress import (Design, Rotation, StressSet, decision_flip_rate, fit_head, observed_odds,
                      paired_logit_contrast, resolve_odds, stress_weights)
-from .verify import RANDOM_MATCH_MODES, decide_verdict, has_reliance, random_subspaces
+from .verify import RANDOM_MATCH_MODES, EnergyUnreachable, decide_verdict, has_reliance, random_subspaces
 from eegfm_bench.config.audit import AuditConfig, _jsonable  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 __all__ = ["AuditConfig", "AuditReport", "run_audit", "SCHEMA"]
@@ -341,6 +341,8 @@ def _notes(r: AuditReport) -> list[str]:
                      f"target × provenance cell: {dropped}; those intervals are conditional on every cell present")
     if r.verify is not None:
         rd = r.verify["random"]
+        if rd.get("match_fallback"):
+            notes.append(rd["match_fallback"])
         if rd["match"] == "rank":
             notes.append(f"random controls are rank-matched only: energies {min(rd['energies']):.3f}–"
                          f"{max(rd['energies']):.3f} vs targeted {rd['target_energy']:.3f}")
@@ -479,7 +481,7 @@ def _core(*, design_name, z_rows, y_rows, p_rows, subj_rows, masks_rows, design,
     after, gci_after = _stress_summary(ss, ex_p, ct_p, cfg)
     red = _boot(lambda idx: ss.g(ex, ct, idx) - ss.g(ex_p, ct_p, idx), ss.clusters, cfg)
     util = _boot(lambda idx: ss.utility(ct_p, idx) - ss.utility(ct, idx), ss.clusters, cfg)
-    rs = random_subspaces(cov, U, cfg.n_random, match=cfg.random_match, seed=cfg.seed)
+    rs, match_fallback = _matched_controls(cov, U, cfg)
     g_rand, u_rand, rand_logits = [], [], []
     for B in rs.bases:
         ex_r, ct_r = heads.logits(project_out(z[te], B))
@@ -496,7 +498,8 @@ def _core(*, design_name, z_rows, y_rows, p_rows, subj_rows, masks_rows, design,
         "G_before": _ci(gci), "G_after": _ci(gci_after), "reduction": _ci(red),
         "fraction_removed": red.estimate / gci.estimate,
         "stress_after": after,
-        "random": {"n": len(rs.bases), "match": rs.match, "target_energy": rs.target_energy,
+        "random": {"n": len(rs.bases), "match": rs.match, "requested_match": cfg.random_match,
+                   "match_fallback": match_fallback, "target_energy": rs.target_energy,
                    "energies": rs.energies, "overlaps": rs.overlaps, "G_after": g_rand, "reduction": red_rand,
                    "utility_change": np.array(u_rand), "G_after_min": float(g_rand.min()),
                    "G_after_max": float(g_rand.max())},
@@ -513,6 +516,40 @@ def _core(*, design_name, z_rows, y_rows, p_rows, subj_rows, masks_rows, design,
                        stress=stress, intervene=intervene, verify=verify, verdict=verdict,
                        reasons=[why] + reasons, remedy=remedy,
                        stability=_stability(ss, ex, ct, (ex_p, ct_p), rand_logits, cfg))
+
+
+def _matched_controls(cov: np.ndarray, U: np.ndarray, cfg: AuditConfig):
+    """Verify's random controls in the configured mode; in mode ``"energy"``, when no rank-r subspace of the targeted
+    subspace's complement can carry its energy (a target that holds the embedding's top variance, as an encoder whose
+    views differ in amplitude gives), the controls are drawn in the whole space (``"energy_any"``) and the reason is
+    returned, so the report says which controls were used and why instead of stopping the audit.
+
+    Returns
+    -------
+    (RandomSubspaces, str or None)
+        The controls and the fallback's reason (``None`` when the configured mode was used).
+
+    Raises
+    ------
+    EnergyUnreachable
+        In modes other than ``"energy"`` (their message names the fix).
+
+    References
+    ----------
+    Paper 000 §3.4, App. A.4. The paper matches energy without saying what to do when the complement cannot; we
+    keep energy matching (the property the comparison rests on) and give up disjointness, reporting the overlap.
+    """
+    try:
+        return random_subspaces(cov, U, cfg.n_random, match=cfg.random_match, seed=cfg.seed), None
+    except EnergyUnreachable as err:
+        if cfg.random_match != "energy":
+            raise
+        lo, hi = err.reachable
+        why = (f"random_match 'energy': no rank-{U.shape[1]} subspace outside the targeted one carries its "
+               f"{err.target_energy:.4f} of the standardized variance (reachable there: [{lo:.4f}, {hi:.4f}]), so "
+               "the controls were drawn in the whole embedding ('energy_any'; their overlap with the target is "
+               "reported)")
+        return random_subspaces(cov, U, cfg.n_random, match="energy_any", seed=cfg.seed), why
 
 
 def _stability(ss: StressSet, ex, ct, after, rand_logits: list, cfg: AuditConfig) -> dict:

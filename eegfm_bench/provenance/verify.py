@@ -21,7 +21,7 @@ from .intervene import subspace_energy
 from eegfm_bench.config.audit import RANDOM_MATCH_MODES
 
 __all__ = ["RandomSubspaces", "haar_basis", "random_subspaces", "has_reliance", "decide_verdict",
-           "RANDOM_MATCH_MODES", "VERDICTS"]
+           "RANDOM_MATCH_MODES", "VERDICTS", "EnergyUnreachable"]
 
 VERDICTS = ("no reliance", "certified", "refused", "not assessable")
 
@@ -71,6 +71,23 @@ class RandomSubspaces:
     match: str
 
 
+class EnergyUnreachable(ValueError):
+    """No rank-r subspace of the targeted subspace's orthogonal complement carries the targeted energy.
+
+    Attributes
+    ----------
+    target_energy : float
+        The targeted subspace's share of the standardized training variance.
+    reachable : tuple of float
+        (lowest, highest) share a rank-r subspace of the complement can carry.
+    """
+
+    def __init__(self, message: str, target_energy: float, reachable: tuple[float, float]):
+        super().__init__(message)
+        self.target_energy = target_energy
+        self.reachable = reachable
+
+
 def _energy_range(cov_c: np.ndarray, r: int) -> tuple[float, float, np.ndarray]:
     evals, evecs = np.linalg.eigh(cov_c)
     return float(evals[:r].sum()), float(evals[-r:].sum()), evecs
@@ -113,8 +130,12 @@ def random_subspaces(cov: np.ndarray, target: np.ndarray, n: int = 10, *, match:
     Raises
     ------
     ValueError
-        For an unknown mode, ``n < 1``, or when the target's energy is outside what rank-r subspaces of the
-        target's complement can carry (mode ``"energy"``; the message gives the reachable range and the fix).
+        For an unknown mode or ``n < 1``.
+    EnergyUnreachable
+        (a ``ValueError``) When the target's energy is outside what rank-r subspaces can carry: of the target's
+        complement in mode ``"energy"``, of the whole space in ``"energy_any"``. The message gives the reachable
+        range and the fix; :func:`eegfm_bench.provenance.audit.run_audit` catches it in mode ``"energy"`` and draws
+        the controls in the whole space instead, saying so in the report.
 
     References
     ----------
@@ -145,10 +166,11 @@ def random_subspaces(cov: np.ndarray, target: np.ndarray, n: int = 10, *, match:
         lo, hi = lo / total, hi / total
         if not lo - tol <= e_t <= hi + tol:
             where = "the target's orthogonal complement" if match == "energy" else "the embedding"
-            raise ValueError(
+            raise EnergyUnreachable(
                 f"no rank-{r} subspace of {where} carries the targeted energy {e_t:.4f} (reachable: "
                 f"[{lo:.4f}, {hi:.4f}] of the standardized variance); fix: set random_match='energy_any' (controls "
-                "may then overlap the target; overlap is reported) or random_match='rank' (rank-matched Haar only)")
+                "may then overlap the target; overlap is reported) or random_match='rank' (rank-matched Haar only)",
+                e_t, (lo, hi))
         top, bottom = evecs[:, -r:], evecs[:, :r]
         energy_c = lambda Q: float(np.trace(Q.T @ cov_c @ Q)) / total  # noqa: E731
         for _ in range(n):

@@ -280,3 +280,23 @@ def test_every_verdict_says_whether_one_held_out_subject_decides_it(certified, r
     assert stability_mark({"flips": {"S07": "no reliance"}}) == " — rests on one subject (S07 → no reliance)"
     flipped = AuditReport(**{**certified.to_dict(), "stability": {**certified.stability, "flips": {"7": "refused"}}})
     assert "**Verdict: certified — rests on one subject (7 → refused).**" in flipped.to_markdown()
+
+
+def test_shipped_settings_above_chance_with_views_carrying_the_top_variance(tmp_path):
+    """Issue 33 item 5, above chance: an encoder that has learned the task (control utility above chance) and whose
+    three views differ by more than any target-free direction (``shift=6``: the view plane is the embedding's top
+    variance), audited with the shipped ``random_match: energy``. No rank-2 subspace of the view plane's complement
+    can carry its energy; Verify used to raise. Now it draws the controls in the whole space, energy-matched, and
+    the report says so."""
+    path = _npz(tmp_path, paired_data(seed=2, shift=6.0, mu_u=1.5), "above_high.npz")
+    r = audit_main({**SHIPPED_AUDIT, "embeddings": str(path), "out_dir": str(tmp_path / "a")})
+    assert r.stress["control_utility"]["above_chance"] and r.stress["reliance"]
+    assert r.verdict in ("certified", "refused") and r.verify is not None
+    rd = r.verify["random"]
+    assert rd["requested_match"] == "energy" and rd["match"] == "energy_any"
+    np.testing.assert_allclose(rd["energies"], rd["target_energy"], atol=1e-8)  # still energy-matched
+    assert rd["target_energy"] > 0.3  # the view plane holds far more than the 2/16 a random plane would
+    assert rd["match_fallback"].startswith("random_match 'energy': no rank-2 subspace outside the targeted one")
+    assert rd["match_fallback"] in r.notes
+    md = (tmp_path / "a" / f"audit_{r.config_hash[:16]}.md").read_text()
+    assert "drawn in the whole embedding ('energy_any'" in md
