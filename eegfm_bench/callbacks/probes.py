@@ -13,7 +13,7 @@ from lightning.pytorch.callbacks import Callback
 from torch import nn
 
 from eegfm_bench.data.tasks import task_name
-from eegfm_bench.interpret.probes import POOLINGS, check_pooling, run_fold_probes
+from eegfm_bench.interpret.probes import DEFAULT_POOLINGS, check_pooling, run_fold_probes
 from eegfm_bench.reports.probes import write_report
 from eegfm_bench.trainer import best_fitted
 
@@ -38,7 +38,8 @@ class BlockProbe(Callback):
     ----------
     out_dir : path
         Where ``results.csv``, ``probes.md``, ``probe_table.csv`` and ``probe_curves.png`` go.
-    poolings : sequence of {"mean", "flatten"}
+    poolings : sequence of str
+        Names of :func:`eegfm_bench.models.heads.token_poolings` (default ``mean`` and ``flatten``).
     experiment : str
         The ``experiment`` column of the rows.
     cache_dir : path, optional
@@ -56,7 +57,7 @@ class BlockProbe(Callback):
     and the DataModule an :class:`~eegfm_bench.data.datamodule.EEGDataModule` (``ws``, ``fold``, indices).
     """
 
-    def __init__(self, out_dir: str | Path, poolings: Sequence[str] = POOLINGS, experiment: str = "probe",
+    def __init__(self, out_dir: str | Path, poolings: Sequence[str] = DEFAULT_POOLINGS, experiment: str = "probe",
                  cache_dir: str | Path | None = None, include_frozen: bool = True, batch_size: int = 16,
                  probe_kwargs: dict | None = None):
         super().__init__()

@@ -34,7 +34,8 @@ class ProbeConfig(ConfigRecord):
     """Block-wise linear probes (paper 003 App. I.5).
 
     Args:
-        poolings: ``mean`` and / or ``flatten`` (+ RMSNorm).
+        poolings: ``mean`` and / or ``flatten`` (+ RMSNorm), or any pooling of a head that needs no learned parameters
+        (:func:`eegfm_bench.models.heads.token_poolings`, e.g. ``max``).
         include_frozen: also probe the backbone before fine-tuning.
         max_epochs: at most this many epochs of Adam (cosine annealing).
         patience: early stopping on validation balanced accuracy.

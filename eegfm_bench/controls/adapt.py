@@ -25,7 +25,7 @@ import lightning as L
 import numpy as np
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from eegfm_bench.controls.embeddings import align_rows, pool_tokens, row_keys
+from eegfm_bench.controls.embeddings import align_rows, pool_cached_tokens, row_keys
 from eegfm_bench.controls.permutation import check_scheme, infer_scheme, permute_labels
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.models.features import extract_features
@@ -212,7 +212,8 @@ def adapted_embedding(net, ws, ref_keys: np.ndarray, *, pooling: str = "mean", t
         The windows it was adapted on (the backbone's preprocessing).
     ref_keys : ndarray of str
         Row identities of the feature windows (:func:`~eegfm_bench.controls.embeddings.row_keys`).
-    pooling : {"mean", "flatten"}
+    pooling : str
+        A name of :func:`eegfm_bench.models.heads.token_poolings`.
 
     Returns
     -------
@@ -222,7 +223,7 @@ def adapted_embedding(net, ws, ref_keys: np.ndarray, *, pooling: str = "mean", t
     idx = align_rows(ref_keys, row_keys(ws.recording, ws.window_index), "adapted-encoder windows")
     tokens = extract_features(net.backbone, ws, parts=("tokens",), trainer=trainer, batch_size=batch_size,
                               cache_dir=cache_dir, progress=False).array("tokens")
-    X = pool_tokens(tokens, pooling)[idx]
+    X = pool_cached_tokens(tokens, pooling)[idx]
     if not np.all(np.isfinite(X)):
         raise ValueError("the adapted encoder produced NaN/inf embeddings; fix: lower the learning rate or check the "
                          "input unit")

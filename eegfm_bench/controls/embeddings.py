@@ -25,9 +25,6 @@ from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.checkpoints import load_pretrained
 from eegfm_bench.models.features import extract_features
 
-POOLINGS = ("mean", "flatten")
-
-
 class RowAlignmentError(ValueError):
     """Two window sets (or a window set and saved predictions) do not hold the same windows."""
 
@@ -82,35 +79,35 @@ def align_rows(ref_keys: np.ndarray, other_keys: np.ndarray, what: str, ref_name
     return order[np.searchsorted(other_keys[order], ref_keys)].astype(np.int64)
 
 
-def pool_tokens(tokens: np.ndarray, pooling: str = "mean", batch: int = 256) -> np.ndarray:
-    """Pool cached tokens to one vector per window.
+def pool_cached_tokens(tokens: np.ndarray, pooling: str = "mean", batch: int = 256) -> np.ndarray:
+    """Pool cached tokens to one vector per window, the way head ``pooling`` does
+    (:func:`eegfm_bench.models.heads.pool_tokens`: one pooling vocabulary for heads, probes and controls).
 
     Parameters
     ----------
     tokens : ndarray, shape (n_windows, n_tokens, d_model)
         Token cache (may be memory-mapped; read in chunks of ``batch`` rows).
-    pooling : {"mean", "flatten"}
-        Mean over tokens, or all tokens concatenated (token-major).
+    pooling : str
+        A name of :func:`eegfm_bench.models.heads.token_poolings`: ``mean`` (over tokens), ``flatten`` (all tokens
+        concatenated, token-major), ``max`` (over tokens), or a registered head's.
 
     Returns
     -------
-    ndarray, float64, shape (n_windows, d_model) or (n_windows, n_tokens · d_model)
+    ndarray, float64, shape (n_windows, features): ``d_model`` (mean, max) or ``n_tokens · d_model`` (flatten)
 
     Raises
     ------
     ValueError
         For an unknown pooling or tokens that are not 3-D.
     """
-    if pooling not in POOLINGS:
-        raise ValueError(f"unknown pooling {pooling!r}; fix: one of {POOLINGS}")
+    from eegfm_bench.models.heads import check_token_pooling, pool_tokens
+
+    check_token_pooling(pooling)
     if tokens.ndim != 3:
         raise ValueError(f"tokens must be (n_windows, n_tokens, d_model), got {tokens.shape}")
-    parts = []
-    for s in range(0, tokens.shape[0], batch):
-        t = np.asarray(tokens[s:s + batch], dtype=np.float64)
-        parts.append(t.mean(axis=1) if pooling == "mean" else t.reshape(len(t), -1))
+    parts = [pool_tokens(np.asarray(tokens[s:s + batch], dtype=np.float64), pooling)
+             for s in range(0, tokens.shape[0], batch)]
     return np.concatenate(parts, axis=0)
-
 
 def build_encoder(model: str, ch_names: list[str], n_times: int, n_classes: int, *, init_seed: int = 0,
                   pretrained: str | None = None, backbone_kwargs: dict | None = None):
@@ -208,8 +205,9 @@ def frozen_embedding(model: str, ws_model, ref_keys: np.ndarray, *, init_seed: i
         Row identities of the feature window set (:func:`row_keys`); the output follows this order.
     init_seed, pretrained, backbone_kwargs
         See :func:`build_encoder`.
-    pooling : {"mean", "flatten"}
-        See :func:`pool_tokens`.
+    pooling : str
+        A name of :func:`eegfm_bench.models.heads.token_poolings`.
+        See :func:`pool_cached_tokens`.
     cache_dir : path, optional
         Token-cache root (default: the window cache root).
     trainer : dict, optional
@@ -234,12 +232,12 @@ def frozen_embedding(model: str, ws_model, ref_keys: np.ndarray, *, init_seed: i
     # keyed by the weights: a cv run's head_only cells of the same init and seed share the entry
     tokens = extract_features(adapter, ws_model, parts=("tokens",), trainer=trainer, batch_size=batch_size,
                               cache_dir=cache_dir, progress=progress).array("tokens")
-    X = pool_tokens(tokens, pooling)[idx]
+    X = pool_cached_tokens(tokens, pooling)[idx]
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{model} ({init}, seed {init_seed}) produced NaN/inf embeddings; fix: check the input "
                          "unit against the backbone's preprocessing, or delete the token cache file and recompute")
     return FrozenEmbedding(X, init, int(init_seed), pooling, int(tokens.shape[1]), int(tokens.shape[2]))
 
 
-__all__ = ["POOLINGS", "RowAlignmentError", "row_keys", "align_rows", "pool_tokens", "build_encoder",
+__all__ = ["RowAlignmentError", "row_keys", "align_rows", "pool_cached_tokens", "build_encoder",
            "FrozenEmbedding", "frozen_embedding"]

@@ -49,7 +49,9 @@ from eegfm_bench.trainer import build_trainer
 
 log = logging.getLogger(__name__)
 
-POOLINGS = ("mean", "flatten")
+DEFAULT_POOLINGS = ("mean", "flatten")
+"""The probes' default poolings (paper 003 App. I.5); any name of :func:`eegfm_bench.models.heads.token_poolings`
+is accepted (a head registered with a ``token_pooling`` reaches the probes by its name)."""
 STAGES = ("frozen", "fine-tuned")
 
 
@@ -58,9 +60,26 @@ class ProbeConfigError(ValueError):
 
 
 def check_pooling(pooling: str) -> str:
-    if pooling not in POOLINGS:
-        raise ProbeConfigError(f"unknown probe pooling {pooling!r}; valid: {POOLINGS} (paper 003 App. I.5)")
+    """``pooling`` if a registered head pools tokens that way without learned parameters.
+
+    Raises
+    ------
+    ProbeConfigError
+        Otherwise, listing the valid names (:func:`eegfm_bench.models.heads.token_poolings`).
+    """
+    from eegfm_bench.models.heads import token_poolings
+
+    valid = token_poolings()
+    if pooling not in valid:
+        raise ProbeConfigError(f"unknown probe pooling {pooling!r}; valid: {valid} (heads whose pooling has no "
+                               "learned parameters; paper 003 App. I.5 uses mean and flatten)")
     return pooling
+
+
+def _tied_to_tokens(pooling: str) -> bool:
+    from eegfm_bench.models.heads import HEADS
+
+    return HEADS.get(pooling).tied_to_tokens
 
 
 # ============================================================================================ probes
@@ -72,14 +91,15 @@ class LinearProbe(nn.Module):
     in_features : int
         ``d`` (mean pooling) or ``n_tokens · d`` (flatten pooling).
     n_classes : int
-    pooling : {"mean", "flatten"}
-        ``flatten`` applies RMSNorm without a learnable gain before the linear layer.
+    pooling : str
+        A name of :func:`eegfm_bench.models.heads.token_poolings`; a pooling tied to the token count (``flatten``)
+        applies RMSNorm without a learnable gain before the linear layer.
     """
 
     def __init__(self, in_features: int, n_classes: int, pooling: str):
         super().__init__()
         self.pooling = check_pooling(pooling)
-        self.norm = nn.RMSNorm(in_features, elementwise_affine=False) if pooling == "flatten" else nn.Identity()
+        self.norm = nn.RMSNorm(in_features, elementwise_affine=False) if _tied_to_tokens(pooling) else nn.Identity()
         self.linear = nn.Linear(in_features, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -161,7 +181,8 @@ def fit_probe(X_train: np.ndarray, y_train: np.ndarray, X_val: np.ndarray, y_val
     X_train, X_val, X_test : ndarray, shape (n, in_features), float32
         Pooled block outputs (:meth:`~eegfm_bench.models.features.FeatureStore.features`).
     y_train, y_val, y_test : ndarray of int, shape (n,)
-    pooling : {"mean", "flatten"}
+    pooling : str
+        A name of :func:`eegfm_bench.models.heads.token_poolings` (``mean``, ``flatten``, ``max``, ...).
     n_classes : int
     max_epochs : int
         At most this many epochs (paper: 20); the learning rate follows a cosine from ``lr`` to 0 over them.
@@ -191,7 +212,7 @@ def fit_probe(X_train: np.ndarray, y_train: np.ndarray, X_val: np.ndarray, y_val
     """
     if max_epochs < 1 or patience < 1:
         raise ProbeConfigError(f"max_epochs and patience must be ≥ 1, got {max_epochs}, {patience}")
-    if pooling == "mean" and standardize_mean:
+    if not _tied_to_tokens(check_pooling(pooling)) and standardize_mean:
         mu, sd = X_train.mean(0), X_train.std(0)
         sd = np.where(sd > 0, sd, 1.0)
         X_train, X_val, X_test = ((X - mu) / sd for X in (X_train, X_val, X_test))
@@ -224,7 +245,7 @@ def fit_probe(X_train: np.ndarray, y_train: np.ndarray, X_val: np.ndarray, y_val
 
 
 def probe_blocks(outputs: FeatureStore, y: np.ndarray, train_idx: np.ndarray, val_idx: np.ndarray,
-                 test_idx: np.ndarray, n_classes: int, poolings: Sequence[str] = POOLINGS, **fit_kwargs) -> list[dict]:
+                 test_idx: np.ndarray, n_classes: int, poolings: Sequence[str] = DEFAULT_POOLINGS, **fit_kwargs) -> list[dict]:
     """Fit a probe per block and pooling on one fold, reading only the cache.
 
     Returns
@@ -263,7 +284,7 @@ def _rows(base: dict, fits: list[dict], stage: str, source_head: str, checkpoint
 
 def run_fold_probes(model, ws: WindowSet, train_idx, val_idx, test_idx, *, fold: int, out_dir: str | Path,
                     experiment: str, task: str, model_name: str, source_head: str,
-                    frozen_backbone: nn.Module | None, poolings: Sequence[str] = POOLINGS,
+                    frozen_backbone: nn.Module | None, poolings: Sequence[str] = DEFAULT_POOLINGS,
                     cache_dir: str | Path | None = None, batch_size: int = 16, probe_kwargs: dict | None = None,
                     checkpoint: str = "", seed: int = 0, trainer: dict | None = None, done: set | None = None,
                     write: bool = True, merge: bool = True) -> list[dict]:
@@ -304,7 +325,7 @@ def run_fold_probes(model, ws: WindowSet, train_idx, val_idx, test_idx, *, fold:
                 continue
             done.add((model_name, int(fold), stage, w))
         outs = seen.get(w) or extract_features(backbone, ws, parts=("blocks",), trainer=trainer, batch_size=batch_size,
-                                               store_block_tokens="flatten" in poolings, cache_dir=cache_dir, weights=w)
+                                               store_block_tokens=any(p != "mean" for p in poolings), cache_dir=cache_dir, weights=w)
         seen[w] = outs
         fits = probe_blocks(outs, np.asarray(ws.y), train_idx, val_idx, test_idx, n_classes, poolings,
                             seed=seed + fold, **probe_kwargs)

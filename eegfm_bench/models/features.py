@@ -364,17 +364,23 @@ class FeatureStore:
         return np.asarray(self.array(f"block_mean_{block:02d}"))
 
     def features(self, block: int, pooling: str, idx: np.ndarray | None = None) -> np.ndarray:
-        """Probe input of ``block`` for WindowSet rows ``idx`` (all when ``None``): ``(n, d_b)`` (``mean``) or
-        ``(n, n_tokens_b · d_b)`` float32 (``flatten``)."""
+        """Probe input of ``block`` for WindowSet rows ``idx`` (all when ``None``), float32: ``(n, d_b)`` (``mean``,
+        ``max``), ``(n, n_tokens_b · d_b)`` (``flatten``); any pooling of
+        :func:`eegfm_bench.models.heads.token_poolings` (all but ``mean`` read the stored block tokens).
+
+        Raises
+        ------
+        ValueError
+            An unknown pooling."""
+        from eegfm_bench.models.heads import pool_tokens
+
         pos = None if idx is None else self.positions(idx)
-        if pooling == "mean":
+        if pooling == "mean":  # the cached mean over tokens
             x = self.mean(block)
             return x if pos is None else x[pos]
-        if pooling != "flatten":
-            raise ValueError(f"unknown pooling {pooling!r}; valid: mean, flatten")
         t = self.tokens(block)
         t = t if pos is None else t[pos]
-        return np.asarray(t, dtype=np.float32).reshape(len(t), -1)
+        return np.asarray(pool_tokens(np.asarray(t, dtype=np.float32), pooling), dtype=np.float32)
 
     def _check(self, block: int) -> None:
         if not 0 <= block < self.n_blocks:

@@ -10,12 +10,20 @@ mean        mean over tokens, ``(batch, d)``                       ``d·K + K``
 attention   softmax(tokens · q / sqrt(d))-weighted sum, ``(b, d)``  ``d·K + K`` (+ ``d`` for the query ``q``)
 flatten     all tokens concatenated, ``(batch, N·d)``              ``N·d·K + K``
 mean_tile   the mean vector repeated N times, ``(batch, N·d)``     ``N·d·K + K`` (same as flatten)
+max         maximum over tokens per feature, ``(batch, d)``          ``d·K + K``
 mlp         mean (or flatten) → hidden Linear-GELU-Dropout layers   ``d·h + h + h·K + K`` (one hidden layer h)
 =========== ====================================================== ==========================================
 
 (``N`` = n_tokens, ``d`` = d_model, ``K`` = n_classes.) ``mean_tile`` is paper 003's parameter-matched
 control: "Mean-tile repeats the pooled vector to match the flattened input size and head parameter count,
 but does not preserve individual tokens" (§4.5).
+
+**One pooling vocabulary.** A head whose pooling is a function of the tokens alone declares it as
+:attr:`PoolingHead.token_pooling` (``mean``, ``flatten``, ``max``). The block-wise probes (paper 003 App. I.5,
+:mod:`eegfm_bench.interpret.probes`) and the negative controls' frozen embeddings (paper 001,
+:mod:`eegfm_bench.controls.embeddings`) pool cached tokens with :func:`pool_tokens`, so a head registered here with a
+``token_pooling`` reaches cv, probes and controls by its name (:func:`token_poolings` lists them). Heads with
+learned pooling (``attention``, ``mlp``) or one tied to the head's size (``mean_tile``) are heads only.
 
 ``mlp`` is not a linear probe: it is the MLP head other benchmarks offer, for comparison (``head_kwargs``:
 ``hidden``, ``pooling``, ``hidden_dropout``). Every head is built as
@@ -25,8 +33,9 @@ but does not preserve individual tokens" (§4.5).
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -54,6 +63,13 @@ class PoolingHead(nn.Module):
     """
 
     name: ClassVar[str] = "base"
+    #: The pooling as a function of the tokens alone, ``(batch, n_tokens, d)`` → ``(batch, features)``, for a
+    #: torch Tensor or a numpy array alike (a ``staticmethod``); ``None`` when the pooling has learned parameters or
+    #: depends on the head's size. Probes and controls pool frozen tokens with it (:func:`pool_tokens`).
+    token_pooling: ClassVar[Callable[[Any], Any] | None] = None
+    #: Whether the pooled size grows with the number of tokens (weights tied to token positions): the probes put an
+    #: RMSNorm without gain before their linear layer for such a pooling, and do not z-score its features.
+    tied_to_tokens: ClassVar[bool] = False
 
     def __init__(self, n_tokens: int, d_model: int, n_classes: int, dropout: float = 0.0):
         super().__init__()
@@ -76,9 +92,11 @@ class PoolingHead(nn.Module):
         """Number of trainable parameters of the head (pooling + classifier)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
 
-    def pool(self, tokens: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
-        """``(batch, n_tokens, d_model)`` → ``(batch, in_features)``."""
-        raise NotImplementedError
+    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``(batch, n_tokens, d_model)`` → ``(batch, in_features)``: :attr:`token_pooling` unless overridden."""
+        if type(self).token_pooling is None:  # pragma: no cover - a subclass without either
+            raise NotImplementedError(f"{self.name} head: define pool() or token_pooling")
+        return type(self).token_pooling(tokens)
 
     def _check(self, tokens: torch.Tensor) -> None:
         if tokens.ndim != 3 or tokens.shape[2] != self.d_model:
@@ -111,9 +129,7 @@ class MeanHead(PoolingHead):
     """Mean over tokens, then linear. Accepts any number of tokens (e.g. after channel removal)."""
 
     name = "mean"
-
-    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
-        return tokens.mean(dim=1)
+    token_pooling = staticmethod(lambda t: t.mean(1))
 
 
 @HEADS.register("attention")
@@ -157,6 +173,8 @@ class FlattenHead(_FixedTokensHead):
     """
 
     name = "flatten"
+    token_pooling = staticmethod(lambda t: t.reshape(t.shape[0], -1))
+    tied_to_tokens = True
 
     def _check(self, tokens: torch.Tensor) -> None:
         super()._check(tokens)
@@ -164,8 +182,17 @@ class FlattenHead(_FixedTokensHead):
             raise ValueError(f"flatten head was built for {self.n_tokens} tokens, got {tokens.shape[1]}; fix: "
                              "zero-pad removed channels, or use the mean/attention head for a varying montage")
 
-    def pool(self, tokens: torch.Tensor) -> torch.Tensor:
-        return tokens.reshape(tokens.shape[0], -1)
+
+def _max_over_tokens(t):
+    return t.amax(1) if isinstance(t, torch.Tensor) else np.max(t, axis=1)
+
+
+@HEADS.register("max")
+class MaxHead(PoolingHead):
+    """Maximum over tokens of each feature, then linear (max pooling). Accepts any number of tokens."""
+
+    name = "max"
+    token_pooling = staticmethod(_max_over_tokens)
 
 
 @HEADS.register("mean_tile")
@@ -226,3 +253,48 @@ class MLPHead(PoolingHead):
     def pool(self, tokens: torch.Tensor) -> torch.Tensor:
         x = tokens.mean(dim=1) if self.pooling == "mean" else tokens.reshape(tokens.shape[0], -1)
         return self.mlp(x)
+
+
+def token_poolings() -> list[str]:
+    """Names of the registered heads whose pooling is a function of the tokens alone (:attr:`PoolingHead.token_pooling`):
+    the poolings the block-wise probes and the negative controls accept."""
+    return [n for n in HEADS.names() if HEADS.get(n).token_pooling is not None]
+
+
+def check_token_pooling(name: str) -> type[PoolingHead]:
+    """The head class of pooling ``name``.
+
+    Raises
+    ------
+    ValueError
+        If no registered head has a parameter-free pooling of that name (the message lists those that do).
+    """
+    valid = token_poolings()
+    if name not in valid:
+        raise ValueError(f"unknown pooling {name!r}; fix: one of {valid} (the heads whose pooling needs no learned "
+                         "parameters; register a head with a token_pooling to add one)")
+    return HEADS.get(name)
+
+
+def pool_tokens(tokens, pooling: str):
+    """Pool tokens the way head ``pooling`` does, without its classifier.
+
+    Parameters
+    ----------
+    tokens : Tensor or ndarray, shape (n_windows, n_tokens, d_model)
+    pooling : str
+        A name of :func:`token_poolings`.
+
+    Returns
+    -------
+    Tensor or ndarray (the input's kind), shape (n_windows, features)
+
+    Raises
+    ------
+    ValueError
+        An unknown pooling (see :func:`check_token_pooling`) or tokens that are not 3-d.
+    """
+    head = check_token_pooling(pooling)
+    if tokens.ndim != 3:
+        raise ValueError(f"tokens must be (n_windows, n_tokens, d_model), got {tuple(tokens.shape)}")
+    return head.token_pooling(tokens)

@@ -17,7 +17,6 @@ from typing import Any, Literal, Optional, Union
 import yaml
 
 from eegfm_bench.config import ConfigError, ConfigRecord, check_trainer_section, command_parser, load_typed
-from eegfm_bench.controls.embeddings import POOLINGS
 from eegfm_bench.controls.features import BANDS, FAMILIES
 from eegfm_bench.controls.permutation import SCHEMES
 from eegfm_bench.controls.probes import PROBES
@@ -25,7 +24,7 @@ from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.models.adaptation import check_regime
 from eegfm_bench.models.backbones import BACKBONES
-from eegfm_bench.models.heads import HEADS
+from eegfm_bench.models.heads import HEADS, check_token_pooling
 from eegfm_bench.models.user import _normalise, check_user_model, hashable_user_spec, register_user_models, user_init_label
 from eegfm_bench.runs.cells import CVConfig
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
@@ -310,8 +309,10 @@ def _check_models(cfg: ControlsConfig) -> None:
     per model."""
     for i, m in enumerate(cfg.models):
         BACKBONES.get(m.model)
-        if m.pooling not in POOLINGS:
-            raise ConfigError(f"models[{i}].pooling {m.pooling!r}; fix: one of {POOLINGS}")
+        try:
+            check_token_pooling(m.pooling)
+        except ValueError as err:
+            raise ConfigError(f"models[{i}].pooling: {err}") from None
         if not m.init_seeds:
             raise ConfigError(f"models[{i}].init_seeds is empty; fix: at least one seed (matched random init)")
     if len({m.model for m in cfg.models}) != len(cfg.models):

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from eegfm_bench.controls.embeddings import align_rows, build_encoder, frozen_embedding, pool_tokens, row_keys
+from eegfm_bench.controls.embeddings import align_rows, build_encoder, frozen_embedding, pool_cached_tokens, row_keys
 from eegfm_bench.controls.features import handcrafted_features
 from eegfm_bench.controls.gates import decision_stability
 from eegfm_bench.controls.identity import dataset_identity_probe, shared_channels
@@ -605,7 +605,7 @@ def _identity_encoder(ctx: _Ctx, m: ControlsModel, shared: list[str], names: tup
         tokens = extract_features(adapter, sub_ws, parts=("tokens",), trainer=cfg.trainer,
                                   batch_size=int(cfg.data.batch_size), cache_dir=cfg.data.cache_dir,
                                   progress=ctx.progress).array("tokens")
-        feats.append(pool_tokens(tokens, m.pooling))
+        feats.append(pool_cached_tokens(tokens, m.pooling))
         units.append(ws.recording)
         subjects.append(ws.subject)
     res = dataset_identity_probe(feats[0], units[0], feats[1], units[1], names=names, n_folds=int(idc.n_folds),

@@ -10,7 +10,7 @@ from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_t
 from eegfm_bench.interpret.config import (AttentionConfig, AttributionConfig, InterpretConfigError, ProbeConfig,
                                           SelectConfig)
 from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
-from eegfm_bench.interpret.probes import POOLINGS
+from eegfm_bench.models.heads import check_token_pooling
 from eegfm_bench.perturb.conditions import parse_condition
 from eegfm_bench.runs.cells import load_config as load_cv_config
 from eegfm_bench.runs.launch import LauncherConfig, check_launcher
@@ -56,8 +56,10 @@ def _check_interpret(cfg: InterpretConfig) -> None:
             raise InterpretConfigError(f"`{key}` is required (cv_dir: the out_dir of an `eegfm-bench cv` run; "
                                        "out_dir: where the analyses go)")
     for p in cfg.probe.poolings:
-        if p not in POOLINGS:
-            raise InterpretConfigError(f"probe.poolings: unknown pooling {p!r}; valid: {POOLINGS}")
+        try:
+            check_token_pooling(p)
+        except ValueError as err:
+            raise InterpretConfigError(f"probe.poolings: {err}") from None
     a = cfg.attribution
     for m in a.methods:
         if m not in ATTRIBUTION_METHODS:

@@ -377,15 +377,17 @@ def test_align_rows_matches_by_identity_and_refuses_missing_windows():
         align_rows(ref, row_keys(["r1", "r1"], [0, 1]), "model windows")
 
 
-def test_pool_tokens_mean_and_flatten():
-    from eegfm_bench.controls.embeddings import pool_tokens
+def test_pool_cached_tokens_mean_flatten_and_max():
+    from eegfm_bench.controls.embeddings import pool_cached_tokens
 
     t = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
-    np.testing.assert_allclose(pool_tokens(t, "mean"), t.mean(axis=1))
-    assert pool_tokens(t, "flatten").shape == (2, 12)
-    np.testing.assert_array_equal(pool_tokens(t, "flatten")[1], t[1].ravel())
-    with pytest.raises(ValueError, match="unknown pooling"):
-        pool_tokens(t, "max")
+    t[0, 1, 2] = 100.0
+    np.testing.assert_allclose(pool_cached_tokens(t, "mean"), t.mean(axis=1))
+    assert pool_cached_tokens(t, "flatten").shape == (2, 12)
+    np.testing.assert_array_equal(pool_cached_tokens(t, "flatten", batch=1)[1], t[1].ravel())
+    np.testing.assert_array_equal(pool_cached_tokens(t, "max", batch=1), [[8, 9, 100, 11], [20, 21, 22, 23]])
+    with pytest.raises(ValueError, match=r"unknown pooling 'attention'.*\['flatten', 'max', 'mean'\]"):
+        pool_cached_tokens(t, "attention")  # learned pooling: a head, not a pooling of frozen tokens
 
 
 def test_scrambled_label_lora_cell_on_synthetic_windows(tmp_path):

@@ -30,7 +30,7 @@ def test_defaults_are_filled_and_the_trainer_section_is_typed():
     ({"probes": {}}, r"unknown key probes\. Did you mean 'probe'.*Valid keys"),
     ({"probe": {"pooling": ["mean"]}}, r"unknown key probe\.pooling\. Did you mean 'poolings'"),
     ({"cv_dir": None}, r"`cv_dir` is required"),
-    ({"probe": {"poolings": ["max"]}}, r"unknown pooling 'max'"),
+    ({"probe": {"poolings": ["attention"]}}, r"unknown pooling 'attention'; fix: one of \['flatten', 'max', 'mean'\]"),
     ({"attribution": {"methods": ["lime"]}}, r"unknown method 'lime'"),
     ({"attribution": {"lrp_fallback": "zero"}}, r"lrp_fallback must be null or 'gxi'"),
     ({"attribution": {"attention_rule": "softmax"}}, r"attention_rule must be one of"),

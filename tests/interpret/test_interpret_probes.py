@@ -92,6 +92,10 @@ def test_block_cache_is_read_not_recomputed(tmp_path):
     np.testing.assert_array_equal(second.tokens(0), ws.X[:, 0].reshape(-1, 4, 10).astype(np.float16))
     np.testing.assert_allclose(second.mean(0), ws.X[:, 0].reshape(-1, 4, 10).mean(1), rtol=1e-6)
     assert second.tokens(1).dtype == np.float16 and second.tokens(1).shape == (120, 4, 10)
+    # probe inputs by head name (one pooling vocabulary): max over tokens of the stored float16 tokens
+    np.testing.assert_array_equal(second.features(0, "max", np.arange(3)),
+                                  ws.X[:3, 0].reshape(-1, 4, 10).astype(np.float16).astype(np.float32).max(1))
+    assert second.features(0, "flatten").shape == (120, 40)
     # other weights → another key → recomputed
     ad2 = ToyAdapter()
     with torch.no_grad():
@@ -104,10 +108,11 @@ def test_probe_near_one_on_label_block_and_chance_on_noise_block(tmp_path):
     ws = _windows()
     tr, va, te = _split(ws)
     outs = compute_block_outputs(ToyAdapter(), ws, cache_dir=tmp_path)
-    rows = probe_blocks(outs, ws.y, tr, va, te, n_classes=2, poolings=("mean", "flatten"), max_epochs=20,
+    rows = probe_blocks(outs, ws.y, tr, va, te, n_classes=2, poolings=("mean", "flatten", "max"), max_epochs=20,
                         patience=5, lr=1e-2)
     got = {(r["block"], r["pooling"]): r["bacc"] for r in rows}
     assert got[(0, "mean")] >= 0.95 and got[(0, "flatten")] >= 0.95
+    assert got[(0, "max")] >= 0.8  # the max of 10 samples of N(±1, 1) still separates the classes
     assert abs(got[(1, "mean")] - 0.5) <= 0.2 and abs(got[(1, "flatten")] - 0.5) <= 0.2
     assert {r["relative_depth"] for r in rows} == {0.0, 1.0}
     assert all(r["epochs"] <= 20 for r in rows)

@@ -10,7 +10,7 @@ N, D, K, B = 6, 5, 3, 4
 
 
 def test_registry_names():
-    assert set(HEADS.names()) == {"mean", "attention", "flatten", "mean_tile", "mlp"}
+    assert set(HEADS.names()) == {"mean", "attention", "flatten", "mean_tile", "mlp", "max"}
     assert HEADS.get("mean_tile") is MeanTileHead
 
 

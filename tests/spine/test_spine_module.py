@@ -45,6 +45,6 @@ def test_unknown_names_list_valid_ones():
     with pytest.raises(UnknownNameError, match="eegnet"):
         FMClassifier("eegnett", "flatten", "full", ch_names=CH, n_times=256)
     with pytest.raises(UnknownNameError, match="mean_tile"):
-        FMClassifier("eegnet", "max", "full", ch_names=CH, n_times=256)
+        FMClassifier("eegnet", "maxx", "full", ch_names=CH, n_times=256)
     with pytest.raises(ValueError, match="head_only"):
         FMClassifier("eegnet", "flatten", "partial", ch_names=CH, n_times=256)
