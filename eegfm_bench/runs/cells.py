@@ -487,7 +487,8 @@ def windows_for_models(cfg: CVConfig, models: Sequence[str], cache: dict, progre
     if not preps:
         return
     sets = load_window_sets(cfg.task, preps, data_root=d.data_root, subjects=d.subjects, cache_dir=d.cache_dir,
-                            max_windows_per_subject=d.max_windows_per_subject, progress=progress and is_global_zero())
+                            max_windows_per_subject=d.max_windows_per_subject, progress=progress and is_global_zero(),
+                            n_jobs=d.n_jobs)
     for p, ws in zip(preps, sets):
         cache[_prep_key(p)] = ws
 
