@@ -550,8 +550,12 @@ def _signal_checks(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC) -> 
     IngestError
         Flat or marked-bad channels under ``channels.flat: error``.
     """
-    data = raw.get_data()
+    data = raw._data if raw.preload else raw.get_data()  # read only until _mark_nonfinite (no copy of a loaded raw)
     channel_signal_checks(data, list(raw.ch_names), qc)
+    good = [i for i, c in enumerate(raw.ch_names) if c not in qc.flat and c not in qc.nonfinite]
+    # the median channel RMS of the finite, non-flat channels, one row at a time (no copy of the recording), before
+    # _mark_nonfinite zeroes samples of every channel
+    rms_uv = float(np.median([np.sqrt(np.mean(np.square(data[i]))) for i in good])) * 1e6 if good else None
     unit = amplitude_unit_mismatch(data, getattr(raw, "_orig_units", None) or {})
     if unit is not None:
         qc.find(unit)
@@ -563,9 +567,7 @@ def _signal_checks(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC) -> 
         _mark_nonfinite(raw, data, qc)
     if qc.saturated:
         qc.find(f"saturated channels (share of samples at the rail): {qc.saturated}")
-    good = [i for i, c in enumerate(raw.ch_names) if c not in qc.flat and c not in qc.nonfinite]
-    if good:
-        rms_uv = float(np.median(np.sqrt(np.nanmean(data[good] ** 2, axis=1)))) * 1e6
+    if rms_uv is not None:
         qc.rms_uv = round(rms_uv, 2)
         if not (PLAUSIBLE_RMS_UV[0] <= rms_uv <= PLAUSIBLE_RMS_UV[1]):
             qc.find(f"implausible amplitude: median channel RMS {rms_uv:.3g} µV (scalp EEG is typically "
