@@ -407,9 +407,7 @@ def _channel_policy(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC, ty
         qc.find(f"no EEG channel left after the channel policy (read: {list(raw.ch_names)})")
         qc.drop("no EEG channel left after the channel policy")
         return None
-    if drop:
-        raw.drop_channels([c for c in drop if c in raw.ch_names])
-    return canon
+    return canon  # the channels in ``drop`` leave with the reordering (_apply_channels): one copy of the data, not two
 
 
 def _excluded_or_non_eeg(rec: Recording, raw, qc: RecordingQC, types: dict, ch: ChannelsSpec) -> dict[str, str]:
@@ -521,10 +519,10 @@ def _included(rec: Recording, canon: dict[str, str], drop: dict, include: list[s
 
 
 def _apply_channels(task: DeclaredTask, raw, canon: dict[str, str], qc: RecordingQC) -> None:
-    """Step 2c: the kept channels in their order under their 10-05 names, typed EEG, with 10-05 positions; what was
+    """Step 2c: the kept channels (only those: the others leave here) in their order under their 10-05 names, typed EEG, with 10-05 positions; what was
     dropped as non-EEG or without a 10-05 name said."""
     ch = task.spec.channels
-    raw.reorder_channels(list(canon))
+    raw.reorder_channels(list(canon))  # keeps only these, in this order (MNE picks them: one copy of the data)
     ren = {c: n for c, n in canon.items() if c != n}
     if ren:
         raw.rename_channels(ren)
