@@ -33,6 +33,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 import yaml
 
@@ -159,6 +160,11 @@ def _print_table(rows, n_jobs: int, model: str) -> None:
     print("\nratios to the smallest size (serial): " + "; ".join(
         f"{n} recs: CPU/h x{((s['user_s'] + s['sys_s']) / h) / base[0]:.2f}, peak RSS x{s['maxrss_mb'] / base[1]:.2f}"
         for n, h, s, _ in rows))
+    if len(rows) > 1:  # CPU = start-up + rate x hours, least squares over the sizes
+        for name, k in (("serial", 2), (f"n_jobs={n_jobs}", 3)):
+            rate, start = np.polyfit([r[1] for r in rows], [r[k]["user_s"] + r[k]["sys_s"] for r in rows], 1)
+            print(f"{name}: {rate:.1f} CPU-s per hour of EEG beyond a fixed {start:.1f} CPU-s (start-up), fitted "
+                  "over the sizes")
     if any(s["sha256"] != p["sha256"] for _, _, s, p in rows):
         sys.exit("the parallel build's X.npy differs from the serial one")
 
