@@ -5,6 +5,12 @@
 subject / recording / window index per window, channel names and provenance — and caches it as memory-mapped
 ``.npy`` with its ingest report (``ingest_report.json`` / ``.md``, :class:`~eegfm_bench.data.qc.IngestReport`).
 
+A window set is built in two passes so that memory does not grow with the corpus (:func:`_build_cache`): every
+recording's windows go to their own cache entry as soon as they are cut (``n_jobs`` recordings at once, each in its
+own process), keeping only their labels; the channel set, the reference and ``windows.balance`` are then decided on
+the labels, and ``X.npy`` is written entry by entry. The windows, their order and the report equal the serial
+build's whatever ``n_jobs``.
+
 The preprocessing the windows are built with is resolved once, model → task → cv, by :func:`resolve_preprocessing`
 (a :class:`WindowPreprocessing`; the cv, ``plan`` and the paper plan read the same record).
 
