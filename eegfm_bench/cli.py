@@ -227,6 +227,9 @@ def _add_tool_commands(sub) -> None:
     ing.add_argument("--data-root", help="the data root (default: EEGFM_DATA)")
     ing.add_argument("--cache-dir", help="the window cache (default: EEGFM_CACHE)")
     ing.add_argument("--out", help="write ingest_report.md / .json here (with --config: the config's out_dir)")
+    ing.add_argument("--n-jobs", "--data.n_jobs", dest="n_jobs", type=int, metavar="N",
+                     help="recordings read at once, one process each (data.n_jobs; default: every core the job has, "
+                          "-1 too); the windows do not depend on it")
     ing.add_argument("--no-progress", action="store_true")
     ca = sub.add_parser("cache", help="list the window / feature cache entries; --prune removes unread ones",
                         description="Entries are keyed by content, so those of old configs or edited files are never "

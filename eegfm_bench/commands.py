@@ -184,12 +184,14 @@ def _ingest(p, a, extra) -> int:
         p.error("ingest: give --task <name or YAML> (with --model) or --config <cv config>, one of the two")
     if a.config:
         overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra
+        if a.n_jobs is not None:
+            overrides += ["--data.n_jobs", str(a.n_jobs)]
         path = ingest_from_config(a.config[0], overrides, progress=not a.no_progress)
     else:
         if extra:
             p.error(f"unrecognized arguments: {' '.join(extra)}")
         path = run_ingest(a.task, a.model or ["eegnet"], data_root=a.data_root, cache_dir=a.cache_dir,
-                          subjects=a.subjects, out_dir=a.out, progress=not a.no_progress)
+                          subjects=a.subjects, out_dir=a.out, progress=not a.no_progress, n_jobs=a.n_jobs)
     if path is not None:
         print(f"ingest report: {path}")
     return 0

@@ -33,6 +33,10 @@ class DataConfig(ConfigRecord):
             ``window_s`` where it declares one, else the model's; applied after it:
             :func:`~eegfm_bench.data.windows.resolve_preprocessing`). The confound check's ``offset`` variation sets
             it to ``offset_s`` and starts the windows as much later, so they keep their end.
+        n_jobs: recordings read and preprocessed at once when the windows are built, each in its own process with
+            one BLAS / OpenMP thread (joblib, loky): ``null`` or ``-1`` for every core the job may run on (what the
+            launcher or SLURM gives it), or a whole number. The windows, their order and the ingest report do not
+            depend on it (:func:`~eegfm_bench.data.windows.load_windows`).
     """
 
     data_root: Optional[str] = None
@@ -44,6 +48,7 @@ class DataConfig(ConfigRecord):
     num_workers: int = 0
     band: Optional[list[float]] = None
     window_shorten_s: float = 0.0
+    n_jobs: Optional[int] = None
 
 
 @dataclass(frozen=True)

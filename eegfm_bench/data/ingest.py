@@ -407,9 +407,7 @@ def _channel_policy(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC, ty
         qc.find(f"no EEG channel left after the channel policy (read: {list(raw.ch_names)})")
         qc.drop("no EEG channel left after the channel policy")
         return None
-    if drop:
-        raw.drop_channels([c for c in drop if c in raw.ch_names])
-    return canon
+    return canon  # the channels in ``drop`` leave with the reordering (_apply_channels): one copy of the data, not two
 
 
 def _excluded_or_non_eeg(rec: Recording, raw, qc: RecordingQC, types: dict, ch: ChannelsSpec) -> dict[str, str]:
@@ -521,10 +519,10 @@ def _included(rec: Recording, canon: dict[str, str], drop: dict, include: list[s
 
 
 def _apply_channels(task: DeclaredTask, raw, canon: dict[str, str], qc: RecordingQC) -> None:
-    """Step 2c: the kept channels in their order under their 10-05 names, typed EEG, with 10-05 positions; what was
+    """Step 2c: the kept channels (only those: the others leave here) in their order under their 10-05 names, typed EEG, with 10-05 positions; what was
     dropped as non-EEG or without a 10-05 name said."""
     ch = task.spec.channels
-    raw.reorder_channels(list(canon))
+    raw.reorder_channels(list(canon))  # keeps only these, in this order (MNE picks them: one copy of the data)
     ren = {c: n for c, n in canon.items() if c != n}
     if ren:
         raw.rename_channels(ren)
@@ -550,8 +548,12 @@ def _signal_checks(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC) -> 
     IngestError
         Flat or marked-bad channels under ``channels.flat: error``.
     """
-    data = raw.get_data()
+    data = raw._data if raw.preload else raw.get_data()  # read only until _mark_nonfinite (no copy of a loaded raw)
     channel_signal_checks(data, list(raw.ch_names), qc)
+    good = [i for i, c in enumerate(raw.ch_names) if c not in qc.flat and c not in qc.nonfinite]
+    # the median channel RMS of the finite, non-flat channels, one row at a time (no copy of the recording), before
+    # _mark_nonfinite zeroes samples of every channel
+    rms_uv = float(np.median([np.sqrt(np.mean(np.square(data[i]))) for i in good])) * 1e6 if good else None
     unit = amplitude_unit_mismatch(data, getattr(raw, "_orig_units", None) or {})
     if unit is not None:
         qc.find(unit)
@@ -563,9 +565,7 @@ def _signal_checks(task: DeclaredTask, rec: Recording, raw, qc: RecordingQC) -> 
         _mark_nonfinite(raw, data, qc)
     if qc.saturated:
         qc.find(f"saturated channels (share of samples at the rail): {qc.saturated}")
-    good = [i for i, c in enumerate(raw.ch_names) if c not in qc.flat and c not in qc.nonfinite]
-    if good:
-        rms_uv = float(np.median(np.sqrt(np.nanmean(data[good] ** 2, axis=1)))) * 1e6
+    if rms_uv is not None:
         qc.rms_uv = round(rms_uv, 2)
         if not (PLAUSIBLE_RMS_UV[0] <= rms_uv <= PLAUSIBLE_RMS_UV[1]):
             qc.find(f"implausible amplitude: median channel RMS {rms_uv:.3g} µV (scalp EEG is typically "

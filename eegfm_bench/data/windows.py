@@ -5,6 +5,12 @@
 subject / recording / window index per window, channel names and provenance — and caches it as memory-mapped
 ``.npy`` with its ingest report (``ingest_report.json`` / ``.md``, :class:`~eegfm_bench.data.qc.IngestReport`).
 
+A window set is built in two passes so that memory does not grow with the corpus (:func:`_build_cache`): every
+recording's windows go to their own cache entry as soon as they are cut (``n_jobs`` recordings at once, each in its
+own process), keeping only their labels; the channel set, the reference and ``windows.balance`` are then decided on
+the labels, and ``X.npy`` is written entry by entry. The windows, their order and the report equal the serial
+build's whatever ``n_jobs``.
+
 The preprocessing the windows are built with is resolved once, model → task → cv, by :func:`resolve_preprocessing`
 (a :class:`WindowPreprocessing`; the cv, ``plan`` and the paper plan read the same record).
 
@@ -27,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from joblib import Parallel, delayed, parallel_config
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from eegfm_bench.config import ConfigError
@@ -280,7 +288,8 @@ def cache_key(task: DeclaredTask, fingerprints: list[dict], prep: Preprocessing)
 
 def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike | None = None,
                  subjects: list | None = None, cache_dir: str | os.PathLike | None = None,
-                 max_windows_per_subject: int | None = None, progress: bool = True) -> WindowSet:
+                 max_windows_per_subject: int | None = None, progress: bool = True,
+                 n_jobs: int | None = 1) -> WindowSet:
     """Load (or build and cache) a task's windows under ``prep``, with their ingest report.
 
     Parameters
@@ -303,6 +312,10 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
         caching, so the cache is shared.
     progress : bool
         A progress bar while building and the report's summary lines.
+    n_jobs : int or None
+        Recordings read and preprocessed at once, each in its own process with one thread (:func:`ingest_workers`:
+        ``None`` or ``-1`` for every core the job has). The windows, their order and the ingest report do not depend
+        on it. Memory holds about one recording's windows per process, whatever the corpus.
 
     Returns
     -------
@@ -339,7 +352,8 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
     if not (folder / "COMPLETE").is_file():
         with BuildLock(folder, f"the window set {folder.name}"):  # one builder, others wait
             if not (folder / "COMPLETE").is_file():
-                _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings, dict(src.skipped))
+                _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings, dict(src.skipped),
+                             ingest_workers(n_jobs))
                 built = True
     ws = _open_cache(folder)
     if not built:
@@ -490,7 +504,8 @@ def _prep_fields(prep: Preprocessing) -> dict:
 
 def load_window_sets(task: Any, preps: list[Preprocessing], *, data_root: str | os.PathLike | None = None,
                      subjects: list | None = None, cache_dir: str | os.PathLike | None = None,
-                     max_windows_per_subject: int | None = None, progress: bool = True) -> list[WindowSet]:
+                     max_windows_per_subject: int | None = None, progress: bool = True,
+                     n_jobs: int | None = 1) -> list[WindowSet]:
     """The task's windows under several preprocessings (one per model of a cv), reading each recording once.
 
     A cold cache reads every recording a single time for all of ``preps`` (:func:`_read_for_preprocessings`: the
@@ -503,7 +518,7 @@ def load_window_sets(task: Any, preps: list[Preprocessing], *, data_root: str | 
     ----------
     preps : list of Preprocessing or WindowPreprocessing
         One per model (as ``prep`` of :func:`load_windows`); those that resolve alike are loaded once.
-    data_root, subjects, cache_dir, max_windows_per_subject, progress
+    data_root, subjects, cache_dir, max_windows_per_subject, progress, n_jobs
         As :func:`load_windows`.
 
     Returns
@@ -517,20 +532,19 @@ def load_window_sets(task: Any, preps: list[Preprocessing], *, data_root: str | 
     """
     task = get_task(task)
     kw = dict(data_root=data_root, subjects=subjects, cache_dir=cache_dir,
-              max_windows_per_subject=max_windows_per_subject, progress=progress)
+              max_windows_per_subject=max_windows_per_subject, progress=progress, n_jobs=n_jobs)
     resolved = [_resolved(task, p) for p in preps]
     distinct = {w.prep: w for w in resolved}
     if len(distinct) > 1:
-        _fill_recording_entries(task, list(distinct), data_root, subjects, cache_dir, progress)
+        _fill_recording_entries(task, list(distinct), data_root, subjects, cache_dir, progress, ingest_workers(n_jobs))
     sets = {p: load_windows(task, w, **kw) for p, w in distinct.items()}
     return [sets[w.prep] for w in resolved]
 
 
 def _fill_recording_entries(task: DeclaredTask, preps: list[Preprocessing], data_root, subjects, cache_dir,
-                            progress: bool) -> int:
-    """Build the per-recording entries missing under any of ``preps``, one read per recording (each entry's lock
-    held while it is built, taken in path order so that concurrent fillers cannot deadlock). Returns the number of
-    recordings read."""
+                            progress: bool, n_jobs: int = 1) -> int:
+    """Build the per-recording entries missing under any of ``preps``, one read per recording, ``n_jobs``
+    recordings at once (:func:`_fill_one`). Returns the number of recordings read."""
     src = task.source(data_root)
     listing = RecordingQC(recording="", subject="")
     with capture_warnings(listing):
@@ -540,27 +554,34 @@ def _fill_recording_entries(task: DeclaredTask, preps: list[Preprocessing], data
     root = cdir / "recordings"
     if all((cdir / f"{task.name}-{cache_key(task, fps, p)}" / "COMPLETE").is_file() for p in preps):
         return 0
-    n_read = 0
-    for rec, fp in tqdm(list(zip(recs, fps)), desc=f"reading {task.name} once for {len(preps)} preprocessings",
-                        disable=not progress, unit="rec"):
-        folders = {p: root / f"{task.name}-{recording_key(task, rec, fp, p)}" for p in preps}
-        missing = sorted((p for p in preps if not (folders[p] / "COMPLETE").is_file()), key=lambda p: str(folders[p]))
-        if not missing:
-            continue
-        locks = [BuildLock(folders[p], quiet=True).acquire() for p in missing]
-        try:
-            missing = [p for p in missing if not (folders[p] / "COMPLETE").is_file()]
-            if missing:
-                n_read += 1
-                for p, (qc, win) in zip(missing, _read_for_preprocessings(task, src, rec, fp, missing)):
-                    _publish_recording_entry(task, rec, qc, win, root, folders[p])
-        finally:
-            for lock in locks:
-                lock.release()
+    items = [(task, src, rec, fp, preps, root) for rec, fp in zip(recs, fps)
+             if any(not (root / f"{task.name}-{recording_key(task, rec, fp, p)}" / "COMPLETE").is_file() for p in preps)]
+    n_read = sum(_per_recording(_fill_one, items, n_jobs, desc=f"reading {task.name} once for {len(preps)} "
+                                "preprocessings", disable=not progress, unit="rec"))
     if progress and n_read:
         tqdm.write(f"{task.name}: {n_read} recording(s) read once for {len(preps)} preprocessings "
                    f"({', '.join(f'{p.sfreq:g} Hz {p.l_freq}-{p.h_freq} Hz' for p in preps)})")
     return n_read
+
+
+def _fill_one(task: DeclaredTask, src, rec, fp: dict, preps: list[Preprocessing], root: Path) -> int:
+    """One recording's entries missing under ``preps`` built from one read (each entry's lock held while it is
+    built, taken in path order so that concurrent fillers cannot deadlock). Returns 1 when the recording was read."""
+    folders = {p: root / f"{task.name}-{recording_key(task, rec, fp, p)}" for p in preps}
+    missing = sorted((p for p in preps if not (folders[p] / "COMPLETE").is_file()), key=lambda p: str(folders[p]))
+    if not missing:
+        return 0
+    locks = [BuildLock(folders[p], quiet=True).acquire() for p in missing]
+    try:
+        missing = [p for p in missing if not (folders[p] / "COMPLETE").is_file()]
+        if not missing:
+            return 0
+        for p, (qc, win) in zip(missing, _read_for_preprocessings(task, src, rec, fp, missing)):
+            _publish_recording_entry(task, rec, qc, win, root, folders[p])
+        return 1
+    finally:
+        for lock in locks:
+            lock.release()
 
 
 def _recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path):
@@ -612,13 +633,36 @@ def _publish_recording_entry(task: DeclaredTask, rec, qc: RecordingQC, win, root
     _publish(tmp, folder)
 
 
-def _apply_reference(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC], reference: str) -> None:
-    """The common average reference over each part's final channels (in place), recorded per recording; a reference
-    over fewer than ``channels.min_reference_channels`` channels is a finding."""
+@dataclass
+class _Part:
+    """One recording's windows in an assembly, by reference: the entry holding them on disk and the selection the
+    assembly makes (channels by ``channels.montage``, rows by ``windows.balance``). Only ``y`` is in memory; the
+    windows are read, one recording at a time, when the window set is written (:meth:`windows`)."""
+
+    rec: Any
+    names: list[str]
+    folder: Path
+    y: np.ndarray
+    cols: list[int] | None = None
+    rows: np.ndarray | None = None
+
+    def windows(self) -> np.ndarray:
+        """The selected windows, shape ``(n_kept, len(names), n_times)`` float32, read from the entry."""
+        X = np.load(self.folder / "X.npy")
+        if self.rows is not None:
+            X = X[self.rows]
+        if self.cols is not None:
+            X = X[:, self.cols]
+        return X
+
+
+def _apply_reference(task: DeclaredTask, parts: list[_Part], qcs: dict[str, RecordingQC], reference: str) -> None:
+    """The common average reference over each part's final channels, recorded per recording (the windows are
+    referenced as they are written, :func:`_write_window_set`); a reference over fewer than
+    ``channels.min_reference_channels`` channels is a finding."""
     least = int(task.spec.channels.min_reference_channels or 0)
-    for rec, names, X, _ in parts:
-        qc = qcs[rec.recording]
-        reference_windows(X, reference)
+    for part in parts:
+        names, qc = part.names, qcs[part.rec.recording]
         if qc.preprocessing:  # a recording's entry is shared by references: the applied one is this set's
             qc.preprocessing = {**qc.preprocessing, "reference": reference}
         qc.reference = {"reference": reference, "n_channels": len(names) if reference == "average" else 0,
@@ -630,28 +674,104 @@ def _apply_reference(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC
                     "channels.min_reference_channels")
 
 
+def ingest_workers(n_jobs: int | None) -> int:
+    """The number of processes that read recordings (``data.n_jobs``).
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        ``None`` or ``-1``: every core this process may run on (``os.sched_getaffinity``: what the launcher or SLURM
+        gives the job); a whole number >= 1: that many.
+
+    Raises
+    ------
+    ConfigError
+        0 or a number below -1.
+    """
+    if n_jobs is None or int(n_jobs) == -1:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # no sched_getaffinity (macOS)
+            return max(1, os.cpu_count() or 1)
+    if int(n_jobs) < 1:
+        raise ConfigError(f"data.n_jobs = {n_jobs}; fix: a whole number >= 1, or -1 / null for every core the job has")
+    return int(n_jobs)
+
+
+class _Failed:
+    """An ingestion error raised in a worker, carried back to be raised in the recordings' order."""
+
+    def __init__(self, err: Exception):
+        self.err = err
+
+
+def _one_thread(fn, *args):
+    """``fn(*args)`` with one BLAS / OpenMP thread (so a recording's windows do not depend on the worker count), an
+    ingestion error returned as :class:`_Failed` rather than raised."""
+    with threadpool_limits(limits=1):
+        try:
+            return fn(*args)
+        except (IngestError, RecordingReadError, ConfigError) as err:
+            return _Failed(err)
+
+
+def _per_recording(fn, items: list[tuple], n_jobs: int, busy: int | None = None, **bar):
+    """``fn(*item)`` for every item, in the items' order: in this process when ``n_jobs`` is 1 or at most one of
+    the items has a recording to read (``busy``, default all), else in ``min(n_jobs, busy)`` loky processes
+    (joblib) with one thread each. A generator; an ingestion error is raised when its item is reached, as in the
+    serial loop."""
+    n = min(int(n_jobs), len(items) if busy is None else int(busy))
+    if n <= 1:
+        results = (_one_thread(fn, *it) for it in items)
+    else:
+        with parallel_config(backend="loky", inner_max_num_threads=1):
+            results = Parallel(n_jobs=n, return_as="generator")(delayed(_one_thread)(fn, *it) for it in items)
+    for r in tqdm(results, total=len(items), **bar):
+        if isinstance(r, _Failed):
+            raise r.err
+        yield r
+
+
+def _entry_summary(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path):
+    """A recording's entry built when missing (:func:`_recording_entry`), summed up for the assembly without its
+    windows: ``(qc, names or None, y or None, folder, from_cache)``."""
+    qc, win, cached = _recording_entry(task, src, rec, fp, prep, root)
+    folder = root / f"{task.name}-{recording_key(task, rec, fp, prep)}"
+    if win is None:
+        return qc, None, None, folder, cached
+    return qc, list(win[0]), np.asarray(win[2]), folder, cached
+
+
 def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder: Path, key: str,
-                 progress: bool, source_warnings: list[str] = (), skipped: dict | None = None) -> None:
-    """Build the window set: every recording from its own cache entry (:func:`_recording_entry`), then one channel
-    set (``channels.montage``), the reference over it, the class check and ``windows.balance``; publish atomically."""
+                 progress: bool, source_warnings: list[str] = (), skipped: dict | None = None,
+                 n_jobs: int = 1) -> None:
+    """Build the window set in two passes over the recordings, so that memory holds one recording's windows at a
+    time whatever the corpus: each recording's own cache entry (:func:`_recording_entry`, ``n_jobs`` recordings at
+    once), keeping only its labels; then one channel set (``channels.montage``), the reference over it, the class
+    check and ``windows.balance`` decided on the labels, and the windows streamed entry by entry into ``X.npy``
+    (:func:`_write_window_set`); published atomically."""
     report = IngestReport(task.name, settings=task.spec.to_dict(), source_warnings=list(source_warnings),
                           skipped_subjects=dict(skipped or {}))
     if task.spec.strict and [w for w in source_warnings if not any(b in w for b in BENIGN_WARNINGS)]:
         raise IngestError(f"task {task.name!r}: the source warned while listing the recordings: {list(source_warnings)}; "
                           "fix: complete the dataset, or set strict: false (the warnings go in the ingest report)")
-    parts: list[tuple[Any, list[str], np.ndarray, np.ndarray]] = []
+    parts: list[_Part] = []
     qcs: dict[str, RecordingQC] = {}
     strict = bool(task.spec.strict)
     n_cached = 0
+    root = folder.parent / "recordings"
     try:
-        for rec, fp in tqdm(list(zip(recs, fps)), desc=f"reading {task.name} ({prep.sfreq:g} Hz)",
-                            disable=not progress, unit="rec"):
-            qc, win, cached = _recording_entry(task, src, rec, fp, prep, folder.parent / "recordings")
+        items = [(task, src, rec, fp, prep, root) for rec, fp in zip(recs, fps)]
+        busy = sum(not (root / f"{task.name}-{recording_key(task, rec, fp, prep)}" / "COMPLETE").is_file()
+                   for rec, fp in zip(recs, fps))
+        for rec, (qc, names, y, entry, cached) in zip(recs, _per_recording(
+                _entry_summary, items, n_jobs, busy, desc=f"reading {task.name} ({prep.sfreq:g} Hz)", disable=not progress,
+                unit="rec")):
             n_cached += cached
             report.recordings.append(qc)
             qcs[rec.recording] = qc
-            if win is not None:
-                parts.append((rec, win[0], np.array(win[1]), win[2]))
+            if names is not None:
+                parts.append(_Part(rec, names, entry, y))
         if not parts:
             raise IngestError(f"task {task.name!r}: no recording yielded a window (" + "; ".join(
                 f"{q.recording}: {q.reason}" for q in report.recordings[:5]) + "); see the ingest report")
@@ -661,7 +781,7 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
             q = next(q for q in report.recordings if q.findings)
             raise IngestError(f"{q.recording}: " + "; ".join(q.findings) + ". fix: one channel set for every recording "
                               "(channels.include), or strict: false")
-        found = np.bincount(np.concatenate([p[3] for p in parts]), minlength=len(task.class_names))
+        found = np.bincount(np.concatenate([p.y for p in parts]), minlength=len(task.class_names))
         empty = [task.class_names[c] for c in np.flatnonzero(found == 0)]
         if empty:
             unmapped: dict[str, int] = {}
@@ -678,53 +798,62 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
         raise type(err)(f"{err}\n(ingest report of the recordings read so far: {where})") from err
     if n_cached:
         tqdm.write(f"windows of {n_cached}/{len(recs)} recordings from the per-recording cache "
-                   f"({folder.parent / 'recordings'}), {len(recs) - n_cached} read")
+                   f"({root}), {len(recs) - n_cached} read")
     _write_window_set(task, final, fps, prep, folder, key, report)
 
 
-def _balance(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC]) -> list:
-    """``windows.balance`` over the parts, then each recording's kept counts (a part left empty is dropped)."""
-    y_all = np.concatenate([p[3] for p in parts])
-    rec_all = np.concatenate([[p[0].recording] * len(p[3]) for p in parts])
-    sub_all = np.concatenate([[p[0].subject] * len(p[3]) for p in parts])
+def _balance(task: DeclaredTask, parts: list[_Part], qcs: dict[str, RecordingQC]) -> list[_Part]:
+    """``windows.balance`` over the parts' labels, then each recording's kept counts (a part left empty is
+    dropped); the kept rows are recorded in each part, nothing is read."""
+    y_all = np.concatenate([p.y for p in parts])
+    rec_all = np.concatenate([[p.rec.recording] * len(p.y) for p in parts])
+    sub_all = np.concatenate([[p.rec.subject] * len(p.y) for p in parts])
     b = task.spec.windows.balance
     keep = balance_windows(task, y_all, sub_all if b is None or b.per == "subject" else rec_all, qcs, rec_all)
     keep_mask = np.zeros(len(y_all), dtype=bool)
     keep_mask[keep] = True
     final, off = [], 0
-    for rec, names, X, y in parts:
-        m = keep_mask[off:off + len(y)]
-        off += len(y)
-        qc = qcs[rec.recording]
+    for p in parts:
+        m = keep_mask[off:off + len(p.y)]
+        off += len(p.y)
+        qc = qcs[p.rec.recording]
         if not m.any():
             qc.drop("every window removed by windows.balance")
             continue
-        final.append((rec, names, X[m], y[m]))
+        final.append(replace(p, y=p.y[m], rows=None if m.all() else m))
         qc.windows_kept = int(m.sum())
-        qc.windows_per_class = {task.class_names[c]: int(n) for c, n in zip(*np.unique(y[m], return_counts=True))}
+        qc.windows_per_class = {task.class_names[c]: int(n) for c, n in zip(*np.unique(p.y[m], return_counts=True))}
     return final
 
 
-def _write_window_set(task: DeclaredTask, final: list, fps, prep: Preprocessing, folder: Path, key: str,
+def _write_window_set(task: DeclaredTask, final: list[_Part], fps, prep: Preprocessing, folder: Path, key: str,
                       report: IngestReport) -> None:
-    """Write the assembled windows (memory-mapped ``X.npy``, labels, meta, the ingest report) and publish them."""
-    ch_names = final[0][1]
-    n = sum(len(p[3]) for p in final)
+    """Write the assembled windows (``X.npy``, labels, meta, the ingest report) and publish them.
+
+    ``X.npy`` is created at its final size (:func:`numpy.lib.format.open_memmap`, a sparse file) and filled entry by
+    entry with plain writes, each recording's windows read, selected and referenced on their own: memory holds one
+    recording's windows (a write through a shared mapping would keep every written page resident in this process).
+    """
+    ch_names = final[0].names
+    n = sum(len(p.y) for p in final)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp", dir=folder.parent))
     X_all = np.lib.format.open_memmap(tmp / "X.npy", mode="w+", dtype=np.float32,
                                       shape=(n, len(ch_names), prep.n_times))
-    i = 0
-    rows = {"y": [], "subject": [], "recording": [], "window_index": []}
-    for rec, _, X, y in final:
-        X_all[i:i + len(y)] = X
-        i += len(y)
-        rows["y"].append(y)
-        rows["subject"] += [rec.subject] * len(y)
-        rows["recording"] += [rec.recording] * len(y)
-        rows["window_index"].append(np.arange(len(y)))
-    X_all.flush()
+    offset = X_all.offset
     del X_all
+    rows = {"y": [], "subject": [], "recording": [], "window_index": []}
+    with open(tmp / "X.npy", "r+b") as f:
+        f.seek(offset)
+        for p in final:
+            X = reference_windows(np.ascontiguousarray(p.windows(), dtype=np.float32), prep.reference)
+            f.write(X.data)
+            del X
+            y, rec = p.y, p.rec
+            rows["y"].append(y)
+            rows["subject"] += [rec.subject] * len(y)
+            rows["recording"] += [rec.recording] * len(y)
+            rows["window_index"].append(np.arange(len(y)))
     np.savez(tmp / "labels.npz", y=np.concatenate(rows["y"]).astype(np.int64),
              subject=np.array(rows["subject"]), recording=np.array(rows["recording"]),
              window_index=np.concatenate(rows["window_index"]).astype(np.int64))
@@ -767,39 +896,38 @@ def _write_failed_report(report: IngestReport, folder: Path) -> Path:
     return where / "ingest_report.md"
 
 
-def _check_montage(task: DeclaredTask, parts: list, qcs: dict[str, RecordingQC]) -> list:
+def _check_montage(task: DeclaredTask, parts: list[_Part], qcs: dict[str, RecordingQC]) -> list[_Part]:
     """One channel set for the window set: ``montage: same`` refuses differing recordings, ``intersect`` keeps the
     channels every recording has (each removal reported)."""
-    ref = parts[0][1]
-    differ = [p for p in parts if p[1] != ref]
+    ref = parts[0].names
+    differ = [p for p in parts if p.names != ref]
     if not differ:
         return parts
     if task.spec.channels.montage == "same":
         p = differ[0]
-        extra, lack = [c for c in p[1] if c not in ref], [c for c in ref if c not in p[1]]
+        extra, lack = [c for c in p.names if c not in ref], [c for c in ref if c not in p.names]
         what = (f"lacks {lack}" if lack else "") + (" and " if lack and extra else "") + (f"has {extra} too" if extra
                                                                                          else "")
         what = what or f"orders its {len(ref)} channels differently"
         raise IngestError(
-            f"{p[0].recording} {what} compared with {parts[0][0].recording} ({len(differ)} recording(s) differ); "
+            f"{p.rec.recording} {what} compared with {parts[0].rec.recording} ({len(differ)} recording(s) differ); "
             "fix: channels.montage: "
             "intersect (keep the channels every recording has), channels.include: [...] (one list for all), or exclude "
             "the differing recordings")
-    common = [c for c in ref if all(c in p[1] for p in parts)]
+    common = [c for c in ref if all(c in p.names for p in parts)]
     if not common:
         raise IngestError(f"task {task.name!r}: the recordings share no channel; fix: channels.include / rename")
     out = []
-    for rec, names, X, y in parts:
-        gone = [c for c in names if c not in common]
+    for p in parts:
+        gone = [c for c in p.names if c not in common]
         if gone:
-            qc = qcs[rec.recording]
+            qc = qcs[p.rec.recording]
             for c in gone:
                 qc.dropped[c] = "not in every recording (channels.montage: intersect)"
             qc.act(f"dropped {gone}: not in every recording (channels.montage: intersect)")
             qc.find(f"channels {gone} dropped: not in every recording (channels.montage: intersect)")
             qc.channels_kept = list(common)
-        idx = [names.index(c) for c in common]
-        out.append((rec, list(common), X[:, idx], y))
+        out.append(replace(p, names=list(common), cols=[p.names.index(c) for c in common]))
     return out
 
 

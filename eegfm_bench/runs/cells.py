@@ -392,7 +392,7 @@ def cell_hash(cfg: CVConfig, run: RunConfig, head: str, data_key: str | None) ->
     loggers not), the data selection and batch size, the window set's cache key (files, their sizes and times, the
     preprocessing), the split, the seed and ``intra_op_threads`` when it is not the default (rows computed before
     the setting existed keep their hashes). Not hashed: paths (``data_root``, ``cache_dir``, ``out_dir``),
-    ``num_workers``, the run's other heads; a user model's ``lrp`` and ``pretraining_corpora`` (they change no number). A ``ridge``
+    ``num_workers``, ``data.n_jobs`` (the windows do not depend on it), the run's other heads; a user model's ``lrp`` and ``pretraining_corpora`` (they change no number). A ``ridge``
     cell (closed form on the cached tokens) hashes neither the optimiser, the batch size nor the training-only
     trainer settings: only those an inference pass depends on (``precision``, ``inference_mode``,
     ``deterministic``), so changing the schedule of the other cells does not retrain it.
@@ -487,7 +487,8 @@ def windows_for_models(cfg: CVConfig, models: Sequence[str], cache: dict, progre
     if not preps:
         return
     sets = load_window_sets(cfg.task, preps, data_root=d.data_root, subjects=d.subjects, cache_dir=d.cache_dir,
-                            max_windows_per_subject=d.max_windows_per_subject, progress=progress and is_global_zero())
+                            max_windows_per_subject=d.max_windows_per_subject, progress=progress and is_global_zero(),
+                            n_jobs=d.n_jobs)
     for p, ws in zip(preps, sets):
         cache[_prep_key(p)] = ws
 

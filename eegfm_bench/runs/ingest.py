@@ -5,7 +5,7 @@ truncated or unreadable files, mixed sampling rates, flat / saturated / non-fini
 dropped, events per class, windows kept and rejected, subjects dropped — all in ``ingest_report.md`` / ``.json``::
 
     eegfm-bench ingest --task eegmmidb_mi --model eegnet --out results/ingest_mi
-    eegfm-bench ingest --task my_study.yaml --model labram --subjects 1 2 3
+    eegfm-bench ingest --task my_study.yaml --model labram --subjects 1 2 3 --n-jobs 4
     eegfm-bench ingest --config configs/experiment/quickstart.yaml     # the task and every model of a cv config
 
 The windows are cached exactly as ``cv`` reads them, so the cv run that follows reads no recording again.
@@ -23,8 +23,11 @@ from eegfm_bench.runs.cells import load_config
 
 
 def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, subjects=None,
-               out_dir: str | Path | None = None, progress: bool = True) -> Path | None:
+               out_dir: str | Path | None = None, progress: bool = True, n_jobs: int | None = None) -> Path | None:
     """Build (or open) the task's windows under each model's preprocessing and write the combined ingest report.
+
+    ``n_jobs`` recordings are read at once (``data.n_jobs``; default every core the job has:
+    :func:`~eegfm_bench.data.windows.ingest_workers`); the windows and the reports do not depend on it.
 
     Returns
     -------
@@ -36,7 +39,7 @@ def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, 
     used: dict[str, tuple[list[str], Any]] = {}
     for m in models:
         ws = load_windows(t, BACKBONES.get(m).preprocessing, data_root=data_root, subjects=subjects,
-                          cache_dir=cache_dir, progress=progress)
+                          cache_dir=cache_dir, progress=progress, n_jobs=n_jobs)
         used.setdefault(ws.meta["cache_key"], ([], ws))[0].append(m)
         print(f"{m}: {len(ws)} windows, {len(ws.ch_names)} channels at {ws.sfreq:g} Hz, classes "
               f"{dict(zip(ws.class_names, [int((ws.y == i).sum()) for i in range(len(ws.class_names))]))}; "
@@ -52,4 +55,4 @@ def ingest_from_config(config, overrides=(), progress: bool = True) -> Path | No
     d = cfg.data
     models = list(dict.fromkeys(r.model for r in cfg.runs))
     return run_ingest(cfg.task, models, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
-                      out_dir=cfg.out_dir, progress=progress)
+                      out_dir=cfg.out_dir, progress=progress, n_jobs=d.n_jobs)

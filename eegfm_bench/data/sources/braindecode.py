@@ -16,12 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import braindecode.datasets as bd
-
 from eegfm_bench.config import ConfigError, ConfigRecord, close_matches
 from eegfm_bench.data.sources.base import (DataNotFoundError, Recording, RecordingReadError, Source, download_allowed,
                                       select_subjects)
 from eegfm_bench.config.task import BraindecodeOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
+
+
+def _bd():
+    """``braindecode.datasets``, imported on first use: it loads torch (about 1 GB and seconds), which no other
+    source needs, and every ingestion worker process imports the sources."""
+    import braindecode.datasets as bd  # heavy optional dependency (torch), imported only by this source
+    return bd
 
 
 @contextlib.contextmanager
@@ -52,7 +57,7 @@ class BraindecodeSource(Source):
     @classmethod
     def check_options(cls, opts, where):
         out = super().check_options(opts, where)
-        names = [n for n in dir(bd) if not n.startswith("_") and isinstance(getattr(bd, n), type)]
+        names = [n for n in dir(_bd()) if not n.startswith("_") and isinstance(getattr(_bd(), n), type)]
         if out["cls"] not in names:
             raise ConfigError(f"{where}.cls {out['cls']!r} is not a braindecode dataset class.{close_matches(out['cls'], names)} "
                               f"Available: {', '.join(sorted(names))}")
@@ -68,13 +73,13 @@ class BraindecodeSource(Source):
             for key in ("path", "root"):
                 if key in kw and kw[key] is not None and not str(kw[key]).startswith("/"):
                     kw[key] = str(self.root / kw[key])
-            if not any(k in kw for k in ("path", "root")) and "path" in _params(getattr(bd, self.opts.cls)):
+            if not any(k in kw for k in ("path", "root")) and "path" in _params(getattr(_bd(), self.opts.cls)):
                 kw["path"] = str(self.root)
-            elif not any(k in kw for k in ("path", "root")) and "root" in _params(getattr(bd, self.opts.cls)):
+            elif not any(k in kw for k in ("path", "root")) and "root" in _params(getattr(_bd(), self.opts.cls)):
                 kw["root"] = str(self.root)
             with no_network(not download_allowed(), f"braindecode.datasets.{self.opts.cls}"):
                 try:
-                    self._ds = getattr(bd, self.opts.cls)(**kw)
+                    self._ds = getattr(_bd(), self.opts.cls)(**kw)
                 except Exception as err:  # noqa: BLE001
                     raise DataNotFoundError(
                         f"task {self.spec.name!r}: braindecode.datasets.{self.opts.cls}({kw}) failed: "
