@@ -35,8 +35,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import socket
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
@@ -490,22 +488,6 @@ def windows_for_models(cfg: CVConfig, models: Sequence[str], cache: dict, progre
                             max_windows_per_subject=d.max_windows_per_subject, progress=progress and is_global_zero())
     for p, ws in zip(preps, sets):
         cache[_prep_key(p)] = ws
-
-
-def _running_marker(out: Path, cid: str) -> Path:
-    """``running/<cell>.json`` (host, pid, start): what ``eegfm-bench status`` reports as running; removed when the
-    cell ends (a killed process leaves it: status then checks the pid)."""
-    d = out / "running"
-    p = d / (cid.replace("/", "__") + ".json")
-    for _ in range(3):  # another worker may remove the (then empty) folder between the two steps
-        d.mkdir(parents=True, exist_ok=True)
-        try:
-            p.write_text(json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(),
-                                     "start": time.time()}))
-            break
-        except FileNotFoundError:
-            continue
-    return p
 
 
 def enumerate_cells(cfg: CVConfig, windows: dict, progress: bool = False, *, splits_path: Path | None = None,
