@@ -267,7 +267,7 @@ def _run_cv(a, source, overrides, *, progress: bool) -> None:
 def _run_check(a, source, overrides, *, progress: bool) -> int:
     if is_paper_config(source):  # a paper file: every member on the staged data (runs/paper.py)
         return 1 if any(v.startswith("failed") for v in check_paper(source).values()) else 0
-    check_config(source, overrides)
+    check_config(source, overrides, progress=progress)
     return 0
 
 
