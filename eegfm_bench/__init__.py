@@ -23,7 +23,7 @@ import importlib
 _API = {
     # commands
     "run_cv": "eegfm_bench.runs.cv", "run_cells": "eegfm_bench.runs.cv_loop", "check_config": "eegfm_bench.runs.cells",
-    "load_config": "eegfm_bench.runs.cells", "CVConfig": "eegfm_bench.runs.cells", "CVLoop": "eegfm_bench.runs.cv_loop",
+    "load_config": "eegfm_bench.runs.cells", "CVConfig": "eegfm_bench.config.cv", "CVLoop": "eegfm_bench.runs.cv_loop",
     "train_cell": "eegfm_bench.runs.cv_loop", "test_cell": "eegfm_bench.runs.cv_loop",
     "CellProgress": "eegfm_bench.runs.progress", "run_confound": "eegfm_bench.runs.confound",
     "sweep_main": "eegfm_bench.runs.sweep", "run_probes": "eegfm_bench.runs.probe",

@@ -31,7 +31,8 @@ from eegfm_bench.locks import locked_out_dirs
 from eegfm_bench.runtime import tune_process
 
 # The handlers (eegfm_bench.commands, and Lightning, torch, MNE behind them) are imported once the command line is
-# parsed: `eegfm-bench --help` and a mistyped command answer without loading them.
+# parsed: `eegfm-bench --help` and a mistyped command answer without loading them, and the light commands
+# (LIGHT_COMMANDS: eegfm_bench.light_commands) run without them.
 
 
 def _quiet_third_party_warnings() -> None:
@@ -110,6 +111,9 @@ OVERRIDES_HELP = ("Any config key can be set on the command line after --config:
                   "--trainer.strategy ddp --trainer.precision bf16-mixed --data.batch_size 32 ... ; --keys lists every "
                   "key with its type and default, --print-config prints the resolved config.")
 
+LIGHT_COMMANDS = ("status",)
+"""Commands whose handler (:mod:`eegfm_bench.light_commands`) imports no deep-learning stack."""
+
 NO_WAIT_HELP = ("refuse at once (one line, exit 2) when another eegfm-bench command is writing the same out_dir, "
                 "instead of waiting for it (the out_dir's lock: <out_dir>/.eegfm-bench.lock)")
 
@@ -141,6 +145,10 @@ def _main(argv: list[str]) -> int:
     for name in ("fit", "validate", "test"):
         sub.add_parser(name, help=f"LightningCLI {name} (see `eegfm-bench {name} --help`)")
     a, extra = p.parse_known_args(argv)
+    if a.cmd in LIGHT_COMMANDS:
+        from eegfm_bench import light_commands  # reason: lazy start-up (the store's readers load only for a command)
+
+        return light_commands.HANDLERS[a.cmd](p, a, extra)
     from eegfm_bench import commands  # reason: lazy start-up (Lightning, torch and MNE load only for a command)
 
     if a.cmd in commands.HANDLERS:

@@ -29,9 +29,7 @@ from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.models.user import UserModelConfig, _normalise, check_user_model
 from eegfm_bench.reports.cv import to_markdown
 from eegfm_bench.reports.robustness import write_robustness_report
-from eegfm_bench.reports.status import status_markdown
 from eegfm_bench.reports.sweep import table_markdown
-from eegfm_bench.results import ResultStore
 from eegfm_bench.runs.attribute import run_attribution
 from eegfm_bench.runs.audit import audit_main, audit_parser, load_audit_config
 from eegfm_bench.runs.cells import check_config, cv_parser, load_config
@@ -44,7 +42,6 @@ from eegfm_bench.runs.paper import check_paper, is_paper_config
 from eegfm_bench.runs.plan import plan_cv, plan_markdown
 from eegfm_bench.runs.plan_paper import plan_paper, plan_paper_markdown
 from eegfm_bench.runs.probe import run_probes
-from eegfm_bench.runs.progress import cv_status
 from eegfm_bench.runs.report import refresh, write_page
 from eegfm_bench.runs.sweep import sweep_main, sweep_parser
 
@@ -135,11 +132,6 @@ def parsers() -> dict:
 
 
 # ============================================================================= commands without a typed config
-def _status(p, a, extra) -> int:
-    print(status_markdown(*cv_status(a.out_dir), unmerged=ResultStore(a.out_dir, write=False).unmerged()))
-    return 0
-
-
 def _confound(p, a, extra) -> int:
     """The confound variations of a finished cv run (its config.yaml), with the command line's overrides."""
     confound_main(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress,
@@ -211,7 +203,7 @@ def _plan(p, a, extra) -> int:
     return 0
 
 
-HANDLERS = {"plan": _plan, "status": _status, "confound": _confound, "report": _report, "models": _models, "tasks": _tasks,
+HANDLERS = {"plan": _plan, "confound": _confound, "report": _report, "models": _models, "tasks": _tasks,
              "ingest": _ingest, "cache": _cache, "robustness": _robustness}
 """The commands without a typed config, each ``handler(parser, args, extra)``."""
 
@@ -277,7 +269,7 @@ def _run_cv(a, source, overrides, *, progress: bool) -> None:
 def _run_check(a, source, overrides, *, progress: bool) -> int:
     if is_paper_config(source):  # a paper file: every member on the staged data (runs/paper.py)
         return 1 if any(v.startswith("failed") for v in check_paper(source).values()) else 0
-    check_config(source, overrides)
+    check_config(source, overrides, progress=progress)
     return 0
 
 

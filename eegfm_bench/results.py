@@ -21,7 +21,6 @@ import socket
 import subprocess
 import time
 import uuid
-import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -33,7 +32,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_score
 
 from eegfm_bench.errors import EEGFMError
 
@@ -103,43 +101,6 @@ def code_version() -> str:
     except (OSError, subprocess.SubprocessError):
         pass
     return v
-
-
-def classification_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]:
-    """Balanced accuracy, AUROC and Cohen's kappa from saved predictions (scikit-learn).
-
-    Parameters
-    ----------
-    y : ndarray of int, shape (n_windows,)
-    probs : ndarray, shape (n_windows, n_classes)
-        Class probabilities.
-
-    Returns
-    -------
-    dict
-        ``balanced_accuracy`` (mean recall over the classes present in ``y``), ``accuracy`` (plain, the share of
-        windows right: beside balanced accuracy, which the class weights do not inflate), ``auroc`` (binary: of class
-        1; multiclass: one-vs-rest macro) and ``cohen_kappa``; AUROC and kappa are NaN (with a warning) when ``y``
-        holds a single class.
-    """
-    y = np.asarray(y)
-    pred = probs.argmax(1)
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        out["balanced_accuracy"] = float(balanced_accuracy_score(y, pred))
-    out["accuracy"] = float(np.mean(pred == y)) if len(y) else float("nan")
-    if np.unique(y).size < 2:
-        warnings.warn("test set holds one class: AUROC and Cohen's kappa are undefined (NaN)", stacklevel=2)
-        out["auroc"] = float("nan")
-        out["cohen_kappa"] = float("nan")
-        return out
-    if probs.shape[1] == 2:
-        out["auroc"] = float(roc_auc_score(y, probs[:, 1]))
-    else:
-        out["auroc"] = float(roc_auc_score(y, probs, multi_class="ovr", average="macro", labels=np.arange(probs.shape[1])))
-    out["cohen_kappa"] = float(cohen_kappa_score(y, pred))
-    return out
 
 
 def _atomic_write(obj: pd.DataFrame | pa.Table, path: Path) -> None:

@@ -215,6 +215,23 @@ def _item_fields(schema: type, key: str) -> set[str]:
     return set()
 
 
+YAML_BOOLEANS = {"on": True, "yes": True, "true": True, "off": False, "no": False, "false": False}
+"""The words YAML reads as a boolean (``confound: off``; any case)."""
+
+
+def _yaml_booleans(schema: type | None, raw: dict) -> dict:
+    """``raw`` (a mapping given from Python) with a :data:`YAML_BOOLEANS` word given to a section that may be a
+    boolean turned into that boolean, as YAML reads it from a file: ``{"confound": "off"}`` is ``confound: off``."""
+    if schema is None:
+        return raw
+    words = {k for k, v in raw.items() if isinstance(v, str) and v.lower() in YAML_BOOLEANS}
+    if not words:
+        return raw
+    hints = typing.get_type_hints(schema)
+    return {k: YAML_BOOLEANS[v.lower()] if k in words and bool in typing.get_args(hints.get(k)) else v
+            for k, v in raw.items()}
+
+
 def _check_mappings(schema: type | None, raw: dict, where: str, trainer: bool = True, extra: Sequence[type] = ()) -> None:
     """Top-level keys must exist (jsonargparse lets an unknown key with an empty mapping through), and sections whose
     schema is a mapping must be given as one (``data: [1]`` is refused with the fix)."""
@@ -288,6 +305,7 @@ def parse_config(parser, source: str | os.PathLike | dict | None = None, args: S
     where = where or (str(source) if isinstance(source, (str, os.PathLike)) else parser.prog)
     try:
         if isinstance(source, dict):
+            source = _yaml_booleans(schema, source)
             _check_mappings(schema, source, where, trainer, getattr(parser, "_eegfm_extra", ()))
             ns = parser.parse_object(copy.deepcopy(source))
             if args:

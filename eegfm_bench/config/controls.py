@@ -308,6 +308,12 @@ SCRAMBLED_OPTIONAL = ("trainer", "optim", "backbone_kwargs", "head_kwargs", "lor
 """Scrambled-entry keys that, when unset (null), come from the matching cv run."""
 
 
-def controls_parser():
-    """The ``eegfm-bench controls`` parser (``--config`` files, dotted overrides, the Trainer arguments)."""
-    return command_parser("eegfm-bench controls", ControlsConfig, description=ControlsConfig.__doc__, training=False)
+def controls_parser(saved: bool = False):
+    """The ``eegfm-bench controls`` parser (``--config`` files, dotted overrides, the Trainer arguments).
+
+    ``saved=True``: the parser of a config the command saved beside its results, for
+    :func:`~eegfm_bench.config.read_saved` (``status``, ``report``): its ``trainer:`` section is read as the mapping
+    the file holds (every key already there), without importing Lightning to list and type the Trainer's arguments.
+    """
+    return command_parser("eegfm-bench controls", ControlsConfig, description=ControlsConfig.__doc__, training=False,
+                          trainer=not saved)

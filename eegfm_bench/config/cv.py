@@ -187,6 +187,11 @@ class CVConfig(ConfigRecord):
     trainer: dict[str, Any] = field(default_factory=dict)
 
 
-def cv_parser():
-    """The ``eegfm-bench cv`` parser (``--config`` files, dotted overrides, every Trainer argument)."""
-    return command_parser("eegfm-bench cv", CVConfig, description=CVConfig.__doc__)
+def cv_parser(saved: bool = False):
+    """The ``eegfm-bench cv`` parser (``--config`` files, dotted overrides, every Trainer argument).
+
+    ``saved=True``: the parser of a config the command saved beside its results, for
+    :func:`~eegfm_bench.config.read_saved` (``status``, ``report``): its ``trainer:`` section is read as the mapping
+    the file holds (every key already there), without importing Lightning to list and type the Trainer's arguments.
+    """
+    return command_parser("eegfm-bench cv", CVConfig, description=CVConfig.__doc__, trainer=not saved)

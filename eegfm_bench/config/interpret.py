@@ -141,5 +141,13 @@ class InterpretConfig(ConfigRecord):
     trainer: dict[str, Any] = field(default_factory=dict)
 
 
-def interpret_parser(prog: str = "eegfm-bench probe"):
-    return command_parser(prog, InterpretConfig, description=InterpretConfig.__doc__, training=False)
+def interpret_parser(prog: str = "eegfm-bench probe", saved: bool = False):
+    """The ``eegfm-bench probe`` / ``attribute`` parser (``--config`` files, dotted overrides, the Trainer
+    arguments).
+
+    ``saved=True``: the parser of a config the command saved beside its results, for
+    :func:`~eegfm_bench.config.read_saved` (``status``, ``report``): its ``trainer:`` section is read as the mapping
+    the file holds (every key already there), without importing Lightning to list and type the Trainer's arguments.
+    """
+    return command_parser(prog, InterpretConfig, description=InterpretConfig.__doc__, training=False,
+                          trainer=not saved)

@@ -62,6 +62,12 @@ class SweepConfig(ConfigRecord):
     trainer: dict[str, Any] = field(default_factory=dict)
 
 
-def sweep_parser():
-    return command_parser("eegfm-bench sweep", SweepConfig, trainer={"precision": None, "devices": 1}, training=False,
-                          description=SweepConfig.__doc__)
+def sweep_parser(saved: bool = False):
+    """The ``eegfm-bench sweep`` parser (``--config`` files, dotted overrides, the Trainer arguments).
+
+    ``saved=True``: the parser of a config the command saved beside its results, for
+    :func:`~eegfm_bench.config.read_saved` (``status``, ``report``): its ``trainer:`` section is read as the mapping
+    the file holds (every key already there), without importing Lightning to list and type the Trainer's arguments.
+    """
+    return command_parser("eegfm-bench sweep", SweepConfig, trainer=not saved and {"precision": None, "devices": 1},
+                          training=False, description=SweepConfig.__doc__)

@@ -4,7 +4,7 @@
 Metrics per split with torchmetrics: balanced accuracy (macro-averaged recall), AUROC (one-vs-rest, macro)
 and Cohen's kappa. A validation set that lacks a class is handled by :func:`undefined_val_metrics`: balanced
 accuracy over the classes present, and NaN with a note (never half the accuracy) when only one class is present.
-Test metrics come from the gathered predictions through :func:`eegfm_bench.results.classification_metrics`
+Test metrics come from the gathered predictions through :func:`eegfm_bench.metrics.classification_metrics`
 (scikit-learn: on a one-class test fold balanced accuracy is the recall of its class, AUROC and kappa NaN).
 Optimiser AdamW with linear warm-up then cosine decay, stepped per batch. The loss is cross-entropy, class-weighted
 when ``class_weights`` are given (imbalanced tasks such as eegmat).
@@ -25,11 +25,11 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC, Mul
 from eegfm_bench.distributed import gather_by_index
 from eegfm_bench.models.adaptation import apply_lora, check_regime, count_parameters, freeze
 from eegfm_bench.models.backbones import BACKBONES
+from eegfm_bench.metrics import classification_metrics
 from eegfm_bench.models.checkpoints import load_pretrained
 from eegfm_bench.models.heads import HEADS
 from eegfm_bench.models.user import (UserModelConfig, hashable_user_spec, register_user_models, user_model_config,
                                      user_spec)
-from eegfm_bench.results import classification_metrics
 
 
 def _metrics(n_classes: int, prefix: str) -> MetricCollection:

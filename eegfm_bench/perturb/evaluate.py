@@ -38,11 +38,11 @@ import torch
 from torch import nn
 
 from eegfm_bench.config import ConfigError
+from eegfm_bench.metrics import classification_metrics
 from eegfm_bench.perturb.channels import dropout_mask
 from eegfm_bench.perturb.conditions import ChannelDropout, Clean, Condition, PerturbContext, default_conditions, parse_condition
 from eegfm_bench.perturb.noise import FilterSpec
 from eegfm_bench.perturb.regions import paper_task
-from eegfm_bench.results import classification_metrics
 
 SWEEP_METRICS: tuple[str, ...] = ("balanced_accuracy", "auroc", "cohen_kappa")
 """Metrics written for every applicable condition (as the cv rows)."""

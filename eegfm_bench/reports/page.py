@@ -172,10 +172,10 @@ ConfigReaders = Mapping[str, Callable[[Path], Any]]
 config."""
 
 SAVED_CONFIGS: ConfigReaders = {
-    "cv": lambda path: read_saved(cv_parser(), path, CVConfig),
-    "sweep": lambda path: read_saved(sweep_parser(), path, SweepConfig),
-    "interpret": lambda path: read_saved(interpret_parser(), path, InterpretConfig),
-    "controls": lambda path: read_saved(controls_parser(), path, ControlsConfig),
+    "cv": lambda path: read_saved(cv_parser(saved=True), path, CVConfig),
+    "sweep": lambda path: read_saved(sweep_parser(saved=True), path, SweepConfig),
+    "interpret": lambda path: read_saved(interpret_parser(saved=True), path, InterpretConfig),
+    "controls": lambda path: read_saved(controls_parser(saved=True), path, ControlsConfig),
 }
 """Each command's saved config read back through its own parser into its typed config
 (:func:`~eegfm_bench.config.read_saved`: one line naming the fix for a file of another version)."""

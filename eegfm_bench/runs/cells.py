@@ -35,8 +35,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import socket
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
@@ -493,22 +491,6 @@ def windows_for_models(cfg: CVConfig, models: Sequence[str], cache: dict, progre
         cache[_prep_key(p)] = ws
 
 
-def _running_marker(out: Path, cid: str) -> Path:
-    """``running/<cell>.json`` (host, pid, start): what ``eegfm-bench status`` reports as running; removed when the
-    cell ends (a killed process leaves it: status then checks the pid)."""
-    d = out / "running"
-    p = d / (cid.replace("/", "__") + ".json")
-    for _ in range(3):  # another worker may remove the (then empty) folder between the two steps
-        d.mkdir(parents=True, exist_ok=True)
-        try:
-            p.write_text(json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(),
-                                     "start": time.time()}))
-            break
-        except FileNotFoundError:
-            continue
-    return p
-
-
 def enumerate_cells(cfg: CVConfig, windows: dict, progress: bool = False, *, splits_path: Path | None = None,
                     write: bool = False):
     """Every cell of a cv config: ``(cells, {(model, regime, head): config hash}, split)``.
@@ -593,11 +575,12 @@ def check_subjects(cfg: CVConfig) -> tuple[list | None, int]:
     return picked, len(picked)
 
 
-def check_config(config, args: Sequence[str] = ()) -> None:
+def check_config(config, args: Sequence[str] = (), *, progress: bool = True) -> None:
     """One batch through every configured run before a long cv run: a ``Trainer`` with ``fast_dev_run=1`` fits one
     training and one validation batch of fold 0 (forward, loss, backward, metrics) per run × head.
 
-    Reads only the recordings of a few subjects (:func:`check_subjects`), not the whole task.
+    Reads only the recordings of a few subjects (:func:`check_subjects`), not the whole task. ``progress=False``
+    (``--no-progress``): no progress bar, neither the windows' nor the Trainer's.
 
     Prints one line per run × head; raises the first error with its fix.
     """
@@ -605,7 +588,7 @@ def check_config(config, args: Sequence[str] = ()) -> None:
     d, sp = cfg.data, cfg.split
     subjects, k = check_subjects(cfg)
     windows_for_models(replace(cfg, data=replace(d, subjects=subjects)), [r.model for r in cfg.runs], {},
-                       progress=True)  # each of those recordings read once for every model's preprocessing
+                       progress=progress)  # each of those recordings read once for every model's preprocessing
     for run in cfg.runs:
         dm = EEGDataModule(task=cfg.task, backbone=run.model, scheme="kfold" if k else sp.scheme, k=k or sp.k,
                            split_seed=sp.seed, n_val_groups=1 if k else sp.n_val_groups, group_by=sp.group_by,
@@ -618,7 +601,9 @@ def check_config(config, args: Sequence[str] = ()) -> None:
                              pretrained=run.pretrained, backbone_kwargs=run.backbone_kwargs,
                              head_kwargs=None if head == "ridge" else head_kwargs_for(run, head),
                              lora=run.lora, **run_optim(cfg, run))
-            t = build_trainer(run_trainer(cfg, run), loggers=False, fast_dev_run=1)
+            tr = run_trainer(cfg, run)
+            t = build_trainer({**tr, "enable_progress_bar": bool(progress and tr.get("enable_progress_bar"))},
+                              loggers=False, fast_dev_run=1)
             t.fit(m, dm)
             x = next(iter(dm.train_dataloader()))["x"]
             if is_global_zero():

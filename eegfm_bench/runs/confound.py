@@ -38,8 +38,9 @@ from tqdm.auto import tqdm
 from eegfm_bench.data.tasks import get_task, preset_names, resolve_task_spec
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.locks import out_dir_lock
+from eegfm_bench.metrics import classification_metrics
 from eegfm_bench.reports.confound import VERDICT_LEGEND, confound_markdown, current_rows, ordered  # noqa: F401
-from eegfm_bench.results import ResultStore, classification_metrics
+from eegfm_bench.results import ResultStore
 from eegfm_bench.runs.cells import CVConfig, load_config, windows_for
 from eegfm_bench.runs.cv_loop import run_cells
 from eegfm_bench.runs.confound_config import (ALL_ON_REQUEST, FRONTAL, VARIATIONS, ConfoundConfig,  # noqa: F401

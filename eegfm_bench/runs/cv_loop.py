@@ -36,20 +36,22 @@ from eegfm_bench.data.tasks import task_name
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import StopRequested, check_stop, deferred, stop_requested
 from eegfm_bench.locks import atomic_path
+from eegfm_bench.metrics import classification_metrics
 from eegfm_bench.models.base import state_dict_sha256
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.models.ridge import ridge_probe
 from eegfm_bench.reports.cv import current_summary, write_summary
 from eegfm_bench.reports.ingest import write_ingest_reports
-from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_name, classification_metrics,
-                                 code_version, library_versions, run_label)
-from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, _running_marker, compiled, enumerate_cells,
-                                    find_batch_size, fixed_batch_size, head_kwargs_for, load_config, load_ridge,
-                                    run_init_seed, run_optim, run_trainer, shared_batch_size, windows_for)
+from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_name, code_version, library_versions,
+                                 run_label)
+from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, compiled, enumerate_cells, find_batch_size,
+                                    fixed_batch_size, head_kwargs_for, load_config, load_ridge, run_init_seed,
+                                    run_optim, run_trainer, shared_batch_size, windows_for)
 from eegfm_bench.runs.launch import run_jobs
 from eegfm_bench.runs.progress import CellProgress
 from eegfm_bench.runs.report import refresh
+from eegfm_bench.runs.running import running_marker
 from eegfm_bench.trainer import (build_trainer, close_loggers, fit_callbacks, fixed_numerics, quiet_lightning,
                                  selection_metric)
 
@@ -389,7 +391,7 @@ class CVLoop:
         rank), with the config's ``intra_op_threads`` (:func:`~eegfm_bench.trainer.fixed_numerics`): its rows
         depend on its config and seed only."""
         self.bar.set_postfix_str(f"{cell.model}/{cell.regime}/{cell.head} fold {cell.fold}")
-        marker = _running_marker(self.out, cell.id) if self.zero else None
+        marker = running_marker(self.out, cell.id) if self.zero else None
         try:
             with fixed_numerics(self.cfg.intra_op_threads):
                 rows = test_cell(self.ctx, cell, train_cell(self.ctx, cell))

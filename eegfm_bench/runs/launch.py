@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import json
 import logging
 import os
 import re
@@ -50,7 +49,7 @@ from tqdm.auto import tqdm
 
 from eegfm_bench.config import ConfigError, ConfigRecord, typed
 from eegfm_bench.config.launch import SlurmConfig, LauncherConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
-from eegfm_bench.locks import atomic_write_text
+from eegfm_bench.runs.running import pid_alive, write_queue
 
 
 def as_launcher(lc) -> LauncherConfig:
@@ -262,7 +261,7 @@ def _watch_parent(pid: int, every_s: float = 2.0) -> None:
     def loop():
         while True:
             time.sleep(every_s)
-            if not _pid_alive(pid) or os.getppid() == 1:
+            if not pid_alive(pid) or os.getppid() == 1:
                 os._exit(3)
 
     threading.Thread(target=loop, daemon=True, name="eegfm-parent-watch").start()
@@ -295,36 +294,6 @@ def submit_jobs(ex, lc, calls: list[tuple]) -> list:
                               "`sinfo` / `sacctmgr show assoc`, or lower cells_per_job's job count under your job "
                               "limit (launcher.cells_per_job packs more cells per job); no job was started") from None
     return jobs
-
-
-def write_queue(out: Path, jobs: list, parts: list[list[str]]) -> Path:
-    """``<out>/jobs/queue.json``: the SLURM job id of every unit (what ``status`` asks ``squeue`` about)."""
-    path = Path(out) / "jobs" / "queue.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    entries = [{"job_id": str(j.job_id), "cells": list(p), "stdout": str(j.paths.stdout)} for j, p in zip(jobs, parts)]
-    atomic_write_text(path, json.dumps(entries, indent=1))
-    return path
-
-
-def queue_states(job_ids: Sequence[str]) -> Optional[dict[str, str]]:
-    """SLURM state of each job id still in the queue (``squeue -r``: one line per array task; ``PENDING``,
-    ``RUNNING``, ``CONFIGURING``, ``COMPLETING``, ...); jobs that left the queue are absent. None without
-    ``squeue``."""
-    if not job_ids or shutil.which("squeue") is None:
-        return None
-    try:
-        out = subprocess.run(["squeue", "-h", "-r", "-o", "%i %T"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    wanted = set(map(str, job_ids))
-    states = {}
-    for line in out.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] in wanted:
-            states[parts[0]] = parts[1]
-    return states
 
 
 _ACCOUNTING_NOTED = False
@@ -438,26 +407,4 @@ def run_jobs(lc, cfg: ConfigRecord, cell_ids: list[str], out: Path, *, devices: 
 
 
 __all__ = ["LauncherConfig", "SlurmConfig", "CellJob", "SubmissionError", "chunks", "make_executor", "partition_gpus",
-           "queue_states", "run_jobs", "sbatch_preview", "slurm_parameters", "submit_jobs", "write_queue"]
-
-
-def queued_cells(out: Path) -> dict[str, str]:
-    """Cells whose SLURM job is still in the queue (``<out>/jobs/queue.json`` read against ``squeue``):
-    ``{cell id: "slurm job <id> <STATE>"}``; empty without a queue file or without ``squeue``."""
-    path = Path(out) / "jobs" / "queue.json"
-    if not path.is_file():
-        return {}
-    entries = json.loads(path.read_text())
-    states = queue_states([e["job_id"] for e in entries]) or {}
-    return {cid: f"slurm job {e['job_id']} {states[e['job_id']]}" for e in entries if e["job_id"] in states
-            for cid in e["cells"]}
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+           "run_jobs", "sbatch_preview", "slurm_parameters", "submit_jobs"]

@@ -5,21 +5,23 @@ A cell is *done* when the result store holds its clean test row under its curren
 (:func:`~eegfm_bench.results.done_cells`); *running* when a live process holds its ``running/`` marker or its SLURM
 job runs, *pending* when its job waits in the queue (``jobs/queue.json`` read against ``squeue``); *failed* when
 ``failures.json`` names it; else *missing*.
+
+Light (docs/guide/architecture.md, house rules): it reads files and the result store's key columns only, and imports
+no deep-learning stack — the cv's cells reach it from :mod:`eegfm_bench.runs.cells`, never the reverse.
 """
 from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from eegfm_bench.config import read_saved
+from eegfm_bench.config.cv import CVConfig, cv_parser
 from eegfm_bench.errors import NotAResultFolderError
 from eegfm_bench.results import Cell, CellKey, ResultStore, done_cells
-from eegfm_bench.runs.cells import CVConfig, cv_parser
-from eegfm_bench.runs.launch import _pid_alive, queued_cells
+from eegfm_bench.runs.running import running_cells
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class CellProgress:
             if not (out / f).is_file():
                 raise NotAResultFolderError(f"{out} has no {f}: not a cv output folder (or the run never started); "
                                             "fix: point status at a cv out_dir")
-        cfg = read_saved(cv_parser(), out / "config.yaml", CVConfig)
+        cfg = read_saved(cv_parser(saved=True), out / "config.yaml", CVConfig)
         n_folds = len(json.loads((out / "splits.json").read_text())["folds"])
         folds = cfg.split.folds or list(range(n_folds))
         cells = [CellRef(c["model"], c["regime"], c["head"], int(k), str(c["config_hash"]))
@@ -96,13 +98,7 @@ class CellProgress:
 
     def running(self) -> dict[str, str]:
         """``{cell id: where}`` of cells that a live process or a queued / running SLURM job holds."""
-        running = queued_cells(self.out)
-        markers = self.out / "running"
-        for m in markers.glob("*.json") if markers.is_dir() else []:
-            info = json.loads(m.read_text())
-            if info["host"] != socket.gethostname() or _pid_alive(int(info["pid"])):
-                running[info["cell"]] = f"{info['host']}:{info['pid']}"
-        return running
+        return running_cells(self.out)
 
     def failed(self) -> dict[tuple, str]:
         """``{cell key: error}`` from ``failures.json``."""

@@ -36,7 +36,8 @@ def test_check_reads_three_subjects_once_for_every_model(task, n_reads, tmp_path
 
     monkeypatch.setattr(src_cls, "read", read)
     assert main(["check", "--config", str(path), "--no-progress"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "%|" not in err and "it/s]" not in err  # --no-progress: no bar, the windows' nor the Trainer's (issue 36)
     total = len(get_task(task).source(None).recordings(None))
     assert len(reads) == n_reads and len(set(reads)) == n_reads  # 3 subjects' runs, each read once for both models
     assert f"check: reading {n_reads} of the task's {total} recordings" in out

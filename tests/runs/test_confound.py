@@ -296,6 +296,23 @@ def test_default_variations_for_every_preset_and_confound_off(tmp_path, monkeypa
         assert "confound" not in run_cv(cfg, progress=False).attrs
 
 
+def test_confound_off_as_the_docs_write_it_works_from_python_too(tmp_path):
+    """``confound: off`` in a YAML file is the boolean False; from Python the same word is a string, and reads the
+    same (issue 36); another string still names the fix."""
+    from eegfm_bench.config import ConfigError
+    from eegfm_bench.runs.cells import load_config
+
+    base = {"task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "experiment": "off",
+            "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}]}
+    for off in ("off", "Off", "no", "false", False):
+        assert load_config({**base, "confound": off}).confound.enabled is False, off
+    cfg = load_config({**base, "confound": "on"})
+    assert cfg.confound.enabled is True and cfg.confound.variations == ["offset+band"]
+    assert cfg.experiment == "off"  # only a section that may be a boolean takes the word as one
+    with pytest.raises(ConfigError, match="`confound` must be a mapping"):
+        load_config({**base, "confound": "maybe"})
+
+
 def _pred_table(correct: dict, folds: dict, windows=range(8), seed: int = 0) -> pd.DataFrame:
     """One cell's test predictions (eegnet/full/flatten): per subject (one recording ``<S>R01``, window ``w`` of class
     ``w % 2``) p1 = 0.9 on the class the window is predicted as: the true one where ``correct[S](w)``. Rows shuffled

@@ -5,7 +5,7 @@ import pytest
 
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.windows import WindowSet
-from eegfm_bench.results import classification_metrics
+from eegfm_bench.metrics import classification_metrics
 
 from eegfm_testutils import requires_data
 

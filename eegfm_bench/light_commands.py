@@ -1,0 +1,27 @@
+"""The handlers of the light commands: ``eegfm-bench status`` (and, as they are made light, ``report`` and ``plan``
+of a finished run).
+
+A light command reads what a run left on disk (config.yaml, cells.json, splits.json, the result store's key columns)
+and imports no deep-learning stack: neither torch, Lightning, MNE nor braindecode (docs/guide/architecture.md, house
+rules; ``tests/spine/test_light_commands.py`` checks it). :mod:`eegfm_bench.cli` imports this module once the command
+line is parsed, instead of :mod:`eegfm_bench.commands`; its handlers have the same signature,
+``handler(parser, args, extra) -> exit code``.
+"""
+from __future__ import annotations
+
+from eegfm_bench.reports.status import status_markdown
+from eegfm_bench.results import ResultStore
+from eegfm_bench.runs.progress import cv_status
+
+
+def _status(p, a, extra) -> int:
+    """Every cell of a cv out_dir with its state and the command that resumes it (:func:`cv_status`)."""
+    print(status_markdown(*cv_status(a.out_dir), unmerged=ResultStore(a.out_dir, write=False).unmerged()))
+    return 0
+
+
+HANDLERS = {"status": _status}
+"""The light commands, each ``handler(parser, args, extra)``."""
+
+
+__all__ = ["HANDLERS"]

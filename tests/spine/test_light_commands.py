@@ -1,0 +1,67 @@
+"""Light commands stay light (issue 36, item 3; docs/guide/architecture.md, house rules): ``status`` of a finished
+cv and every ``--help`` run in a fresh interpreter that, at exit, holds neither torch, Lightning, MNE nor
+braindecode. The run is real (staged EEGMMIDB, one tiny EEGNet, two folds); each command's output is checked too,
+so a light path that printed nothing would not pass."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eegfm_testutils import requires_data
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "lightning", "mne", "braindecode")
+
+
+def run_light(args: list[str]) -> tuple[int, str, list[str]]:
+    """``eegfm-bench <args>`` in a fresh interpreter: its exit code, what it printed, and which of :data:`HEAVY`
+    it had imported when it ended."""
+    code = ("import sys\nfrom eegfm_bench import cli\ntry:\n    rc = cli.main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    rc = e.code\n"
+            f"print('\\nLOADED', rc, sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    printed, _, last = out.stdout.rpartition("\nLOADED ")
+    rc, loaded = last.split(" ", 1)
+    return int(rc), printed, ast.literal_eval(loaded)
+
+
+@pytest.fixture(scope="module")
+def finished_cv(tmp_path_factory) -> Path:
+    """A finished two-cell cv (EEGNet, folds 0 and 1 of 3) on staged EEGMMIDB eyes open / closed."""
+    from eegfm_bench.cli import main
+
+    root = tmp_path_factory.mktemp("light")
+    cfg = {"experiment": "light", "task": "eegmmidb_eyes", "out_dir": str(root / "cv"), "seed": 0,
+           "data": {"max_windows_per_subject": 3, "batch_size": 16},
+           "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0, 1]},
+           "trainer": {"max_epochs": 1, "patience": 1},
+           "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"],
+                     "backbone_kwargs": {"F1": 4, "D": 1, "kernel_length": 16}}]}
+    (root / "cv.yaml").write_text(yaml.safe_dump(cfg))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["cv", "--config", str(root / "cv.yaml"), "--no-progress"]) == 0
+    return root / "cv"
+
+
+@requires_data
+def test_status_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv):
+    rc, printed, loaded = run_light(["status", str(finished_cv)])
+    assert rc == 0 and loaded == []
+    assert "2 cells: 2 done, 0 running, 0 failed, 0 missing" in printed
+    assert printed.count("| done |") == 2 and "nothing to resume" in printed
+
+
+@pytest.mark.parametrize("args", [["--help"], ["status", "--help"], ["report", "--help"], ["plan", "--help"],
+                                  ["cv", "--help"], ["sweep", "--help"], ["controls", "--help"]])
+def test_help_loads_no_deep_learning_stack(args):
+    rc, printed, loaded = run_light(args)
+    assert rc == 0 and loaded == []
+    assert "usage: eegfm-bench" in printed
