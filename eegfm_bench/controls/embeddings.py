@@ -1,3 +1,4 @@
+
 """Frozen encoder embeddings for the controls, and row alignment across preprocessings (paper 001 §3.5, §4.2.2).
 
 Every representation a control compares must sit on the *same windows*: the handcrafted features are computed
@@ -24,6 +25,7 @@ from eegfm_bench.config import ConfigError
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.checkpoints import load_pretrained
 from eegfm_bench.models.features import extract_features
+from eegfm_bench.models.heads import check_token_pooling, pool_tokens
 
 class RowAlignmentError(ValueError):
     """Two window sets (or a window set and saved predictions) do not hold the same windows."""
@@ -100,8 +102,6 @@ def pool_cached_tokens(tokens: np.ndarray, pooling: str = "mean", batch: int = 2
     ValueError
         For an unknown pooling or tokens that are not 3-D.
     """
-    from eegfm_bench.models.heads import check_token_pooling, pool_tokens
-
     check_token_pooling(pooling)
     if tokens.ndim != 3:
         raise ValueError(f"tokens must be (n_windows, n_tokens, d_model), got {tokens.shape}")

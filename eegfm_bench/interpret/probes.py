@@ -44,6 +44,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.models.features import FeatureStore, extract_features, state_hash
+from eegfm_bench.models.heads import HEADS, token_poolings
 from eegfm_bench.results import ResultStore, code_version, config_hash
 from eegfm_bench.trainer import build_trainer
 
@@ -67,8 +68,6 @@ def check_pooling(pooling: str) -> str:
     ProbeConfigError
         Otherwise, listing the valid names (:func:`eegfm_bench.models.heads.token_poolings`).
     """
-    from eegfm_bench.models.heads import token_poolings
-
     valid = token_poolings()
     if pooling not in valid:
         raise ProbeConfigError(f"unknown probe pooling {pooling!r}; valid: {valid} (heads whose pooling has no "
@@ -77,8 +76,6 @@ def check_pooling(pooling: str) -> str:
 
 
 def _tied_to_tokens(pooling: str) -> bool:
-    from eegfm_bench.models.heads import HEADS
-
     return HEADS.get(pooling).tied_to_tokens
 
 

@@ -50,6 +50,7 @@ from eegfm_bench.data.cache import BuildLock, mark_used
 from eegfm_bench.data.datamodule import WindowDataset
 from eegfm_bench.data.windows import WindowSet, _publish, default_cache_dir
 from eegfm_bench.distributed import barrier, broadcast_object, is_global_zero, world_size
+from eegfm_bench.models.heads import pool_tokens
 from eegfm_bench.models.user import hashable_user_spec
 from eegfm_bench.trainer import build_trainer, pad_to_ranks, predict_gathered
 
@@ -372,8 +373,6 @@ class FeatureStore:
         ------
         ValueError
             An unknown pooling."""
-        from eegfm_bench.models.heads import pool_tokens
-
         pos = None if idx is None else self.positions(idx)
         if pooling == "mean":  # the cached mean over tokens
             x = self.mean(block)

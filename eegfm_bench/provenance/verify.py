@@ -130,12 +130,8 @@ def random_subspaces(cov: np.ndarray, target: np.ndarray, n: int = 10, *, match:
     Raises
     ------
     ValueError
-        For an unknown mode or ``n < 1``.
-    EnergyUnreachable
-        (a ``ValueError``) When the target's energy is outside what rank-r subspaces can carry: of the target's
-        complement in mode ``"energy"``, of the whole space in ``"energy_any"``. The message gives the reachable
-        range and the fix; :func:`eegfm_bench.provenance.audit.run_audit` catches it in mode ``"energy"`` and draws
-        the controls in the whole space instead, saying so in the report.
+        For an unknown mode or ``n < 1``; :class:`EnergyUnreachable` when no rank-r subspace (of the complement in
+        mode ``"energy"``) carries the target's energy (the audit then draws them in the whole space and says so).
 
     References
     ----------
