@@ -448,7 +448,8 @@ def _stage_notes(p: dict) -> dict[str, str]:
     return {"start-up": p["startup"]["source"],
             "windows": "window cache read, timed by this plan",
             "features": "head-only backbones: one frozen forward pass per window (feature cache read if present)",
-            "job start-up": "a new process per job: start-up + window read",
+            "job start-up": "a new process per job: start-up + window read"
+                            + ("; SLURM's queue wait not included" if p["launcher"] == "slurm" else ""),
             "training": cells + "; max_epochs each, sanity check, checkpoints, Lightning's cost (toy model), "
                                 "model build and first steps",
             "testing": "test windows forward + the test loop's cost",
