@@ -10,7 +10,7 @@ constant :data:`eegfm_bench.runs.plan_stages.REFRESH_S`.
 Usage::
 
     EEGFM_DATA=../shared/data python scripts/bench_plan.py --config configs/experiment/plan_tiny.yaml
-    python scripts/bench_plan.py --config configs/experiment/quickstart.yaml --out /tmp/qs -- --launcher local --workers 2
+    python scripts/bench_plan.py --config configs/experiment/quickstart.yaml -- --launcher local --workers 2
 """
 from __future__ import annotations
 

@@ -11,7 +11,10 @@ Prints, without training anything:
   table (``scripts/bench_backbones.py --out FILE``'s ``.json``: ``fwd_per_s`` / ``fwd_bwd_per_s`` per model and
   device) when given, else from a short measurement here (``--measure``: 3 batches of the config's input through
   each model, forward and forward + backward). An estimate assumes every cell runs ``max_epochs`` (early stopping
-  only shortens it) and counts the backbone, which dominates; validation and test passes are forward-only.
+  only shortens it) and counts the backbone, which dominates; validation and test passes are forward-only;
+* **the whole command, stage by stage** (project issue 35, item 6; :mod:`eegfm_bench.runs.plan_stages`): start-up,
+  the window read (or the ingestion this plan paid), the features, job start-ups, training, testing, each confound
+  variation and the report, for the launcher and workers given, with its total wall time.
 """
 from __future__ import annotations
 
