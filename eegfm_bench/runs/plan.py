@@ -11,12 +11,16 @@ Prints, without training anything:
   table (``scripts/bench_backbones.py --out FILE``'s ``.json``: ``fwd_per_s`` / ``fwd_bwd_per_s`` per model and
   device) when given, else from a short measurement here (``--measure``: 3 batches of the config's input through
   each model, forward and forward + backward). An estimate assumes every cell runs ``max_epochs`` (early stopping
-  only shortens it) and counts the backbone, which dominates; validation and test passes are forward-only.
+  only shortens it) and counts the backbone, which dominates; validation and test passes are forward-only;
+* **the whole command, stage by stage** (project issue 35, item 6; :mod:`eegfm_bench.runs.plan_stages`): start-up,
+  the window read (or the ingestion this plan paid), the features, job start-ups, training, testing, each confound
+  variation and the report, for the launcher and workers given, with its total wall time.
 """
 from __future__ import annotations
 
 import io
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -32,9 +36,12 @@ from eegfm_bench.models.throughput import batch_seconds
 from eegfm_bench.runs.cells import CVConfig, enumerate_cells, fixed_batch_size, load_config, run_trainer, windows_for
 from eegfm_bench.runs.confound import derive, label
 from eegfm_bench.runs.launch import as_launcher, chunks
+from eegfm_bench.runs.plan_stages import (bootstrap_seconds, cell_stage_seconds, command_stages, compare_seconds,
+                                          effective_parallel, features_cached, features_seconds, stages_markdown,
+                                          startup_seconds, timed_windows)
 from eegfm_bench.runs.progress import CellProgress
 from eegfm_bench.stats import SUBJECT_SD_PILOT, min_detectable_delta
-from eegfm_bench.trainer import build_trainer, fit_callbacks
+from eegfm_bench.trainer import build_trainer, fit_callbacks, fixed_numerics
 
 
 def _measure(model: str, ch_names: list[str], n_times: int, backbone_kwargs: dict | None, batch: int, *, min_batches: int = 5,
@@ -42,23 +49,30 @@ def _measure(model: str, ch_names: list[str], n_times: int, backbone_kwargs: dic
     """Windows/s of one backbone on this machine's CPU, forward (eval, no grad) and forward + backward (train), at
     ``batch`` windows per step: 2 warm-up steps, then at least ``min_batches`` timed steps and ``min_seconds``
     (:func:`~eegfm_bench.models.throughput.batch_seconds`); the median step sets the rate, the quartiles its
-    spread. Also the seconds to save the model's weights once (each epoch writes ``best`` and ``last``), the input
-    size and the number of blocks (what a depth-truncated variant scales by)."""
+    spread. Also the seconds to save the model's weights once (each epoch writes ``best`` and ``last``), to build
+    the model (``build_s``), the warm-up steps' extra seconds (``*_warmup_excess_s``: a fresh model's first steps),
+    the input size and the number of blocks (what a depth-truncated variant scales by)."""
     torch.manual_seed(0)
     kwargs = dict(backbone_kwargs or {})
+    t0 = time.perf_counter()
     ad = BACKBONES.get(model)(ch_names, n_times, n_outputs=2, **kwargs)
+    build_s = time.perf_counter() - t0
     x = torch.randn(batch, len(ch_names), n_times)
     out: dict = {"model": model, "n_chans": len(ch_names), "n_times": int(n_times), "backbone_kwargs": kwargs,
                  "batch": batch, "device": "cpu", "source": "measured (CPU)"}
     for key, train in (("fwd", False), ("fwd_bwd", True)):
+        t0 = time.perf_counter()
         t = np.asarray(batch_seconds(ad, ch_names, x, train=train, min_batches=min_batches, min_seconds=min_seconds))
         q1, med, q3 = np.percentile(t, [25, 50, 75])
+        # the 2 warm-up steps' time beyond 2 median steps: what a fresh model (every cell) pays once
+        out[f"{key}_warmup_excess_s"] = max(0.0, time.perf_counter() - t0 - float(t.sum()) - 2 * float(med))
         out[f"{key}_per_s"] = batch / med
         out[f"{key}_batches"] = int(len(t))
         out[f"{key}_spread"] = [batch / q3, batch / q1]  # windows/s at the slow and the fast quartile step
     t0 = time.perf_counter()
     torch.save(ad.state_dict(), io.BytesIO())
     out["save_s"] = time.perf_counter() - t0
+    out["build_s"] = build_s
     out["n_blocks"] = len(list(getattr(ad, "blocks", []) or []))
     return out
 
@@ -160,11 +174,11 @@ class _Toy(L.LightningModule):
 
 def _lightning_overhead(tr: dict) -> dict:
     """Seconds a cell spends outside the model on this machine: a Trainer with the cv's callbacks (early stopping,
-    checkpoint, RNG state) fitting and testing a toy model for 1 and for 4 epochs; ``per_epoch`` is the slope and
-    ``per_cell`` the rest (Trainer start, test loop)."""
+    checkpoint, RNG state) fitting and testing a toy model for 1 and for 4 epochs; ``per_epoch`` is the slope,
+    ``per_cell`` the rest (Trainer start, test loop) and ``test`` the test loop's part of it (mean of the two)."""
     g = torch.Generator().manual_seed(0)
     data = TensorDataset(torch.randn(32, 8, generator=g), torch.randint(0, 2, (32,), generator=g))
-    cost = {}
+    cost, test = {}, []
     for epochs in (1, 4):
         with tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
@@ -172,10 +186,13 @@ def _lightning_overhead(tr: dict) -> dict:
             t = build_trainer({**tr, "max_epochs": epochs, "accelerator": "cpu", "devices": 1}, callbacks=cbs,
                               loggers=False, enable_checkpointing=True, enable_progress_bar=False)
             t.fit(_Toy(), DataLoader(data, batch_size=16), DataLoader(data, batch_size=16))
+            t1 = time.perf_counter()
             t.test(_Toy(), DataLoader(data, batch_size=16), verbose=False)
             cost[epochs] = time.perf_counter() - t0
+            test.append(time.perf_counter() - t1)
     per_epoch = max(0.0, (cost[4] - cost[1]) / 3)
-    return {"per_epoch": per_epoch, "per_cell": max(0.0, cost[1] - per_epoch)}
+    per_cell = max(0.0, cost[1] - per_epoch)
+    return {"per_epoch": per_epoch, "per_cell": per_cell, "test": min(per_cell, float(np.mean(test)))}
 
 
 def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measure: bool = True) -> dict:
@@ -189,19 +206,26 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
     ConfigError
         From the config, as ``eegfm-bench cv`` would.
     """
+    startup = startup_seconds()  # first: the process's age is its start-up only before the plan's own work
     cfg = load_config(config, args)
     table: dict = read_bench(bench) if bench else {}
-    over = _lightning_overhead(cfg.trainer) if (table or measure) else None
+    if table or measure:
+        with fixed_numerics(cfg.intra_op_threads):
+            over = _lightning_overhead(cfg.trainer)
+    else:
+        over = None
     head = _plan_part(cfg, table, measure, over)
-    conf = []
+    conf, parts = [], []
     cc = cfg.confound
     if cc.enabled:
         for v in cc.variations:
             part = _plan_part(derive(cfg, v), table, measure, over)
+            parts.append(part)
             conf.append({"condition": label(v, cc), "out_dir": part["out_dir"], "n_cells": part["n_cells"],
                          "n_todo": len(part["todo"]), "n_jobs": part["n_jobs"], "seconds": part["seconds"],
                          "parallel": part["parallel"]})
     known = bool(table) or not head["todo"]
+    stages = _command_stages(cfg, startup[0], head, conf, parts) if known else None
     hours = lambda sec: [x / 3600.0 for x in sec] if known else None  # noqa: E731
     total = np.asarray(head["seconds"]) + sum((np.asarray(c["seconds"]) for c in conf), np.zeros(3))
     # wall clock: each part's jobs run `parallel` at once (on their own devices); the confound check after the headline
@@ -220,7 +244,40 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
             "confound": [{**{k: v for k, v in c.items() if k != "seconds"},
                           "estimate_device_hours": c["seconds"][0] / 3600.0 if known else None} for c in conf],
             "heads": {f"{m}/{r}/{h}": c for (m, r, h), c in head["current"].items()},
-            "detectable": detectable_delta(cfg)}
+            "detectable": detectable_delta(cfg),
+            "stages": stages, "startup": {"seconds": startup[0], "source": startup[1]},
+            "estimate_command_wall_s": sum(r["wall_s"] for r in stages) if stages else None,
+            "ingested_by_plan": [{"part": c["condition"] if c else "headline", "seconds": p["windows"]["ingest_s"],
+                                  "entries": p["windows"]["built"]}
+                                 for c, p in zip([None, *conf], [head, *parts]) if p["windows"]["built"]]}
+
+
+def _command_stages(cfg: CVConfig, startup_s: float, head: dict, conf: list[dict], parts: list[dict]) -> list[dict]:
+    """The stages of the whole cv command (:func:`~eegfm_bench.runs.plan_stages.command_stages`) from the planned
+    parts: the headline and each confound variation, for the configured launcher (a new process per job: start-up
+    and the window read again) and the jobs that run at once without sharing cores."""
+    tr = cfg.trainer
+    acc = str(tr.get("accelerator", "auto"))
+    if acc == "auto":
+        acc = "gpu" if torch.cuda.is_available() else "cpu"
+    kind = cfg.launcher.kind
+
+    def part(p: dict) -> dict:
+        st = p["stage_seconds"]
+        return {"windows_s": p["windows"]["read_s"], "features_s": st["features"][0], "training_s": st["training"][0],
+                "testing_s": st["testing"][0], "n_jobs": p["n_jobs"], "launched": kind != "none",
+                "parallel": effective_parallel(kind, p["parallel"], cfg.intra_op_threads, acc),
+                "job_start_s": startup_s + p["windows"]["read_s"]}
+
+    variations = []
+    if conf:
+        sz = head["size"]
+        boot = bootstrap_seconds(sz["n_windows"], sz["n_subjects"], sz["n_folds"], sz["n_classes"],
+                                 int(cfg.confound.n_boot))
+        for c, p in zip(conf, parts):  # the comparison runs even when the variation's cells are done
+            variations.append({**part(p), "condition": c["condition"],
+                               "compare_s": compare_seconds(sz["n_groups"], sz["n_subjects"], boot)})
+    return command_stages(startup_s, part(head), variations)
 
 
 def detectable_delta(cfg: CVConfig, sd_subject: float = SUBJECT_SD_PILOT) -> dict:
@@ -235,15 +292,19 @@ def detectable_delta(cfg: CVConfig, sd_subject: float = SUBJECT_SD_PILOT) -> dic
 
 def _plan_part(cfg: CVConfig, table: dict, measure: bool, over: dict | None) -> dict:
     """Cells, jobs, backbone passes and seconds of one resolved cv config (the headline or a confound variation):
-    the cells a run would train (:class:`~eegfm_bench.runs.progress.CellProgress`, as the cv decides them)."""
+    the cells a run would train (:class:`~eegfm_bench.runs.progress.CellProgress`, as the cv decides them), and
+    the seconds of its stages (:mod:`eegfm_bench.runs.plan_stages`: the windows read, the features, the cells'
+    training and testing). Throughputs are measured with the cells' intra-op threads."""
     out = Path(cfg.out_dir)
     windows: dict = {}
+    win = timed_windows(cfg, windows)
     cells, current, split = enumerate_cells(cfg, windows, progress=False)
     todo = CellProgress.of_cells(out, cfg.experiment, cells).todo()
     lc = cfg.launcher
     jobs = chunks([c.id for c in todo], lc) if lc.kind != "none" else ([[None] * len(todo)] if todo else [])
     rows, passes_saved, used = [], 0, {}
     seconds = np.zeros(3)  # at the median step, the slow quartile and the fast quartile
+    stage = {"features": np.zeros(3), "training": np.zeros(3), "testing": np.zeros(3)}
     extracted = set()
     for c in todo:
         run, fold = c.run, c.fold
@@ -253,29 +314,41 @@ def _plan_part(cfg: CVConfig, table: dict, measure: bool, over: dict | None) -> 
         groups = ws.subject if cfg.split.group_by == "subject" else ws.recording
         n_train, n_val, n_test = (len(i) for i in split.indices(groups, fold))
         kw = run.backbone_kwargs
+        batch = max(1, min(fixed_batch_size(cfg.data), n_train or 1))
         tput = lookup(table, run.model, len(ws.ch_names), int(ws.n_times), kw)
         if tput is None and measure:
-            batch = max(1, min(fixed_batch_size(cfg.data), n_train or 1))
-            tput = _measure(run.model, list(ws.ch_names), int(ws.n_times), kw, batch)
+            with fixed_numerics(cfg.intra_op_threads):  # the threads every cell runs with
+                tput = _measure(run.model, list(ws.ch_names), int(ws.n_times), kw, batch)
             table[throughput_key(run.model, len(ws.ch_names), int(ws.n_times), kw)] = tput
             table.setdefault(throughput_key(run.model), tput)
         if tput is not None:
             label = run.model if used.get(run.model, tput) is tput else f"{run.model} {kw}"
             used.setdefault(label, tput)
         key = (run.model, json.dumps(kw, sort_keys=True), run.pretrained)
+        first = key not in extracted
         if run.regime == "head_only":
             would = epochs * (n_train + n_val) + n_test  # backbone passes without the cache (per head and fold)
             passes_saved += would - (0 if key in extracted else len(ws))
-        fwd, bwd = cell_passes(run.regime, epochs, n_train, n_val, n_test, len(ws), key not in extracted)
+            if first and not features_cached(cfg, run.model, kw, ws):
+                stage["features"] += features_seconds(len(ws), tput)
+        fwd, bwd = cell_passes(run.regime, epochs, n_train, n_val, n_test, len(ws), first)
         if run.regime == "head_only":
             extracted.add(key)
         seconds += cell_seconds(fwd, bwd, tput, over, epochs)
+        for k, v in cell_stage_seconds(run.regime, epochs, n_train, n_val, n_test, batch, tput, over).items():
+            stage[k] += v
         rows.append({"cell": c.id, "epochs": epochs,
                      "windows": {"train": n_train, "val": n_val, "test": n_test},
                      "backbone_passes": {"forward": fwd, "forward_backward": bwd}})
+    n_subjects = len({str(s) for w in windows.values() for s in w.subject})
+    n_classes = max((len(np.unique(w.y)) for w in windows.values()), default=2)
     return {"out_dir": str(out), "n_cells": len(cells), "todo": rows, "launcher": lc.kind, "n_jobs": len(jobs),
             "passes_saved": int(passes_saved), "seconds": seconds.tolist(), "current": current, "overhead": over,
-            "parallel": _parallel(lc, len(jobs)), "used": used}
+            "parallel": _parallel(lc, len(jobs)), "used": used, "windows": win,
+            "stage_seconds": {k: v.tolist() for k, v in stage.items()},
+            "size": {"n_windows": max((len(w) for w in windows.values()), default=0), "n_subjects": n_subjects,
+                     "n_classes": int(n_classes), "n_folds": len({c.fold for c in cells}),
+                     "n_groups": len(current)}}
 
 
 def _parallel(lc, n_jobs: int) -> int:
@@ -358,8 +431,33 @@ def plan_markdown(p: dict) -> str:
                          f"about {wall * 60:.1f} min if each concurrent job has its own device"
                          + (" (local workers on one CPU share its cores: expect the device estimate)"
                             if p["launcher"] == "local" else ""))
-        lines.append("windows are read (and cached) by this plan, so the run's estimate leaves reading out")
+    if p.get("stages"):
+        lines += ["", "## the whole command, stage by stage", ""]
+        lines += stages_markdown(p["stages"], _stage_notes(p))
+        lines.append("")
+        tot = p["estimate_command_wall_s"]
+        lines.append(f"whole command: about {tot / 60:.1f} min of wall clock on this machine at its present load "
+                     f"(load average {os.getloadavg()[0]:.1f}; every rate was measured now, under that load)")
+        for b in p.get("ingested_by_plan") or []:
+            lines.append(f"ingest ({b['part']}): the window cache was absent; this plan built it in {b['seconds']:.1f} "
+                         f"s, so the command only reads it")
     return "\n".join(lines)
+
+
+def _stage_notes(p: dict) -> dict[str, str]:
+    """Where each stage's figure comes from, for the per-stage table."""
+    par = p["parallel"]
+    cells = f"{len(p['todo'])} cells at the measured throughput" + (f", {par} jobs at once" if par > 1 else "")
+    return {"start-up": p["startup"]["source"],
+            "windows": "window cache read, timed by this plan",
+            "features": "head-only backbones: one frozen forward pass per window (feature cache read if present)",
+            "job start-up": "a new process per job: start-up + window read"
+                            + ("; SLURM's queue wait not included" if p["launcher"] == "slurm" else ""),
+            "training": cells + "; max_epochs each, sanity check, checkpoints, Lightning's cost (toy model), "
+                                "model build and first steps",
+            "testing": "test windows forward + the test loop's cost",
+            "confound check": "its cells as the headline's, plus the paired bootstrap comparison",
+            "report": "summary and experiment page (REFRESH_S per page)"}
 
 
 __all__ = ["plan_cv", "plan_markdown"]
