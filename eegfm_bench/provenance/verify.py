@@ -102,8 +102,7 @@ def random_subspaces(cov: np.ndarray, target: np.ndarray, n: int = 10, *, match:
     ``"energy"`` (default)
         A Haar draw in the orthogonal complement of the targeted subspace, moved along the path
         ``qr((1 − t) Q0 + t Q1)`` towards the complement's top (or bottom) r-dim principal subspace ``Q1``, with
-        ``t`` found by bisection so its energy equals the target's (to ``tol`` of tr Σ). The controls never
-        share a direction with the target.
+        ``t`` found by bisection so its energy equals the target's (to ``tol`` of tr Σ); disjoint from the target.
     ``"energy_any"``
         The same in the full space: always reachable, but a control may overlap the target (overlap reported).
     ``"rank"``
