@@ -12,12 +12,13 @@ from eegfm_bench.interpret.attribution import (CONSERVATION_TOLERANCE, RANDOMISA
                                                sanity_verdict)
 from eegfm_bench.interpret.lrp import PATCH_MAPS
 from eegfm_bench.interpret.topomap import plot_topomap_grid
+from eegfm_bench.reports.style import fold_key, plural
 
 
 def write_cell_maps(cell_dir: Path, method: str, condition: str, class_names: Sequence[str], title: str) -> dict | None:
     """Aggregate the fold npz files of one cell / condition / method; write ``maps.npz`` and ``topomap.png``."""
     d = cell_dir / cond_dir(condition) / method
-    files = sorted(d.glob("fold*.npz"))
+    files = sorted(d.glob("fold*.npz"), key=lambda f: fold_key(f.stem[len("fold"):]))  # fold2 before fold10
     if not files:
         return None
     folds = []
@@ -36,7 +37,7 @@ def write_cell_maps(cell_dir: Path, method: str, condition: str, class_names: Se
     cols = ["class-averaged"] + [f"{c} (n={n})" for c, n in zip(class_names, agg["n_windows_per_class"])]
     png = plot_topomap_grid({method: maps}, names, d / "topomap.png", col_titles=cols, cmap="Reds",
                             shared_scale="row", unit="mean |R| (normalised)",
-                            title=f"{title}\n{len(files)} folds, {agg['n_windows']} windows")
+                            title=f"{title}\n{plural(len(files), 'fold')}, {plural(agg['n_windows'], 'window')}")
     return {"png": png, "npz": d / "maps.npz", **agg, "ch_names": names}
 
 

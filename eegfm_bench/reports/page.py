@@ -20,7 +20,9 @@ paper 000's verdicts), each present only when its results exist:
 Only rows of each run's current config hashes enter a table (``cells.json`` of the cv run, the sweep, the probes
 and the attribution), the same rows the commands' own Markdown reports show. Every number on the page is read
 from the result stores and JSON files, never typed in. Every figure has a caption saying what was measured and on
-what (folds, windows, init).
+what (folds, windows, init), and promising only what the figure draws (a chance line only where one is drawn,
+intervals only where they were computed). Every score axis is anchored at chance, never autoscaled, counted nouns
+agree with their count and folds are listed in natural order (:mod:`eegfm_bench.reports.style`).
 """
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ from eegfm_bench.reports.audit import stability_mark
 from eegfm_bench.reports.confound import VERDICT_LEGEND, current_rows, ordered, verdict_text
 from eegfm_bench.reports.cv import SUMMARY_METRICS
 from eegfm_bench.reports.probes import probe_table
+from eegfm_bench.reports.style import anchor_score_axis, fold_key, plural
 from eegfm_bench.reports.sweep import add_labels, degradation_table, delta_intervals, fold_deltas, resolve_reference
 from eegfm_bench.registry import UnknownNameError
 from eegfm_bench.results import ResultStore, code_version
@@ -382,7 +385,8 @@ def run_section(src: Sources, frames: Sequence[pd.DataFrame], page_dir: Path | N
         cfg = src.config(d / "sweep.yaml")
         rows.append([_text(d.name), _text("sweep"), _text(""),
                      _text(f"cv run {cfg.cv_out_dir if cfg is not None else '?'}"),
-                     _text(f"{len(cfg.conditions or []) if cfg is not None else 0} conditions, perturbation seed "
+                     _text(f"{plural(len(cfg.conditions or []) if cfg is not None else 0, 'condition')}, "
+                           "perturbation seed "
                            f"{cfg.seed if cfg is not None else '?'}"),
                      _text(rel(d))])
     for kind, lst in (("probes", src.probes), ("attention", src.attention), ("attribution", src.attribution),
@@ -439,14 +443,35 @@ def _ingest_line(rep: dict) -> str:
     return "; ".join(parts) + "." if parts else ""
 
 
-def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_accuracy",
-                        chance: float | None = None) -> Path:
+def fold_points_figure(df: pd.DataFrame, metric: str = "balanced_accuracy",
+                       chance: float | None = None) -> matplotlib.figure.Figure:
+    """The clean score of every test fold (dots) with mean ± SD (squares), one column per model / regime / head.
+
+    The y axis is a score axis anchored at chance (:func:`~eegfm_bench.reports.style.score_limits`: chance − 0.1 to
+    1, or 0 to 1 without a chance level), never autoscaled: fold noise must not read as an effect. The layout is
+    constrained (labels inside the figure whatever the number of columns, one included) and the chance label sits
+    at the axes' right edge, not at a data x outside them.
+
+    Parameters
+    ----------
+    df : DataFrame
+        Result rows (``model``, ``regime``, ``head``, ``fold``, ``metric``, ``condition``, ``value``).
+    metric : str
+        The score drawn (rows of the ``clean`` condition).
+    chance : float, optional
+        Chance level: a dashed line and the axis' anchor.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Not saved (:func:`_fold_points_figure` saves it).
+    """
     pts = df[(df["metric"] == metric) & (df["condition"] == "clean")].copy()
     pts["value"] = pts["value"].astype(float)
     pts["label"] = pts["model"].astype(str) + "\n" + pts["regime"].astype(str) + " / " + pts["head"].astype(str)
     labels = list(dict.fromkeys(pts.sort_values(["model", "regime", "head"])["label"]))
     # no pyplot: the user's backend is left alone
-    fig = matplotlib.figure.Figure(figsize=(max(4.0, 1.3 * len(labels) + 1.5), 3.4))
+    fig = matplotlib.figure.Figure(figsize=(max(4.0, 1.3 * len(labels) + 1.5), 3.4), layout="constrained")
     ax = fig.subplots()
     rng = np.random.default_rng(0)
     for i, lab in enumerate(labels):
@@ -455,12 +480,19 @@ def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_ac
         ax.errorbar(i + 0.22, v.mean(), yerr=v.std(ddof=1) if v.size > 1 else 0, fmt="s", color="k", ms=5, capsize=3)
     if chance is not None:
         ax.axhline(chance, ls="--", lw=1, color="0.4", zorder=1)
-        ax.text(len(labels) - 0.5, chance, f" chance {chance:.3f}", va="bottom", ha="right", fontsize=7, color="0.3")
+        ax.text(0.99, chance, f"chance {chance:.3f}", va="bottom", ha="right", fontsize=7, color="0.3",
+                transform=ax.get_yaxis_transform())
+    ax.set_xlim(-0.5, len(labels) - 0.5)
+    anchor_score_axis(ax, pts["value"], chance)
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylabel(metric.replace("_", " "))
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    return fig
+
+
+def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_accuracy",
+                        chance: float | None = None) -> Path:
+    fold_points_figure(df, metric, chance).savefig(path, dpi=100)
     return path
 
 
@@ -501,7 +533,8 @@ def _recall_table(cv_dir: Path, df: pd.DataFrame, names: list[str]) -> tuple[Tab
     auroc = df[df["metric"] == "auroc"].set_index(["model", "regime", "head", "fold"])["value"]
     per: dict = {}
     flags = []
-    for r in rows_df.sort_values(["model", "regime", "head", "fold"]).itertuples():
+    order = rows_df.assign(_fold=rows_df["fold"].map(fold_key)).sort_values(["model", "regime", "head", "_fold"])
+    for r in order.itertuples():  # folds in natural order ("2" before "10"; the store holds them as text)
         path = _predictions_path(r.predictions, cv_dir)
         if path is None:
             continue
@@ -542,6 +575,7 @@ def clean_sections(cv_dir: Path, assets: Path, cfg=None) -> list[Section]:
     df = df[df["condition"] == "clean"]
     by = ["model", "init", "regime", "head"]
     n_folds = int(df["fold"].nunique())
+    unit = "/".join(sorted(set(df["fold_unit"].dropna().astype(str)))) if "fold_unit" in df else ""
     summary = df[df["metric"].isin(SUMMARY_METRICS)].copy()
     summary["value"] = summary["value"].astype(float)
     agg = summary.groupby(by + ["metric"])["value"].agg(["mean", "std", "count"]).reset_index()
@@ -558,10 +592,12 @@ def clean_sections(cv_dir: Path, assets: Path, cfg=None) -> list[Section]:
                     + [Cell(str(int(g["count"].max())), int(g["count"].max())),
                        _text(_span(f["n_windows"]) + " / " + _span(f["n_subjects"])),
                        Cell(_fmt(chance), chance)])
+    folds_txt = plural(n_folds, unit + "-grouped test fold" if unit else "test fold")
     sec = Section("clean", f"Clean performance ({cv_dir.name})",
-                  f"{cv_dir.name}: mean ± SD over {n_folds} subject-grouped test folds, window-level (the rows of "
-                  "`summary.md`); chance (balanced accuracy of any constant prediction) = "
-                  f"{_fmt(chance)}" + (f" ({len(names)} classes: {', '.join(names)})" if names else "") + ".")
+                  f"{cv_dir.name}: {'mean ± SD' if n_folds > 1 else 'the score'} over {folds_txt}"
+                  ", window-level (the rows of `summary.md`); chance (balanced accuracy of any constant prediction) = "
+                  f"{_fmt(chance)}" + (f" ({plural(len(names), 'class', 'classes')}: {', '.join(names)})" if names
+                                       else "") + ".")
     sec.tables.append(Table("Clean test performance per model × init × regime × head (mean ± SD over folds), the test "
                             "windows and subjects of each fold (range over folds) and the chance level.",
                             by + metrics + ["folds", "test windows / subjects per fold", "chance"], rows, "clean"))
@@ -571,9 +607,11 @@ def clean_sections(cv_dir: Path, assets: Path, cfg=None) -> list[Section]:
     sec.notes += flags
     inits = ", ".join(sorted(set(summary["init"].astype(str))))
     png = _fold_points_figure(df, assets / f"{cv_dir.name}_folds.png", chance=chance)
-    sec.figures.append(_figure(png, f"Balanced accuracy of every test fold (dots; {n_folds} folds) with mean ± SD "
-                                    f"(squares), per model / regime / head, and the chance level (dashed); init "
-                                    f"{inits}; {cv_dir.name}."))
+    axis = ("the chance level (dashed); y axis from chance − 0.1 (lower if a fold is) to 1" if chance is not None
+            else "y axis from 0 to 1 (no chance level: the task's classes are unknown)")
+    sec.figures.append(_figure(png, f"Balanced accuracy of every test fold (dots; {plural(n_folds, 'fold')}) with "
+                                    f"the mean{' ± SD' if n_folds > 1 else ''} (squares), per model / regime / head; "
+                                    f"{axis}; init {inits}; {cv_dir.name}."))
     out = [sec]
     c = current_rows(cv_dir)
     if not c.empty:
@@ -655,25 +693,28 @@ def robustness_sections(sweep_dir: Path, cfg=None) -> list[Section]:
     n_folds = int(df["fold"].nunique())
     alpha = float((cfg.alpha if cfg is not None else None) or 0.05)
     reachable = n_folds >= 2 and 2.0 / 2 ** n_folds < alpha  # the smallest two-sided Wilcoxon p with n folds
+    ci = delta_intervals(sweep_dir, df)
+    ci_of = {(r.label, r.condition): r for r in ci.itertuples() if np.isfinite(r.low_pp)} if not ci.empty else {}
+    evidence = ("the intervals below are the evidence" if ci_of else
+                "no interval either (the sweep saved no per-window predictions): the per-fold Δ are all there is")
     if not ref:
         marks_txt = "No reference model: no ∗/∇ marks."
     elif reachable:
         marks_txt = (f"∗ / ∇: significantly less / more degradation than {ref} (Wilcoxon signed-rank over folds, Holm "
                      f"across models, α = {alpha:g}).")
     else:
-        marks_txt = (f"No ∗/∇ marks: with {n_folds} folds the smallest two-sided Wilcoxon p is "
+        marks_txt = (f"No ∗/∇ marks: with {plural(n_folds, 'fold')} the smallest two-sided Wilcoxon p is "
                      f"{2.0 / 2 ** n_folds if n_folds else 1:.3g}, so no comparison with {ref} can reach α = "
-                     f"{alpha:g} (6 folds or more can); the intervals below are the evidence.")
-    ci = delta_intervals(sweep_dir, df)
-    ci_of = {(r.label, r.condition): r for r in ci.itertuples()} if not ci.empty else {}
+                     f"{alpha:g} (6 folds or more can); {evidence}.")
     clean_of = df[(df["metric"] == "balanced_accuracy") & (df["condition"] == "clean")].assign(
         value=lambda x: x["value"].astype(float)).groupby("label")["value"].mean()
+    interval = (", with its 95 % subject-cluster bootstrap interval (subjects resampled within each test fold, from "
+                "the saved per-window predictions)" if ci_of else "")
     sec = Section("robustness", f"Robustness under test-time perturbations ({sweep_dir.name})",
                   f"Δ = balanced accuracy change from clean in percentage points, paired per fold, mean over "
-                  f"{n_folds} folds, with its 95 % subject-cluster bootstrap interval (subjects resampled within each "
-                  "test fold, from the saved per-window predictions), beside the clean score; each model on its own "
-                  f"fold's test windows, no retraining (paper 003 §5, App. D). {marks_txt} Models in one fixed order "
-                  "(by name) in every table.")
+                  f"{plural(n_folds, 'fold')}{interval}, beside the clean score; each model on its own fold's test "
+                  f"windows, no retraining (paper 003 §5, App. D). {marks_txt} Models in one fixed order (by name) in "
+                  "every table.")
     by_type: dict[str, list[str]] = {}
     for c in conds:
         by_type.setdefault(_perturbation_type(c), []).append(c)
@@ -688,20 +729,24 @@ def robustness_sections(sweep_dir: Path, cfg=None) -> list[Section]:
                 m = means.loc[lab, c]
                 txt = ("—" if not np.isfinite(m) else f"{m:+.1f}") + (marks.loc[lab, c] or "")
                 r = ci_of.get((lab, c))
-                if r is not None and np.isfinite(r.low_pp):
+                if r is not None:
                     txt += f" [{r.low_pp:+.1f}, {r.high_pp:+.1f}]"
                 cells.append(Cell(txt, _num(m)))
             rows.append(cells)
-        sec.tables.append(Table(f"{kind}: Δ balanced accuracy (pp) per condition [95 % subject-cluster interval] "
-                                "beside the clean balanced accuracy; Average = mean over these conditions.",
+        shown = any((lab, c) in ci_of for lab in means.index for c in means.columns)
+        sec.tables.append(Table(f"{kind}: Δ balanced accuracy (pp) per condition"
+                                + (" [95 % subject-cluster interval, where the predictions were saved]" if shown
+                                   else "")
+                                + " beside the clean balanced accuracy; Average = mean over these conditions.",
                                 ["model", "clean"] + [str(c) for c in means.columns], rows, f"robustness:{kind}"))
     na = df[df["metric"] == "not_applicable"]
     for lab, g in na.groupby("label"):
         for note, gg in g.groupby("note"):
             sec.notes.append(f"Not applicable to {lab}: {', '.join(sorted(set(gg['condition'])))} ({note}).")
     fig = _figure(sweep_dir / "degradation_curves.png",
-                  f"Balanced accuracy (mean ± SD over {n_folds} folds) against perturbation strength, per model; "
-                  f"the sweep's test windows, {', '.join(sorted(set(df['init'].astype(str))))}.")
+                  f"Balanced accuracy (mean{' ± SD' if n_folds > 1 else ''} over {plural(n_folds, 'fold')}) against "
+                  "perturbation strength, one line per model, one panel per perturbation family; "
+                  f"the sweep's test windows; init {', '.join(sorted(set(df['init'].astype(str))))}.")
     if fig:
         sec.figures.append(fig)
     return [sec]
@@ -726,8 +771,10 @@ def probe_sections(probe_dirs: Sequence[Path], attention_dirs: Sequence[Path]) -
         sec.tables.append(Table("Probe balanced accuracy per block.", ["model", "curve", "pooling", "block",
                                                                        "relative depth", "balanced accuracy", "folds"],
                                 rows, "probes"))
-        fig = _figure(d / "probe_curves.png", f"Probe balanced accuracy against relative depth (mean ± SD over "
-                                              f"{int(t['n_folds'].max())} folds), frozen vs fine-tuned; init {inits}.")
+        nf = int(t["n_folds"].max())
+        fig = _figure(d / "probe_curves.png", f"Probe balanced accuracy against relative depth (mean"
+                                              f"{' ± SD band' if nf > 1 else ''} over {plural(nf, 'fold')}), one line "
+                                              f"per stage and pooling, y axis 0 to 1; init {inits}.")
         if fig:
             sec.figures.append(fig)
         secs.append(sec)
@@ -738,7 +785,7 @@ def probe_sections(probe_dirs: Sequence[Path], attention_dirs: Sequence[Path]) -
             n_folds = int(npz["frozen"].shape[0])
             sec.figures.append(_figure(png, f"{png.name.split('_per_block')[0]}: per-channel attention of every "
                                             f"block (sum over queries; mean over heads, patches and test windows, "
-                                            f"{n_folds} folds), fine-tuned and frozen."))
+                                            f"{plural(n_folds, 'fold')}), fine-tuned and frozen."))
         if not secs:
             secs.append(sec)
     return secs
@@ -773,7 +820,8 @@ def attribution_sections(attr_dirs: Sequence[Path]) -> list[Section]:
         for png in sorted(d.glob("overview_*.png")):
             sec.figures.append(_figure(png, f"Attribution topomaps ({png.stem.replace('overview_', '')}): mean |R| per "
                                             f"channel, class-averaged and per class, every cell and method; "
-                                            f"{n_win} selected test windows over {n_folds} folds; init {inits}."))
+                                            f"{plural(n_win, 'selected test window')} over "
+                                            f"{plural(n_folds, 'fold')}; init {inits}."))
         secs.append(sec)
     return secs
 

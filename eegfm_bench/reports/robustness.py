@@ -14,8 +14,10 @@ module combines sweeps of several tasks:
   (:func:`eegfm_bench.stats.wilcoxon_holm`). The paper names the test and the correction but not the pairs (its
   code does not include them); pooling the shared folds of every benchmark is our reading of "over the shared
   folds";
-* **degradation curves per type** (Figure 2): balanced accuracy against the level (SNR in dB, dropout probability),
-  averaged over the benchmarks that have every level, one line per model.
+* **degradation curves per plot family** (Figure 2): balanced accuracy against the level, one panel per family a
+  condition's ``plot`` names — white / pink noise (SNR in dB), random dropout zero-padded / removed (p), and every
+  condition a user registered with a ``plot`` (as a sweep's own figure) — averaged over the benchmarks that have
+  every level of the family, one line per model, on a 0–1 score axis.
 
 Only rows of each sweep's current config hashes are read (``cells.json`` of the sweep), so a rerun never mixes in
 old results.
@@ -31,7 +33,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from eegfm_bench.perturb.conditions import AdditiveNoise, ChannelDropout, parse_condition
+from eegfm_bench.perturb.conditions import STANDARD_PANELS, PlotFamily, parse_condition
+from eegfm_bench.reports.style import anchor_score_axis, fold_key, plural
 from eegfm_bench.reports.sweep import add_labels, fold_deltas, resolve_reference
 from eegfm_bench.results import ResultStore
 from eegfm_bench.stats import wilcoxon_holm
@@ -121,7 +124,8 @@ def condition_table(deltas: pd.DataFrame, condition: str, benchmarks: Sequence[s
     per = {lab: g.set_index(["benchmark", "fold"])["delta_pp"] for lab, g in d.groupby("label")}
     marks, tests = {}, []
     if reference is not None and reference in per and len(per) >= 2:
-        shared = sorted(set.intersection(*(set(s.index) for s in per.values())))
+        shared = sorted(set.intersection(*(set(s.index) for s in per.values())),
+                        key=lambda bf: (bf[0], fold_key(bf[1])))
         if len(shared) >= 2:
             res = wilcoxon_holm({k: s.loc[shared].to_numpy() for k, s in per.items()}, reference, alpha=alpha)
             marks = {r.model: r.mark for r in res}
@@ -143,48 +147,100 @@ def table_markdown(table: pd.DataFrame, benchmarks: Sequence[str], n_total: int)
     for rank, (lab, r) in enumerate(table.iterrows(), 1):
         avg = _fmt(r["Average"]) + (r["mark"] or "")
         if int(r["n_benchmarks"]) < n_total:
-            avg += f" (over {int(r['n_benchmarks'])})"
+            avg += f" (over {plural(int(r['n_benchmarks']), 'benchmark')})"
         L.append(f"| {rank} | {lab} | " + " | ".join(_fmt(r[c]) for c in cols) + f" | {avg} |")
     return "\n".join(L)
 
 
-def plot_curves(df: pd.DataFrame, path: str | os.PathLike, metric: str = "balanced_accuracy") -> Path | None:
-    """Figure 2: balanced accuracy vs level per perturbation type, averaged over the benchmarks with every level."""
+def curve_panels(df: pd.DataFrame, metric: str = "balanced_accuracy") -> dict[PlotFamily, dict]:
+    """Figure 2's points: one panel per plot family, one curve per model, averaged over benchmarks.
+
+    A condition is drawn in the panel its ``plot`` names (:class:`~eegfm_bench.perturb.conditions.PlotFamily` and
+    its level), as in a sweep's own figure (:func:`~eegfm_bench.reports.sweep.degradation_panels`): the built-in
+    noise and dropout conditions and every condition a user registered with a ``plot``; conditions whose ``plot``
+    is None (regions, substitutions) are not drawn. A panel averages the benchmarks that hold clean and every level
+    of its family; a model is drawn at a level when every such benchmark has its score there.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The combined rows (:func:`combine`: ``benchmark``, ``label``, ``condition``, ``metric``, ``value``).
+    metric : str
+
+    Returns
+    -------
+    dict
+        ``{family: {"benchmarks": [...], "curves": {label: [(x, mean over benchmarks), ...]}}}`` — the standard
+        panels first (:data:`~eegfm_bench.perturb.conditions.STANDARD_PANELS`, those with a condition here), then
+        the other families in the order their first condition appears; x is the level on a numeric axis (clean
+        at ``family.clean_level``), or the position (clean 0, then the levels in the family's order) on a
+        categorical one; ``"levels"`` holds the tick labels of a categorical axis.
+    """
     frame = df[df["metric"] == metric].copy()
     frame["value"] = frame["value"].astype(float)
-    kinds: dict[str, list] = {}
-    for cond in sorted(set(frame["condition"])):
-        c = parse_condition(cond)
-        if isinstance(c, AdditiveNoise):
-            kinds.setdefault(f"{c.kind} noise (SNR dB)", []).append((cond, c.snr_db))
-        elif isinstance(c, ChannelDropout):
-            kinds.setdefault(f"random dropout, {c.handling} (p)", []).append((cond, c.p))
-    if not kinds:
-        return None
-    fig = Figure(figsize=(4.2 * len(kinds), 3.4))  # no pyplot: the user's backend is left alone
-    axes = fig.subplots(1, len(kinds), squeeze=False)
-    for ax, (kind, levels) in zip(axes[0], kinds.items()):
-        conds = [c for c, _ in levels]
+    plotted = {c: parse_condition(c).plot for c in dict.fromkeys(frame["condition"]) if c != "clean"}
+    plotted = {c: p for c, p in plotted.items() if p is not None}
+    found = list(dict.fromkeys(f for f, _ in plotted.values()))
+    families = [f for f in STANDARD_PANELS if f in found] + [f for f in found if f not in STANDARD_PANELS]
+    out: dict = {}
+    for fam in families:
+        levels = sorted({(lvl, c) for c, (f, lvl) in plotted.items() if f == fam},
+                        key=lambda t: -t[0] if fam.descending else t[0])
+        conds = [c for _, c in levels]
         full = [b for b, g in frame.groupby("benchmark") if set(conds) | {"clean"} <= set(g["condition"])]
+        xs = ([fam.clean_level] + [lvl for lvl, _ in levels] if fam.clean_level is not None
+              else list(range(len(levels) + 1)))
+        curves = {}
         for lab, g in frame[frame["benchmark"].isin(full)].groupby("label"):
-            per_b = g.groupby(["benchmark", "condition"])["value"].mean().unstack("condition")
-            xs, ys = [], []
-            for cond, lvl in sorted(levels, key=lambda t: t[1], reverse="SNR" in kind):
-                if cond in per_b.columns and per_b[cond].notna().all():
-                    xs.append(lvl)
-                    ys.append(per_b[cond].mean())
-            if xs:
-                ax.plot(xs, ys, marker="o", label=lab)
-        ax.set_title(f"{kind}\n(mean over {len(full)} benchmarks)", fontsize=9)
-        ax.set_xlabel(kind.rsplit("(", 1)[-1].rstrip(")"))
-        ax.set_ylabel("balanced accuracy")
-        if "SNR" in kind:
-            ax.invert_xaxis()
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
+            per_b = g.groupby(["benchmark", "condition"])["value"].mean().unstack("condition").reindex(full)
+            pts = [(x, float(per_b[c].mean())) for x, c in zip(xs, ["clean"] + conds)
+                   if c in per_b.columns and per_b[c].notna().all()]
+            if len(pts) > 1:
+                curves[lab] = pts
+        out[fam] = {"benchmarks": full, "curves": curves, "levels": ["clean"] + [f"{lvl:g}" for lvl, _ in levels]}
+    return out
+
+
+def plot_curves(df: pd.DataFrame, path: str | os.PathLike, metric: str = "balanced_accuracy") -> Path | None:
+    """Figure 2 (:func:`curves_figure`) saved at 120 dpi; None when no condition has a panel."""
+    fig = curves_figure(df, metric)
+    if fig is None:
+        return None
     path = Path(path)
     fig.savefig(path, dpi=120)
     return path
+
+
+def curves_figure(df: pd.DataFrame, metric: str = "balanced_accuracy") -> Figure | None:
+    """Figure 2: the score vs level, one panel per plot family (:func:`curve_panels`: the built-in families and
+    every user condition with a ``plot``), averaged over the benchmarks with every level, one line per model.
+
+    The y axis is a score axis from 0 to 1 (:func:`~eegfm_bench.reports.style.score_limits` without a chance level:
+    the benchmarks' chance levels differ), shared by the panels and never autoscaled. Returns None (nothing drawn)
+    when no condition has a panel.
+    """
+    panels = curve_panels(df, metric)
+    if not panels:
+        return None
+    fig = Figure(figsize=(4.2 * len(panels), 3.4), layout="constrained")  # no pyplot: the user's backend is left alone
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)
+    drawn: list[float] = []
+    for ax, (fam, panel) in zip(axes[0], panels.items()):
+        for lab, pts in panel["curves"].items():
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=lab)
+            drawn += [y for _, y in pts]
+        if fam.clean_level is None:
+            ax.set_xticks(range(len(panel["levels"])), panel["levels"])
+        elif fam.xlim is not None:
+            ax.set_xlim(*fam.xlim)
+        ax.set_title(f"{fam.title}\n(mean over {plural(len(panel['benchmarks']), 'benchmark')})", fontsize=9)
+        ax.set_xlabel(fam.axis)
+        ax.grid(alpha=0.3)
+    anchor_score_axis(axes[0][0], drawn)
+    axes[0][0].set_ylabel(metric.replace("_", " "))
+    if axes[0][0].get_legend_handles_labels()[0]:
+        axes[0][0].legend(fontsize=7)
+    return fig
 
 
 def write_robustness_report(sweep_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
@@ -206,7 +262,7 @@ def write_robustness_report(sweep_dirs: Sequence[str | os.PathLike], out_dir: st
         PAPER_TABLES.get(c, 99), c))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    L = [f"# Robustness over {len(benchmarks)} benchmarks ({', '.join(benchmarks)})", "",
+    L = [f"# Robustness over {plural(len(benchmarks), 'benchmark')} ({', '.join(benchmarks)})", "",
          "Δ balanced accuracy in percentage points from clean, paired per fold, mean over each benchmark's folds; "
          "Average = mean of the benchmark columns (each benchmark weighs the same); ∗ / ∇: the model's per-fold Δ is "
          f"significantly above / below {ref or '(no reference)'}'s (two-sided Wilcoxon signed-rank over the "
@@ -233,7 +289,10 @@ def write_robustness_report(sweep_dirs: Sequence[str | os.PathLike], out_dir: st
                                            for b in benchmarks) + " |")
     fig = plot_curves(df, out / "robustness_curves.png")
     if fig is not None:
-        L += ["", f"![degradation curves]({fig.name})"]
+        L += ["", "Figure 2: balanced accuracy against the level, one panel per perturbation family (white / pink "
+              "noise, random dropout, and every registered condition with a plot family), mean over the benchmarks "
+              "with every level of the family, one line per model; conditions without a plot family (regions, "
+              "substitutions) are in the tables only.", "", f"![degradation curves]({fig.name})"]
     L += ["", "Sweeps: " + ", ".join(f"`{d}`" for d in sweep_dirs)]
     (out / "robustness.md").write_text("\n".join(L) + "\n")
     if rows:
@@ -243,4 +302,4 @@ def write_robustness_report(sweep_dirs: Sequence[str | os.PathLike], out_dir: st
 
 
 __all__ = ["PAPER_TABLES", "RobustnessReportError", "load_sweep_rows", "combine", "benchmark_deltas",
-           "condition_table", "write_robustness_report"]
+           "condition_table", "curve_panels", "curves_figure", "plot_curves", "write_robustness_report"]

@@ -10,7 +10,8 @@ From the rows a sweep wrote (:mod:`eegfm_bench.runs.sweep`):
   rows ranked by ``Average`` (least degradation first), as Tables 10–17;
 * :func:`plot_degradation_curves` — balanced accuracy vs SNR (white, pink) and vs dropout probability
   (zero-padded and removed side by side), then one panel per other plot family a condition names
-  (:func:`degradation_panels`), mean ± std over folds (PNG, matplotlib Agg);
+  (:func:`degradation_panels`), mean ± std over folds, on a score axis anchored at chance
+  (:mod:`eegfm_bench.reports.style`) (PNG, matplotlib Agg);
 * :func:`write_report` — ``sweep.md`` (clean table, degradation tables, not-applicable list, dropout masks,
   regions, failures), ``deltas.csv``, ``wilcoxon.csv`` and ``degradation_curves.png``.
 
@@ -30,6 +31,7 @@ import pandas as pd
 
 from eegfm_bench.perturb.conditions import DROPOUT_REMOVED_PANEL, STANDARD_PANELS, PlotFamily, parse_condition
 from eegfm_bench.reports.cv import to_markdown
+from eegfm_bench.reports.style import anchor_score_axis, fold_key, plural
 from eegfm_bench.results import ResultStore, run_label
 from eegfm_bench.stats import paired_cluster_bootstrap, paired_deltas, wilcoxon_holm
 
@@ -106,7 +108,7 @@ def _test_column(per_label: dict[str, pd.Series], reference: str | None, alpha: 
     """Wilcoxon + Holm of every label against the reference over the folds all labels share."""
     if reference is None or reference not in per_label or len(per_label) < 2:
         return {}, []
-    shared = sorted(set.intersection(*(set(s.dropna().index) for s in per_label.values())))
+    shared = sorted(set.intersection(*(set(s.dropna().index) for s in per_label.values())), key=fold_key)
     if len(shared) < 2:
         return {}, []
     res = wilcoxon_holm({k: s.loc[shared].to_numpy() for k, s in per_label.items()}, reference, alpha=alpha)
@@ -254,7 +256,7 @@ def degradation_panels(df: pd.DataFrame, metric: str = "balanced_accuracy") -> d
 def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric: str = "balanced_accuracy",
                             chance: float | None = None, title: str = "") -> Path:
     """Degradation curves: metric vs level, one panel per plot family (:func:`degradation_panels`), one line per
-    model.
+    model (:func:`degradation_figure`, saved at 110 dpi and closed).
 
     Parameters
     ----------
@@ -273,7 +275,25 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
     Path
         The PNG written (the 4 standard panels — white noise, pink noise, dropout zero-padded, dropout removed —
         then one per other family in the sweep; x = clean then the levels (SNR in dB, decreasing), or the level
-        from the clean one (dropout p from 0); mean ± std over folds).
+        from the clean one (dropout p from 0); mean ± std over folds; the y axis anchored at chance).
+    """
+    import matplotlib.pyplot as plt  # reason: heavy (0.7-1.3 s to import here); Agg chosen by degradation_figure
+
+    fig = degradation_figure(df, metric=metric, chance=chance, title=title)
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def degradation_figure(df: pd.DataFrame, *, metric: str = "balanced_accuracy", chance: float | None = None,
+                       title: str = ""):
+    """The figure :func:`plot_degradation_curves` saves (same arguments but the path), not saved: a pyplot figure
+    on the Agg backend; the caller closes it.
+
+    The y axis is a score axis shared by the panels and anchored at chance
+    (:func:`~eegfm_bench.reports.style.score_limits`: chance − 0.1 to 1, 0 to 1 without ``chance``), never
+    autoscaled, so a small drop is drawn small.
     """
     import matplotlib  # reason: heavy (0.7-1.3 s to import here); Agg must be chosen before pyplot loads
 
@@ -287,12 +307,14 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
     if any(parse_condition(c).needs_variable_channels for c in df["condition"].unique()):
         listed.add(DROPOUT_REMOVED_PANEL)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.2), sharey=True)
+    drawn: list[float] = []  # every mean − std drawn: the shared score axis must hold them all
     for ax, (fam, curves) in zip(axes, panels.items()):
         for lab, pts in curves.items():
             xs = [t[0] for t in pts] if fam.clean_level is not None else list(range(len(pts)))
             mean = [float(np.mean(v)) if len(v) else math.nan for _, v in pts]
             std = [float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for _, v in pts]
             ax.errorbar(xs, mean, yerr=std, marker="o", ms=4, capsize=3, color=colors[lab], label=lab)
+            drawn += [m - s for m, s in zip(mean, std)]
             if fam.clean_level is None:
                 ax.set_xticks(xs, ["clean"] + [f"{t[0]:g}" for t in pts[1:]])
         if chance is not None:
@@ -305,16 +327,14 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
             ax.text(0.5, 0.5, "no model applicable" if fam in listed else "not in this sweep",
                     ha="center", va="center", transform=ax.transAxes, color="0.4")
         ax.grid(alpha=0.3)
+    anchor_score_axis(axes[0], drawn, chance)  # shared by every panel
     axes[0].set_ylabel(metric.replace("_", " "))
     handles, labs = axes[0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labs, loc="lower center", ncol=min(6, len(labs)), frameon=False)
     fig.suptitle(title or f"{metric.replace('_', ' ')} under test-time perturbations (mean ± std over folds)")
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
@@ -466,7 +486,7 @@ def _method_lines(df: pd.DataFrame, cfg, metric: str, ref: str | None, alpha: fl
     n_folds = int(df["fold"].nunique())
     fold_unit = ", ".join(sorted(set(df["fold_unit"].astype(str)))) if "fold_unit" in df else "?"
     cv_run, seed = (cfg.cv_out_dir, cfg.seed) if cfg is not None else ("?", "?")
-    lines = [f"cv run: `{cv_run}`; {n_folds} fold(s) ({fold_unit}-grouped); perturbation seed {seed}; metric: "
+    lines = [f"cv run: `{cv_run}`; {plural(n_folds, 'fold')} ({fold_unit}-grouped); perturbation seed {seed}; metric: "
              f"{metric.replace('_', ' ')}. Models evaluated on their own fold's test windows under every condition, "
              "no retraining (paper 003 §3, App. D).", ""]
     lines += _filter_lines(df, filter_notes)
@@ -476,7 +496,7 @@ def _method_lines(df: pd.DataFrame, cfg, metric: str, ref: str | None, alpha: fl
               f"folds; ranked by Average (mean over the table's conditions). Best per column in bold, second "
               f"underlined. " + (f"∗ / ∇: significantly less / more degradation than {ref} (two-sided Wilcoxon "
                                  f"signed-rank over the shared folds, Holm-corrected across models, α = {alpha:g}); "
-                                 f"with {n_folds} folds the smallest attainable p is {min_p:.3g}."
+                                 f"with {plural(n_folds, 'fold')} the smallest attainable p is {min_p:.3g}."
                                  if ref else "No significance marks (no reference model)."), ""]
     return lines
 
