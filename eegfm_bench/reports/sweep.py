@@ -370,8 +370,8 @@ def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int
     for lab, g in cells.groupby("label"):
         folders = []
         for r in g.itertuples():
-            folders.append((int(r.fold), out / "predictions" /
-                            f"{run_label(r.model, r.regime, r.head)}-{str(r.config_hash)[:8]}-fold{int(r.fold)}"))
+            folders.append((str(r.fold), out / "predictions" /
+                            f"{run_label(r.model, r.regime, r.head)}-{str(r.config_hash)[:8]}-fold{r.fold}"))
         if not all((f / "clean.csv").is_file() for _, f in folders):
             continue
         clean = {k: pd.read_csv(f / "clean.csv") for k, f in folders}
