@@ -54,7 +54,7 @@ from eegfm_bench.reports.cv import SUMMARY_METRICS
 from eegfm_bench.reports.probes import probe_table
 from eegfm_bench.reports.sweep import add_labels, degradation_table, delta_intervals, fold_deltas, resolve_reference
 from eegfm_bench.registry import UnknownNameError
-from eegfm_bench.results import ResultStore, code_version
+from eegfm_bench.results import ResultStore, code_version, resolve_row_path
 
 log = logging.getLogger(__name__)
 
@@ -351,8 +351,10 @@ def reproduce_commands(src: Sources) -> list[str]:
 
 
 def _out_dir(cfg, folder: Path):
-    """The ``out_dir`` a saved config names (as the command was given it), else the folder it was found in."""
-    return (cfg.out_dir if cfg is not None else None) or folder
+    """The ``out_dir`` a saved config names (as the command was given it) when it is the folder it was found in,
+    else that folder (a moved or copied results folder is named where it is, never where it was written)."""
+    named = cfg.out_dir if cfg is not None else None
+    return named if named and Path(named).resolve() == Path(folder).resolve() else folder
 
 
 def run_section(src: Sources, frames: Sequence[pd.DataFrame], page_dir: Path | None = None) -> Section:
@@ -484,7 +486,9 @@ def _class_names(cfg) -> list[str]:
 
 
 def _predictions_path(recorded: str, cv_dir: Path) -> Path | None:
-    p = Path(str(recorded))
+    """A row's prediction CSV inside ``cv_dir`` (:func:`~eegfm_bench.results.resolve_row_path`; never a file outside
+    it), else ``predictions/<name>`` there; None when neither exists (the recall table then has no row for it)."""
+    p = resolve_row_path(str(recorded), cv_dir, what="predictions")
     for cand in (p, cv_dir / "predictions" / p.name):
         if cand.is_file():
             return cand

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +26,7 @@ from eegfm_bench.config import ConfigError
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.results import read_results_csv
+from eegfm_bench.results import read_results_csv, resolve_row_path
 from eegfm_bench.runs.cells import RunConfig, cell_hash, load_config, run_trainer, windows_for
 
 
@@ -47,7 +47,8 @@ class FoldCheckpoint:
     model, regime, head : str
     fold : int
     path : Path
-        The Lightning checkpoint (best validation balanced accuracy).
+        The Lightning checkpoint (best validation balanced accuracy): an absolute path inside the cv folder given
+        (the row stores it relative to that folder).
     init : str
         ``random`` or ``pretrained:<id>@<sha>``.
     config_hash : str
@@ -58,7 +59,7 @@ class FoldCheckpoint:
         Test windows of the fold, as the cv tested them.
     fold_unit : str
     predictions : str
-        The fold's per-window prediction CSV (may be empty for old runs).
+        The fold's per-window prediction CSV, an absolute path inside the cv folder (empty for old runs).
     """
 
     model: str
@@ -104,7 +105,8 @@ class CVRun:
             if not (self.dir / name).is_file():
                 raise CVRunError(f"{self.dir / name} not found; fix: point the config at the out_dir of a finished "
                                  "`eegfm-bench cv --config ...` run")
-        self.config = load_config(self.dir / "config.yaml")
+        # the resolved config names the out_dir the run was written to; a moved or copied folder is read where it is
+        self.config = replace(load_config(self.dir / "config.yaml"), out_dir=str(self.dir))
         self.splits = json.loads((self.dir / "splits.json").read_text())
         self.results = read_results_csv(self.dir / "results.csv")  # hashes stay text (never 123456e78901 -> inf)
         self._windows: dict = {}
@@ -219,22 +221,30 @@ class CVRun:
                              f"folds={folds}; the run holds {cells} (fix: let the cv run finish)")
         out = []
         for r in df.sort_values(["model", "regime", "head", "fold"]).itertuples():
-            path = self._resolve(str(r.checkpoint), f"{r.model}-{r.regime}-{r.head}", int(r.fold))
+            cell = f"{r.model}-{r.regime}-{r.head}"
+            path = self._resolve(str(r.checkpoint), cell, int(r.fold))
             out.append(FoldCheckpoint(r.model, r.regime, r.head, int(r.fold), path, str(r.init), str(r.config_hash),
                                       int(r.seed), int(r.n_windows), str(getattr(r, "fold_unit", self.group_by)),
-                                      str(getattr(r, "predictions", "") or "")))
+                                      self._predictions(getattr(r, "predictions", ""), cell, int(r.fold))))
         return out
 
     def _resolve(self, recorded: str, cell: str, fold: int) -> Path:
-        candidates = [Path(recorded)] if recorded and recorded != "nan" else []
-        if candidates and not candidates[0].is_absolute():
-            candidates.append(self.dir.parent / recorded)
-        for c in candidates:
-            if c.is_file():
-                return c
-        raise CVRunError(f"checkpoint of {cell} fold {fold} not found (looked at {[str(c) for c in candidates]}); "
-                         "fix: run the analysis from the folder the cv ran in, rerun that cell (`eegfm-bench cv "
-                         "--force`), or restore the file")
+        """The fold's checkpoint inside this folder (:func:`~eegfm_bench.results.resolve_row_path`: never a file
+        outside it, whatever an old row's absolute path names)."""
+        if not recorded or recorded == "nan":
+            raise CVRunError(f"the row of {cell} fold {fold} in {self.dir / 'results.csv'} names no checkpoint; fix: "
+                             "rerun that cell (`eegfm-bench cv --force`)")
+        path = resolve_row_path(recorded, self.dir, what=f"checkpoint of {cell} fold {fold}")
+        if not path.is_file():
+            raise CVRunError(f"checkpoint of {cell} fold {fold} not found: {path} (the row names {recorded}, relative "
+                             f"to {self.dir}); fix: rerun that cell (`eegfm-bench cv --force`), or restore the file")
+        return path
+
+    def _predictions(self, recorded, cell: str, fold: int) -> str:
+        """The fold's prediction CSV inside this folder, as text (``""`` when the row names none)."""
+        if not isinstance(recorded, str) or recorded in ("", "nan"):
+            return ""
+        return str(resolve_row_path(recorded, self.dir, what=f"predictions of {cell} fold {fold}"))
 
     # -------------------------------------------------------------------------------------------- data
     def windows(self, model: str) -> WindowSet:
