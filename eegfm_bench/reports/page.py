@@ -351,10 +351,13 @@ def reproduce_commands(src: Sources) -> list[str]:
 
 
 def _out_dir(cfg, folder: Path):
-    """The ``out_dir`` a saved config names (as the command was given it) when it is the folder it was found in,
-    else that folder (a moved or copied results folder is named where it is, never where it was written)."""
+    """The ``out_dir`` a saved config names, as the command was given it (a relative one reads the same in any
+    checkout); an absolute one only when it is the folder it was found in, else that folder (a moved or copied
+    results folder is named where it is, never where it was written)."""
     named = cfg.out_dir if cfg is not None else None
-    return named if named and Path(named).resolve() == Path(folder).resolve() else folder
+    if named and Path(named).is_absolute() and Path(named).resolve() != Path(folder).resolve():
+        return folder
+    return named or folder
 
 
 def run_section(src: Sources, frames: Sequence[pd.DataFrame], page_dir: Path | None = None) -> Section:

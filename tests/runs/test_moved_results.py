@@ -64,7 +64,8 @@ def moved_cv(tmp_path_factory):
 @requires_data
 def test_a_moved_cv_is_read_where_it_is_by_sweep_probe_and_attribute(moved_cv, tmp_path):
     moved = moved_cv
-    assert "written" in yaml.safe_load((moved / "config.yaml").read_text())["out_dir"]  # the old place, now gone
+    old = Path(yaml.safe_load((moved / "config.yaml").read_text())["out_dir"])
+    assert "written" in str(old) and not old.parent.exists()  # the old place, now gone
     cv = pd.read_csv(moved / "results.csv")
     for col in PATH_COLUMNS:  # the cv's rows name their files inside the folder, relative to it
         assert {_inside(moved, moved, v).parent.name for v in cv[col]} == {"fold0" if col == "checkpoint" else
@@ -90,6 +91,11 @@ def test_a_moved_cv_is_read_where_it_is_by_sweep_probe_and_attribute(moved_cv, t
         fine = rows[rows["checkpoint"].fillna("") != ""]  # a probe's frozen stage names no checkpoint
         assert len(fine) and {_inside(moved, moved / "interp" / store, v) for v in fine["checkpoint"]} == \
             {_inside(moved, moved, v) for v in cv["checkpoint"]}
+    # the cv itself continues in the moved folder when told where it is now (its config.yaml names the old place)
+    before = pd.read_csv(moved / "results.csv")
+    assert _main(["cv", "--config", str(moved / "config.yaml"), "--out_dir", str(moved)]) == 0
+    pd.testing.assert_frame_equal(before, pd.read_csv(moved / "results.csv"))  # every cell found, none retrained
+    assert not old.parent.exists()  # nothing written at the old place
     # an archive of the folder, restored elsewhere: its rows name the restored files
     with tarfile.open(tmp_path / "cv.tar", "w") as tar:
         tar.add(moved, arcname="cv")
