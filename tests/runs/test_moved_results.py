@@ -52,20 +52,21 @@ def _inside(folder: Path, store: Path, value: str) -> Path:
 
 @pytest.fixture(scope="module")
 def moved_cv(tmp_path_factory):
-    """A finished tiny cv, written at ``<a>/cv`` and moved to ``<b>/moved`` (``<a>`` then removed)."""
+    """A finished tiny cv, written at ``<a>/cv`` and moved to ``<b>/moved`` (``<a>`` then removed): ``(moved,
+    written)``."""
     a, b = tmp_path_factory.mktemp("written"), tmp_path_factory.mktemp("elsewhere")
     (a / "cv.yaml").write_text(yaml.safe_dump({**CV, "out_dir": str(a / "cv")}))
     assert _main(["cv", "--config", str(a / "cv.yaml")]) == 0
     shutil.move(str(a / "cv"), str(b / "moved"))
     shutil.rmtree(a)
-    return b / "moved"
+    return b / "moved", a / "cv"
 
 
 @requires_data
 def test_a_moved_cv_is_read_where_it_is_by_sweep_probe_and_attribute(moved_cv, tmp_path):
-    moved = moved_cv
-    old = Path(yaml.safe_load((moved / "config.yaml").read_text())["out_dir"])
-    assert "written" in str(old) and not old.parent.exists()  # the old place, now gone
+    moved, old = moved_cv
+    assert Path(yaml.safe_load((moved / "config.yaml").read_text())["out_dir"]) == old  # the old place, now gone
+    assert not old.parent.exists()
     cv = pd.read_csv(moved / "results.csv")
     for col in PATH_COLUMNS:  # the cv's rows name their files inside the folder, relative to it
         assert {_inside(moved, moved, v).parent.name for v in cv[col]} == {"fold0" if col == "checkpoint" else
@@ -110,14 +111,17 @@ def test_a_moved_cv_is_read_where_it_is_by_sweep_probe_and_attribute(moved_cv, t
 
 
 @requires_data
-def test_a_copy_with_a_damaged_checkpoint_opens_its_own_file(moved_cv, tmp_path, monkeypatch):
-    """``cp -r`` of a finished cv, its ``best.ckpt`` cut in half: ``attribute`` on the copy opens the copy's file
-    (and fails on it), never the intact original's weights."""
+def test_a_copy_with_a_damaged_checkpoint_opens_its_own_file(moved_cv, tmp_path, monkeypatch, request):
+    """``cp -r`` of a finished cv whose original stays where it was written, the copy's ``best.ckpt`` cut in half:
+    ``attribute`` on the copy opens the copy's file (and fails on it), never the intact original's weights."""
     import eegfm_bench.runs.attribute as attribute
     import eegfm_bench.runs.output as output
 
+    moved, original = moved_cv
+    shutil.copytree(moved, original)  # the original back where it was written, its rows unchanged
+    request.addfinalizer(lambda: shutil.rmtree(original.parent))
     copy = tmp_path / "copy"
-    shutil.copytree(moved_cv, copy)
+    shutil.copytree(original, copy)
     (ck,) = list(copy.rglob("best.ckpt"))
     data = ck.read_bytes()
     ck.write_bytes(data[:len(data) // 2])
@@ -138,7 +142,7 @@ def test_a_copy_with_a_damaged_checkpoint_opens_its_own_file(moved_cv, tmp_path,
     assert rc != 0
     assert asked and {p.resolve() for p in asked} == {ck.resolve()}, asked
     assert {p.resolve() for p in opened if p.suffix == ".ckpt"} <= {ck.resolve()}, opened
-    assert output.load_fold_model(next(moved_cv.rglob("best.ckpt")))  # the original is intact: it would have loaded
+    assert output.load_fold_model(next(original.rglob("best.ckpt")))  # the original is intact: it would have loaded
 
 
 # ------------------------------------------------------------------------------------------- synthetic folders
@@ -195,9 +199,9 @@ def test_cvrun_refuses_a_row_that_points_outside_its_folder(moved_cv, tmp_path, 
     """A cv folder whose row names a checkpoint outside it (hand-edited, or an old store whose file is gone from
     the copy): ``sweep`` exits 2 with one line naming the row's path and the folder, and writes nothing."""
     copy = tmp_path / "copy"
-    shutil.copytree(moved_cv, copy)
+    shutil.copytree(moved_cv[0], copy)
     outside = tmp_path / "elsewhere.ckpt"
-    shutil.copy(next(moved_cv.rglob("best.ckpt")), outside)
+    shutil.copy(next(moved_cv[0].rglob("best.ckpt")), outside)
     rows = ResultStore(copy).load()
     rows["checkpoint"] = str(outside)
     ResultStore(copy).append(rows.astype(object).where(rows.notna(), None).to_dict("records"))  # newer rows win
@@ -214,3 +218,18 @@ def test_cvrun_refuses_a_row_that_points_outside_its_folder(moved_cv, tmp_path, 
     assert err[0].startswith("eegfm-bench sweep: OutsideFolderError: ") and "Traceback" not in "".join(err)
     assert "../elsewhere.ckpt" in err[0] and str(copy) in err[0] and "fix:" in err[0]
     assert not (tmp_path / "sweep" / "results.csv").exists()
+
+
+@requires_data
+def test_confound_on_a_moved_cv_writes_in_the_folder_given(moved_cv, monkeypatch):
+    """``eegfm-bench confound --cv <moved>`` checks (and writes) the folder given, not the out_dir its
+    ``config.yaml`` names (the place it was written, gone)."""
+    import eegfm_bench.runs.confound as C
+
+    moved, old = moved_cv
+    seen = []
+    monkeypatch.setattr(C, "run_confound", lambda cfg, **k: seen.append(cfg.out_dir) or pd.DataFrame())
+    monkeypatch.setattr(C, "refresh", lambda *a, **k: None)
+    (moved / "config.yaml").write_text((moved / "config.yaml").read_text().replace(str(moved), str(old)))
+    C.confound_main(moved, variations=["band"], progress=False)
+    assert seen == [str(moved)] and not old.exists()
