@@ -14,6 +14,7 @@ model is rebuilt from the checkpoint's saved hyper-parameters and its state dict
 from __future__ import annotations
 
 import json
+import pickle
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -295,7 +296,8 @@ def load_fold_model(path: str | Path, map_location: str = "cpu"):
     Raises
     ------
     CVRunError
-        The file is missing, or lacks ``hyper_parameters`` / ``state_dict`` (not an FMClassifier checkpoint).
+        The file is missing, cannot be read (damaged or cut short: the message names it), or lacks
+        ``hyper_parameters`` / ``state_dict`` (not an FMClassifier checkpoint).
     """
 
     path = Path(path)
@@ -303,7 +305,12 @@ def load_fold_model(path: str | Path, map_location: str = "cpu"):
         raise CVRunError(f"checkpoint {path} not found; fix: rerun the cv for this fold")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        ck = torch.load(path, map_location=map_location, weights_only=True)
+        try:
+            ck = torch.load(path, map_location=map_location, weights_only=True)
+        except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:  # a truncated or damaged file
+            raise CVRunError(f"checkpoint {path} cannot be read ({type(err).__name__}: {str(err).splitlines()[0]}): "
+                             "damaged or cut short; fix: rerun that cell (`eegfm-bench cv --force`) or restore the "
+                             "file") from err
     if "hyper_parameters" not in ck or "state_dict" not in ck:
         raise CVRunError(f"{path} is not a Lightning FMClassifier checkpoint (keys {sorted(ck)[:8]})")
     model = FMClassifier(**{**ck["hyper_parameters"], "pretrained": None})

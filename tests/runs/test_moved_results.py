@@ -21,7 +21,7 @@ import pytest
 import torch
 import yaml
 
-from eegfm_bench.errors import EEGFMError, OutsideFolderError
+from eegfm_bench.errors import EEGFMError, OutsideFolderError, is_user_error
 from eegfm_bench.results import PATH_COLUMNS, ResultStore, resolve_row_path, row_path
 
 from eegfm_testutils import requires_data
@@ -135,11 +135,9 @@ def test_a_copy_with_a_damaged_checkpoint_opens_its_own_file(moved_cv, tmp_path,
         {"cv_dir": str(copy), "out_dir": str(tmp_path / "interp"),
          "attribution": {"methods": ["gxi"], "percentile": 0, "max_windows_per_fold": 2, "conservation_windows": 1,
                          "randomisation_windows": 1, "batch_size": 2}}))
-    try:
-        rc = _main(["attribute", "--config", str(tmp_path / "interp.yaml")])
-    except Exception:  # noqa: BLE001  (whatever error the damaged file gives: the file opened is what counts)
-        rc = None
-    assert rc != 0
+    with pytest.raises(Exception) as err:  # a user error (one line, exit 2) naming the copy's file
+        _main(["attribute", "--config", str(tmp_path / "interp.yaml")])
+    assert is_user_error(err.value) and str(ck) in str(err.value) and str(original) not in str(err.value) and "fix:" in str(err.value)
     assert asked and {p.resolve() for p in asked} == {ck.resolve()}, asked
     assert {p.resolve() for p in opened if p.suffix == ".ckpt"} <= {ck.resolve()}, opened
     assert output.load_fold_model(next(original.rglob("best.ckpt")))  # the original is intact: it would have loaded
