@@ -137,7 +137,8 @@ def test_a_copy_with_a_damaged_checkpoint_opens_its_own_file(moved_cv, tmp_path,
                          "randomisation_windows": 1, "batch_size": 2}}))
     with pytest.raises(Exception) as err:  # a user error (one line, exit 2) naming the copy's file
         _main(["attribute", "--config", str(tmp_path / "interp.yaml")])
-    assert is_user_error(err.value) and str(ck) in str(err.value) and str(original) not in str(err.value) and "fix:" in str(err.value)
+    msg = str(err.value)
+    assert is_user_error(err.value) and str(ck) in msg and str(original) not in msg and "fix:" in msg
     assert asked and {p.resolve() for p in asked} == {ck.resolve()}, asked
     assert {p.resolve() for p in opened if p.suffix == ".ckpt"} <= {ck.resolve()}, opened
     assert output.load_fold_model(next(original.rglob("best.ckpt")))  # the original is intact: it would have loaded
@@ -210,7 +211,8 @@ def test_cvrun_refuses_a_row_that_points_outside_its_folder(moved_cv, tmp_path, 
     from eegfm_bench.cli import main
 
     monkeypatch.delenv("EEGFM_TRACEBACK", raising=False)
-    monkeypatch.setattr(sys, "argv", ["eegfm-bench", "sweep", "--config", str(tmp_path / "sweep.yaml"), "--no-progress"])
+    monkeypatch.setattr(sys, "argv", ["eegfm-bench", "sweep", "--config", str(tmp_path / "sweep.yaml"),
+                                      "--no-progress"])
     assert main() == 2  # the console script: one line, exit 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("eegfm-bench sweep: OutsideFolderError: ") and "Traceback" not in "".join(err)
