@@ -19,6 +19,11 @@ class NotAResultFolderError(EEGFMError, FileNotFoundError):
     """A folder given to a command that reads results (``status``, ``report``, ``confound --cv``) holds none."""
 
 
+class OutsideFolderError(EEGFMError, FileNotFoundError):
+    """A result row names a file outside the folder it was read from (a results folder is self-contained: its rows
+    name files by their path inside it); the message names the row's path, the folder and the fix."""
+
+
 class UnsupportedMethodError(EEGFMError, ValueError):
     """A backbone has no implementation for the requested interpretability method (AttnLRP patch map, GradCAM
     layer); the message lists the methods it supports."""
@@ -37,4 +42,4 @@ def is_user_error(err: BaseException) -> bool:
         and "fix:" in str(err)
 
 
-__all__ = ["EEGFMError", "NotAResultFolderError", "UnsupportedMethodError", "is_user_error"]
+__all__ = ["EEGFMError", "NotAResultFolderError", "OutsideFolderError", "UnsupportedMethodError", "is_user_error"]

@@ -16,6 +16,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -33,7 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from eegfm_bench.errors import EEGFMError
+from eegfm_bench.errors import EEGFMError, OutsideFolderError
+
+log = logging.getLogger(__name__)
 
 ROW_COLUMNS = ["experiment", "task", "model", "init", "regime", "head", "fold", "seed", "condition", "metric",
                "value", "n_windows", "n_subjects", "fold_unit", "config_hash", "code_version"]
@@ -53,6 +56,93 @@ COLUMN_TYPES: dict[str, pa.DataType] = {
 ``0`` beside ``pooled``; a ``config_hash`` of digits and ``e`` stays text). Every column may hold missing values
 (integers with gaps read as floats with NaN, as pandas has them). A column not named here keeps the type its writer
 gave it (strings stay strings; in a CSV-only folder: strings)."""
+
+
+PATH_COLUMNS = ("checkpoint", "predictions")
+"""Columns that name a file of a results folder. A row stores it relative to the folder holding the store (POSIX
+separators: ``checkpoints/<cell>/fold0/best.ckpt``, ``predictions/<cell>-fold0.csv``; an analysis store beside or
+under its cv run names the cv's checkpoint as ``../checkpoints/...``), so a results folder is self-contained: a
+``cp -r``, ``mv`` or archive-and-restore of it keeps every row pointing into the copy (:func:`row_path`,
+:func:`resolve_row_path`). ``block_cache`` names a cache folder outside the results, not one of its files, and stays
+as written."""
+
+
+def row_path(path: str | os.PathLike, folder: str | os.PathLike) -> str:
+    """The text a row stores for ``path``: its path relative to ``folder`` (the folder holding the store), with
+    POSIX separators; ``""`` for no path.
+
+    ``path`` is taken as the writer has it (absolute, or relative to the working directory); both are compared as
+    real paths, so a folder reached through a symbolic link (``/tmp`` on macOS) gives the same text as Lightning's
+    ``best_model_path`` (a real path).
+    """
+    if path is None or str(path) in ("", "nan", "None"):
+        return ""
+    rel = os.path.relpath(os.path.realpath(os.fspath(path)), os.path.realpath(os.fspath(folder)))
+    return Path(rel).as_posix()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies in ``folder``, by their absolute paths or by their real paths."""
+    for a, b in ((os.path.normpath(os.path.abspath(path)), os.path.normpath(os.path.abspath(folder))),
+                 (os.path.realpath(path), os.path.realpath(folder))):
+        if os.path.commonpath([a, b]) == b:
+            return True
+    return False
+
+
+_MAPPED: set[str] = set()  # folders whose old absolute row paths were read inside them (noted once per process)
+
+
+def resolve_row_path(recorded: str, folder: str | os.PathLike, *, what: str = "file") -> Path:
+    """The file a row's path column names, inside ``folder`` (the folder the reading command was given).
+
+    A row written by this version holds a path relative to the store's folder (:func:`row_path`): it is read as
+    ``folder / recorded``. A store written before held absolute paths (or paths relative to the working directory of
+    the time): such a path is used as it is only when it lies inside ``folder``. Otherwise it named the folder where
+    the store was written; the file the row means is the one at the same place in the folder given — a copy or a
+    moved folder holds its own — so the longest tail of the path (two parts at least, e.g.
+    ``checkpoints/<cell>/fold0/best.ckpt``) that is a file inside ``folder`` is read, with one log line per folder.
+    Nothing outside ``folder`` is ever read: the weights of a copy are the copy's, whatever the original holds now.
+
+    Parameters
+    ----------
+    recorded : str
+        The row's value (``checkpoint`` or ``predictions`` column).
+    folder : path
+        The folder holding the store the row was read from.
+    what : str
+        The row in words, for messages (``"checkpoint of eegnet-full-flatten fold 0"``).
+
+    Returns
+    -------
+    Path
+        An absolute path inside ``folder``; it may not exist (the caller says what is missing and how to fix it).
+
+    Raises
+    ------
+    OutsideFolderError
+        The row names a file outside ``folder`` and ``folder`` holds no file at the same place (names both).
+    """
+    folder_abs = Path(os.path.abspath(folder))
+    rec = Path(str(recorded))
+    direct = Path(os.path.normpath(folder_abs / rec))  # an absolute ``rec`` stays itself
+    inside = _inside(direct, folder_abs)
+    if inside and direct.is_file():
+        return direct
+    for i in range(1, len(rec.parts) - 1):  # longest tail first, at least two parts
+        tail = folder_abs.joinpath(*rec.parts[i:])
+        if ".." not in rec.parts[i:] and tail.is_file():
+            if str(folder_abs) not in _MAPPED:
+                _MAPPED.add(str(folder_abs))
+                log.warning("%s: its rows name files as %s (a store written before row paths were relative to it); "
+                            "reading each at the same place inside %s", folder, recorded, folder_abs)
+            return tail
+    if inside:
+        return direct
+    raise OutsideFolderError(
+        f"the {what} in {folder_abs} names {recorded}, outside that folder, and the folder holds no such file; "
+        f"fix: put the file at its place inside {folder_abs}, or rerun the command that wrote the row there "
+        "(a results folder is read only from inside)")
 
 
 class StoreSchemaError(EEGFMError, ValueError):
@@ -286,7 +376,9 @@ class ResultStore:
     # ------------------------------------------------------------------------------------------------ writing
     def append(self, rows: list[dict]) -> Path | None:
         """Add rows as one new part file (newer rows win over older rows with the same :data:`KEY_COLUMNS`);
-        then merge the human tables unless ``merge=False``. Returns the part written.
+        then merge the human tables unless ``merge=False``. Returns the part written. An absolute path in a
+        :data:`PATH_COLUMNS` column is stored relative to this folder (:func:`row_path`); a relative one is taken as
+        relative to it already.
 
         Raises
         ------
@@ -301,6 +393,10 @@ class ResultStore:
         missing = [c for c in ROW_COLUMNS if c not in new.columns]
         if missing:
             raise ValueError(f"result rows lack columns {missing}")
+        for c in PATH_COLUMNS:  # absolute paths are stored relative to this folder (a relative one already is)
+            if c in new.columns:
+                new[c] = [row_path(v, self.folder) if isinstance(v, (str, os.PathLike)) and os.path.isabs(v) else v
+                          for v in new[c]]
         table = _part_table(new[ROW_COLUMNS + [c for c in new.columns if c not in ROW_COLUMNS]])
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         if self.csv.is_file() and not self.parts():  # a folder from before parts: its CSV becomes the first part

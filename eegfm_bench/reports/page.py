@@ -57,7 +57,7 @@ from eegfm_bench.reports.probes import probe_table
 from eegfm_bench.reports.style import anchor_score_axis, fold_key, plural
 from eegfm_bench.reports.sweep import add_labels, degradation_table, delta_intervals, fold_deltas, resolve_reference
 from eegfm_bench.registry import UnknownNameError
-from eegfm_bench.results import ResultStore, code_version
+from eegfm_bench.results import ResultStore, code_version, resolve_row_path
 
 log = logging.getLogger(__name__)
 
@@ -354,8 +354,13 @@ def reproduce_commands(src: Sources) -> list[str]:
 
 
 def _out_dir(cfg, folder: Path):
-    """The ``out_dir`` a saved config names (as the command was given it), else the folder it was found in."""
-    return (cfg.out_dir if cfg is not None else None) or folder
+    """The ``out_dir`` a saved config names, as the command was given it (a relative one reads the same in any
+    checkout); an absolute one only when it is the folder it was found in, else that folder (a moved or copied
+    results folder is named where it is, never where it was written)."""
+    named = cfg.out_dir if cfg is not None else None
+    if named and Path(named).is_absolute() and Path(named).resolve() != Path(folder).resolve():
+        return folder
+    return named or folder
 
 
 def run_section(src: Sources, frames: Sequence[pd.DataFrame], page_dir: Path | None = None) -> Section:
@@ -516,7 +521,9 @@ def _class_names(cfg) -> list[str]:
 
 
 def _predictions_path(recorded: str, cv_dir: Path) -> Path | None:
-    p = Path(str(recorded))
+    """A row's prediction CSV inside ``cv_dir`` (:func:`~eegfm_bench.results.resolve_row_path`; never a file outside
+    it), else ``predictions/<name>`` there; None when neither exists (the recall table then has no row for it)."""
+    p = resolve_row_path(str(recorded), cv_dir, what="predictions")
     for cand in (p, cv_dir / "predictions" / p.name):
         if cand.is_file():
             return cand

@@ -40,7 +40,7 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.metrics import classification_metrics
 from eegfm_bench.reports.confound import VERDICT_LEGEND, confound_markdown, current_rows, ordered  # noqa: F401
-from eegfm_bench.results import ResultStore
+from eegfm_bench.results import PATH_COLUMNS, ResultStore, resolve_row_path
 from eegfm_bench.runs.cells import CVConfig, load_config, windows_for
 from eegfm_bench.runs.cv_loop import run_cells
 from eegfm_bench.runs.confound_config import (ALL_ON_REQUEST, FRONTAL, VARIATIONS, ConfoundConfig,  # noqa: F401
@@ -88,7 +88,8 @@ def _preds(run_dir: Path, cfg: CVConfig) -> pd.DataFrame:
     for r in rows.itertuples():
         if hashes.get((r.model, r.regime, r.head)) != str(r.config_hash) or not isinstance(r.predictions, str):
             continue
-        p = pd.read_csv(r.predictions)
+        p = pd.read_csv(resolve_row_path(r.predictions, run_dir, what=f"predictions of {r.model}-{r.regime}-"
+                                                                   f"{r.head} fold {r.fold}"))
         ws = windows_for(cfg, r.model, cache)
         p["window_index"] = np.asarray(ws.window_index)[p["index"].to_numpy()]
         p["model"], p["regime"], p["head"], p["fold"] = r.model, r.regime, r.head, int(r.fold)
@@ -255,6 +256,9 @@ def run_confound(cfg: CVConfig, *, progress: bool = True, variations: Optional[S
         cells = {c["config_hash"] for c in json.loads((vout / "cells.json").read_text())}
         vrows = vrows[vrows["config_hash"].astype(str).isin(cells) & (vrows["condition"] == "clean")].copy()
         vrows["condition"] = cond
+        for c in PATH_COLUMNS:  # relative to the variation's folder: made relative to the headline's by append
+            if c in vrows:
+                vrows[c] = [str(vout.absolute() / v) if isinstance(v, str) and v else v for v in vrows[c]]
         store.append(vrows.to_dict("records"))
         rows += compare(out, cfg, vout, load_config(vout / "config.yaml"), cond, int(cc.n_boot), seed=int(cfg.seed))
     table = pd.DataFrame(rows)
@@ -285,7 +289,8 @@ def confound_main(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_
     ConfigError
         As :func:`check_confound`; NotAResultFolderError-like ``ConfigError`` when ``cv_dir`` has no config.yaml.
     """
-    cfg = load_config(Path(cv_dir) / "config.yaml")
+    # the folder given, not the out_dir its config.yaml names: a moved or copied run is checked where it is
+    cfg = replace(load_config(Path(cv_dir) / "config.yaml"), out_dir=str(cv_dir))
     over = {"enabled": True, **({"variations": list(variations)} if variations else {}),
             **({"offset_s": float(offset_s)} if offset_s is not None else {}),
             **({"band": [float(x) for x in band]} if band else {})}

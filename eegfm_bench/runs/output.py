@@ -14,8 +14,9 @@ model is rebuilt from the checkpoint's saved hyper-parameters and its state dict
 from __future__ import annotations
 
 import json
+import pickle
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from eegfm_bench.config import ConfigError
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.results import read_results_csv
+from eegfm_bench.results import read_results_csv, resolve_row_path
 from eegfm_bench.runs.cells import RunConfig, cell_hash, load_config, run_trainer, windows_for
 
 
@@ -47,7 +48,8 @@ class FoldCheckpoint:
     model, regime, head : str
     fold : int
     path : Path
-        The Lightning checkpoint (best validation balanced accuracy).
+        The Lightning checkpoint (best validation balanced accuracy): an absolute path inside the cv folder given
+        (the row stores it relative to that folder).
     init : str
         ``random`` or ``pretrained:<id>@<sha>``.
     config_hash : str
@@ -58,7 +60,7 @@ class FoldCheckpoint:
         Test windows of the fold, as the cv tested them.
     fold_unit : str
     predictions : str
-        The fold's per-window prediction CSV (may be empty for old runs).
+        The fold's per-window prediction CSV, an absolute path inside the cv folder (empty for old runs).
     """
 
     model: str
@@ -104,7 +106,8 @@ class CVRun:
             if not (self.dir / name).is_file():
                 raise CVRunError(f"{self.dir / name} not found; fix: point the config at the out_dir of a finished "
                                  "`eegfm-bench cv --config ...` run")
-        self.config = load_config(self.dir / "config.yaml")
+        # the resolved config names the out_dir the run was written to; a moved or copied folder is read where it is
+        self.config = replace(load_config(self.dir / "config.yaml"), out_dir=str(self.dir))
         self.splits = json.loads((self.dir / "splits.json").read_text())
         self.results = read_results_csv(self.dir / "results.csv")  # hashes stay text (never 123456e78901 -> inf)
         self._windows: dict = {}
@@ -219,22 +222,30 @@ class CVRun:
                              f"folds={folds}; the run holds {cells} (fix: let the cv run finish)")
         out = []
         for r in df.sort_values(["model", "regime", "head", "fold"]).itertuples():
-            path = self._resolve(str(r.checkpoint), f"{r.model}-{r.regime}-{r.head}", int(r.fold))
+            cell = f"{r.model}-{r.regime}-{r.head}"
+            path = self._resolve(str(r.checkpoint), cell, int(r.fold))
             out.append(FoldCheckpoint(r.model, r.regime, r.head, int(r.fold), path, str(r.init), str(r.config_hash),
                                       int(r.seed), int(r.n_windows), str(getattr(r, "fold_unit", self.group_by)),
-                                      str(getattr(r, "predictions", "") or "")))
+                                      self._predictions(getattr(r, "predictions", ""), cell, int(r.fold))))
         return out
 
     def _resolve(self, recorded: str, cell: str, fold: int) -> Path:
-        candidates = [Path(recorded)] if recorded and recorded != "nan" else []
-        if candidates and not candidates[0].is_absolute():
-            candidates.append(self.dir.parent / recorded)
-        for c in candidates:
-            if c.is_file():
-                return c
-        raise CVRunError(f"checkpoint of {cell} fold {fold} not found (looked at {[str(c) for c in candidates]}); "
-                         "fix: run the analysis from the folder the cv ran in, rerun that cell (`eegfm-bench cv "
-                         "--force`), or restore the file")
+        """The fold's checkpoint inside this folder (:func:`~eegfm_bench.results.resolve_row_path`: never a file
+        outside it, whatever an old row's absolute path names)."""
+        if not recorded or recorded == "nan":
+            raise CVRunError(f"the row of {cell} fold {fold} in {self.dir / 'results.csv'} names no checkpoint; fix: "
+                             "rerun that cell (`eegfm-bench cv --force`)")
+        path = resolve_row_path(recorded, self.dir, what=f"checkpoint of {cell} fold {fold}")
+        if not path.is_file():
+            raise CVRunError(f"checkpoint of {cell} fold {fold} not found: {path} (the row names {recorded}, relative "
+                             f"to {self.dir}); fix: rerun that cell (`eegfm-bench cv --force`), or restore the file")
+        return path
+
+    def _predictions(self, recorded, cell: str, fold: int) -> str:
+        """The fold's prediction CSV inside this folder, as text (``""`` when the row names none)."""
+        if not isinstance(recorded, str) or recorded in ("", "nan"):
+            return ""
+        return str(resolve_row_path(recorded, self.dir, what=f"predictions of {cell} fold {fold}"))
 
     # -------------------------------------------------------------------------------------------- data
     def windows(self, model: str) -> WindowSet:
@@ -285,7 +296,8 @@ def load_fold_model(path: str | Path, map_location: str = "cpu"):
     Raises
     ------
     CVRunError
-        The file is missing, or lacks ``hyper_parameters`` / ``state_dict`` (not an FMClassifier checkpoint).
+        The file is missing, cannot be read (damaged or cut short: the message names it), or lacks
+        ``hyper_parameters`` / ``state_dict`` (not an FMClassifier checkpoint).
     """
 
     path = Path(path)
@@ -293,7 +305,12 @@ def load_fold_model(path: str | Path, map_location: str = "cpu"):
         raise CVRunError(f"checkpoint {path} not found; fix: rerun the cv for this fold")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        ck = torch.load(path, map_location=map_location, weights_only=True)
+        try:
+            ck = torch.load(path, map_location=map_location, weights_only=True)
+        except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:  # a truncated or damaged file
+            raise CVRunError(f"checkpoint {path} cannot be read ({type(err).__name__}: {str(err).splitlines()[0]}): "
+                             "damaged or cut short; fix: rerun that cell (`eegfm-bench cv --force`) or restore the "
+                             "file") from err
     if "hyper_parameters" not in ck or "state_dict" not in ck:
         raise CVRunError(f"{path} is not a Lightning FMClassifier checkpoint (keys {sorted(ck)[:8]})")
     model = FMClassifier(**{**ck["hyper_parameters"], "pretrained": None})

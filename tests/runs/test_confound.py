@@ -230,6 +230,12 @@ def test_a_frontal_1hz_transient_does_not_survive(tmp_path):
     conf = table.attrs["confound"].set_index("condition")
     assert conf.loc["confound=offset1s+band4-40", "headline_mean"] > 0.85
     assert (conf["verdict"] == "does not survive").all(), conf[["variation_mean", "checked_low", "verdict"]]
+    # the variations' rows joined the headline store naming their files relative to it (a movable folder)
+    out = tmp_path / task["name"]
+    rows = pd.read_csv(out / "results.csv")
+    var = rows[rows["condition"].str.startswith("confound=") & (rows["metric"] == "balanced_accuracy")]
+    assert len(var) == 4 and all(p.startswith("confound/") and (out / p).is_file() for p in var["predictions"])
+    assert all(c.startswith("confound/") and (out / c).is_file() for c in var["checkpoint"])
 
 
 def test_the_verdict_rule():

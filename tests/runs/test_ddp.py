@@ -70,7 +70,7 @@ def test_cv_on_two_devices_tests_every_window_exactly_once_and_writes_once(runs)
     df = _rows(root / "cv_two" / "results.csv")
     assert set(df["n_windows"]) == {45} and set(df["devices"]) == {2}
     for path in df["predictions"].unique():
-        p = pd.read_csv(path)
+        p = pd.read_csv(root / "cv_two" / path)  # relative to the out_dir
         assert len(p) == 45 and p["index"].is_unique and set(p["subject"]) == set(split["folds"][0]["test"])
     # one copy of every output: one summary printed, one checkpoint per cell, one logger version per cell
     assert runs["stdout"][1].count("| model | init | regime | head |") == 1

@@ -99,7 +99,7 @@ def test_a_ddp_cell_runs_as_two_slurm_tasks_and_tests_every_window_once(slurm_cl
     df = pd.read_csv(tmp_path / "two" / "results.csv")
     acc = df[df.metric == "balanced_accuracy"]
     assert len(acc) == 1 and set(df["devices"]) == {2} and set(df["n_windows"]) == {45}, df
-    pred = pd.read_csv(acc["predictions"].iloc[0])
+    pred = pd.read_csv(tmp_path / "two" / acc["predictions"].iloc[0])  # relative to the out_dir
     assert len(pred) == 45 and pred["index"].is_unique  # the sampler's padded window is counted once
     assert printed.count("| model | init | regime | head |") == 1
     # the same DDP cell started here (Lightning's launcher starts rank 1): the SLURM tasks' rows to the last bit

@@ -45,7 +45,7 @@ def test_cv_tiny_eegnet_real_data(tmp_path, capsys):
     for f in split["folds"]:
         assert not set(f["train"]) & set(f["test"]) and not set(f["val"]) & set(f["test"])
         assert not set(f["train"]) & set(f["val"])
-    p0 = pd.read_csv(clean[(clean.fold == 0) & (clean.metric == "balanced_accuracy")].predictions.iloc[0])
+    p0 = pd.read_csv(out / clean[(clean.fold == 0) & (clean.metric == "balanced_accuracy")].predictions.iloc[0])
     assert set(p0.subject) == set(split["folds"][0]["test"])
     assert len(p0) == 16 and p0["index"].is_unique
     # rerun: every cell is skipped, rows unchanged
