@@ -28,12 +28,16 @@ the documented constants below.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from eegfm_bench.data.cache import default_cache_dir
 
 STARTUP_S = 8.0
 """Seconds of a cv process's start-up (``python -c "import eegfm_bench.commands"``: 7.7 s user + 0.9 s sys on this
@@ -62,8 +66,6 @@ def startup_seconds() -> tuple[float, str]:
     """The start-up of a cv command: this process's age when the command modules are loaded (the plan has paid
     the same imports) and the process is young (not a notebook or a test session), else :data:`STARTUP_S`; with
     where the figure comes from."""
-    import sys
-
     age = process_age()
     if age is not None and age < 300 and "eegfm_bench.runs.cv" in sys.modules:  # not a long-lived session
         return age, "this plan's own start-up (imports), measured"
@@ -85,8 +87,7 @@ def timed_windows(cfg, windows: dict) -> dict:
         ``read_s`` (seconds to open the cache, what the command pays), ``ingest_s`` (seconds this plan spent
         building entries that were absent, else None), ``built`` (the entries built) and ``n_windows``.
     """
-    from eegfm_bench.data.cache import default_cache_dir
-    from eegfm_bench.runs.cells import windows_for_models
+    from eegfm_bench.runs.cells import windows_for_models  # reason: the cv's stack (torch, MNE), loaded to measure
 
     cdir = Path(cfg.data.cache_dir).expanduser() if cfg.data.cache_dir else default_cache_dir()
     before = complete_entries(cdir)
@@ -108,10 +109,6 @@ def timed_windows(cfg, windows: dict) -> dict:
 def features_cached(cfg, model: str, kwargs: dict | None, ws) -> bool:
     """Whether the feature cache holds a complete ``tokens`` entry of ``model`` (with these architecture
     overrides) on these windows (all rows). The weights are not compared (that needs the cell's model built)."""
-    import json
-
-    from eegfm_bench.data.cache import default_cache_dir
-
     root = (Path(cfg.data.cache_dir).expanduser() if cfg.data.cache_dir else default_cache_dir()) / "features"
     key = ws.meta.get("cache_key")
     for done in root.glob("*/COMPLETE") if root.is_dir() else []:
@@ -166,7 +163,7 @@ def features_seconds(n_windows: int, tput: dict | None) -> np.ndarray:
 def bootstrap_seconds(n_windows: int, n_subjects: int, n_folds: int, n_classes: int, n_boot: int) -> float:
     """Seconds of one paired subject-cluster bootstrap of balanced accuracy at this size, timed here on synthetic
     predictions (:func:`eegfm_bench.stats.paired_cluster_bootstrap`, as the confound comparison calls it)."""
-    from eegfm_bench.stats import paired_cluster_bootstrap
+    from eegfm_bench.stats import paired_cluster_bootstrap  # reason: scipy and statsmodels, only when timing
 
     if n_windows < 2 or n_subjects < 2:
         return 0.0

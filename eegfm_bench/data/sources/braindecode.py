@@ -25,7 +25,7 @@ from eegfm_bench.config.task import BraindecodeOptions  # noqa: F401 (the schema
 def _bd():
     """``braindecode.datasets``, imported on first use: it loads torch (about 1 GB and seconds), which no other
     source needs, and every ingestion worker process imports the sources."""
-    import braindecode.datasets as bd  # heavy optional dependency (torch), imported only by this source
+    import braindecode.datasets as bd  # reason: heavy optional dependency (torch), imported only by this source
     return bd
 
 

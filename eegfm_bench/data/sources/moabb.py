@@ -31,7 +31,7 @@ class MOABBSource(Source):
     @classmethod
     def check_options(cls, opts, where):
         out = super().check_options(opts, where)
-        import moabb.datasets as md  # heavy optional dependency, imported only by this source
+        import moabb.datasets as md  # reason: heavy optional dependency, imported only by this source
         names = sorted({n for n in dir(md) if not n.startswith("_")} | {"FakeDataset"})
         if out["dataset"] not in names:
             raise ConfigError(f"{where}.dataset {out['dataset']!r} is not a MOABB dataset."
@@ -44,8 +44,8 @@ class MOABBSource(Source):
 
     def dataset(self):
         if self._ds is None:
-            import moabb.datasets as md  # heavy optional dependency, imported only by this source
-            from moabb.datasets import fake
+            import moabb.datasets as md  # reason: heavy optional dependency, imported only by this source
+            from moabb.datasets import fake  # reason: as above
             cls = fake.FakeDataset if self.opts.dataset == "FakeDataset" else getattr(md, self.opts.dataset)
             self._ds = cls(**self.opts.kwargs)
         return self._ds
