@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, roc_auc_score
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.errors import EEGFMError
 
 ROW_COLUMNS = ["experiment", "task", "model", "init", "regime", "head", "fold", "seed", "condition", "metric",
@@ -143,16 +144,15 @@ def classification_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]
 
 
 def _atomic_write(obj: pd.DataFrame | pa.Table, path: Path) -> None:
-    """Write a frame (``.csv`` / ``.parquet``) or an Arrow table (``.parquet``) under a temporary name, then
-    ``os.replace`` it onto ``path``."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: concurrent mergers
-    if isinstance(obj, pa.Table):
-        pq.write_table(obj, tmp)
-    elif path.suffix == ".parquet":
-        obj.to_parquet(tmp, index=False)
-    else:
-        obj.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    """Write a frame (``.csv`` / ``.parquet``) or an Arrow table (``.parquet``) under a unique temporary name, then
+    rename it onto ``path`` (:func:`~eegfm_bench.atomic.atomic_path`: a failed write leaves ``path`` as it was)."""
+    with atomic_path(path) as tmp:
+        if isinstance(obj, pa.Table):
+            pq.write_table(obj, tmp)
+        elif path.suffix == ".parquet":
+            obj.to_parquet(tmp, index=False)
+        else:
+            obj.to_csv(tmp, index=False)
 
 
 class ResultStore:
@@ -379,9 +379,7 @@ class ResultStore:
                 try:
                     _atomic_write(df, self.csv)
                     _atomic_write(table, self.parquet)
-                    tmp = self.manifest.with_name(f"{self.manifest.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-                    tmp.write_text(json.dumps({"parts": sorted(names)}) + "\n")
-                    os.replace(tmp, self.manifest)
+                    atomic_write_text(self.manifest, json.dumps({"parts": sorted(names)}) + "\n")
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
         return df

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold
 
-from eegfm_bench.locks import atomic_write_text
+from eegfm_bench.atomic import atomic_write_text
+
 
 SCHEMES = ("kfold", "loso")
 GROUP_UNITS = ("subject", "recording")

@@ -38,6 +38,7 @@ import matplotlib.figure
 import numpy as np
 import pandas as pd
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import read_saved
 from eegfm_bench.config.controls import ControlsConfig, controls_parser
 from eegfm_bench.config.cv import CVConfig, cv_parser
@@ -1000,8 +1001,8 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
     md_env = _env()
     md_env.autoescape = False
     md = md_env.get_template("report.md.j2").render(meta=meta, sections=sections, rel=lambda p: os.path.relpath(p, out))
-    (out / REPORT_HTML).write_text(html, encoding="utf-8")
-    (out / REPORT_MD).write_text(md, encoding="utf-8")
+    atomic_write_text(out / REPORT_HTML, html, encoding="utf-8")
+    atomic_write_text(out / REPORT_MD, md, encoding="utf-8")
     return {"html": out / REPORT_HTML, "md": out / REPORT_MD, "assets": assets}
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.results import ResultStore
 
 
@@ -108,6 +109,6 @@ def write_report(store_dir: str | Path, chance: float | None = None, title: str 
     table = probe_table(df)
     out = Path(store_dir)
     table.to_csv(out / "probe_table.csv", index=False)
-    (out / "probes.md").write_text((f"# {title}\n\n" if title else "") + probe_markdown(table))
+    atomic_write_text(out / "probes.md", (f"# {title}\n\n" if title else "") + probe_markdown(table))
     png = plot_probe_curves(table, out / "probe_curves.png", chance=chance, title=title)
     return {"table": out / "probes.md", "csv": out / "probe_table.csv", "plot": png}

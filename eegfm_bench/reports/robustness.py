@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.perturb.conditions import AdditiveNoise, ChannelDropout, parse_condition
 from eegfm_bench.reports.sweep import add_labels, fold_deltas, resolve_reference
 from eegfm_bench.results import ResultStore
@@ -235,7 +236,7 @@ def write_robustness_report(sweep_dirs: Sequence[str | os.PathLike], out_dir: st
     if fig is not None:
         L += ["", f"![degradation curves]({fig.name})"]
     L += ["", "Sweeps: " + ", ".join(f"`{d}`" for d in sweep_dirs)]
-    (out / "robustness.md").write_text("\n".join(L) + "\n")
+    atomic_write_text(out / "robustness.md", "\n".join(L) + "\n")
     if rows:
         pd.concat(rows, ignore_index=True).to_csv(out / "robustness_tables.csv", index=False)
     pd.DataFrame(tests).to_csv(out / "robustness_wilcoxon.csv", index=False)

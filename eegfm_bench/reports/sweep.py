@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.perturb.conditions import DROPOUT_REMOVED_PANEL, STANDARD_PANELS, PlotFamily, parse_condition
 from eegfm_bench.reports.cv import to_markdown
 from eegfm_bench.results import ResultStore, run_label
@@ -424,7 +425,7 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
     lines = [f"# Perturbation sweep: {experiment or ', '.join(sorted(set(df.get('experiment', []))))} / "
              f"{task or ', '.join(sorted(set(df.get('task', []))))}", ""]
     if df.empty:
-        (out / "sweep.md").write_text("\n".join(lines + ["(no results)", ""]))
+        atomic_write_text(out / "sweep.md", "\n".join(lines + ["(no results)", ""]))
         empty = pd.DataFrame()
         empty.attrs.update(marks={}, report=str(out / "sweep.md"))
         return empty
@@ -444,7 +445,7 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
                                         "(mean ± std over folds)".strip())
     lines += ["## Degradation curves", "", f"![degradation curves]({png.name})", ""]
     lines += _failure_lines(out)
-    (out / "sweep.md").write_text("\n".join(lines))
+    atomic_write_text(out / "sweep.md", "\n".join(lines))
     return main_table
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from eegfm_bench.atomic import atomic_write_text
+
 
 def write_depth_report(rows: pd.DataFrame, root: Path) -> Path:
     """Write ``depth_table.csv`` / ``depth_table.md`` and ``depth_curve.png`` under ``root``.
@@ -32,7 +34,7 @@ def write_depth_report(rows: pd.DataFrame, root: Path) -> Path:
              "| model | regime | head | last block k | balanced accuracy | folds |", "|---|---|---|---|---|---|"]
     lines += [f"| {r.model} | {r.regime} | {r.head} | {r.depth} | {r.mean:.3f}{'' if pd.isna(r.std) else f' ± {r.std:.3f}'} "
               f"| {r.n_folds} |" for r in table.itertuples()]
-    (root / "depth_table.md").write_text("\n".join(lines) + "\n")
+    atomic_write_text(root / "depth_table.md", "\n".join(lines) + "\n")
     fig = Figure(figsize=(5, 3.5))
     ax = fig.subplots()
     for (m, reg, h), sub in table.groupby(["model", "regime", "head"]):
