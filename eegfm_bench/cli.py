@@ -55,9 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     data, a channel contract; any exception class defined in ``eegfm_bench`` — is printed as one
     ``eegfm-bench <command>: <Error>: <message>`` block on stderr and the exit code is 2; set
     ``EEGFM_TRACEBACK=1`` for the full traceback. A full disk or quota (``ENOSPC`` / ``EDQUOT``), wherever it arose,
-    is such an error too (:class:`~eegfm_bench.atomic.DiskFullError`: the folder, the bytes needed, the fix). The first SIGINT (Ctrl-C) or SIGTERM stops the command at its
-    next safe point (:mod:`eegfm_bench.interrupt`): what is finished is kept, one line says what and the command
-    that resumes, and the exit code is 130. Called with ``argv`` (from Python or tests) it raises.
+    is such an error too (:class:`~eegfm_bench.atomic.DiskFullError`: the folder, the bytes needed, the fix). The
+    first SIGINT (Ctrl-C) or SIGTERM stops the command at its next safe point (:mod:`eegfm_bench.interrupt`): what
+    is finished is kept, one line says what and the command that resumes, and the exit code is 130. Called with
+    ``argv`` (from Python or tests) it raises.
     """
     # bitsandbytes (imported by peft) logs a CPU-kernel notice on every command; it is not about the user's run
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)

@@ -356,13 +356,23 @@ class ResultStore:
     def unmerged(self) -> bool:
         """True if a part is not among those ``results.csv`` was merged from (``results.manifest.json``): workers
         wrote rows the human tables may not show yet. Exact, whatever the file system's timestamp resolution; a
-        folder merged before the manifest existed counts as unmerged until its next merge."""
+        folder merged before the manifest existed counts as unmerged until its next merge, and so does one whose
+        ``results.csv`` / ``.parquet`` no longer has the size the manifest recorded (cut by a copy or another tool:
+        the parts hold every row, the next merge writes the tables whole again)."""
         parts = self.parts()
         if not parts:
             return False
         if not self.csv.is_file() or not self.manifest.is_file():
             return True
-        merged = set(json.loads(self.manifest.read_text())["parts"])
+        try:
+            manifest = json.loads(self.manifest.read_text())
+            merged = set(manifest["parts"])
+        except (ValueError, KeyError, TypeError):  # a damaged manifest: merge again
+            return True
+        sizes = manifest.get("sizes", {})  # the tables as merged: one cut or altered since is written again
+        if any(f.name in sizes and (not f.is_file() or f.stat().st_size != sizes[f.name])
+               for f in (self.csv, self.parquet)):
+            return True
         return any(p.name not in merged for p in parts)
 
     def merge(self) -> pd.DataFrame:
@@ -379,7 +389,8 @@ class ResultStore:
                 try:
                     _atomic_write(df, self.csv)
                     _atomic_write(table, self.parquet)
-                    atomic_write_text(self.manifest, json.dumps({"parts": sorted(names)}) + "\n")
+                    sizes = {f.name: f.stat().st_size for f in (self.csv, self.parquet)}
+                    atomic_write_text(self.manifest, json.dumps({"parts": sorted(names), "sizes": sizes}) + "\n")
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
         return df

@@ -21,7 +21,8 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "eegfm_bench"  # --root changes it
 LOOKUPS_PER_FILE: dict[str, int] = {}
-FLOORS = ["errors", "runtime", "locks", "interrupt", "config", "registry", "distributed", "stats", "results", "trainer",
+FLOORS = ["errors", "atomic", "runtime", "locks", "interrupt", "config", "registry", "distributed", "stats", "results",
+          "trainer",
           "perturb", "data", "models",
           "interpret", "controls", "provenance", "reports", "callbacks", "runs", "api", "commands", "cli", "__init__"]
 CONFIG_NAMES = {"cfg", "d", "sp", "cc", "acfg", "pc", "idc", "lc", "tr", "spec", "ch", "w", "lab", "opts", "entry", "run"}

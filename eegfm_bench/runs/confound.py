@@ -267,7 +267,8 @@ def run_confound(cfg: CVConfig, *, progress: bool = True, variations: Optional[S
         table = old
     if zero:
         table.to_csv(out / "confound.csv", index=False)
-        atomic_write_text(out / "confound.md", confound_markdown(table, cfg) if not table.empty else "(no confound rows)\n")
+        atomic_write_text(out / "confound.md",
+                          confound_markdown(table, cfg) if not table.empty else "(no confound rows)\n")
         if progress:
             print((out / "confound.md").read_text())
     return table
