@@ -38,7 +38,7 @@ import matplotlib.figure
 import numpy as np
 import pandas as pd
 
-from eegfm_bench.atomic import atomic_write_text
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.config import read_saved
 from eegfm_bench.config.controls import ControlsConfig, controls_parser
 from eegfm_bench.config.cv import CVConfig, cv_parser
@@ -461,7 +461,8 @@ def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_ac
     ax.set_ylabel(metric.replace("_", " "))
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_path(path) as tmp_file:
+        fig.savefig(tmp_file, format=Path(path).suffix[1:], dpi=100)
     return path
 
 
@@ -878,7 +879,8 @@ def _audit_figure(a: dict, path: Path) -> Path:
         ax[3].legend(fontsize=7)
     ax[3].set_title(f"Verify: excess vulnerability G — {a.get('verdict', '?')}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    with atomic_path(path) as tmp_file:
+        fig.savefig(tmp_file, format=Path(path).suffix[1:], dpi=90)
     return path
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import yaml
 from tqdm.auto import tqdm
 
-from eegfm_bench.atomic import atomic_write_text
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
@@ -235,7 +235,8 @@ def run_attention(cfg: InterpretConfig, *, run=None, progress: bool = True) -> d
         if not is_global_zero():
             continue
         out_dir.mkdir(parents=True, exist_ok=True)
-        np.savez(out_dir / f"{model_name}.npz", **arrays)
+        with atomic_path(out_dir / f"{model_name}.npz") as tmp_file, open(tmp_file, "wb") as fh:
+            np.savez(fh, **arrays)
         n_blocks = frozen_a.shape[1]
         png = plot_topomap_grid(rows, names, out_dir / f"{model_name}_per_block.png",
                                 col_titles=[f"block {i}" for i in range(n_blocks)], cmap="viridis", shared_scale="row",
