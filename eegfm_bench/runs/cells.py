@@ -46,7 +46,7 @@ import torch
 from lightning.pytorch.tuner import Tuner
 from tqdm.auto import tqdm
 
-from eegfm_bench.atomic import unique_tmp
+from eegfm_bench.atomic import atomic_write_text, unique_tmp
 from eegfm_bench.config import (INTRA_OP_THREADS, ConfigError, ConfigRecord, check_section, check_trainer_section,
                                 command_parser, load_typed, parse_config, typed)
 from eegfm_bench.data.datamodule import EEGDataModule
@@ -500,8 +500,8 @@ def _running_marker(out: Path, cid: str) -> Path:
     for _ in range(3):  # another worker may remove the (then empty) folder between the two steps
         d.mkdir(parents=True, exist_ok=True)
         try:
-            p.write_text(json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(),
-                                     "start": time.time()}))
+            atomic_write_text(p, json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(),
+                                             "start": time.time()}))
             break
         except FileNotFoundError:
             continue

@@ -333,6 +333,7 @@ def load_initial_model(path: str | Path, map_location: str = "cpu"):
     weights give one frozen probe per fold, not one per cell.
     """
 
+    verify_checkpoint(path, fix=_retrain_fix(Path(path)))
     ck = torch.load(path, map_location=map_location, weights_only=True)
     return FMClassifier(**{**ck["hyper_parameters"], "regime": "head_only"}).eval()
 
