@@ -411,7 +411,9 @@ class CVLoop:
     # -------------------------------------------------------------------------------------------- advance
     def advance(self, cell: Cell) -> None:
         """Train and test one cell and append its rows; a failure is recorded (``failures.json``) and the loop
-        goes on. The cell's ``running/`` marker (what ``status`` shows) lives while it runs.
+        goes on — except a full disk or quota (``ENOSPC`` / ``EDQUOT``), raised as
+        :class:`~eegfm_bench.atomic.DiskFullError`: it is not the cell's fault, and every later cell would meet it
+        (the finished cells' rows stay; the rerun trains the rest). The cell's ``running/`` marker (what ``status`` shows) lives while it runs.
 
         Every cell runs here, whoever runs it (this loop, a launcher's worker or SLURM job, a resumed cell, each DDP
         rank), with the config's ``intra_op_threads`` (:func:`~eegfm_bench.trainer.fixed_numerics`): its rows
@@ -429,7 +431,7 @@ class CVLoop:
         except Exception as err:  # one failing cell must not lose the others
             full = disk_full_error(err)
             if full is not None:  # not the cell's fault: every further cell would fail the same way
-                raise full from err
+                raise (full if full.folder is not None else disk_full_error(err, folder=self.out)) from err
             self.failures.append({"model": cell.model, "regime": cell.regime, "head": cell.head, "fold": cell.fold,
                                   "config_hash": cell.chash, "cell": cell.id, "error": f"{type(err).__name__}: {err}",
                                   "traceback": traceback.format_exc()})
@@ -498,6 +500,8 @@ def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force:
         If ``splits.json`` exists and differs from the folds recomputed for this data and config.
     FailedCellsError
         At the end, if any cell failed (after every other cell ran; see ``failures.json``).
+    DiskFullError
+        At once, when a write meets a full disk or quota (the finished cells' rows are kept).
     """
     return CVLoop(config, args=args, progress=progress, force=force, worker_cells=worker_cells).run()
 
