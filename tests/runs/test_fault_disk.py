@@ -10,7 +10,8 @@
   and trains that cell from the start: the rows of an uninterrupted run.
 * Half a ``best.ckpt`` given to ``eegfm-bench attribute``: one line naming the file and the cv command that writes it
   again, exit 2, no traceback.
-* One more fault: ``results.csv`` cut in half by a crash of another tool; the rerun rewrites it from the parts.
+* More faults: ``results.csv`` cut in half by another tool (the rerun rewrites it from the parts); ``splits.json``
+  cut in half (one line naming the file and the fix, never a JSON traceback).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -31,12 +33,12 @@ import yaml
 from eegfm_bench import atomic
 from eegfm_bench.atomic import (DamagedCheckpointError, DiskFullError, atomic_write_text, disk_full_error,
                                 sidecar_of, verify_checkpoint, write_checkpoint_bytes)
+from eegfm_bench.data.splits import SplitMismatchError, SplitSpec, make_split, save_or_verify
 
 from eegfm_testutils import DATA, requires_data
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
-CELL = "checkpoints/eegnet-full-flatten-{}"
 
 # A full disk at the write call: the first write of a checkpoint of fold 1 gets half its bytes onto the disk, then
 # ENOSPC; every later write of the process fails too (the disk stays full).
@@ -266,3 +268,21 @@ def test_a_results_csv_cut_in_half_is_rewritten_whole_by_the_rerun(tmp_path, ref
     assert r.returncode == 0, r.stderr[-3000:]
     assert "2 of 2 cells already have rows" in r.stdout
     pd.testing.assert_frame_equal(_rows(out), _rows(reference))
+
+
+def test_a_cut_splits_json_is_one_line_naming_the_file_and_the_fix(tmp_path):
+    rng = np.random.default_rng(0)
+    split = make_split(rng.integers(0, 2, 60), np.repeat([f"S{i}" for i in range(6)], 10), SplitSpec(k=3), "t")
+    path = tmp_path / "splits.json"
+    save_or_verify(split, path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[:100])
+    with pytest.raises(SplitMismatchError) as info:
+        save_or_verify(split, path)
+    msg = str(info.value)
+    assert msg.startswith(f"split file {path} is damaged (100 bytes, not JSON: ") and "\n" not in msg
+    assert msg.endswith(f"fix: move it aside (mv {path} {path}.damaged) and rerun: the folds are recomputed from the "
+                        "data and config and written again")
+    path.rename(tmp_path / "splits.json.damaged")
+    save_or_verify(split, path)  # what the fix says: written again, whole
+    assert path.read_bytes() == whole
