@@ -24,8 +24,8 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
-from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
 from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, Subset
 
@@ -284,7 +284,7 @@ class VerifiedCheckpointIO(TorchCheckpointIO):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         write_checkpoint_bytes(path, buf.getbuffer())
 
-    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
+    def load_checkpoint(self, path, map_location=lambda storage, loc: storage, weights_only=None) -> dict:
         if Path(path).is_file():
             verify_checkpoint(path, fix=f"delete {path} (and {Path(path).name}.json beside it) and rerun the "
                                         "command that wrote it")
