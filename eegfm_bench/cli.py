@@ -25,6 +25,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from eegfm_bench.atomic import disk_full_error
 from eegfm_bench.errors import is_user_error
 from eegfm_bench.interrupt import EXIT_STOPPED, StopRequested, stop_on_signals, stop_requested
 from eegfm_bench.locks import locked_out_dirs
@@ -54,9 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     Called without ``argv`` (the console script), an error about the user's input — a config key, a name, missing
     data, a channel contract; any exception class defined in ``eegfm_bench`` — is printed as one
     ``eegfm-bench <command>: <Error>: <message>`` block on stderr and the exit code is 2; set
-    ``EEGFM_TRACEBACK=1`` for the full traceback. The first SIGINT (Ctrl-C) or SIGTERM stops the command at its
-    next safe point (:mod:`eegfm_bench.interrupt`): what is finished is kept, one line says what and the command
-    that resumes, and the exit code is 130. Called with ``argv`` (from Python or tests) it raises.
+    ``EEGFM_TRACEBACK=1`` for the full traceback. A full disk or quota (``ENOSPC`` / ``EDQUOT``), wherever it arose,
+    is such an error too (:class:`~eegfm_bench.atomic.DiskFullError`: the folder, the bytes needed, the fix). The
+    first SIGINT (Ctrl-C) or SIGTERM stops the command at its next safe point (:mod:`eegfm_bench.interrupt`): what
+    is finished is kept, one line says what and the command that resumes, and the exit code is 130. Called with
+    ``argv`` (from Python or tests) it raises.
     """
     # bitsandbytes (imported by peft) logs a CPU-kernel notice on every command; it is not about the user's run
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
@@ -72,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise
             return _stopped(argv, getattr(err, "kept", None))
         except Exception as err:  # noqa: BLE001  (re-raised unless it is a user error)
+            err = disk_full_error(err) or err  # ENOSPC / EDQUOT wherever it arose: the folder and the fix
             if not _is_user_error(err) or os.environ.get("EEGFM_TRACEBACK"):
                 raise
             cmd = argv[0] if argv else ""

@@ -20,9 +20,10 @@ when the holder exits however it exits (no stale lock after a crash or ``kill -9
 NFSv4 and of Lustre / GPFS mounted with ``flock``. The holder writes ``pid <pid> on <host>`` into the lock file,
 which is what a waiting process names.
 
-**Unique temporary names** (:func:`unique_tmp`, :func:`atomic_write_text`): every file written under a temporary
-name and then renamed into place gets ``.<name>.<pid>-<uuid>.tmp`` in the same folder, so two processes (or
-threads) writing the same file never write, rename or delete each other's temporary file.
+**Unique temporary names** (:func:`~eegfm_bench.atomic.unique_tmp`, :func:`~eegfm_bench.atomic.atomic_write_text`,
+defined in :mod:`eegfm_bench.atomic` and re-exported here): every file written under a temporary name and then renamed
+into place gets ``.<name>.<pid>-<uuid>.tmp`` in the same folder, so two processes (or threads) writing the same file
+never write, rename or delete each other's temporary file.
 """
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ import os
 import socket
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -46,35 +46,6 @@ OUT_DIR_LOCK = ".eegfm-bench.lock"
 
 class OutDirBusyError(EEGFMError):
     """Another process is writing the out_dir and the command was asked not to wait (``--no-wait``)."""
-
-
-def unique_tmp(path: str | os.PathLike) -> Path:
-    """A temporary name for ``path`` in its own folder, unique to this process and call:
-    ``<folder>/.<name>.<pid>-<uuid12>.tmp`` (``os.replace`` onto ``path`` is then atomic on one filesystem)."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Write ``path`` through a unique temporary file: ``with atomic_path(p) as tmp: <write tmp>``; on success
-    ``tmp`` replaces ``path`` (readers see the old file or the new one, never half of one); on an error ``tmp``
-    is removed and ``path`` is untouched."""
-    path = Path(path)
-    tmp = unique_tmp(path)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
-    """Write ``text`` to ``path`` atomically (:func:`atomic_path`); returns ``path``."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding=encoding)
-    return Path(path)
 
 
 def holder_of(lock_path: str | os.PathLike) -> str:
@@ -223,5 +194,4 @@ def out_dir_lock(out_dir: str | os.PathLike, command: str, *, wait: bool = True,
         lock.release()
 
 
-__all__ = ["OUT_DIR_LOCK", "ExclusiveLock", "OutDirBusyError", "atomic_path", "atomic_write_text", "holder_of",
-           "locked_out_dirs", "out_dir_lock", "unique_tmp"]
+__all__ = ["OUT_DIR_LOCK", "ExclusiveLock", "OutDirBusyError", "holder_of", "locked_out_dirs", "out_dir_lock"]

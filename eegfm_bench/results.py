@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.errors import EEGFMError, OutsideFolderError
 
 log = logging.getLogger(__name__)
@@ -194,16 +195,15 @@ def code_version() -> str:
 
 
 def _atomic_write(obj: pd.DataFrame | pa.Table, path: Path) -> None:
-    """Write a frame (``.csv`` / ``.parquet``) or an Arrow table (``.parquet``) under a temporary name, then
-    ``os.replace`` it onto ``path``."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique: concurrent mergers
-    if isinstance(obj, pa.Table):
-        pq.write_table(obj, tmp)
-    elif path.suffix == ".parquet":
-        obj.to_parquet(tmp, index=False)
-    else:
-        obj.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    """Write a frame (``.csv`` / ``.parquet``) or an Arrow table (``.parquet``) under a unique temporary name, then
+    rename it onto ``path`` (:func:`~eegfm_bench.atomic.atomic_path`: a failed write leaves ``path`` as it was)."""
+    with atomic_path(path) as tmp:
+        if isinstance(obj, pa.Table):
+            pq.write_table(obj, tmp)
+        elif path.suffix == ".parquet":
+            obj.to_parquet(tmp, index=False)
+        else:
+            obj.to_csv(tmp, index=False)
 
 
 class ResultStore:
@@ -413,13 +413,23 @@ class ResultStore:
     def unmerged(self) -> bool:
         """True if a part is not among those ``results.csv`` was merged from (``results.manifest.json``): workers
         wrote rows the human tables may not show yet. Exact, whatever the file system's timestamp resolution; a
-        folder merged before the manifest existed counts as unmerged until its next merge."""
+        folder merged before the manifest existed counts as unmerged until its next merge, and so does one whose
+        ``results.csv`` / ``.parquet`` no longer has the size the manifest recorded (cut by a copy or another tool:
+        the parts hold every row, the next merge writes the tables whole again)."""
         parts = self.parts()
         if not parts:
             return False
         if not self.csv.is_file() or not self.manifest.is_file():
             return True
-        merged = set(json.loads(self.manifest.read_text())["parts"])
+        try:
+            manifest = json.loads(self.manifest.read_text())
+            merged = set(manifest["parts"])
+        except (ValueError, KeyError, TypeError):  # a damaged manifest: merge again
+            return True
+        sizes = manifest.get("sizes", {})  # the tables as merged: one cut or altered since is written again
+        if any(f.name in sizes and (not f.is_file() or f.stat().st_size != sizes[f.name])
+               for f in (self.csv, self.parquet)):
+            return True
         return any(p.name not in merged for p in parts)
 
     def merge(self) -> pd.DataFrame:
@@ -436,9 +446,8 @@ class ResultStore:
                 try:
                     _atomic_write(df, self.csv)
                     _atomic_write(table, self.parquet)
-                    tmp = self.manifest.with_name(f"{self.manifest.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-                    tmp.write_text(json.dumps({"parts": sorted(names)}) + "\n")
-                    os.replace(tmp, self.manifest)
+                    sizes = {f.name: f.stat().st_size for f in (self.csv, self.parquet)}
+                    atomic_write_text(self.manifest, json.dumps({"parts": sorted(names), "sizes": sizes}) + "\n")
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
         return df

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import logging
 import os
 import random
@@ -24,9 +25,11 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
 from threadpoolctl import threadpool_limits
 from torch.utils.data import DataLoader, Subset
 
+from eegfm_bench.atomic import remove_checkpoint, verify_checkpoint, write_checkpoint_bytes
 from eegfm_bench.config import INTRA_OP_THREADS, TRAINER_DEFAULTS, TRAINER_EXTRAS, ConfigError
 from eegfm_bench.distributed import gather_by_index, is_global_zero, world_size
 
@@ -243,11 +246,52 @@ def build_trainer(tr: dict, *, out_dir: str | os.PathLike | None = None, name: s
     kw.setdefault("enable_checkpointing", False)
     kw["deterministic"] = deterministic_setting(tr)
     kw.update(overrides)
+    strategy = str(kw.get("strategy", ""))
+    if "fsdp" not in strategy and "deepspeed" not in strategy:  # those save sharded checkpoints their own way
+        plugins = kw.get("plugins") or []
+        plugins = list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+        if not any(isinstance(p, CheckpointIO) for p in plugins):
+            kw["plugins"] = plugins + [VerifiedCheckpointIO()]
     if out_dir is not None and loggers and tr.get("loggers"):
         lg = make_loggers(tr["loggers"], Path(out_dir), name, version or "0", experiment)
     else:
         lg = False
     return L.Trainer(**kw, logger=lg or False, callbacks=list(callbacks))
+
+
+class VerifiedCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint I/O, written whole or not at all and verified when read (:mod:`eegfm_bench.atomic`).
+
+    ``save_checkpoint`` serializes with ``torch.save`` into memory, writes the bytes to a unique temporary name in
+    the checkpoint's folder, ``fsync``-s and renames it, then writes the sidecar ``<name>.ckpt.json`` (size in bytes,
+    SHA-256). A failed save (a full disk: :class:`~eegfm_bench.atomic.DiskFullError`) leaves the previous
+    checkpoint as it was. ``load_checkpoint`` checks the file against its sidecar first (a file without one, from
+    an older run, is read as before); ``remove_checkpoint`` removes the sidecar too.
+
+    Raises
+    ------
+    DamagedCheckpointError
+        On load: the file's size or digest differs from its sidecar, or it cannot be read.
+    DiskFullError
+        On save: ``ENOSPC`` / ``EDQUOT``.
+    """
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__}.save_checkpoint takes no storage_options")
+        buf = io.BytesIO()
+        torch.save(checkpoint, buf)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_checkpoint_bytes(path, buf.getbuffer())
+
+    def load_checkpoint(self, path, map_location=lambda storage, loc: storage, weights_only=None) -> dict:
+        if Path(path).is_file():
+            verify_checkpoint(path, fix=f"delete {path} (and {Path(path).name}.json beside it) and rerun the "
+                                        "command that wrote it")
+        return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
+
+    def remove_checkpoint(self, path) -> None:
+        remove_checkpoint(path)
 
 
 def close_loggers(trainer) -> None:

@@ -31,6 +31,8 @@ import mne
 import numpy as np
 import yaml
 
+from eegfm_bench.atomic import atomic_write_text
+
 
 class IngestError(ValueError):
     """A recording failed an ingestion check under ``strict: true`` (or a check that always refuses)."""
@@ -497,9 +499,7 @@ class IngestReport:
         for name, text in (("ingest_report.json", json.dumps(self.to_dict(), indent=1, default=str)),
                            ("ingest_report.md", self.to_markdown())):
             p = folder / name
-            tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, p)
+            atomic_write_text(p, text)
             out.append(p)
         return out[0], out[1]
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.model_selection import LeaveOneGroupOut, StratifiedGroupKFold
 
-from eegfm_bench.locks import atomic_write_text
+from eegfm_bench.atomic import atomic_write_text
+
 
 SCHEMES = ("kfold", "loso")
 GROUP_UNITS = ("subject", "recording")
@@ -185,11 +186,18 @@ def save_or_verify(split: Split, path: str | Path, write: bool = True) -> Split:
     SplitMismatchError
         If the saved split differs (other subjects, windows, fold contents or spec): the message names the
         first difference and the fix (restore the file, or use a fresh output directory).
+        Also when the saved file is not JSON (cut or overwritten): the message names it and the fix.
     """
     path = Path(path)
     new = split.to_json()
     if path.is_file():
-        old = json.loads(path.read_text())
+        try:
+            old = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as err:  # cut or overwritten by something else than this package
+            raise SplitMismatchError(
+                f"split file {path} is damaged ({path.stat().st_size} bytes, not JSON: {err}); fix: move it aside "
+                f"(mv {path} {path}.damaged) and rerun: the folds are recomputed from the data and config and "
+                "written again") from None
         for key in ("task", "spec", "groups", "n_windows", "folds"):
             if old.get(key) != new[key]:
                 detail = ""

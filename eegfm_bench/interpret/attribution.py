@@ -61,6 +61,7 @@ from scipy.stats import spearmanr
 from torch import nn
 from torch.utils.data import Dataset, Subset
 
+from eegfm_bench.atomic import atomic_path
 from eegfm_bench.interpret.config import AttributionConfig
 from eegfm_bench.interpret.gradcam import check_gradcam, gradcam
 from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, UnsupportedMethodError, attention_ledger, attention_sink,
@@ -625,10 +626,11 @@ class FoldMaps:
 
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, maps=self.maps, channel=self.channel, y=self.y, confidence=self.confidence,
-                            window=self.window, ch_names=np.array(self.ch_names), n_test=self.n_test,
-                            n_correct=self.n_correct, method=self.method, requested=self.requested,
-                            checks=json.dumps(self.checks))
+        with atomic_path(path) as tmp_file, open(tmp_file, "wb") as fh:
+            np.savez_compressed(fh, maps=self.maps, channel=self.channel, y=self.y, confidence=self.confidence,
+                                window=self.window, ch_names=np.array(self.ch_names), n_test=self.n_test,
+                                n_correct=self.n_correct, method=self.method, requested=self.requested,
+                                checks=json.dumps(self.checks))
         return path
 
 

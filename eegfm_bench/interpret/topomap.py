@@ -12,6 +12,7 @@ import mne
 import numpy as np
 from matplotlib.figure import Figure
 
+from eegfm_bench.atomic import atomic_path
 from eegfm_bench.data.montage import make_info, standard_1005
 
 
@@ -106,5 +107,6 @@ def plot_topomap_grid(rows: dict[str, np.ndarray], ch_names: Sequence[str] | dic
         fig.suptitle(title, fontsize=9)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    with atomic_path(path) as tmp_file:
+        fig.savefig(tmp_file, format=Path(path).suffix[1:], dpi=120, bbox_inches="tight")
     return path

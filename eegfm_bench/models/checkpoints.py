@@ -38,7 +38,6 @@ import os
 import re
 import socket
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -50,6 +49,7 @@ import torch
 from huggingface_hub import constants, try_to_load_from_cache
 from safetensors.torch import load_file, save_file
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.base import BackboneAdapter, checkpoint_dir
 
@@ -182,15 +182,7 @@ def read_manifest(path: str | Path | None = None) -> dict[str, CheckpointEntry]:
 
 def _atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, text)
 
 
 def write_manifest(entries: dict[str, CheckpointEntry], path: str | Path, description: str | None = None) -> None:
@@ -710,14 +702,8 @@ def save_pretrained(adapter: BackboneAdapter, folder: str | Path, checkpoint_id:
         raise TypeError(f"cannot save the config of {adapter.name}: {exc}; fix: pass architecture arguments "
                         "as JSON values (numbers, strings, lists)") from exc
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".model.", suffix=".safetensors")
-    os.close(fd)
-    try:
-        save_file(state, tmp, metadata={"format": "pt", "backbone": adapter.name})
-        os.replace(tmp, weights)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_path(weights) as tmp:
+        save_file(state, str(tmp), metadata={"format": "pt", "backbone": adapter.name})
     _atomic_write_text(folder / CONFIG_NAME, config_text)
     entry = CheckpointEntry(
         id=checkpoint_id or folder.resolve().name, backbone=adapter.name, weights=WEIGHTS_NAME,

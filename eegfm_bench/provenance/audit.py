@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from sklearn.preprocessing import StandardScaler
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.config import ConfigRecord, typed
 from eegfm_bench.reports.audit import audit_markdown
 from eegfm_bench.stats import BootstrapCI, cluster_bootstrap, leave_one_cluster_out
@@ -304,9 +305,11 @@ def run_audit(emb, y, provenance, subject, record, split, config: AuditConfig | 
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         if report.remedy is not None:
-            np.savez(json_path.with_name(json_path.stem + "_remedy.npz"), **report.remedy)
+            remedy = json_path.with_name(json_path.stem + "_remedy.npz")
+            with atomic_path(remedy) as tmp_file, open(tmp_file, "wb") as fh:
+                np.savez(fh, **report.remedy)
         report.to_json(json_path)
-        md_path.write_text(report.to_markdown())
+        atomic_write_text(md_path, report.to_markdown())
     return report
 
 

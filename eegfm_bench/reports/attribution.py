@@ -8,6 +8,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from eegfm_bench.atomic import atomic_path
 from eegfm_bench.interpret.attribution import (CONSERVATION_TOLERANCE, RANDOMISATION_THRESHOLD, aggregate, cond_dir,
                                                sanity_verdict)
 from eegfm_bench.interpret.lrp import PATCH_MAPS
@@ -29,10 +30,11 @@ def write_cell_maps(cell_dir: Path, method: str, condition: str, class_names: Se
     if any(f["ch_names"] != names for f in folds):
         raise ValueError(f"{d}: folds differ in channels; cannot average")
     agg = aggregate(folds, len(class_names))
-    np.savez(d / "maps.npz", class_averaged=agg["class_averaged"], per_class=agg["per_class"],
-             fold_maps=agg["fold_maps"], ch_names=np.array(names), class_names=np.array(list(class_names)),
-             n_windows=agg["n_windows"], n_windows_per_class=np.array(agg["n_windows_per_class"]),
-             folds=np.array([f.stem for f in files]))
+    with atomic_path(d / "maps.npz") as tmp_file, open(tmp_file, "wb") as fh:
+        np.savez(fh, class_averaged=agg["class_averaged"], per_class=agg["per_class"],
+                 fold_maps=agg["fold_maps"], ch_names=np.array(names), class_names=np.array(list(class_names)),
+                 n_windows=agg["n_windows"], n_windows_per_class=np.array(agg["n_windows_per_class"]),
+                 folds=np.array([f.stem for f in files]))
     maps = np.vstack([agg["class_averaged"][None], agg["per_class"]])
     cols = ["class-averaged"] + [f"{c} (n={n})" for c, n in zip(class_names, agg["n_windows_per_class"])]
     png = plot_topomap_grid({method: maps}, names, d / "topomap.png", col_titles=cols, cmap="Reds",

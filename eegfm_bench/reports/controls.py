@@ -8,8 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.controls.gates import GATES, GateReport
-from eegfm_bench.locks import atomic_write_text
 
 _MARK = {"pass": "✓", "fail": "✗", "inconclusive": "≈", "missing": "?", "not_reached": "–"}
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.reports.confound import VERDICT_LEGEND, verdict_text
 
 
@@ -110,5 +111,5 @@ def write_summary(path: str | Path, table: pd.DataFrame, *, experiment: str, tas
                "score with its 95 % subject-cluster interval, and Δ = checked − headline (paired, same interval).\n\n"
                + to_markdown(side) + "\n\n" + VERDICT_LEGEND.format(chance=f"{chance:.3f}"))
     path = Path(path)
-    path.write_text(header + md + "\n")
+    atomic_write_text(path, header + md + "\n")
     return path

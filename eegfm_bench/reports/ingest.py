@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.data.windows import WindowSet
 
 
@@ -36,8 +37,8 @@ def write_ingest_reports(out_dir: str | os.PathLike, window_sets: list[tuple[lis
     if not md:
         return None
     out.mkdir(parents=True, exist_ok=True)
-    (out / "ingest_report.md").write_text("\n\n".join(md))
-    (out / "ingest_report.json").write_text(json.dumps(js, indent=1, default=str))
+    atomic_write_text(out / "ingest_report.md", "\n\n".join(md))
+    atomic_write_text(out / "ingest_report.json", json.dumps(js, indent=1, default=str))
     return out / "ingest_report.md"
 
 

@@ -40,6 +40,7 @@ import matplotlib.figure
 import numpy as np
 import pandas as pd
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.config import read_saved
 from eegfm_bench.config.controls import ControlsConfig, controls_parser
 from eegfm_bench.config.cv import CVConfig, cv_parser
@@ -497,7 +498,9 @@ def fold_points_figure(df: pd.DataFrame, metric: str = "balanced_accuracy",
 
 def _fold_points_figure(df: pd.DataFrame, path: Path, metric: str = "balanced_accuracy",
                         chance: float | None = None) -> Path:
-    fold_points_figure(df, metric, chance).savefig(path, dpi=100)
+    fig = fold_points_figure(df, metric, chance)
+    with atomic_path(path) as tmp_file:
+        fig.savefig(tmp_file, format=Path(path).suffix[1:], dpi=100)
     return path
 
 
@@ -932,7 +935,8 @@ def _audit_figure(a: dict, path: Path) -> Path:
         ax[3].legend(fontsize=7)
     ax[3].set_title(f"Verify: excess vulnerability G — {a.get('verdict', '?')}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    with atomic_path(path) as tmp_file:
+        fig.savefig(tmp_file, format=Path(path).suffix[1:], dpi=90)
     return path
 
 
@@ -1055,8 +1059,8 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
     md_env = _env()
     md_env.autoescape = False
     md = md_env.get_template("report.md.j2").render(meta=meta, sections=sections, rel=lambda p: os.path.relpath(p, out))
-    (out / REPORT_HTML).write_text(html, encoding="utf-8")
-    (out / REPORT_MD).write_text(md, encoding="utf-8")
+    atomic_write_text(out / REPORT_HTML, html, encoding="utf-8")
+    atomic_write_text(out / REPORT_MD, md, encoding="utf-8")
     return {"html": out / REPORT_HTML, "md": out / REPORT_MD, "assets": assets}
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.results import ResultStore
 
 
@@ -90,7 +91,8 @@ def plot_probe_curves(table, path: str | Path, chance: float | None = None, titl
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
+    with atomic_path(path) as tmp_file:
+        fig.savefig(tmp_file, format=Path(path).suffix[1:], dpi=130)
     return path
 
 
@@ -107,7 +109,8 @@ def write_report(store_dir: str | Path, chance: float | None = None, title: str 
         raise RuntimeError(f"no probe rows in {store.csv}")
     table = probe_table(df)
     out = Path(store_dir)
-    table.to_csv(out / "probe_table.csv", index=False)
-    (out / "probes.md").write_text((f"# {title}\n\n" if title else "") + probe_markdown(table))
+    with atomic_path(out / "probe_table.csv") as tmp_file:
+        table.to_csv(tmp_file, index=False)
+    atomic_write_text(out / "probes.md", (f"# {title}\n\n" if title else "") + probe_markdown(table))
     png = plot_probe_curves(table, out / "probe_curves.png", chance=chance, title=title)
     return {"table": out / "probes.md", "csv": out / "probe_table.csv", "plot": png}

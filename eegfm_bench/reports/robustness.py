@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.perturb.conditions import STANDARD_PANELS, PlotFamily, parse_condition
 from eegfm_bench.reports.style import anchor_score_axis, fold_key, plural
 from eegfm_bench.reports.sweep import add_labels, fold_deltas, resolve_reference
@@ -207,7 +208,8 @@ def plot_curves(df: pd.DataFrame, path: str | os.PathLike, metric: str = "balanc
     if fig is None:
         return None
     path = Path(path)
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp_file:
+        fig.savefig(tmp_file, format=Path(path).suffix[1:], dpi=120)
     return path
 
 
@@ -294,10 +296,12 @@ def write_robustness_report(sweep_dirs: Sequence[str | os.PathLike], out_dir: st
               "with every level of the family, one line per model; conditions without a plot family (regions, "
               "substitutions) are in the tables only.", "", f"![degradation curves]({fig.name})"]
     L += ["", "Sweeps: " + ", ".join(f"`{d}`" for d in sweep_dirs)]
-    (out / "robustness.md").write_text("\n".join(L) + "\n")
+    atomic_write_text(out / "robustness.md", "\n".join(L) + "\n")
     if rows:
-        pd.concat(rows, ignore_index=True).to_csv(out / "robustness_tables.csv", index=False)
-    pd.DataFrame(tests).to_csv(out / "robustness_wilcoxon.csv", index=False)
+        with atomic_path(out / "robustness_tables.csv") as tmp_file:
+            pd.concat(rows, ignore_index=True).to_csv(tmp_file, index=False)
+    with atomic_path(out / "robustness_wilcoxon.csv") as tmp_file:
+        pd.DataFrame(tests).to_csv(tmp_file, index=False)
     return out / "robustness.md"
 
 

@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.perturb.conditions import DROPOUT_REMOVED_PANEL, STANDARD_PANELS, PlotFamily, parse_condition
 from eegfm_bench.reports.cv import to_markdown
 from eegfm_bench.reports.style import anchor_score_axis, fold_key, plural
@@ -281,7 +282,8 @@ def plot_degradation_curves(df: pd.DataFrame, path: str | os.PathLike, *, metric
 
     fig = degradation_figure(df, metric=metric, chance=chance, title=title)
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp_file:
+        fig.savefig(tmp_file, format=Path(path).suffix[1:], dpi=110)
     plt.close(fig)
     return path
 
@@ -396,7 +398,8 @@ def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int
             rows.append({"label": lab, "condition": cond, "clean": float(g["value"].astype(float).mean()),
                          "delta_pp": d, "low_pp": lo, "high_pp": hi})
     table = pd.DataFrame(rows, columns=["label", "condition", "clean", "delta_pp", "low_pp", "high_pp"])
-    table.assign(key=key).to_csv(cache, index=False)
+    with atomic_path(cache) as tmp_file:
+        table.assign(key=key).to_csv(tmp_file, index=False)
     return table
 
 
@@ -444,7 +447,7 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
     lines = [f"# Perturbation sweep: {experiment or ', '.join(sorted(set(df.get('experiment', []))))} / "
              f"{task or ', '.join(sorted(set(df.get('task', []))))}", ""]
     if df.empty:
-        (out / "sweep.md").write_text("\n".join(lines + ["(no results)", ""]))
+        atomic_write_text(out / "sweep.md", "\n".join(lines + ["(no results)", ""]))
         empty = pd.DataFrame()
         empty.attrs.update(marks={}, report=str(out / "sweep.md"))
         return empty
@@ -453,18 +456,20 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
     lines += _method_lines(df, config, metric, ref, alpha, filter_notes)
     lines += ["## Clean performance", "", _md(clean_table(df)), ""]
     deltas = fold_deltas(df, metric)
-    deltas.to_csv(out / "deltas.csv", index=False)
+    with atomic_path(out / "deltas.csv") as tmp_file:
+        deltas.to_csv(tmp_file, index=False)
     degradation, tests, main_table = _degradation_sections(df, deltas, config, ref, alpha)
     main_table.attrs.update(report=str(out / "sweep.md"))
     lines += degradation + _not_applicable_lines(df)
-    pd.DataFrame(tests).to_csv(out / "wilcoxon.csv", index=False)
+    with atomic_path(out / "wilcoxon.csv") as tmp_file:
+        pd.DataFrame(tests).to_csv(tmp_file, index=False)
     lines += _dropout_mask_lines(out) + _region_lines(df)
     png = plot_degradation_curves(df, out / "degradation_curves.png", metric=metric, chance=chance,
                                   title=f"{task or ''} {metric.replace('_', ' ')} under test-time perturbations "
                                         "(mean ± std over folds)".strip())
     lines += ["## Degradation curves", "", f"![degradation curves]({png.name})", ""]
     lines += _failure_lines(out)
-    (out / "sweep.md").write_text("\n".join(lines))
+    atomic_write_text(out / "sweep.md", "\n".join(lines))
     return main_table
 
 

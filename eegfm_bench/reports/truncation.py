@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
+
 
 def write_depth_report(rows: pd.DataFrame, root: Path) -> Path:
     """Write ``depth_table.csv`` / ``depth_table.md`` and ``depth_curve.png`` under ``root``.
@@ -27,12 +29,13 @@ def write_depth_report(rows: pd.DataFrame, root: Path) -> Path:
     df = rows[(rows["metric"] == "balanced_accuracy") & (rows["condition"] == "clean")]
     g = df.groupby(["model", "regime", "head", "depth"])["value"]
     table = pd.DataFrame({"mean": g.mean(), "std": g.std(ddof=1), "n_folds": g.count()}).reset_index()
-    table.to_csv(root / "depth_table.csv", index=False)
+    with atomic_path(root / "depth_table.csv") as tmp_file:
+        table.to_csv(tmp_file, index=False)
     lines = ["# Depth truncation (paper 003 App. I.6): balanced accuracy mean ± std over folds", "",
              "| model | regime | head | last block k | balanced accuracy | folds |", "|---|---|---|---|---|---|"]
     lines += [f"| {r.model} | {r.regime} | {r.head} | {r.depth} | {r.mean:.3f}{'' if pd.isna(r.std) else f' ± {r.std:.3f}'} "
               f"| {r.n_folds} |" for r in table.itertuples()]
-    (root / "depth_table.md").write_text("\n".join(lines) + "\n")
+    atomic_write_text(root / "depth_table.md", "\n".join(lines) + "\n")
     fig = Figure(figsize=(5, 3.5))
     ax = fig.subplots()
     for (m, reg, h), sub in table.groupby(["model", "regime", "head"]):
@@ -41,7 +44,8 @@ def write_depth_report(rows: pd.DataFrame, root: Path) -> Path:
     ax.set_ylabel("balanced accuracy")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(root / "depth_curve.png", dpi=130)
+    with atomic_path(root / "depth_curve.png") as tmp_file:
+        fig.savefig(tmp_file, format="png", dpi=130)
     return root / "depth_table.md"
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import yaml
 from tqdm.auto import tqdm
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import ConfigError
 from eegfm_bench.controls.adapt import scrambled_source_labels, train_fold
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
@@ -157,13 +158,13 @@ def _run_attribution(cfg: InterpretConfig, *, progress: bool, worker_units: Sequ
     if not zero:
         return {}
     if skipped:
-        (root / "skipped.json").write_text(json.dumps(skipped, indent=1))
+        atomic_write_text(root / "skipped.json", json.dumps(skipped, indent=1))
     paths: dict = {"results": store.csv, **_aggregate_maps(run, cks, acfg, root)}
     table = _checks_table(cfg, run, store, current, root)
-    (root / "checks.md").write_text(checks_markdown(table))
-    (root / "interpret.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False,
+    atomic_write_text(root / "checks.md", checks_markdown(table))
+    atomic_write_text(root / "interpret.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False,
                                                          allow_unicode=True))  # the page's reproduce block names it
-    (root / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
+    atomic_write_text(root / "cells.json", json.dumps(sorted(current)))  # this run's hashes: what the page reads
     paths["checks"] = root / "checks.md"
     refresh(report_root(cfg.out_dir, run.dir), quiet=not progress)
     paths["checks_table"] = table

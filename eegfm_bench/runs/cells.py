@@ -44,6 +44,7 @@ import torch
 from lightning.pytorch.tuner import Tuner
 from tqdm.auto import tqdm
 
+from eegfm_bench.atomic import unique_tmp
 from eegfm_bench.config import (INTRA_OP_THREADS, ConfigError, ConfigRecord, check_section, check_trainer_section,
                                 command_parser, load_typed, parse_config, typed)
 from eegfm_bench.data.datamodule import EEGDataModule
@@ -51,7 +52,6 @@ from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.data.tasks import get_task, resolve_task_path, task_name
 from eegfm_bench.data.windows import WindowPreprocessing, load_window_sets, resolve_preprocessing
 from eegfm_bench.distributed import is_global_zero
-from eegfm_bench.locks import unique_tmp
 from eegfm_bench.models.adaptation import check_lora_section, check_regime
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.base import ChannelContractError

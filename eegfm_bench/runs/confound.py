@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.data.tasks import get_task, preset_names, resolve_task_spec
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.locks import out_dir_lock
@@ -270,8 +271,10 @@ def run_confound(cfg: CVConfig, *, progress: bool = True, variations: Optional[S
     elif table.empty:
         table = old
     if zero:
-        table.to_csv(out / "confound.csv", index=False)
-        (out / "confound.md").write_text(confound_markdown(table, cfg) if not table.empty else "(no confound rows)\n")
+        with atomic_path(out / "confound.csv") as tmp_file:
+            table.to_csv(tmp_file, index=False)
+        atomic_write_text(out / "confound.md",
+                          confound_markdown(table, cfg) if not table.empty else "(no confound rows)\n")
         if progress:
             print((out / "confound.md").read_text())
     return table

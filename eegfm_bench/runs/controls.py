@@ -74,6 +74,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import ConfigError
 from eegfm_bench.controls.embeddings import align_rows, row_keys
 from eegfm_bench.controls.gates import scrambled_label_contrast
@@ -158,7 +159,7 @@ def _controls(cfg: ControlsConfig, cv_cfg: CVConfig | None, t_start: float, *, p
     worker = worker_units is not None
     out.mkdir(parents=True, exist_ok=True)
     if not worker:
-        (out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+        atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
     ctx = _build_context(cfg, cv_cfg, out, progress=progress, merge=not worker)
     _check_model_windows(ctx)
     if worker:
@@ -429,7 +430,7 @@ def _write_reports(ctx: _Ctx, r: _Results, t_start: float, *, progress: bool) ->
     seconds = time.time() - t_start
     md = controls_markdown(ctx, r.hand, r.frozen, r.cv_reps, r.perms, r.paired, r.scrambled, r.identity, gate_reports,
                            gate_context, seconds)
-    (out / "controls_report.md").write_text(md)
+    atomic_write_text(out / "controls_report.md", md)
     summary = _summary(ctx, r, gate_reports, gate_context, seconds)
     _write_json(out / "controls_report.json", summary)
     ctx.store.write_index(out / "cells.json")  # the current units' hashes: the rows the page reads

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from eegfm_bench.atomic import atomic_path
 from eegfm_bench.config import ConfigError, merge_config
 from eegfm_bench.controls.adapt import adapted_embedding, scrambled_source_labels, train_fold
 from eegfm_bench.controls.embeddings import align_rows, row_keys
@@ -239,7 +240,8 @@ def _run_fit(ctx: _Ctx, arms: _Arms, s, k_pos: int, k, lab: str, *, unit: Unit, 
         bar.set_postfix_str(f"seed {s} fold {k} {lab}")
         pred, info, net, used_scheme = _train_arm(ctx, arms, s, k, lab, unit.chash)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pred.to_csv(path, index=False)
+    with atomic_path(path) as tmp_file:
+        pred.to_csv(tmp_file, index=False)
     # §4.2.4: freeze the adapted encoder, refit the probe on the TRUE training labels of this fold, score the test
     p_probe = _refit_probe(ctx, arms, net, k_pos)
     del net
@@ -248,7 +250,8 @@ def _run_fit(ctx: _Ctx, arms: _Arms, s, k_pos: int, k, lab: str, *, unit: Unit, 
     for j in range(ctx.classes.size):
         pp[f"p{j}"] = p_probe[:, j]
     probe_path.parent.mkdir(parents=True, exist_ok=True)
-    pp.to_csv(probe_path, index=False)
+    with atomic_path(probe_path) as tmp_file:
+        pp.to_csv(tmp_file, index=False)
     ctx.store.append(unit, _fit_rows(ctx, pred, p_probe, info, used_scheme, k_pos, f"{arms.tag(s, lab)} fold {k}",
                                      unit.row_key))
 

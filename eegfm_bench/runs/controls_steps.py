@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.controls.embeddings import align_rows, build_encoder, frozen_embedding, pool_cached_tokens, row_keys
 from eegfm_bench.controls.features import handcrafted_features
 from eegfm_bench.controls.gates import decision_stability
@@ -38,7 +39,6 @@ from eegfm_bench.controls.probes import ProbeResult, _metrics_rows, evaluate_pro
 from eegfm_bench.data.preprocessing import Preprocessing, reference_windows
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.data.windows import load_windows, select_channels, window_reference
-from eegfm_bench.locks import atomic_path, atomic_write_text
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.results import config_hash

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from eegfm_bench.locks import atomic_write_text
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.results import ResultStore, code_version
 
 UNIT_FIELDS = ("task", "model", "init", "regime", "head", "seed", "condition")

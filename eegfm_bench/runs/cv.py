@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import StopRequested, check_stop
 from eegfm_bench.locks import out_dir_lock
@@ -82,7 +83,7 @@ def _headline_and_confound(cfg, *, progress: bool, force: bool):
     table.attrs["confound"] = conf
     if is_global_zero():
         out = Path(cfg.out_dir)
-        (out / "timing.json").write_text(json.dumps({"headline_s": t_head - table.attrs["t_start"],
+        atomic_write_text(out / "timing.json", json.dumps({"headline_s": t_head - table.attrs["t_start"],
                                                      "confound_s": time.time() - t_head}))
         write_summary(out / "summary.md", table, confound=conf, **table.attrs["summary"])
         table.attrs["side_by_side"] = confound_side_by_side(table, conf)

@@ -17,6 +17,7 @@ once under DDP) and returns the cell's long-format rows (the result-row contract
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
 from dataclasses import dataclass, field, replace
@@ -29,13 +30,14 @@ import torch
 import yaml
 from tqdm.auto import tqdm
 
+from eegfm_bench.atomic import (DamagedCheckpointError, atomic_path, atomic_write_text, disk_full_error,
+                                remove_checkpoint, sidecar_of, verify_checkpoint)
 from eegfm_bench.callbacks.stop import StopAtSafePoint
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import Split
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import StopRequested, check_stop, deferred, stop_requested
-from eegfm_bench.locks import atomic_path
 from eegfm_bench.metrics import classification_metrics
 from eegfm_bench.models.base import state_dict_sha256
 from eegfm_bench.models.features import extract_features
@@ -133,7 +135,7 @@ def _linear_probe_stage(ctx: CellContext, cell: Cell, model: FMClassifier, ws) -
     close_loggers(trainer)
     best = torch.load(ckpt.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
     model.head.load_state_dict({k[len("head."):]: v for k, v in best.items() if k.startswith("head.")})
-    Path(ckpt.best_model_path).unlink(missing_ok=True)
+    remove_checkpoint(ckpt.best_model_path)
     return {"lp_epochs": float(trainer.current_epoch),
             "lp_val_bacc": float(ckpt.best_model_score) if ckpt.best_model_score is not None else float("nan")}
 
@@ -155,6 +157,34 @@ def _auto_batch_size(ctx: CellContext, cell: Cell, model: FMClassifier, dm: EEGD
                           f"(found earlier for this cell's config and device: {ctx.out / 'batch_size_auto'})"))
         L.seed_everything(ctx.cfg.seed + cell.fold, workers=True, verbose=False)
     dm.hparams.batch_size = ctx.auto_batch[key]
+
+
+def _resumable(ctx: CellContext, cell: Cell, last: Path) -> str | None:
+    """``last`` when the cell resumes from it (it exists, is whole, and ``--force`` is off), else ``None``.
+
+    A damaged ``last.ckpt`` (its size or SHA-256 differs from its sidecar, or it cannot be loaded: a disk that
+    filled while it was written by an older version, a killed copy) is said in one line, moved aside to
+    ``last.ckpt.damaged-<UTC time>`` (its sidecar beside it) and the cell trains from the start (same seed: the
+    same rows as an uninterrupted run)."""
+    if ctx.force or not last.is_file():
+        return None
+    name = f"cell {cell.model}/{cell.regime}/{cell.head} fold {cell.fold}"
+    try:
+        verify_checkpoint(last, fix="moved aside; the cell trains again from the start")
+    except FileNotFoundError:  # a DDP rank: rank 0 found it damaged and moved it aside
+        return None
+    except DamagedCheckpointError as err:
+        if not ctx.zero:  # every rank reads the same file and decides the same; rank 0 moves it aside
+            return None
+        aside = last.with_name(f"{last.name}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        os.replace(last, aside)
+        if sidecar_of(last).is_file():
+            os.replace(sidecar_of(last), sidecar_of(aside))
+        tqdm.write(f"{name}: {str(err).split('; fix:')[0]}; moved it to {aside}; training this cell from the start")
+        return None
+    if ctx.zero:
+        tqdm.write(f"{name}: resuming from {last}")
+    return str(last)
 
 
 def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
@@ -192,10 +222,7 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
         if ctx.zero:
             tqdm.write(f"cell {cell.model}/{cell.regime}/{head} fold {fold}: {note}")
     callbacks, ckpt = fit_callbacks(folder, patience=tr["patience"], save_last=True, monitor=monitor, mode=mode)
-    last = folder / "last.ckpt"
-    resume = str(last) if last.is_file() and not ctx.force else None  # a requeued / interrupted cell
-    if resume and ctx.zero:
-        tqdm.write(f"cell {cell.model}/{cell.regime}/{head} fold {fold}: resuming from {last}")
+    resume = _resumable(ctx, cell, folder / "last.ckpt")  # a requeued / interrupted cell
     trainer = build_trainer(tr, out_dir=out, name=run_label(cell.model, cell.regime, head),
                             version=f"fold{fold}-{cell.chash[:8]}", experiment=cfg.experiment,
                             enable_checkpointing=True, callbacks=callbacks + [StopAtSafePoint()])
@@ -341,7 +368,8 @@ class CVLoop:
         self.out, self.zero = Path(cfg.out_dir), is_global_zero()
         if self.zero and not self.worker:
             self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+            atomic_write_text(self.out / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False,
+                                                                        allow_unicode=True))
         self.store = ResultStore(self.out, write=self.zero, merge=not self.worker)
         quiet_lightning()
         windows: dict = {}
@@ -381,13 +409,15 @@ class CVLoop:
         report = write_ingest_reports(self.out, list(used.values()))
         if report is not None and self.progress:
             tqdm.write(f"ingest report: {report}")
-        (self.out / "cells.json").write_text(json.dumps(
+        atomic_write_text(self.out / "cells.json", json.dumps(
             [{"model": m, "regime": r, "head": h, "config_hash": c} for (m, r, h), c in self.current.items()], indent=1))
 
     # -------------------------------------------------------------------------------------------- advance
     def advance(self, cell: Cell) -> None:
         """Train and test one cell and append its rows; a failure is recorded (``failures.json``) and the loop
-        goes on. The cell's ``running/`` marker (what ``status`` shows) lives while it runs.
+        goes on — except a full disk or quota (``ENOSPC`` / ``EDQUOT``), raised as
+        :class:`~eegfm_bench.atomic.DiskFullError`: it is not the cell's fault, and every later cell would meet it
+        (the finished cells' rows stay; the rerun trains the rest). The cell's ``running/`` marker (what ``status`` shows) lives while it runs.
 
         Every cell runs here, whoever runs it (this loop, a launcher's worker or SLURM job, a resumed cell, each DDP
         rank), with the config's ``intra_op_threads`` (:func:`~eegfm_bench.trainer.fixed_numerics`): its rows
@@ -399,15 +429,18 @@ class CVLoop:
                 rows = test_cell(self.ctx, cell, train_cell(self.ctx, cell))
             self.store.append(rows)
             if self.zero:  # the cell is finished: last.ckpt only serves an interrupted cell's resumption
-                (self.out / "checkpoints" / _cdir(cell) / f"fold{cell.fold}" / "last.ckpt").unlink(missing_ok=True)
+                remove_checkpoint(self.out / "checkpoints" / _cdir(cell) / f"fold{cell.fold}" / "last.ckpt")
         except KeyboardInterrupt:
             raise
         except Exception as err:  # one failing cell must not lose the others
+            full = disk_full_error(err)
+            if full is not None:  # not the cell's fault: every further cell would fail the same way
+                raise (full if full.folder is not None else disk_full_error(err, folder=self.out)) from err
             self.failures.append({"model": cell.model, "regime": cell.regime, "head": cell.head, "fold": cell.fold,
                                   "config_hash": cell.chash, "cell": cell.id, "error": f"{type(err).__name__}: {err}",
                                   "traceback": traceback.format_exc()})
             if self.zero and not self.worker:
-                (self.out / "failures.json").write_text(json.dumps(self.failures, indent=1))
+                atomic_write_text(self.out / "failures.json", json.dumps(self.failures, indent=1))
                 tqdm.write(f"cell {cell.model}/{cell.regime}/{cell.head} fold {cell.fold} failed: "
                            f"{type(err).__name__}: {err}")
         finally:
@@ -452,9 +485,9 @@ class CVLoop:
                 if "model" not in f:
                     m, r, h, k, c = f["cell"].split("/")
                     f.update(model=m, regime=r, head=h, fold=int(k[4:]), config_hash=c)
-            path.write_text(json.dumps(self.failures, indent=1))
+            atomic_write_text(path, json.dumps(self.failures, indent=1))
         elif path.is_file():
-            path.write_text("[]\n")
+            atomic_write_text(path, "[]\n")
 
 
 def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False,
@@ -471,6 +504,8 @@ def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force:
         If ``splits.json`` exists and differs from the folds recomputed for this data and config.
     FailedCellsError
         At the end, if any cell failed (after every other cell ran; see ``failures.json``).
+    DiskFullError
+        At once, when a write meets a full disk or quota (the finished cells' rows are kept).
     """
     return CVLoop(config, args=args, progress=progress, force=force, worker_cells=worker_cells).run()
 

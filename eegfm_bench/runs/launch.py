@@ -47,6 +47,7 @@ from submitit.core.utils import FailedJobError
 from submitit.slurm.slurm import SlurmInfoWatcher, _make_sbatch_string
 from tqdm.auto import tqdm
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import ConfigError, ConfigRecord, typed
 from eegfm_bench.config.launch import SlurmConfig, LauncherConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 from eegfm_bench.runs.running import pid_alive, write_queue

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from eegfm_bench.atomic import verify_checkpoint
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.data.windows import WindowSet
@@ -293,16 +294,22 @@ def load_fold_model(path: str | Path, map_location: str = "cpu"):
     hyper-parameters with ``pretrained=None`` (the state dict holds every weight: nothing is fetched again) and
     its ``state_dict`` loaded with ``strict=True``.
 
+    The file is first checked against its sidecar (size, SHA-256: :func:`~eegfm_bench.atomic.verify_checkpoint`;
+    one without a sidecar, from an older run, by loading it).
+
     Raises
     ------
     CVRunError
         The file is missing, cannot be read (damaged or cut short: the message names it), or lacks
         ``hyper_parameters`` / ``state_dict`` (not an FMClassifier checkpoint).
+    DamagedCheckpointError
+        The file is truncated or altered against its sidecar (names it and the cv command that writes it again).
     """
 
     path = Path(path)
     if not path.is_file():
         raise CVRunError(f"checkpoint {path} not found; fix: rerun the cv for this fold")
+    verify_checkpoint(path, fix=_retrain_fix(path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         try:
@@ -319,6 +326,16 @@ def load_fold_model(path: str | Path, map_location: str = "cpu"):
     return model.eval()
 
 
+def _retrain_fix(path: Path) -> str:
+    """The command that writes a fold's checkpoint again: ``<out_dir>/checkpoints/<cell>/fold<k>/best.ckpt`` is
+    retrained by the cv of ``<out_dir>/config.yaml`` with ``--force``."""
+    out = path.parents[3] if len(path.parents) > 3 else None
+    if out is not None and (out / "config.yaml").is_file():
+        return (f"retrain the cv's cells: eegfm-bench cv --config {out / 'config.yaml'} --force (same config and "
+                "seeds: the same numbers), then rerun this command")
+    return "retrain the cv cell that wrote it (eegfm-bench cv --force), then rerun this command"
+
+
 def _init_of(ck: dict) -> str:
     hp = ck.get("hyper_parameters", {})
     return "random" if not hp.get("pretrained") else f"pretrained:{hp['pretrained']}"
@@ -333,6 +350,7 @@ def load_initial_model(path: str | Path, map_location: str = "cpu"):
     weights give one frozen probe per fold, not one per cell.
     """
 
+    verify_checkpoint(path, fix=_retrain_fix(Path(path)))
     ck = torch.load(path, map_location=map_location, weights_only=True)
     return FMClassifier(**{**ck["hyper_parameters"], "regime": "head_only"}).eval()
 

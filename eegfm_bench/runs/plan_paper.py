@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.tasks import get_task, task_name
 from eegfm_bench.data.windows import load_windows, resolve_preprocessing
@@ -540,7 +541,7 @@ def write_bench(paths: Sequence[str], out: str, *, members: Sequence[str] | None
 
     def save(measured: dict) -> None:
         rows.append({k: v for k, v in measured.items() if k != "source"})
-        path.write_text(json.dumps(rows, indent=1))
+        atomic_write_text(path, json.dumps(rows, indent=1))
         print(f"measured {measured['model']} {measured['n_chans']} × {measured['n_times']} "
               f"{measured['backbone_kwargs'] or ''}: {measured['fwd_per_s']:.2f} / {measured['fwd_bwd_per_s']:.2f} "
               f"windows/s (batch {measured['batch']})", flush=True)

@@ -15,6 +15,7 @@ import pandas as pd
 import yaml
 from tqdm.auto import tqdm
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
@@ -158,8 +159,8 @@ def _write_probe_report(cfg: InterpretConfig, run, out: Path, current: set[str],
     pc = cfg.probe.to_dict()
     paths = write_report(out, chance=chance,
                          title=f"{run.experiment} ({run.task}): block-wise linear probes", config_hashes=current)
-    (out / "cells.json").write_text(json.dumps(sorted(current)))  # this run's hashes: what the page reads
-    (out / "interpret.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+    atomic_write_text(out / "cells.json", json.dumps(sorted(current)))  # this run's hashes: what the page reads
+    atomic_write_text(out / "interpret.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
     table = pd.read_csv(paths["csv"])
     log_summary(cfg.trainer, out, "probes", {
         f"probe/{r.model}/{r.curve}/{r.pooling}/block{int(r.block):02d}": r.mean for r in table.itertuples()},
@@ -234,7 +235,8 @@ def run_attention(cfg: InterpretConfig, *, run=None, progress: bool = True) -> d
         if not is_global_zero():
             continue
         out_dir.mkdir(parents=True, exist_ok=True)
-        np.savez(out_dir / f"{model_name}.npz", **arrays)
+        with atomic_path(out_dir / f"{model_name}.npz") as tmp_file, open(tmp_file, "wb") as fh:
+            np.savez(fh, **arrays)
         n_blocks = frozen_a.shape[1]
         png = plot_topomap_grid(rows, names, out_dir / f"{model_name}_per_block.png",
                                 col_titles=[f"block {i}" for i in range(n_blocks)], cmap="viridis", shared_scale="row",

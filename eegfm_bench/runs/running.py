@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from eegfm_bench.locks import atomic_write_text
+from eegfm_bench.atomic import atomic_write_text
 
 
 def running_marker(out: Path, cid: str) -> Path:
@@ -27,8 +27,8 @@ def running_marker(out: Path, cid: str) -> Path:
     for _ in range(3):  # another worker may remove the (then empty) folder between the two steps
         d.mkdir(parents=True, exist_ok=True)
         try:
-            p.write_text(json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(),
-                                     "start": time.time()}))
+            atomic_write_text(p, json.dumps({"cell": cid, "host": socket.gethostname(), "pid": os.getpid(),
+                                             "start": time.time()}))
             break
         except FileNotFoundError:
             continue

@@ -58,11 +58,12 @@ import pandas as pd
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from eegfm_bench.atomic import atomic_path, atomic_write_text
 from eegfm_bench.callbacks.sweep import TestSweep
 from eegfm_bench.config import ConfigError, read_saved
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import check_stop
-from eegfm_bench.locks import atomic_path, atomic_write_text, out_dir_lock
+from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.perturb.conditions import Condition, PerturbContext
 from eegfm_bench.perturb.dataset import PerturbedWindows
 from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, SweepCondition, SweepModule, _details,
@@ -220,7 +221,7 @@ def _sweep(plan: SweepPlan, *, progress: bool, raise_on_failure: bool, worker_un
                    "not swept (let the cv finish, then rerun the sweep)")
     groups, notes, masks = _prepare_groups(plan, warn=zero)  # everything that can fail on names or data, first
     if zero and not worker:
-        (out / "sweep.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
+        atomic_write_text(out / "sweep.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True))
         _write_json(out / "dropout_masks.json", masks)
     store = ResultStore(out, write=zero, merge=not worker)
     units = [f"group{gi}/fold{fold}" for gi, g in enumerate(groups)

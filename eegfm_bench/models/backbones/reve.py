@@ -11,10 +11,10 @@ import torch
 from braindecode.models import REVE
 from torch import nn
 
+from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.data.cache import default_cache_dir
 from eegfm_bench.data.montage import standard_1005
 from eegfm_bench.data.preprocessing import Preprocessing
-from eegfm_bench.locks import atomic_write_text
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract
 from eegfm_bench.models.backbones._common import (  # noqa: F401
     NamedChannelContract,
