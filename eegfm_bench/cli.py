@@ -115,7 +115,7 @@ OVERRIDES_HELP = ("Any config key can be set on the command line after --config:
                   "--trainer.strategy ddp --trainer.precision bf16-mixed --data.batch_size 32 ... ; --keys lists every "
                   "key with its type and default, --print-config prints the resolved config.")
 
-LIGHT_COMMANDS = ("status",)
+LIGHT_COMMANDS = ("status", "report")
 """Commands whose handler (:mod:`eegfm_bench.light_commands`) imports no deep-learning stack."""
 
 NO_WAIT_HELP = ("refuse at once (one line, exit 2) when another eegfm-bench command is writing the same out_dir, "

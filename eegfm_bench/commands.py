@@ -42,7 +42,7 @@ from eegfm_bench.runs.paper import check_paper, is_paper_config
 from eegfm_bench.runs.plan import plan_cv, plan_markdown
 from eegfm_bench.runs.plan_paper import plan_paper, plan_paper_markdown
 from eegfm_bench.runs.probe import run_probes
-from eegfm_bench.runs.report import refresh, write_page
+from eegfm_bench.runs.report import refresh
 from eegfm_bench.runs.sweep import sweep_main, sweep_parser
 
 
@@ -139,12 +139,6 @@ def _confound(p, a, extra) -> int:
     return 0
 
 
-def _report(p, a, extra) -> int:
-    paths = write_page(a.out_dirs, a.out, title=a.title)
-    print(f"report: {paths['html']}\nmarkdown: {paths['md']}")
-    return 0
-
-
 def _models(p, a, extra) -> int:
     if a.config:
         _print_user_models(a.config, extra)
@@ -203,7 +197,7 @@ def _plan(p, a, extra) -> int:
     return 0
 
 
-HANDLERS = {"plan": _plan, "confound": _confound, "report": _report, "models": _models, "tasks": _tasks,
+HANDLERS = {"plan": _plan, "confound": _confound, "models": _models, "tasks": _tasks,
              "ingest": _ingest, "cache": _cache, "robustness": _robustness}
 """The commands without a typed config, each ``handler(parser, args, extra)``."""
 

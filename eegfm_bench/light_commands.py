@@ -1,5 +1,5 @@
-"""The handlers of the light commands: ``eegfm-bench status`` (and, as they are made light, ``report`` and ``plan``
-of a finished run).
+"""The handlers of the light commands: ``eegfm-bench status`` and ``report`` (and, as it is made light, ``plan`` of
+a finished run).
 
 A light command reads what a run left on disk (config.yaml, cells.json, splits.json, the result store's key columns)
 and imports no deep-learning stack: neither torch, Lightning, MNE nor braindecode (docs/guide/architecture.md, house
@@ -12,6 +12,7 @@ from __future__ import annotations
 from eegfm_bench.reports.status import status_markdown
 from eegfm_bench.results import ResultStore
 from eegfm_bench.runs.progress import cv_status
+from eegfm_bench.runs.report import write_page
 
 
 def _status(p, a, extra) -> int:
@@ -20,7 +21,16 @@ def _status(p, a, extra) -> int:
     return 0
 
 
-HANDLERS = {"status": _status}
+def _report(p, a, extra) -> int:
+    """One HTML + Markdown page of every result under the out_dirs (:func:`write_page`). The page reads what the
+    commands saved (rows, JSON, figures they drew); a cv run saved before its ingest report recorded the class
+    names has them resolved from its task, which loads MNE."""
+    paths = write_page(a.out_dirs, a.out, title=a.title)
+    print(f"report: {paths['html']}\nmarkdown: {paths['md']}")
+    return 0
+
+
+HANDLERS = {"status": _status, "report": _report}
 """The light commands, each ``handler(parser, args, extra)``."""
 
 

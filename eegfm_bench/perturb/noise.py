@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
-import mne
 import numpy as np
 import scipy.fft
 import scipy.linalg
@@ -191,6 +190,8 @@ class FilterSpec:
 
         Its central part (``pad_samples()`` samples cropped at both ends) equals :meth:`apply`.
         """
+        import mne  # reason: heavy (MNE, ~1 s); only the reference path and the kernel design need it, not parsing
+
         out = np.asarray(rows, dtype=np.float64)
         if self.l_freq is not None or self.h_freq is not None:
             out = mne.filter.filter_data(out, self.sfreq, self.l_freq, self.h_freq, verbose=False)
@@ -201,6 +202,8 @@ class FilterSpec:
 
 @lru_cache(maxsize=32)
 def _fir_kernels(filt: FilterSpec) -> tuple[np.ndarray, ...]:
+    import mne  # reason: heavy (MNE, ~1 s); condition parsing (``eegfm-bench report``) must not load it
+
     kernels = []
     fs = filt.design_sfreq
     if filt.l_freq is not None or filt.h_freq is not None:

@@ -13,7 +13,8 @@ from eegfm_bench.data.windows import WindowSet
 
 def write_ingest_reports(out_dir: str | os.PathLike, window_sets: list[tuple[list[str], WindowSet]]) -> Path | None:
     """``ingest_report.md`` / ``.json`` in ``out_dir``: the ingest report of every window set a command used
-    (one per preprocessing), each headed by the models that read it.
+    (one per preprocessing), each headed by the models that read it; each JSON entry adds ``models``, ``cache``
+    (the window set's folder) and ``class_names`` (label order, read by :mod:`eegfm_bench.reports.page`).
 
     Returns
     -------
@@ -28,6 +29,7 @@ def write_ingest_reports(out_dir: str | os.PathLike, window_sets: list[tuple[lis
             continue
         rep = json.loads(p.with_suffix(".json").read_text())
         rep["models"] = list(models)
+        rep["class_names"] = list(ws.class_names)  # label order: the page reads it without resolving the task
         rep["cache"] = str(p.parent)
         js[ws.meta["cache_key"]] = rep
         pp = ws.meta.get("preprocessing", {})

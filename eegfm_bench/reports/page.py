@@ -46,11 +46,10 @@ from eegfm_bench.config.controls import ControlsConfig, controls_parser
 from eegfm_bench.config.cv import CVConfig, cv_parser
 from eegfm_bench.config.interpret import InterpretConfig, interpret_parser
 from eegfm_bench.config.sweep import SweepConfig, sweep_parser
-from eegfm_bench.data.tasks import get_task
 from eegfm_bench.errors import NotAResultFolderError
-from eegfm_bench.interpret.attribution import RANDOMISATION_THRESHOLD, sanity_verdict
+from eegfm_bench.interpret.sanity import RANDOMISATION_THRESHOLD, sanity_verdict
 from eegfm_bench.perturb.conditions import parse_condition
-from eegfm_bench.reports.attribution import SANITY_METRICS, checks_table
+from eegfm_bench.reports.attribution_checks import SANITY_METRICS, checks_table
 from eegfm_bench.reports.audit import stability_mark
 from eegfm_bench.reports.confound import VERDICT_LEGEND, current_rows, ordered, verdict_text
 from eegfm_bench.reports.cv import SUMMARY_METRICS
@@ -512,11 +511,19 @@ def _span(values) -> str:
     return str(v.iloc[0]) if v.min() == v.max() else f"{v.min()}-{v.max()}"
 
 
-def _class_names(cfg) -> list[str]:
-    """The task's class names (label order) of a cv run, from its typed config; [] when it saved none or the task
-    cannot be resolved."""
+def _class_names(cv_dir: Path, cfg) -> list[str]:
+    """The task's class names (label order) of a cv run: those its ``ingest_report.json`` saved (every window set
+    records them); for a run written before the report saved them, resolved from its typed config's task (which
+    loads MNE). [] when neither gives them (no config, or a task file no longer at its path)."""
+    ing = cv_dir / "ingest_report.json"
+    saved = json.loads(ing.read_text()) if ing.is_file() else {}
+    for window_set in saved.values():
+        if window_set.get("class_names"):
+            return [str(c) for c in window_set["class_names"]]
     if cfg is None:
         return []
+    from eegfm_bench.data.tasks import get_task  # reason: heavy (MNE); only for runs saved without class names
+
     try:
         return list(get_task(cfg.task).class_names)
     except Exception:  # noqa: BLE001  (a page must render even for a task file no longer at its path)
@@ -591,7 +598,7 @@ def clean_sections(cv_dir: Path, assets: Path, cfg=None) -> list[Section]:
     agg = summary.groupby(by + ["metric"])["value"].agg(["mean", "std", "count"]).reset_index()
     rows = []
     metrics = [m for m in SUMMARY_METRICS if m in set(agg["metric"])]
-    names = _class_names(cfg)
+    names = _class_names(cv_dir, cfg)
     chance = 1.0 / len(names) if names else None
     per_fold = summary[summary["metric"] == "balanced_accuracy"]
     for key, g in agg.groupby(by, sort=True):

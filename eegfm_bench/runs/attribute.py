@@ -25,7 +25,8 @@ from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
 from eegfm_bench.interpret.config import AttributionConfig
 from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
-from eegfm_bench.reports.attribution import checks_markdown, checks_table, method_label, write_cell_maps
+from eegfm_bench.reports.attribution import method_label, write_cell_maps
+from eegfm_bench.reports.attribution_checks import checks_markdown, checks_table
 from eegfm_bench.results import FailedCellsError, ResultStore, code_version, config_hash
 from eegfm_bench.runs.cells import LP_FT, fixed_batch_size, head_kwargs_for, run_init_seed, run_optim, run_trainer
 from eegfm_bench.runs.interpret_config import InterpretConfig, load_interpret_config, worker_config

@@ -11,6 +11,7 @@ from eegfm_bench.interpret.attribution import (LogitModel, NoWindowsSelectedErro
                                                gxi_linear_check, normalise_maps, predict_proba,
                                                randomisation_test, resolve_method, select_windows)
 from eegfm_bench.interpret.lrp import UnsupportedMethodError
+from eegfm_bench.interpret.sanity import RANDOMISATION_THRESHOLD, sanity_verdict
 
 NOISE = [i for i in range(len(CHS)) if i not in SIGNAL]
 
@@ -137,7 +138,7 @@ def test_a_method_that_ignores_the_weights_fails_the_sanity_check(trained_eegnet
     import pandas as pd
 
     import eegfm_bench.interpret.attribution as A
-    from eegfm_bench.reports.attribution import checks_markdown, checks_table, sanity_table
+    from eegfm_bench.reports.attribution_checks import checks_markdown, checks_table, sanity_table
 
     X, y = synthetic(4, seed=2)
     lm = LogitModel.from_classifier(trained_eegnet)
@@ -149,8 +150,8 @@ def test_a_method_that_ignores_the_weights_fails_the_sanity_check(trained_eegnet
     monkeypatch.setattr(A, "attribute", ignores_weights)
     flat = randomisation_test(lm, x, t, "input", "eegnet", seed=3)
     gxi = randomisation_test(lm, x, t, "gxi", "eegnet", seed=3)
-    assert flat["spearman"] == pytest.approx(1.0) and A.sanity_verdict(flat["spearman"]) == "fails sanity check"
-    assert gxi["spearman"] < A.RANDOMISATION_THRESHOLD and A.sanity_verdict(gxi["spearman"]) == "passes"
+    assert flat["spearman"] == pytest.approx(1.0) and sanity_verdict(flat["spearman"]) == "fails sanity check"
+    assert gxi["spearman"] < RANDOMISATION_THRESHOLD and sanity_verdict(gxi["spearman"]) == "passes"
     base = dict(model="eegnet", regime="full", head="flatten", condition="clean")
     df = pd.DataFrame([{**base, "fold": f, "metric": f"{m}:randomisation_spearman", "value": r["spearman"]}
                        for f in (0, 1) for m, r in (("input", flat), ("gxi", gxi))])
@@ -206,8 +207,8 @@ def test_the_topomap_check_correlates_the_model_with_its_randomised_copy(trained
     assert np.argsort(-topo["trained"])[:2].tolist() in (SIGNAL, SIGNAL[::-1])  # the label's channels lead
     assert not np.allclose(topo["trained"], topo["random"])
     assert r["spearman_channel"] == pytest.approx(spearmanr(topo["trained"], topo["random"])[0], abs=1e-12)
-    assert r["spearman_channel"] < A.RANDOMISATION_THRESHOLD
-    assert A.sanity_verdict(max(r["spearman"], r["spearman_channel"])) == "passes"
+    assert r["spearman_channel"] < RANDOMISATION_THRESHOLD
+    assert sanity_verdict(max(r["spearman"], r["spearman_channel"])) == "passes"
     flat = A.summarize_randomisation({"spearman": np.ones(4), "spearman_signed": np.ones(4),
                                       "channel": np.abs(X).mean(-1), "channel_random": np.abs(X).mean(-1)})
-    assert flat["spearman_channel"] == pytest.approx(1.0) and A.sanity_verdict(flat["spearman_channel"]) != "passes"
+    assert flat["spearman_channel"] == pytest.approx(1.0) and sanity_verdict(flat["spearman_channel"]) != "passes"

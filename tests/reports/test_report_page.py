@@ -352,3 +352,19 @@ def test_a_saved_config_of_another_version_is_a_one_line_error_naming_the_fix(tm
     cli = subprocess.run(["eegfm-bench", "report", str(tmp_path)], capture_output=True, text=True)
     assert cli.returncode == 2 and "Traceback" not in cli.stderr
     assert "ConfigError" in cli.stderr and "old_setting" in cli.stderr and "fix:" in cli.stderr
+
+
+def test_class_names_come_from_the_saved_ingest_report_and_else_from_the_task(tmp_path):
+    """The page reads a cv run's class names from its ``ingest_report.json`` (so ``report`` needs no MNE); a run
+    saved before the report recorded them has them resolved from its config's task; neither gives []."""
+    from types import SimpleNamespace
+
+    from eegfm_bench.reports.page import _class_names
+
+    cfg = SimpleNamespace(task="eegmmidb_eyes")
+    assert _class_names(tmp_path, cfg) == ["eyes_open", "eyes_closed"]  # no report: the preset's label order
+    assert _class_names(tmp_path, None) == []
+    rep = {"k1": {"task": "t", "models": ["eegnet"]}, "k2": {"task": "t", "class_names": ["rest", "left", "right"]}}
+    (tmp_path / "ingest_report.json").write_text(json.dumps(rep))
+    assert _class_names(tmp_path, cfg) == ["rest", "left", "right"]  # what the cv saved, not the config's task
+    assert _class_names(tmp_path, None) == ["rest", "left", "right"]

@@ -1,10 +1,12 @@
-"""Light commands stay light (issue 36, item 3; docs/guide/architecture.md, house rules): ``status`` of a finished
-cv and every ``--help`` run in a fresh interpreter that, at exit, holds neither torch, Lightning, MNE nor
-braindecode. The run is real (staged EEGMMIDB, one tiny EEGNet, two folds); each command's output is checked too,
-so a light path that printed nothing would not pass."""
+"""Light commands stay light (issue 36, item 3; docs/guide/architecture.md, house rules): ``status`` and ``report``
+of a finished cv and every ``--help`` run in a fresh interpreter that, at exit, holds neither torch, Lightning, MNE
+nor braindecode. The run is real (staged EEGMMIDB, one tiny EEGNet, two folds); each command's output is checked too,
+so a light path that printed nothing would not pass, and the light ``report`` page must equal the page written in a
+process that holds the whole stack."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import warnings
@@ -57,6 +59,31 @@ def test_status_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv):
     assert rc == 0 and loaded == []
     assert "2 cells: 2 done, 0 running, 0 failed, 0 missing" in printed
     assert printed.count("| done |") == 2 and "nothing to resume" in printed
+
+
+def _undated(text: str) -> str:
+    """A page without its ``generated YYYY-MM-DD HH:MM`` stamp (the one line that differs between two writes)."""
+    return re.sub(r"generated \d{4}-\d\d-\d\d \d\d:\d\d", "generated <time>", text)
+
+
+@requires_data
+def test_report_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv, tmp_path):
+    from eegfm_bench.runs.report import write_page
+
+    out = tmp_path / "page"
+    rc, printed, loaded = run_light(["report", str(finished_cv), "--out", str(out)])
+    assert rc == 0 and loaded == []
+    assert f"report: {out / 'report.html'}" in printed and f"markdown: {out / 'report.md'}" in printed
+    light = {name: _undated((out / name).read_text()) for name in ("report.md", "report.html")}
+    # the class names come from what the cv saved: the chance level and both classes are on the page
+    assert "chance (balanced accuracy of any constant prediction) = 0.500 (2 classes: eyes_open, eyes_closed)" \
+        in light["report.md"]
+    assert "2 subject-grouped test folds" in light["report.md"]
+    import torch  # noqa: F401  (the heavy path: the same page written by a process that holds the whole stack)
+
+    write_page([finished_cv], out)
+    for name, text in light.items():
+        assert _undated((out / name).read_text()) == text, f"{name}: the light page differs from the heavy one"
 
 
 @pytest.mark.parametrize("args", [["--help"], ["status", "--help"], ["report", "--help"], ["plan", "--help"],
