@@ -46,6 +46,18 @@ def build(backbone: str, kwargs: dict, seed: int = 0):
 
 
 def train(model, X, y, epochs: int = 6, lr: float = 3e-3, seed: int = 0):
+    """Adam on mini-batches of 32, one intra-op thread whatever the caller's (the session fixtures below are built
+    before the function-scoped ``_one_thread`` applies, and their weights must not depend on the process's thread
+    count or on which test asked for them first: the randomisation check's Spearman sits near its threshold)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train(model, X, y, epochs, lr, seed)
+    finally:
+        torch.set_num_threads(n)
+
+
+def _train(model, X, y, epochs: int, lr: float, seed: int):
     torch.manual_seed(seed)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     xt, yt = torch.from_numpy(X), torch.from_numpy(y)
