@@ -33,8 +33,8 @@ from tqdm.auto import tqdm
 from eegfm_bench.data.cache import default_cache_dir
 from eegfm_bench.data.qc import IngestError, RecordingQC, capture_warnings
 from eegfm_bench.data.tasks import get_task
-from eegfm_bench.data.windows import (fill_entries, load_windows, missing_entries, recording_fingerprints,
-                                      resolve_preprocessing)
+from eegfm_bench.data.windows import (WindowPreprocessing, fill_entries, load_windows, missing_entries,
+                                      recording_fingerprints, resolve_preprocessing)
 from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.runs.cells import load_config
@@ -100,17 +100,18 @@ def default_shards(lc) -> int:
     return int(lc.workers) if lc.kind == "local" else int(lc.slurm.array_parallelism)
 
 
-def sharded_fill(task: Any, models: list[str], launcher, *, data_root=None, cache_dir=None, subjects=None,
+def sharded_fill(task: Any, preps: list, launcher, *, data_root=None, cache_dir=None, subjects=None,
                  shards: int | None = None, n_jobs: int | None = None, out_dir: str | Path | None = None,
                  progress: bool = True) -> int:
-    """Build the per-recording entries every model's window set needs as jobs of ``launcher`` (pass 1 of the build
-    on the cluster), one job per shard of the missing recordings; wait for them.
+    """Build the per-recording entries the window sets of ``preps`` need as jobs of ``launcher`` (pass 1 of the
+    build on the cluster), one CPU job per shard of the missing recordings; wait for them.
 
     Parameters
     ----------
     task : str, dict, path or DeclaredTask
-    models : list of str
-        Backbones whose preprocessings the entries are built under (one read per recording for all).
+    preps : list of Preprocessing or WindowPreprocessing
+        What the entries are built under (a model's declared preprocessing is resolved for the task as
+        :func:`~eegfm_bench.data.windows.load_windows` does; one read per recording for all).
     launcher : LauncherConfig or mapping
         ``kind`` ``local`` or ``slurm`` (:mod:`eegfm_bench.runs.launch`).
     shards : int, optional
@@ -134,9 +135,11 @@ def sharded_fill(task: Any, models: list[str], launcher, *, data_root=None, cach
         An invalid launcher (:func:`~eegfm_bench.runs.launch.check_launcher`).
     """
     lc = as_launcher(launcher)
+    lc = replace(lc, slurm=replace(lc.slurm, gpus_per_node=0))  # reading EEG needs no GPU, whatever the cells do
     check_launcher(lc, "launcher", trainer={"accelerator": "cpu", "devices": 1})
     t = get_task(task)
-    preps = list(dict.fromkeys(resolve_preprocessing(t, BACKBONES.get(m).preprocessing).prep for m in models))
+    preps = list(dict.fromkeys(p.prep if isinstance(p, WindowPreprocessing) else resolve_preprocessing(t, p).prep
+                               for p in preps))
     src = t.source(data_root)
     with capture_warnings(RecordingQC(recording="", subject="")):
         recs = src.recordings(subjects)
@@ -203,7 +206,7 @@ def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, 
     t = get_task(task)
     sharded = launcher is not None and as_launcher(launcher).kind != "none"
     if sharded:
-        sharded_fill(t, models, launcher, data_root=data_root, cache_dir=cache_dir, subjects=subjects, shards=shards,
+        sharded_fill(t, [BACKBONES.get(m).preprocessing for m in models], launcher, data_root=data_root, cache_dir=cache_dir, subjects=subjects, shards=shards,
                      n_jobs=n_jobs, out_dir=out_dir, progress=progress)
     used: dict[str, tuple[list[str], Any]] = {}
     for m in models:
