@@ -161,7 +161,8 @@ def sharded_fill(task: Any, preps: list, launcher, *, data_root=None, cache_dir=
           f"{min(map(len, slices))}-{max(map(len, slices))} recordings, {n_jobs} read at once per job "
           f"(launcher {lc.kind})", flush=True)
     lc = replace(lc, workers=n, cells_per_job=1)  # one job per shard
-    failures = run_jobs(lc, cfg, [str(i) for i in range(n)], out, devices=1, progress=progress, kind="ingest")
+    failures = run_jobs(lc, cfg, [str(i) for i in range(n)], out, devices=1, progress=progress, kind="ingest",
+                        stage="ingest stage's")
     left = set(missing_entries(t, preps, recs, fps, cdir))
     problems = []
     for f in failures:
