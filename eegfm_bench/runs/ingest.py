@@ -49,8 +49,24 @@ class ShardError(IngestError):
 @dataclass(frozen=True)
 class IngestShards:
     """What the jobs of a sharded ingest run (pickled into each job): the recordings of every shard, with their
-    fingerprints, and where to write. ``trainer`` sizes the jobs (:func:`~eegfm_bench.runs.launch.run_jobs`): CPU
-    only."""
+    fingerprints, and where to write.
+
+    Attributes
+    ----------
+    task : DeclaredTask
+    preps : list of Preprocessing
+        The resolved preprocessings the entries are built under.
+    src, recs, fps
+        The task's source, every recording it lists and their fingerprints (computed once, by the launching process).
+    shards : list of list of int
+        Indices into ``recs``, one list per job (disjoint, ordered).
+    cache_dir : str
+        The cache root.
+    n_jobs : int
+        Recordings read at once inside a job.
+    trainer : dict
+        Sizes the jobs (:func:`~eegfm_bench.runs.launch.run_jobs`): CPU only, one task.
+    """
 
     task: Any
     preps: list
@@ -168,8 +184,9 @@ def sharded_fill(task: Any, preps: list, launcher, *, data_root=None, cache_dir=
     for f in failures:
         sid = int(f["cell"])
         names = [recs[i].recording for i in slices[sid] if i in left]
+        error = f["error"].splitlines()[0][:400]
         problems.append(f"shard {sid} failed ({len(names)} recording(s) without their entry: "
-                        f"{', '.join(names[:10])}{' ...' if len(names) > 10 else ''}): {f['error'].splitlines()[0][:400]}")
+                        f"{', '.join(names[:10])}{' ...' if len(names) > 10 else ''}): {error}")
     failed = {int(f["cell"]) for f in failures}
     for sid, s in enumerate(slices):
         names = [recs[i].recording for i in s if i in left]
@@ -207,8 +224,9 @@ def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, 
     t = get_task(task)
     sharded = launcher is not None and as_launcher(launcher).kind != "none"
     if sharded:
-        sharded_fill(t, [BACKBONES.get(m).preprocessing for m in models], launcher, data_root=data_root, cache_dir=cache_dir, subjects=subjects, shards=shards,
-                     n_jobs=n_jobs, out_dir=out_dir, progress=progress)
+        sharded_fill(t, [BACKBONES.get(m).preprocessing for m in models], launcher, data_root=data_root,
+                     cache_dir=cache_dir, subjects=subjects, shards=shards, n_jobs=n_jobs, out_dir=out_dir,
+                     progress=progress)
     used: dict[str, tuple[list[str], Any]] = {}
     for m in models:
         ws = load_windows(t, BACKBONES.get(m).preprocessing, data_root=data_root, subjects=subjects,
