@@ -241,7 +241,15 @@ def _add_tool_commands(sub) -> None:
     ing.add_argument("--out", help="write ingest_report.md / .json here (with --config: the config's out_dir)")
     ing.add_argument("--n-jobs", "--data.n_jobs", dest="n_jobs", type=int, metavar="N",
                      help="recordings read at once, one process each (data.n_jobs; default: every core the job has, "
-                          "-1 too); the windows do not depend on it")
+                          "-1 too; under a launcher: each job's CPUs); the windows do not depend on it")
+    ing.add_argument("--launcher", choices=["none", "local", "slurm"],
+                     help="read the recordings as jobs, one per shard: local worker processes or a SLURM job array "
+                          "(= --launcher.kind; the other launcher.* settings as cv's, e.g. "
+                          "--launcher.slurm.partition P); this process then only assembles the window sets")
+    ing.add_argument("--workers", type=int, help="concurrent local workers (= --launcher.workers)")
+    ing.add_argument("--shards", type=int, metavar="N",
+                     help="jobs the missing recordings are split into, as disjoint ordered slices (default: one per "
+                          "job slot: --workers, or launcher.slurm.array_parallelism)")
     ing.add_argument("--no-progress", action="store_true")
     ca = sub.add_parser("cache", help="list the window / feature cache entries; --prune removes unread ones",
                         description="Entries are keyed by content, so those of old configs or edited files are never "

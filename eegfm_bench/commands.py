@@ -165,19 +165,41 @@ def _robustness(p, a, extra) -> int:
     return 0
 
 
+def _launcher_overrides(p, extra: list[str]) -> dict:
+    """``--launcher.<key> VALUE`` pairs (``ingest --task``, which has no config) as a ``launcher:`` mapping; each
+    value read as YAML (``--launcher.slurm.cpus_per_task 4``)."""
+    out: dict = {}
+    it = iter(extra)
+    for k in it:
+        v = next(it, None)
+        if not k.startswith("--launcher.") or v is None:
+            p.error(f"unrecognized arguments: {' '.join(extra)} (ingest --task takes --launcher.<key> VALUE pairs)")
+        *path, last = k[len("--launcher."):].split(".")
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = yaml.safe_load(v)
+    return out
+
+
 def _ingest(p, a, extra) -> int:
     if bool(a.config) == bool(a.task):
         p.error("ingest: give --task <name or YAML> (with --model) or --config <cv config>, one of the two")
+    if a.shards is not None and a.shards < 1:
+        raise ConfigError(f"--shards {a.shards}; fix: a number of jobs >= 1")
     if a.config:
-        overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra
+        overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra + _launcher_args(a)
         if a.n_jobs is not None:
             overrides += ["--data.n_jobs", str(a.n_jobs)]
-        path = ingest_from_config(a.config[0], overrides, progress=not a.no_progress)
+        path = ingest_from_config(a.config[0], overrides, progress=not a.no_progress, shards=a.shards)
     else:
-        if extra:
-            p.error(f"unrecognized arguments: {' '.join(extra)}")
+        lc = _launcher_overrides(p, extra)
+        args = _launcher_args(a)
+        for k, v in zip(args[::2], args[1::2]):
+            lc[k.split(".")[-1]] = yaml.safe_load(v)
         path = run_ingest(a.task, a.model or ["eegnet"], data_root=a.data_root, cache_dir=a.cache_dir,
-                          subjects=a.subjects, out_dir=a.out, progress=not a.no_progress, n_jobs=a.n_jobs)
+                          subjects=a.subjects, out_dir=a.out, progress=not a.no_progress, n_jobs=a.n_jobs,
+                          launcher=lc or None, shards=a.shards)
     if path is not None:
         print(f"ingest report: {path}")
     return 0

@@ -54,6 +54,11 @@ class NonFiniteWindowError(IngestError):
     """A window contains NaN or Inf (raised under ``strict: true``; otherwise such windows are rejected)."""
 
 
+class MissingEntryError(IngestError):
+    """A recording's per-recording entry is missing where only an assembly may run (after a sharded ingest): the
+    recording is named, never left out of the window set."""
+
+
 @dataclass
 class WindowSet:
     """All windows of one task under one preprocessing.
@@ -289,7 +294,7 @@ def cache_key(task: DeclaredTask, fingerprints: list[dict], prep: Preprocessing)
 def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike | None = None,
                  subjects: list | None = None, cache_dir: str | os.PathLike | None = None,
                  max_windows_per_subject: int | None = None, progress: bool = True,
-                 n_jobs: int | None = 1) -> WindowSet:
+                 n_jobs: int | None = 1, build_missing: bool = True) -> WindowSet:
     """Load (or build and cache) a task's windows under ``prep``, with their ingest report.
 
     Parameters
@@ -316,6 +321,10 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
         Recordings read and preprocessed at once, each in its own process with one thread (:func:`ingest_workers`:
         ``None`` or ``-1`` for every core the job has). The windows, their order and the ingest report do not depend
         on it. Memory holds about one recording's windows per process, whatever the corpus.
+    build_missing : bool
+        False: only assemble, every recording's entry must be cached already (after a sharded ingest,
+        :func:`eegfm_bench.runs.ingest.run_ingest` with a launcher); a missing one is a :class:`MissingEntryError`
+        naming the recording, never a recording left out.
 
     Returns
     -------
@@ -327,7 +336,8 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
     DataNotFoundError, RecordingReadError
         From the source (missing or unreadable files; the message says how to get or fix them).
     IngestError
-        A refusing policy or, under ``strict: true``, any finding (the report so far is written and named).
+        A refusing policy or, under ``strict: true``, any finding (the report so far is written and named);
+        :class:`MissingEntryError` with ``build_missing=False`` and a recording whose entry is not cached.
     ConfigError
         An invalid task declaration.
     ValueError
@@ -353,7 +363,7 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
         with BuildLock(folder, f"the window set {folder.name}"):  # one builder, others wait
             if not (folder / "COMPLETE").is_file():
                 _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings, dict(src.skipped),
-                             ingest_workers(n_jobs))
+                             ingest_workers(n_jobs), build_missing)
                 built = True
     ws = _open_cache(folder)
     if not built:
@@ -551,15 +561,55 @@ def _fill_recording_entries(task: DeclaredTask, preps: list[Preprocessing], data
         recs = src.recordings(subjects)
     cdir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     fps = recording_fingerprints(src, recs, cdir)
-    root = cdir / "recordings"
     if all((cdir / f"{task.name}-{cache_key(task, fps, p)}" / "COMPLETE").is_file() for p in preps):
         return 0
-    items = [(task, src, rec, fp, preps, root) for rec, fp in zip(recs, fps)
-             if any(not (root / f"{task.name}-{recording_key(task, rec, fp, p)}" / "COMPLETE").is_file() for p in preps)]
+    return fill_entries(task, preps, src, recs, fps, cdir, progress=progress, n_jobs=n_jobs)
+
+
+def missing_entries(task: DeclaredTask, preps: list[Preprocessing], recs, fps, cache_dir: Path) -> list[int]:
+    """Indices (in the order of ``recs``) of the recordings lacking a published per-recording entry under any of
+    ``preps`` in the cache root ``cache_dir`` (what a sharded ingest builds, :mod:`eegfm_bench.runs.ingest`)."""
+    root = Path(cache_dir) / "recordings"
+    return [i for i, (rec, fp) in enumerate(zip(recs, fps))
+            if any(not (root / f"{task.name}-{recording_key(task, rec, fp, p)}" / "COMPLETE").is_file() for p in preps)]
+
+
+def fill_entries(task: DeclaredTask, preps: list[Preprocessing], src, recs, fps, cache_dir: Path, *,
+                 progress: bool = True, n_jobs: int = 1) -> int:
+    """Build the per-recording entries of ``recs`` missing under any of ``preps`` (pass 1 of a build, without the
+    assembly): one read per recording, ``n_jobs`` recordings at once. Several processes may fill one cache root
+    at once (one job per shard of the recordings): each entry is built under its own lock and published by an
+    atomic rename.
+
+    Parameters
+    ----------
+    task : DeclaredTask
+    preps : list of Preprocessing
+        Resolved preprocessings (:func:`resolve_preprocessing`'s ``prep``).
+    src, recs, fps
+        The task's source, the recordings to fill and their :func:`recording_fingerprints`.
+    cache_dir : Path
+        The cache root (entries under ``<cache_dir>/recordings``).
+    progress : bool
+    n_jobs : int
+        As :func:`load_windows`.
+
+    Returns
+    -------
+    int
+        The number of recordings read.
+
+    Raises
+    ------
+    IngestError, RecordingReadError
+        As :func:`load_windows`, for the first failing recording in ``recs``' order.
+    """
+    root = Path(cache_dir) / "recordings"
+    items = [(task, src, recs[i], fps[i], preps, root) for i in missing_entries(task, preps, recs, fps, cache_dir)]
     n_read = sum(_per_recording(_fill_one, items, n_jobs, desc=f"reading {task.name} once for {len(preps)} "
-                                "preprocessings", disable=not progress, unit="rec"))
+                                "preprocessing(s)", disable=not progress, unit="rec"))
     if progress and n_read:
-        tqdm.write(f"{task.name}: {n_read} recording(s) read once for {len(preps)} preprocessings "
+        tqdm.write(f"{task.name}: {n_read} recording(s) read once for {len(preps)} preprocessing(s) "
                    f"({', '.join(f'{p.sfreq:g} Hz {p.l_freq}-{p.h_freq} Hz' for p in preps)})")
     return n_read
 
@@ -584,13 +634,18 @@ def _fill_one(task: DeclaredTask, src, rec, fp: dict, preps: list[Preprocessing]
             lock.release()
 
 
-def _recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path):
-    """A recording's windows from its own cache entry (``<cache>/recordings/<task>-<key>/``), built when missing.
+def _recording_entry(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path, build: bool = True):
+    """A recording's windows from its own cache entry (``<cache>/recordings/<task>-<key>/``), built when missing
+    (refused when ``build`` is False: :class:`MissingEntryError`).
 
     Each recording is cached on its own, so a killed build resumes with the recordings still missing and an edited
     file re-reads only its own recording. Returns ``(qc, windows or None, from_cache)``.
     """
     folder = root / f"{task.name}-{recording_key(task, rec, fp, prep)}"
+    if not build and not (folder / "COMPLETE").is_file():
+        raise MissingEntryError(f"{rec.recording}: its per-recording entry {folder} is missing at assembly (the "
+                                "sharded ingest did not build it); fix: rerun the same ingest command, which builds "
+                                "only the recordings still missing")
     if not (folder / "COMPLETE").is_file():
         with BuildLock(folder, f"the windows of {rec.recording}", quiet=True):
             if not (folder / "COMPLETE").is_file():
@@ -732,10 +787,10 @@ def _per_recording(fn, items: list[tuple], n_jobs: int, busy: int | None = None,
         yield r
 
 
-def _entry_summary(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path):
+def _entry_summary(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, root: Path, build: bool = True):
     """A recording's entry built when missing (:func:`_recording_entry`), summed up for the assembly without its
     windows: ``(qc, names or None, y or None, folder, from_cache)``."""
-    qc, win, cached = _recording_entry(task, src, rec, fp, prep, root)
+    qc, win, cached = _recording_entry(task, src, rec, fp, prep, root, build)
     folder = root / f"{task.name}-{recording_key(task, rec, fp, prep)}"
     if win is None:
         return qc, None, None, folder, cached
@@ -744,12 +799,13 @@ def _entry_summary(task: DeclaredTask, src, rec, fp: dict, prep: Preprocessing, 
 
 def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder: Path, key: str,
                  progress: bool, source_warnings: list[str] = (), skipped: dict | None = None,
-                 n_jobs: int = 1) -> None:
+                 n_jobs: int = 1, build_missing: bool = True) -> None:
     """Build the window set in two passes over the recordings, so that memory holds one recording's windows at a
     time whatever the corpus: each recording's own cache entry (:func:`_recording_entry`, ``n_jobs`` recordings at
     once), keeping only its labels; then one channel set (``channels.montage``), the reference over it, the class
     check and ``windows.balance`` decided on the labels, and the windows streamed entry by entry into ``X.npy``
-    (:func:`_write_window_set`); published atomically."""
+    (:func:`_write_window_set`); published atomically. ``build_missing=False`` refuses a missing entry
+    (:class:`MissingEntryError`) instead of building it."""
     report = IngestReport(task.name, settings=task.spec.to_dict(), source_warnings=list(source_warnings),
                           skipped_subjects=dict(skipped or {}))
     if task.spec.strict and [w for w in source_warnings if not any(b in w for b in BENIGN_WARNINGS)]:
@@ -761,7 +817,7 @@ def _build_cache(task: DeclaredTask, src, recs, fps, prep: Preprocessing, folder
     n_cached = 0
     root = folder.parent / "recordings"
     try:
-        items = [(task, src, rec, fp, prep, root) for rec, fp in zip(recs, fps)]
+        items = [(task, src, rec, fp, prep, root, build_missing) for rec, fp in zip(recs, fps)]
         busy = sum(not (root / f"{task.name}-{recording_key(task, rec, fp, prep)}" / "COMPLETE").is_file()
                    for rec, fp in zip(recs, fps))
         for rec, (qc, names, y, entry, cached) in zip(recs, _per_recording(

@@ -48,8 +48,9 @@ from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_name, code_version, library_versions,
                                  row_path, run_label)
 from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, compiled, enumerate_cells, find_batch_size,
-                                    fixed_batch_size, head_kwargs_for, load_config, load_ridge, run_init_seed,
-                                    run_optim, run_trainer, shared_batch_size, windows_for)
+                                    fixed_batch_size, head_kwargs_for, load_config, load_ridge, model_preprocessing,
+                                    run_init_seed, run_optim, run_trainer, shared_batch_size, windows_for)
+from eegfm_bench.runs.ingest import sharded_fill
 from eegfm_bench.runs.launch import run_jobs
 from eegfm_bench.runs.progress import CellProgress
 from eegfm_bench.runs.report import refresh
@@ -372,6 +373,8 @@ class CVLoop:
                                                                         allow_unicode=True))
         self.store = ResultStore(self.out, write=self.zero, merge=not self.worker)
         quiet_lightning()
+        if cfg.launcher.kind == "slurm" and self.zero and not self.worker:
+            self._ingest_stage()
         windows: dict = {}
         cells, self.current, split = enumerate_cells(cfg, windows, self.progress, splits_path=self.out / "splits.json",
                                                      write=self.zero)
@@ -396,6 +399,16 @@ class CVLoop:
             self.store.merge()
         self.bar = tqdm(total=len(cells), initial=len(cells) - len(self.todo), desc=f"cv {cfg.experiment}",
                         disable=not (self.progress and self.zero) or (launched and not self.worker), unit="cell")
+
+    def _ingest_stage(self) -> None:
+        """Under ``launcher.kind: slurm``, the recordings whose per-recording entries the runs' window sets lack are
+        read as a job array of their own before the cells (:func:`~eegfm_bench.runs.ingest.sharded_fill`: CPU jobs,
+        one per shard, logs under ``<out_dir>/ingest/jobs``), so this process, on the login node, only assembles the
+        window sets. Nothing to read: no job."""
+        cfg, d = self.cfg, self.cfg.data
+        preps = list(dict.fromkeys(model_preprocessing(cfg, r.model) for r in cfg.runs))
+        sharded_fill(cfg.task, preps, cfg.launcher, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
+                     n_jobs=d.n_jobs, out_dir=self.out / "ingest", progress=self.progress)
 
     def _write_run_files(self) -> None:
         """The ingest report of every window set the runs read, and ``cells.json`` (the config hash of every

@@ -228,6 +228,7 @@ WORKER_ENTRY = {
     "probe": ("eegfm_bench.runs.probe", "run_probes", "worker_units"),
     "attribute": ("eegfm_bench.runs.attribute", "run_attribution", "worker_units"),
     "controls": ("eegfm_bench.runs.controls", "controls_main", "worker_units"),
+    "ingest": ("eegfm_bench.runs.ingest", "ingest_shard", "worker_units"),
 }
 """Job kind -> (module, function, keyword): the function runs only the named units of a resolved config as a
 worker (rows as part files, no merge, no report) and returns its failures (one dict per failed unit)."""
@@ -272,7 +273,7 @@ class SubmissionError(ConfigError):
     """SLURM refused a job array (a job limit, a bad partition or account, an impossible request); nothing runs."""
 
 
-def submit_jobs(ex, lc, calls: list[tuple]) -> list:
+def submit_jobs(ex, lc, calls: list[tuple], stage: str = "") -> list:
     """Submit one job per ``(fn, *args)`` of ``calls``: local workers one by one; SLURM as **one** job array
     (one ``sbatch``, ``--array=0-(n-1)%array_parallelism``), so a refusal refuses the whole array before any job
     runs.
@@ -280,7 +281,8 @@ def submit_jobs(ex, lc, calls: list[tuple]) -> list:
     Raises
     ------
     SubmissionError
-        When ``sbatch`` refuses the array (its message, and the fix).
+        When ``sbatch`` refuses the array (its message, and the fix; ``stage`` names a stage of its own, e.g. the
+    ingest stage, whose job count ``--shards`` sets).
     """
     if as_launcher(lc).kind != "slurm":
         return [ex.submit(*c) for c in calls]
@@ -290,10 +292,12 @@ def submit_jobs(ex, lc, calls: list[tuple]) -> list:
             jobs = [ex.submit(*c) for c in calls]
     except FailedJobError as err:
         msg = " ".join(str(err).split())[:400]
-        raise SubmissionError(f"sbatch refused the job array of {len(calls)} job(s): {msg}; fix: check "
-                              "launcher.slurm (partition, account, qos, mem_gb, cpus_per_task, gpus_per_node) against "
-                              "`sinfo` / `sacctmgr show assoc`, or lower cells_per_job's job count under your job "
-                              "limit (launcher.cells_per_job packs more cells per job); no job was started") from None
+        count = ("fewer --shards" if stage else
+                 "lower cells_per_job's job count under your job limit (launcher.cells_per_job packs more cells per job)")
+        raise SubmissionError(f"sbatch refused the {stage + ' ' if stage else ''}job array of {len(calls)} job(s): "
+                              f"{msg}; fix: check launcher.slurm (partition, account, qos, mem_gb, cpus_per_task, "
+                              f"gpus_per_node) against `sinfo` / `sacctmgr show assoc`, or {count}; no job was "
+                              "started") from None
     return jobs
 
 
@@ -362,14 +366,15 @@ def quiet_submitit_without_accounting(progress: bool = True) -> None:
 
 
 def run_jobs(lc, cfg: ConfigRecord, cell_ids: list[str], out: Path, *, devices: int | None = None,
-             progress: bool = True, kind: str = "cv", collect: dict | None = None) -> list[dict]:
+             progress: bool = True, kind: str = "cv", collect: dict | None = None, stage: str = "") -> list[dict]:
     """Submit the cells as jobs, wait for every job, and return the failures (one dict per failed cell).
 
     A job that dies (killed, out of memory) is recorded as a failure of each of its cells that has no rows; the
     job's log path is in the message. A worker may return ``{"failures": [...], <name>: [...]}`` instead of a
     list of failures: the other lists are concatenated over jobs into ``collect[<name>]`` (e.g. the config
     hashes of the rows the probe workers wrote, which the parent's report selects by). ``devices`` (default: the
-    config's ``trainer.devices``) and ``trainer.accelerator`` size each SLURM job (:func:`slurm_parameters`).
+    config's ``trainer.devices``) and ``trainer.accelerator`` size each SLURM job (:func:`slurm_parameters`);
+    ``stage`` names a stage of its own in a refusal (:func:`submit_jobs`).
     """
     tr = cfg.trainer or {}  # every command's typed config (cv, sweep, probe / attribute, controls) has the section
     if devices is None:
@@ -382,7 +387,7 @@ def run_jobs(lc, cfg: ConfigRecord, cell_ids: list[str], out: Path, *, devices: 
     threads = (int(lc.threads) if lc.threads else max(1, (os.cpu_count() or 1) // max(1, len(parts)))) \
         if lc.kind == "local" else int(lc.slurm.cpus_per_task)
     parent = os.getpid() if lc.kind == "local" else None
-    jobs = submit_jobs(ex, lc, [(CellJob(), cfg, p, threads, kind, parent) for p in parts])
+    jobs = submit_jobs(ex, lc, [(CellJob(), cfg, p, threads, kind, parent) for p in parts], stage)
     if lc.kind == "slurm":
         write_queue(out, jobs, parts)
         quiet_submitit_without_accounting(progress)
