@@ -17,6 +17,17 @@ HAVE_DATA = (DATA / "eegmmidb").is_dir()
 requires_data = pytest.mark.skipif(not HAVE_DATA, reason=f"staged EEG not found at {DATA} (set EEGFM_DATA)")
 
 
+def cli_env() -> dict:
+    """The environment of an ``eegfm-bench`` subprocess in a test: the staged data, one OpenMP thread, offline, this
+    checkout first on the path, and no launcher / DDP variables of the pytest process."""
+    env = {**os.environ, "EEGFM_DATA": str(DATA), "OMP_NUM_THREADS": "1", "EEGFM_OFFLINE": "1",
+           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PYTHONWARNINGS": "ignore",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    for k in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK", "EEGFM_TRACEBACK"):
+        env.pop(k, None)
+    return env
+
+
 def stored_rows(out: Path) -> pd.DataFrame:
     """A run's rows as stored (``results.parquet``), without the columns that name its own folder (``checkpoint``,
     ``predictions``) and without the wall-time metric, in a fixed order."""

@@ -35,7 +35,7 @@ from eegfm_bench.locks import OUT_DIR_LOCK, OutDirBusyError, out_dir_lock
 from eegfm_bench.runs.confound import confound_main
 from eegfm_bench.runs.cv import run_cv
 
-from eegfm_testutils import DATA, requires_data
+from eegfm_testutils import cli_env, requires_data
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
@@ -48,15 +48,6 @@ def _config(tmp_path: Path, name: str, **over) -> Path:
     return path
 
 
-def _env() -> dict:
-    env = {**os.environ, "EEGFM_DATA": str(DATA), "OMP_NUM_THREADS": "1", "EEGFM_OFFLINE": "1",
-           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PYTHONWARNINGS": "ignore",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    for k in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK", "EEGFM_TRACEBACK"):
-        env.pop(k, None)
-    return env
-
-
 class _Cli:
     """An ``eegfm-bench`` subprocess whose stdout / stderr go to files (no pipe to fill while the test waits)."""
 
@@ -64,7 +55,7 @@ class _Cli:
         self.out_path, self.err_path = folder / f"{name}.stdout", folder / f"{name}.stderr"
         with open(self.out_path, "w") as o, open(self.err_path, "w") as e:
             self.proc = subprocess.Popen([sys.executable, "-m", "eegfm_bench.cli", *args, "--no-progress"],
-                                         env=_env(), cwd=REPO, stdout=o, stderr=e)
+                                         env=cli_env(), cwd=REPO, stdout=o, stderr=e)
         self.pid = self.proc.pid
 
     def wait(self) -> tuple[int, str, str]:
@@ -136,7 +127,7 @@ def test_out_dir_lock_names_its_holder_refuses_under_no_wait_and_is_reentrant(tm
     out = tmp_path / "out"
     code = ("import sys\nfrom eegfm_bench.locks import out_dir_lock\n"
             f"with out_dir_lock({str(out)!r}, 'cv'):\n    print('held', flush=True)\n    sys.stdin.readline()\n")
-    holder = subprocess.Popen([sys.executable, "-c", code], env=_env(), stdin=subprocess.PIPE,
+    holder = subprocess.Popen([sys.executable, "-c", code], env=cli_env(), stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -176,7 +167,7 @@ def test_confound_on_a_cv_out_dir_another_process_writes_refuses_under_no_wait(t
     (out / "config.yaml").write_text(yaml.safe_dump({**TINY, "out_dir": str(out)}))
     code = ("import sys\nfrom eegfm_bench.locks import out_dir_lock\n"
             f"with out_dir_lock({str(out)!r}, 'cv'):\n    print('held', flush=True)\n    sys.stdin.readline()\n")
-    holder = subprocess.Popen([sys.executable, "-c", code], env=_env(), stdin=subprocess.PIPE,
+    holder = subprocess.Popen([sys.executable, "-c", code], env=cli_env(), stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

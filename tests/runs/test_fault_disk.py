@@ -35,7 +35,7 @@ from eegfm_bench.atomic import (DamagedCheckpointError, DiskFullError, atomic_wr
                                 sidecar_of, verify_checkpoint, write_checkpoint_bytes)
 from eegfm_bench.data.splits import SplitMismatchError, SplitSpec, make_split, save_or_verify
 
-from eegfm_testutils import DATA, requires_data
+from eegfm_testutils import cli_env, requires_data
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
@@ -61,18 +61,9 @@ sys.exit(main())
 """
 
 
-def _env() -> dict:
-    env = {**os.environ, "EEGFM_DATA": str(DATA), "OMP_NUM_THREADS": "1", "EEGFM_OFFLINE": "1",
-           "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PYTHONWARNINGS": "ignore",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    for k in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK", "EEGFM_TRACEBACK"):
-        env.pop(k, None)
-    return env
-
-
 def _cli(*args: str, inject: bool = False) -> subprocess.CompletedProcess:
     head = ["-c", INJECT] if inject else ["-m", "eegfm_bench.cli"]
-    return subprocess.run([sys.executable, *head, *args, "--no-progress"], env=_env(), cwd=REPO,
+    return subprocess.run([sys.executable, *head, *args, "--no-progress"], env=cli_env(), cwd=REPO,
                           capture_output=True, text=True)
 
 
