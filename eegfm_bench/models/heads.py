@@ -121,7 +121,7 @@ class PoolingHead(nn.Module):
         return f"n_tokens={self.n_tokens}, d_model={self.d_model}, n_classes={self.n_classes}"
 
 
-HEADS: Registry[type[PoolingHead]] = Registry("head")
+HEADS: Registry[type[PoolingHead]] = Registry("head", entry_points="eegfm_bench.heads")
 
 
 @HEADS.register("mean")

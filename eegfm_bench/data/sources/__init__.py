@@ -29,7 +29,7 @@ from eegfm_bench.data.sources.files import FilesSource
 from eegfm_bench.data.sources.moabb import MOABBSource
 from eegfm_bench.registry import Registry
 
-SOURCES: Registry[type[Source]] = Registry("data source")
+SOURCES: Registry[type[Source]] = Registry("data source", entry_points="eegfm_bench.sources")
 """Every data source by name (a task's ``source:``)."""
 for _cls in (FilesSource, BIDSSource, BraindecodeSource, MOABBSource, EEGMMIDBSource):
     SOURCES.register(_cls.name)(_cls)

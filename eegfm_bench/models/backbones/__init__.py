@@ -88,7 +88,7 @@ from eegfm_bench.models.backbones.reve import reve_positions_dir  # noqa: F401
 from eegfm_bench.models.backbones.steegformer import steegformer_vocabulary  # noqa: F401
 from eegfm_bench.models.backbones.truncated import TRUNCATABLE, make_truncated
 
-BACKBONES: Registry[type[BackboneAdapter]] = Registry("backbone")
+BACKBONES: Registry[type[BackboneAdapter]] = Registry("backbone", entry_points="eegfm_bench.backbones")
 """Every backbone adapter by name (``eegfm-bench models`` lists them)."""
 
 BACKBONES.register("eegnet")(EEGNetAdapter)

@@ -1,0 +1,68 @@
+"""A head declared in a separate installed package through an entry point runs in a cv (issue 36 item 5).
+
+The test writes a real distribution into a folder on ``sys.path``: a package ``eegfm_sum_head`` and its
+``eegfm_sum_head-0.1.dist-info`` (``METADATA`` and ``entry_points.txt`` with ``[eegfm_bench.heads]``), which is what
+``pip install`` leaves and what ``importlib.metadata`` reads. A ``eegfm-bench cv`` subprocess with that folder on its
+``PYTHONPATH`` trains the head by its name; nothing in eegfm_bench names it."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import yaml
+
+from eegfm_testutils import REPO, cli_env, requires_data
+
+PACKAGE = '''
+from eegfm_bench.models.heads import PoolingHead
+
+
+class SumHead(PoolingHead):
+    """Sum over tokens, then linear."""
+
+    name = "sum_ep"
+    token_pooling = staticmethod(lambda t: t.sum(1))
+'''
+
+
+def _install(site) -> None:
+    (site / "eegfm_sum_head").mkdir(parents=True)
+    (site / "eegfm_sum_head" / "__init__.py").write_text(PACKAGE)
+    info = site / "eegfm_sum_head-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: eegfm-sum-head\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[eegfm_bench.heads]\nsum_ep = eegfm_sum_head:SumHead\n")
+
+
+@requires_data
+def test_a_head_from_an_installed_package_runs_in_a_cv_and_is_a_probe_pooling(tmp_path):
+    site = tmp_path / "site"
+    _install(site)
+    cfg = {"experiment": "ep", "task": "eegmmidb_eyes", "out_dir": str(tmp_path / "cv"), "seed": 0, "confound": False,
+           "data": {"max_windows_per_subject": 3, "batch_size": 16},
+           "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0]},
+           "trainer": {"max_epochs": 1, "patience": 1},
+           "runs": [{"model": "eegnet", "regime": "full", "heads": ["sum_ep"],
+                     "backbone_kwargs": {"F1": 4, "D": 1, "kernel_length": 16}}]}
+    (tmp_path / "cv.yaml").write_text(yaml.safe_dump(cfg))
+    env = cli_env()
+    env["PYTHONPATH"] = f"{site}:{env['PYTHONPATH']}"
+    r = subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(tmp_path / "cv.yaml"),
+                        "--no-progress"], env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = pd.read_parquet(tmp_path / "cv" / "results.parquet")
+    assert set(rows["head"]) == {"sum_ep"}
+    params = rows[rows.metric == "head_params"].value
+    assert len(params) == 1 and params.iloc[0] > 0
+    # the same process view a user's probes and controls get: the head's pooling is in the vocabulary
+    code = ("from eegfm_bench.models.heads import token_poolings, pool_tokens\nimport numpy as np\n"
+            "print(token_poolings(), pool_tokens(np.ones((1, 3, 2)), 'sum_ep').tolist())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
+                         timeout=300, check=True).stdout.strip().splitlines()[-1]
+    assert out == "['flatten', 'max', 'mean', 'sum_ep'] [[3.0, 3.0]]"
+    # without the package on the path the name is unknown, and the error lists the installed heads
+    r = subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(tmp_path / "cv.yaml"),
+                        "--out_dir", str(tmp_path / "cv2"), "--no-progress"], env=cli_env(), cwd=REPO,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 2 and "sum_ep" in r.stderr and "mean_tile" in r.stderr
