@@ -23,7 +23,8 @@ TINY = [{"model": "eegnet", "regime": "full", "heads": ["flatten"], "backbone_kw
 @pytest.mark.parametrize("task,n_reads", [("eegmmidb_mi", 9), ("eegmmidb_eyes", 6)])
 def test_check_reads_three_subjects_once_for_every_model(task, n_reads, tmp_path, monkeypatch, capsys):
     cfg = {"experiment": "chk", "task": task, "out_dir": str(tmp_path / "out"), "confound": False,
-           "data": {"batch_size": 8, "cache_dir": str(tmp_path / "cache")},
+           # n_jobs 1: the reads are counted by a reader patched in this process (a pool's workers would not see it)
+           "data": {"batch_size": 8, "cache_dir": str(tmp_path / "cache"), "n_jobs": 1},
            "trainer": {"max_epochs": 1, "accelerator": "cpu"}, "runs": TINY}
     path = tmp_path / "chk.yaml"
     path.write_text(yaml.safe_dump(cfg))
