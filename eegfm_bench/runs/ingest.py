@@ -23,6 +23,7 @@ ingest's byte for byte; a rerun builds only the entries still missing.
 from __future__ import annotations
 
 import os
+import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -96,8 +97,6 @@ def ingest_shard(cfg: IngestShards, progress: bool = False, worker_units: list[s
             read.append(fill_entries(cfg.task, cfg.preps, cfg.src, recs, fps, Path(cfg.cache_dir), progress=progress,
                                      n_jobs=cfg.n_jobs))
         except Exception as err:  # noqa: BLE001  (reported by the launching process, with the shard's recordings)
-            import traceback
-
             failures.append({"cell": str(sid), "condition": "(ingest shard)", "error": f"{type(err).__name__}: {err}",
                              "traceback": traceback.format_exc()})
     return {"failures": failures, "read": read}
