@@ -46,7 +46,7 @@ from eegfm_bench.models.ridge import ridge_probe
 from eegfm_bench.reports.cv import current_summary, write_summary
 from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_name, code_version, library_versions,
-                                 row_path, run_label)
+                                 run_label)
 from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, compiled, enumerate_cells, find_batch_size,
                                     fixed_batch_size, head_kwargs_for, load_config, load_ridge, model_preprocessing,
                                     run_init_seed, run_optim, run_trainer, shared_batch_size, windows_for)
@@ -249,8 +249,8 @@ def test_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
     plus epochs, fit seconds, head parameters, batch size and the trainable fraction), each with the cell's key,
     config hash, code and library versions, backbone sha256, the numbers of test windows and subjects, and the
     torch intra-op threads the test ran with (``intra_op_threads``; :func:`~eegfm_bench.trainer.fixed_numerics`).
-    ``checkpoint`` and ``predictions`` name their files relative to the out_dir (:func:`~eegfm_bench.results.row_path`:
-    a results folder is self-contained and movable).
+    ``checkpoint`` and ``predictions`` name their files; the store keeps them relative to the out_dir on append
+    (:func:`~eegfm_bench.results.row_path`: a results folder is self-contained and movable).
 
     Raises
     ------
@@ -284,7 +284,7 @@ def test_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
                regime=cell.regime, head=cell.head, fold=fold, seed=cfg.seed, condition="clean")
     rows = [{**key, "metric": k, "value": v, "n_windows": int(len(pred)), "n_subjects": int(pred["subject"].nunique()),
              "fold_unit": ctx.split.spec.group_by, "config_hash": cell.chash, "code_version": ctx.code,
-             "checkpoint": row_path(t.ckpt.best_model_path, out), "predictions": row_path(pred_path, out),
+             "checkpoint": str(t.ckpt.best_model_path), "predictions": str(pred_path),
              "devices": int(t.trainer.world_size), "intra_op_threads": int(torch.get_num_threads()), **t.start}
             for k, v in m.items()]
     if ctx.zero:
