@@ -146,7 +146,9 @@ class TaskSpec(ConfigRecord):
 
     Args:
         name: the task's name in result rows.
-        source: ``files``, ``bids``, ``braindecode``, ``moabb`` or ``eegmmidb``.
+        source: a registered data source (:data:`eegfm_bench.data.sources.SOURCES`): ``files``, ``bids``,
+            ``braindecode``, ``moabb``, ``eegmmidb``, or one a package registers (``SOURCES.register``, or an entry
+            point in the group ``eegfm_bench.sources``); an unknown name is refused with the list of known ones.
         root: where the data are (relative paths are resolved against the data root).
         dataset: dataset name (default: the task name); names the dropout masks and the dataset-identity probe.
         classes: class names in label order (default: the sorted class names the labels produce).
@@ -175,6 +177,9 @@ class TaskSpec(ConfigRecord):
         moabb: source ``moabb``: ``dataset`` (a MOABB dataset class), ``kwargs``, ``paradigm`` (optional),
             ``events`` (the dataset's event names to keep; default: labels.events).
         eegmmidb: source ``eegmmidb``: ``runs`` and optional ``run_labels`` (run -> class).
+        source_options: the options of a source registered outside eegfm_bench (validated against its
+            ``Source.options`` schema); a task YAML may also write them under the source's own name
+            (``source: my_source`` with ``my_source: {...}``), which is moved here when the task is parsed.
 
     The source's own section (``files`` / ``bids`` / ...) is a mapping here, validated and filled by the source
     (its ``check_options``, against its schema: ``FilesOptions``, ``BIDSOptions``, ...); read it typed through
@@ -182,7 +187,7 @@ class TaskSpec(ConfigRecord):
     """
 
     name: str
-    source: Literal["files", "bids", "braindecode", "moabb", "eegmmidb"]
+    source: str
     root: Optional[str] = None
     dataset: Optional[str] = None
     classes: Optional[list[str]] = None
@@ -203,15 +208,24 @@ class TaskSpec(ConfigRecord):
     braindecode: Optional[dict[str, Any]] = None
     moabb: Optional[dict[str, Any]] = None
     eegmmidb: Optional[dict[str, Any]] = None
+    source_options: Optional[dict[str, Any]] = None
 
     @property
     def options(self) -> Optional[ConfigRecord]:
         """The source's own options (the ``files`` / ``bids`` / ``braindecode`` / ``moabb`` / ``eegmmidb`` mapping,
         validated and filled by the source's ``check_options``) as the source's typed frozen record
         (:attr:`Source.options <eegfm_bench.data.sources.Source.options>`: e.g.
-        :class:`~eegfm_bench.data.sources.files.FilesOptions`); None for a source without options."""
+        :class:`~eegfm_bench.data.sources.files.FilesOptions`); None for a source without options, and for a
+        source registered outside eegfm_bench (its :class:`~eegfm_bench.data.sources.Source` reads
+        :attr:`source_section` typed as its own ``options``)."""
         schema = SOURCE_OPTIONS.get(self.source)
         return None if schema is None else typed(schema, getattr(self, self.source) or {})
+
+    @property
+    def source_section(self) -> dict:
+        """The source's own options as a mapping: the built-in source's section (``files``, ``bids``, ...) or
+        :attr:`source_options` for a source registered outside eegfm_bench ({} when none)."""
+        return dict((getattr(self, self.source) if self.source in SOURCE_OPTIONS else self.source_options) or {})
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ Every source yields recordings (subject, session, run, a file or a reader); the 
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -88,9 +89,11 @@ def parse_task_spec(spec: Union[dict, str], where: str = "task") -> TaskSpec:
         spec = read_yaml(spec)
     if not isinstance(spec, dict):
         raise ConfigError(f"{where} must be a task name or a mapping, got a {type(spec).__name__}")
+    spec = _plugin_section(spec, where)
+
     def prepare(raw: dict) -> dict:  # the source's own options are checked on the mapping (the parsing step)
-        src = SOURCES.get(raw["source"])
-        raw[raw["source"]] = src.check_options(raw.get(raw["source"]) or {}, f"{where}.{raw['source']}")
+        src, key = SOURCES.get(raw["source"]), _section_key(raw["source"])
+        raw[key] = src.check_options(raw.get(key) or {}, f"{where}.{raw['source']}")
         return raw
 
     try:
@@ -98,6 +101,45 @@ def parse_task_spec(spec: Union[dict, str], where: str = "task") -> TaskSpec:
     except ConfigError as err:
         raise ConfigError(str(err).replace("task:", f"{where}:", 1)) from None
     _check_task(out, where)
+    return out
+
+
+_BUILTIN_SECTIONS = ("files", "bids", "braindecode", "moabb", "eegmmidb")
+"""The sources whose options have a field of their own in :class:`TaskSpec` (the others use ``source_options``)."""
+
+
+def _section_key(source: str) -> str:
+    """The :class:`TaskSpec` field holding ``source``'s options."""
+    return source if source in _BUILTIN_SECTIONS else "source_options"
+
+
+def _plugin_section(spec: dict, where: str) -> dict:
+    """Check ``source:`` against the source registry and move a plug-in source's section (written under its own
+    name) to ``source_options``.
+
+    Raises
+    ------
+    ConfigError
+        The source is not registered (one line: the known sources and how to register one), or its options are
+        written twice (under its name and under ``source_options``).
+    """
+    name = spec.get("source")
+    if name is None or not isinstance(name, str):
+        return spec  # missing / not a string: the parser's message
+    if name not in SOURCES:
+        close = difflib.get_close_matches(name, SOURCES.names(), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise ConfigError(f"{where}.source: unknown data source {name!r}.{hint} Known sources: "
+                          f"{', '.join(SOURCES.names())}; fix: name one of these, or register yours "
+                          "(eegfm_bench.data.sources.SOURCES.register, or an entry point in the group "
+                          "`eegfm_bench.sources` of an installed package)")
+    if name in _BUILTIN_SECTIONS or name not in spec:
+        return spec
+    if spec.get("source_options") is not None:
+        raise ConfigError(f"{where}: the options of source {name!r} are given twice (`{name}` and `source_options`); "
+                          f"fix: keep one")
+    out = {k: v for k, v in spec.items() if k != name}
+    out["source_options"] = spec[name]
     return out
 
 
@@ -109,10 +151,13 @@ def _check_task(s: TaskSpec, where: str) -> None:
     ------
     ConfigError
     """
-    for other in ("files", "bids", "braindecode", "moabb", "eegmmidb"):
+    for other in _BUILTIN_SECTIONS:
         if other != s.source and getattr(s, other):
             raise ConfigError(f"{where}: `{other}` options are set but source is {s.source!r}; fix: remove "
                               f"`{other}` or set `source: {other}`")
+    if s.source in _BUILTIN_SECTIONS and s.source_options:
+        raise ConfigError(f"{where}: `source_options` are set but source {s.source!r} reads `{s.source}`; fix: move "
+                          f"them to `{s.source}`")
     if s.source == "moabb" and s.root:
         raise ConfigError(f"{where}.root: MOABB keeps its files in its own folder (MNE_DATA), so `root` would be "
                           "ignored; fix: remove root and set MNE_DATA (or the dataset's path in moabb.kwargs)")

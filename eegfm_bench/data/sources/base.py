@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import mne
 
-from eegfm_bench.config import ConfigError, check_section
+from eegfm_bench.config import ConfigError, check_section, typed
 
 
 class DataNotFoundError(FileNotFoundError):
@@ -135,9 +135,10 @@ class Source:
 
     def __init__(self, spec, root: Path):
         """``spec``: the task's :class:`~eegfm_bench.data.spec.TaskSpec`; ``root``: the folder of its data
-        (absolute). ``self.opts`` is the source's options as its typed record (:attr:`options`)."""
+        (absolute). ``self.opts`` is the source's options (:attr:`TaskSpec.source_section
+        <eegfm_bench.config.task.TaskSpec.source_section>`) as its typed record (:attr:`options`; None without)."""
         self.spec, self.root = spec, Path(root)
-        self.opts = spec.options
+        self.opts = None if self.options is None else typed(self.options, spec.source_section)
         self.skipped: dict[str, str] = {}  # subjects present but not usable (subject -> why), for the report
 
     @classmethod
