@@ -14,11 +14,20 @@ the same functions::
     ws = eb.load_windows("eegmat", eb.BACKBONES.get("eegnet").preprocessing)  # windows with their ingest report
 
 Names are imported on first use (the package itself imports nothing heavy), so ``import eegfm_bench`` is fast and
-``eegfm-bench --help`` starts at once.
+``eegfm-bench --help`` starts at once. :data:`_API` (name -> module) is the one list of public names; the stub
+``eegfm_bench/__init__.pyi`` gives IDEs and type checkers each name with its real import (written from
+:data:`_API` by ``python scripts/write_api_stub.py``; a test checks the two agree).
+
+Third-party deprecation warnings are hidden as the CLI hides them (:mod:`eegfm_bench.quiet`): a name is imported,
+and a public function runs, inside :func:`~eegfm_bench.quiet.quiet_third_party_warnings`; the caller's warning
+filters are untouched after it.
 """
 from __future__ import annotations
 
 import importlib
+import inspect
+
+from eegfm_bench.quiet import quiet, quiet_third_party_warnings
 
 _API = {
     # commands
@@ -52,7 +61,10 @@ __all__ = sorted(_API)
 def __getattr__(name: str):
     """The public names, imported from their module on first use (PEP 562)."""
     if name in _API:
-        value = getattr(importlib.import_module(_API[name]), name)
+        with quiet_third_party_warnings():  # importing braindecode / Lightning warns about their own code
+            value = getattr(importlib.import_module(_API[name]), name)
+        if inspect.isfunction(value):
+            value = quiet(value)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'eegfm_bench' has no attribute {name!r}; the public API is eegfm_bench.__all__")

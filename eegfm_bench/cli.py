@@ -22,13 +22,13 @@ import logging
 import os
 import shlex
 import sys
-import warnings
 from pathlib import Path
 
 from eegfm_bench.atomic import disk_full_error
 from eegfm_bench.errors import is_user_error
 from eegfm_bench.interrupt import EXIT_STOPPED, StopRequested, stop_on_signals, stop_requested
 from eegfm_bench.locks import locked_out_dirs
+from eegfm_bench.quiet import install_filters
 from eegfm_bench.runtime import tune_process
 
 # The handlers (eegfm_bench.commands, and Lightning, torch, MNE behind them) are imported once the command line is
@@ -37,11 +37,9 @@ from eegfm_bench.runtime import tune_process
 
 
 def _quiet_third_party_warnings() -> None:
-    """Hide deprecation chatter from dependencies (braindecode's montage names, Lightning's pytree) in CLI output."""
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"braindecode\..*")
-    warnings.filterwarnings("ignore", message=r".*Montage name 'standard_10(20|05)' is deprecated.*")
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-    warnings.filterwarnings("ignore", message=r".*inplace keyword in DataFrame.set_index.*")
+    """Hide deprecation chatter from dependencies (braindecode's montage names, Lightning's pytree) in CLI output:
+    :data:`eegfm_bench.quiet.THIRD_PARTY_WARNINGS`, the list the Python API hides too."""
+    install_filters()
 
 
 def _is_user_error(err: BaseException) -> bool:

@@ -1,0 +1,75 @@
+"""Static view of :mod:`eegfm_bench`'s public API for IDEs and type checkers (the package imports these names
+lazily at run time, through ``_API`` in ``__init__.py``). Written by ``python scripts/write_api_stub.py``; do not
+edit by hand."""
+
+from eegfm_bench.config import ConfigError as ConfigError
+from eegfm_bench.config.cv import CVConfig as CVConfig
+from eegfm_bench.controls.gates import ClaimEvidence as ClaimEvidence, evaluate_gates as evaluate_gates
+from eegfm_bench.data.datamodule import EEGDataModule as EEGDataModule
+from eegfm_bench.data.preprocessing import Preprocessing as Preprocessing
+from eegfm_bench.data.splits import SplitSpec as SplitSpec, make_split as make_split
+from eegfm_bench.data.tasks import get_task as get_task, preset_names as preset_names
+from eegfm_bench.data.windows import WindowSet as WindowSet, load_windows as load_windows
+from eegfm_bench.errors import EEGFMError as EEGFMError
+from eegfm_bench.models.backbones import BACKBONES as BACKBONES
+from eegfm_bench.models.heads import HEADS as HEADS
+from eegfm_bench.models.module import FMClassifier as FMClassifier
+from eegfm_bench.models.user import register_user_models as register_user_models
+from eegfm_bench.provenance.audit import run_audit as run_audit
+from eegfm_bench.results import ResultStore as ResultStore
+from eegfm_bench.runs.attribute import run_attribution as run_attribution
+from eegfm_bench.runs.audit import audit_main as audit_main
+from eegfm_bench.runs.cells import check_config as check_config, load_config as load_config
+from eegfm_bench.runs.confound import run_confound as run_confound
+from eegfm_bench.runs.controls import controls_main as controls_main
+from eegfm_bench.runs.cv import run_cv as run_cv
+from eegfm_bench.runs.cv_loop import CVLoop as CVLoop, run_cells as run_cells, test_cell as test_cell, train_cell as train_cell
+from eegfm_bench.runs.plan import plan_cv as plan_cv
+from eegfm_bench.runs.probe import run_probes as run_probes
+from eegfm_bench.runs.progress import CellProgress as CellProgress
+from eegfm_bench.runs.report import write_page as write_page
+from eegfm_bench.runs.sweep import sweep_main as sweep_main
+from eegfm_bench.stats import paired_cluster_bootstrap as paired_cluster_bootstrap, sign_flip_test as sign_flip_test, wilcoxon_holm as wilcoxon_holm
+from eegfm_bench.trainer import build_trainer as build_trainer
+
+__all__ = [
+    "BACKBONES",
+    "CVConfig",
+    "CVLoop",
+    "CellProgress",
+    "ClaimEvidence",
+    "ConfigError",
+    "EEGDataModule",
+    "EEGFMError",
+    "FMClassifier",
+    "HEADS",
+    "Preprocessing",
+    "ResultStore",
+    "SplitSpec",
+    "WindowSet",
+    "audit_main",
+    "build_trainer",
+    "check_config",
+    "controls_main",
+    "evaluate_gates",
+    "get_task",
+    "load_config",
+    "load_windows",
+    "make_split",
+    "paired_cluster_bootstrap",
+    "plan_cv",
+    "preset_names",
+    "register_user_models",
+    "run_attribution",
+    "run_audit",
+    "run_cells",
+    "run_confound",
+    "run_cv",
+    "run_probes",
+    "sign_flip_test",
+    "sweep_main",
+    "test_cell",
+    "train_cell",
+    "wilcoxon_holm",
+    "write_page",
+]
