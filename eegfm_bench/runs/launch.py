@@ -44,6 +44,9 @@ from typing import Any, Literal, Optional, Sequence
 import submitit
 import torch
 from submitit.core.utils import FailedJobError
+# Outside submitit's public API, as it has none for these: rendering a job's sbatch script without submitting it
+# (sbatch_preview) and a job-state watcher (QueueInfoWatcher, squeue without accounting storage). pyproject pins
+# submitit's minor range; tests/runs/test_submitit_contract.py checks both against the installed release.
 from submitit.slurm.slurm import SlurmInfoWatcher, _make_sbatch_string
 from tqdm.auto import tqdm
 
