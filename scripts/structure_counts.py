@@ -21,7 +21,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "eegfm_bench"  # --root changes it
 LOOKUPS_PER_FILE: dict[str, int] = {}
-FLOORS = ["errors", "atomic", "runtime", "locks", "interrupt", "config", "registry", "distributed", "stats", "metrics",
+FLOORS = ["errors", "atomic", "runtime", "quiet", "locks", "interrupt", "config", "registry", "distributed", "stats", "metrics",
           "results", "trainer", "perturb", "data", "models",
           "interpret", "controls", "provenance", "reports", "callbacks", "runs", "api", "light_commands", "commands",
           "cli", "__init__"]
