@@ -65,6 +65,7 @@ def __getattr__(name: str):
             value = getattr(importlib.import_module(_API[name]), name)
         if inspect.isfunction(value):
             value = quiet(value)
+            value.__module__ = __name__  # pickled by reference as eegfm_bench.<name> (this very object)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'eegfm_bench' has no attribute {name!r}; the public API is eegfm_bench.__all__")
