@@ -619,8 +619,8 @@ def extract_shard(adapter: nn.Module, ws: WindowSet, entry: FeatureEntry, shard:
                                 f"{entry.weights} ({entry.folder.name}); the stage must rebuild the same backbone")
     chunk = shard_chunk(entry, shard)
     if not chunk_done(entry, shard, start, stop):
-        if chunk.exists():  # another range's or a damaged chunk: never kept in place of this one
-            shutil.rmtree(chunk)
+        if chunk.exists() and is_global_zero():  # another range's chunk: never kept in place of this one
+            shutil.rmtree(chunk, ignore_errors=True)
         _predict_into(adapter, ws, entry, chunk, entry.rows[start:stop], {**entry.meta, "shard": int(shard),
                       "range": [int(start), int(stop)]}, batch_size, progress, num_workers)
     return chunk
