@@ -213,7 +213,7 @@ def _add_result_commands(sub) -> None:
 
 def _add_tool_commands(sub) -> None:
     """The other commands, in their ``--help`` order: ``models``, ``tasks``, ``robustness`` (over several sweeps),
-    ``ingest``, ``cache``."""
+    ``ingest``, ``features``, ``cache``."""
     mo = sub.add_parser("models", help="list backbones (and the user models a cv config declares)")
     mo.add_argument("--config", action="append", help="a cv config: also list its user_models (dry run of each)")
     mo.add_argument("--no-progress", action="store_true", help="accepted for symmetry with the other commands")
@@ -249,6 +249,20 @@ def _add_tool_commands(sub) -> None:
                      help="jobs the missing recordings are split into, as disjoint ordered slices (default: one per "
                           "job slot: --workers, or launcher.slurm.array_parallelism)")
     ing.add_argument("--no-progress", action="store_true")
+    fe = sub.add_parser("features", help="extract the frozen tokens of a cv config's head-only runs once, as a stage",
+                        description="Cache the frozen backbone tokens every head-only (and LP-FT probing) cell of a "
+                                    "cv config reads (runs/feature_stage.py); with a launcher the windows are cut "
+                                    "into --shards ranges, one job each, and this process assembles the entry. "
+                                    "cv under a launcher runs this stage itself before its cells.")
+    fe.add_argument("--config", action="append", required=True, help="a cv config (repeatable: later files override)")
+    fe.add_argument("--launcher", choices=["none", "local", "slurm"],
+                    help="extract as jobs, one per window range: local worker processes or a SLURM job array "
+                         "(= --launcher.kind; the other launcher.* settings as cv's)")
+    fe.add_argument("--workers", type=int, help="concurrent local workers (= --launcher.workers)")
+    fe.add_argument("--shards", type=int, metavar="N",
+                    help="jobs each backbone's windows are split into, as contiguous ranges on batch boundaries "
+                         "(default: one per job slot: --workers, or launcher.slurm.array_parallelism)")
+    fe.add_argument("--no-progress", action="store_true")
     ca = sub.add_parser("cache", help="list the window / feature cache entries; --prune removes unread ones",
                         description="Entries are keyed by content, so those of old configs or edited files are never "
                                     "served again; they stay on disk until pruned. Pruning goes by when an entry was "

@@ -36,6 +36,7 @@ from eegfm_bench.runs.cells import check_config, cv_parser, load_config
 from eegfm_bench.runs.confound import VERDICT_LEGEND, confound_main
 from eegfm_bench.runs.controls import controls_main, controls_parser
 from eegfm_bench.runs.cv import run_cv
+from eegfm_bench.runs.feature_stage import features_from_config
 from eegfm_bench.runs.ingest import ingest_from_config, run_ingest
 from eegfm_bench.runs.interpret_config import interpret_parser
 from eegfm_bench.runs.paper import check_paper, is_paper_config
@@ -205,6 +206,15 @@ def _ingest(p, a, extra) -> int:
     return 0
 
 
+def _features(p, a, extra) -> int:
+    """``features --config``: the feature stage of a cv config (:mod:`eegfm_bench.runs.feature_stage`)."""
+    if a.shards is not None and a.shards < 1:
+        raise ConfigError(f"--shards {a.shards}; fix: a number of jobs >= 1")
+    overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra + _launcher_args(a)
+    features_from_config(a.config[0], overrides, progress=not a.no_progress, shards=a.shards)
+    return 0
+
+
 def _plan(p, a, extra) -> int:
     """A cv config's plan, or every member's of a paper file (configs/paper/), with cv's launcher options."""
 
@@ -220,7 +230,7 @@ def _plan(p, a, extra) -> int:
 
 
 HANDLERS = {"plan": _plan, "confound": _confound, "models": _models, "tasks": _tasks,
-             "ingest": _ingest, "cache": _cache, "robustness": _robustness}
+             "ingest": _ingest, "features": _features, "cache": _cache, "robustness": _robustness}
 """The commands without a typed config, each ``handler(parser, args, extra)``."""
 
 

@@ -50,6 +50,7 @@ from eegfm_bench.data.cache import BuildLock, mark_used
 from eegfm_bench.data.datamodule import WindowDataset
 from eegfm_bench.data.windows import WindowSet, _publish, default_cache_dir
 from eegfm_bench.distributed import barrier, broadcast_object, is_global_zero, world_size
+from eegfm_bench.errors import EEGFMError
 from eegfm_bench.models.heads import pool_tokens
 from eegfm_bench.models.user import hashable_user_spec
 from eegfm_bench.trainer import build_trainer, pad_to_ranks, predict_gathered
@@ -391,6 +392,70 @@ def open_entry(folder: Path, from_cache: bool = True) -> FeatureStore:
     return FeatureStore(folder, np.load(folder / "rows.npy"), meta, from_cache)
 
 
+@dataclass(frozen=True)
+class FeatureEntry:
+    """Where and under which key a backbone's features on windows of a WindowSet are cached (no array read).
+
+    Attributes
+    ----------
+    folder : Path
+        ``<cache>/features/<backbone>-<key>``.
+    name, weights : str
+        The backbone's name and :func:`state_hash`.
+    rows : ndarray of int, shape (n,)
+        Sorted, unique WindowSet rows the entry holds.
+    parts : tuple of str
+    trainer : dict
+        The Trainer section the forward passes run under (its precision is part of the key).
+    store_block_tokens : bool
+    meta : dict
+        What ``meta.json`` records (before the extraction's own fields).
+    """
+
+    folder: Path
+    name: str
+    weights: str
+    rows: np.ndarray
+    parts: tuple
+    trainer: dict
+    store_block_tokens: bool
+    meta: dict
+
+    @property
+    def stage(self) -> Path:
+        """The feature stage's working folder ``<entry>.partial-stage`` (its shards' chunks; an unfinished build
+        for ``eegfm-bench cache``)."""
+        return self.folder.with_name(f"{self.folder.name}.partial-stage")
+
+
+def feature_entry(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] = ("tokens",),
+                  trainer: dict | None = None, rows: np.ndarray | None = None, store_block_tokens: bool = True,
+                  cache_dir: str | os.PathLike | None = None, weights: str | None = None) -> FeatureEntry:
+    """The cache entry :func:`extract_features` reads or writes for these arguments (same meaning); nothing is
+    computed but the weights hash.
+
+    Raises
+    ------
+    TypeError
+        ``blocks`` requested from an adapter without ``block_to_tokens``.
+    """
+    tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
+    rows = np.arange(len(ws), dtype=np.int64) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
+    if "blocks" in parts:
+        block_to_tokens_fn(adapter)
+    name = getattr(adapter, "name", type(adapter).__name__)
+    w = weights or state_hash(adapter)
+    key = feature_key(adapter, ws, rows, parts, store_block_tokens=store_block_tokens,
+                      precision=tr.get("precision", "32-true"), weights=w)
+    root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    n_blocks = len(list(adapter.blocks)) if "blocks" in parts else 0
+    meta = {"backbone": name, "arch": getattr(adapter, "arch_kwargs", {}), "weights": w, "parts": list(parts),
+            "n_blocks": n_blocks, "store_block_tokens": bool(store_block_tokens), "ws_cache_key": ws.meta.get("cache_key"),
+            "ch_names": list(ws.ch_names), "precision": str(tr.get("precision", "32-true")), "version": CACHE_VERSION}
+    return FeatureEntry(root / "features" / f"{name}-{key}", name, w, rows, tuple(parts), tr, bool(store_block_tokens),
+                        meta)
+
+
 def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] = ("tokens",),
                      trainer: dict | None = None, rows: np.ndarray | None = None, batch_size: int = 32,
                      store_block_tokens: bool = True, cache_dir: str | os.PathLike | None = None,
@@ -428,57 +493,193 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
     TypeError
         ``blocks`` requested from an adapter without ``block_to_tokens``.
     """
-    tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
-    rows = np.arange(len(ws), dtype=np.int64) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
-    if "blocks" in parts:
-        block_to_tokens_fn(adapter)
-    name = getattr(adapter, "name", type(adapter).__name__)
-    w = weights or state_hash(adapter)
-    key = feature_key(adapter, ws, rows, parts, store_block_tokens=store_block_tokens,
-                      precision=tr.get("precision", "32-true"), weights=w)
-    root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-    folder = root / "features" / f"{name}-{key}"
+    entry = feature_entry(adapter, ws, parts=parts, trainer=trainer, rows=rows, store_block_tokens=store_block_tokens,
+                          cache_dir=cache_dir, weights=weights)
+    folder = entry.folder
     # one builder per entry across jobs: rank 0 holds the entry's lock while its ranks build; a job that finds the
     # lock taken waits, then opens what the holder published
-    lock = BuildLock(folder, f"the {name} features {folder.name}") \
+    lock = BuildLock(folder, f"the {entry.name} features {folder.name}") \
         if is_global_zero() and not (folder / "COMPLETE").is_file() else None
     if lock is not None:
         lock.acquire()
     try:
-        return _extract_locked(adapter, ws, folder, name, w, rows, parts, tr, batch_size, store_block_tokens,
-                               progress, num_workers)
+        done = broadcast_object((folder / "COMPLETE").is_file())
+        if done:
+            if is_global_zero():
+                mark_used(folder)
+            return open_entry(folder)
+        t0 = time.time()
+        _predict_into(adapter, ws, entry, folder, entry.rows, entry.meta, batch_size, progress, num_workers)
+        if is_global_zero():
+            tqdm.write(f"features: {entry.name} {'+'.join(parts)} of {len(entry.rows)} windows extracted in "
+                       f"{time.time() - t0:.1f} s (cached: {folder})")
+        return open_entry(folder, from_cache=False)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _extract_locked(adapter, ws, folder: Path, name: str, w: str, rows: np.ndarray, parts, tr: dict,
-                    batch_size: int, store_block_tokens: bool, progress: bool, num_workers: int) -> FeatureStore:
-    """:func:`extract_features` once the entry's :class:`~eegfm_bench.data.cache.BuildLock` is held (rank 0)."""
-    done = broadcast_object((folder / "COMPLETE").is_file())
-    if done:
-        if is_global_zero():
-            mark_used(folder)
-        return open_entry(folder)
-    n_blocks = len(list(adapter.blocks)) if "blocks" in parts else 0
-    meta = {"backbone": name, "arch": getattr(adapter, "arch_kwargs", {}), "weights": w, "parts": list(parts),
-            "n_blocks": n_blocks, "store_block_tokens": bool(store_block_tokens), "ws_cache_key": ws.meta.get("cache_key"),
-            "ch_names": list(ws.ch_names), "precision": str(tr.get("precision", "32-true")), "version": CACHE_VERSION}
+def _predict_into(adapter, ws, entry: FeatureEntry, folder: Path, rows: np.ndarray, meta: dict, batch_size: int,
+                  progress: bool, num_workers: int) -> None:
+    """``Trainer.predict`` of windows ``rows`` of ``ws`` into a :class:`FeatureWriter` entry at ``folder`` (the
+    cache entry itself, or one shard's chunk of a feature stage)."""
+    tr = entry.trainer
     writer = FeatureWriter(folder, rows, meta)
-    module = FeatureExtractor(adapter, ws.ch_names, parts, store_block_tokens)
+    module = FeatureExtractor(adapter, ws.ch_names, entry.parts, entry.store_block_tokens)
     was_training = adapter.training
     t = build_trainer({**tr, "enable_progress_bar": bool(progress) and is_global_zero()}, callbacks=[writer],
                       loggers=False)
     loader = DataLoader(pad_to_ranks(WindowDataset(ws, rows), tr), batch_size=batch_size, shuffle=False,
                         num_workers=num_workers)
-    t0 = time.time()
     t.predict(module, dataloaders=loader, return_predictions=False)
     adapter.train(was_training)
     adapter.to("cpu")
-    if is_global_zero():
-        tqdm.write(f"features: {name} {'+'.join(parts)} of {len(rows)} windows extracted in {time.time() - t0:.1f} s "
-                   f"(cached: {folder})")
-    return open_entry(folder, from_cache=False)
+
+
+# ============================================================================================ the feature stage
+class FeatureShardError(FeatureCacheError, EEGFMError):
+    """A shard of a feature stage left its window range without a finished chunk (or with another range's rows):
+    the message names the shard and the range; a rerun extracts only the shards still missing."""
+
+
+def window_ranges(n_rows: int, shards: int, batch_size: int) -> list[tuple[int, int]]:
+    """Positions ``0..n_rows`` of an entry cut into at most ``shards`` contiguous, ordered ranges ``[start, stop)``
+    that begin on a multiple of ``batch_size``.
+
+    Every range then holds exactly the batches a sequential :func:`extract_features` forms at those positions, so
+    each window's features are computed in the same batch (bit-identical entries).
+    """
+    starts = np.arange(0, n_rows, max(1, int(batch_size)))
+    n = max(1, min(int(shards), len(starts)))
+    cut = [int(a[0]) for a in np.array_split(starts, n) if len(a)]
+    return [(a, b) for a, b in zip(cut, cut[1:] + [int(n_rows)])]
+
+
+def stage_plan(entry: FeatureEntry, shards: int, batch_size: int) -> list[tuple[int, int]]:
+    """The window ranges of ``entry``'s feature stage: those of an earlier, unfinished stage of the same entry
+    and batch size (``<stage>/plan.json``: a resumed stage keeps its finished chunks whatever ``shards`` is now),
+    else :func:`window_ranges`, recorded."""
+    path = entry.stage / "plan.json"
+    if path.is_file():
+        plan = json.loads(path.read_text())
+        if plan.get("batch_size") == int(batch_size) and plan.get("n_rows") == len(entry.rows):
+            return [tuple(r) for r in plan["ranges"]]
+    ranges = window_ranges(len(entry.rows), shards, batch_size)
+    entry.stage.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"plan.json.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps({"batch_size": int(batch_size), "n_rows": len(entry.rows), "ranges": ranges}))
+    os.replace(tmp, path)
+    return ranges
+
+
+def shard_chunk(entry: FeatureEntry, shard: int) -> Path:
+    """Shard ``shard``'s chunk folder (a small entry: its range's ``<part>.npy``, ``rows.npy``, ``COMPLETE``)."""
+    return entry.stage / f"shard_{int(shard):05d}"
+
+
+def chunk_done(entry: FeatureEntry, shard: int, start: int, stop: int) -> bool:
+    """Whether shard ``shard`` has a finished chunk of exactly rows ``entry.rows[start:stop]``: its ``COMPLETE``
+    marker (written after every array was flushed; the chunk is renamed into place only then, so a killed
+    shard's half-written chunk is never taken as done) and its ``rows.npy``."""
+    c = shard_chunk(entry, shard)
+    if not (c / "COMPLETE").is_file():
+        return False
+    return np.array_equal(np.load(c / "rows.npy"), entry.rows[start:stop])
+
+
+def extract_shard(adapter: nn.Module, ws: WindowSet, entry: FeatureEntry, shard: int, start: int, stop: int, *,
+                  batch_size: int = 32, progress: bool = False, num_workers: int = 0) -> Path:
+    """One job of a feature stage: the features of positions ``[start, stop)`` of ``entry`` into shard
+    ``shard``'s chunk (nothing when it is already finished).
+
+    Parameters
+    ----------
+    adapter, ws
+        As :func:`extract_features`; ``adapter``'s weights must be those ``entry`` was keyed with.
+    entry : FeatureEntry
+        :func:`feature_entry` of the same arguments as the stage's.
+    shard, start, stop : int
+        The shard and its range of positions in ``entry.rows`` (``start`` a multiple of ``batch_size``:
+        :func:`window_ranges`).
+    batch_size : int
+        The stage's, the same as a sequential extraction's.
+
+    Returns
+    -------
+    Path
+        The chunk folder.
+
+    Raises
+    ------
+    FeatureCacheError
+        ``adapter``'s weights differ from the entry's; windows not predicted.
+    """
+    if state_hash(adapter) != entry.weights:
+        raise FeatureCacheError(f"shard {shard}: the backbone's weights hash differs from the entry's "
+                                f"{entry.weights} ({entry.folder.name}); the stage must rebuild the same backbone")
+    chunk = shard_chunk(entry, shard)
+    if not chunk_done(entry, shard, start, stop):
+        if chunk.exists() and is_global_zero():  # another range's chunk: never kept in place of this one
+            shutil.rmtree(chunk, ignore_errors=True)
+        _predict_into(adapter, ws, entry, chunk, entry.rows[start:stop], {**entry.meta, "shard": int(shard),
+                      "range": [int(start), int(stop)]}, batch_size, progress, num_workers)
+    return chunk
+
+
+def assemble_stage(entry: FeatureEntry, ranges: Sequence[tuple[int, int]], *, block_rows: int = 4096) -> FeatureStore:
+    """The feature stage's cheap last step: the cache entry from its shards' chunks, then ``COMPLETE``.
+
+    Each chunk is copied into the entry's memmaps at its range, ``block_rows`` rows at a time (memory bounded by
+    one block, whatever the corpus); the arrays equal a sequential :func:`extract_features`'s bit for bit. The
+    entry is written in ``<entry>.partial-<writer>`` and renamed; the stage folder is then removed.
+
+    Raises
+    ------
+    FeatureShardError
+        A shard without a finished chunk of exactly its range (named, with its windows), or ranges that do not
+        cover the entry's rows once each in order.
+    """
+    cover = [p for r in ranges for p in range(*r)]
+    if cover != list(range(len(entry.rows))):
+        raise FeatureShardError(f"the stage's ranges {list(ranges)} do not cover the {len(entry.rows)} windows of "
+                                f"{entry.folder.name} once each, in order; fix: remove {entry.stage} and rerun")
+    missing = [(k, a, b) for k, (a, b) in enumerate(ranges) if not chunk_done(entry, k, a, b)]
+    if missing:
+        raise FeatureShardError("; ".join(f"shard {k} has no finished chunk of windows {a}..{b - 1}" for k, a, b in missing)
+                                + f" ({entry.name} features {entry.folder.name}); fix: rerun the same command: it "
+                                "extracts only the shards still missing")
+    if (entry.folder / "COMPLETE").is_file():
+        return open_entry(entry.folder)
+    partial = entry.folder.with_name(f"{entry.folder.name}.partial-{socket.gethostname()}-{os.getpid()}-"
+                                     f"{uuid.uuid4().hex[:8]}")
+    partial.mkdir(parents=True)
+    seconds, arrays = 0.0, {}
+    for k, (a, b) in enumerate(ranges):
+        chunk = shard_chunk(entry, k)
+        seconds += float(json.loads((chunk / "meta.json").read_text()).get("seconds", 0.0))
+        for f in sorted(chunk.glob("*.npy")):
+            if f.name == "rows.npy":
+                continue
+            src = np.load(f, mmap_mode="r")
+            if len(src) != b - a:
+                raise FeatureShardError(f"shard {k}: {f.name} holds {len(src)} windows, its range {a}..{b - 1} "
+                                        f"{b - a}; fix: remove {chunk} and rerun the same command")
+            if f.stem not in arrays:
+                arrays[f.stem] = np.lib.format.open_memmap(partial / f.name, mode="w+", dtype=src.dtype,
+                                                           shape=(len(entry.rows),) + src.shape[1:])
+            for i in range(0, b - a, block_rows):
+                arrays[f.stem][a + i:a + min(b - a, i + block_rows)] = src[i:i + block_rows]
+    for arr in arrays.values():
+        arr.flush()
+    arrays.clear()
+    np.save(partial / "rows.npy", entry.rows)
+    meta = {**entry.meta, "n_rows": int(len(entry.rows)), "seconds": round(seconds, 2), "world_size": 1,
+            "stage": {"shards": len(ranges), "ranges": [list(r) for r in ranges]}}
+    (partial / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    (partial / "COMPLETE").write_text("ok\n")
+    _publish(partial, entry.folder)  # an entry another process completed meanwhile is kept
+    shutil.rmtree(entry.stage, ignore_errors=True)
+    return open_entry(entry.folder, from_cache=False)
 
 
 class PooledOutputs(L.LightningModule):

@@ -50,6 +50,7 @@ from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_n
 from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, compiled, enumerate_cells, find_batch_size,
                                     fixed_batch_size, head_kwargs_for, load_config, load_ridge, model_preprocessing,
                                     run_init_seed, run_optim, run_trainer, shared_batch_size, windows_for)
+from eegfm_bench.runs.feature_stage import TOKEN_REGIMES, run_feature_stage
 from eegfm_bench.runs.ingest import sharded_fill
 from eegfm_bench.runs.launch import run_jobs
 from eegfm_bench.runs.progress import CellProgress
@@ -392,6 +393,8 @@ class CVLoop:
             tqdm.write(f"cv {cfg.experiment}: {len(cells) - len(self.todo)} of {len(cells)} cells already have rows for "
                        f"their current config hash (skipped; --force retrains them); {len(self.todo)} to train")
         launched = cfg.launcher.kind != "none"
+        if not self.worker and launched and self.todo and self.zero:
+            self._feature_stage()
         if not self.worker and launched and self.todo:
             self.failures = run_jobs(cfg.launcher, replace(cfg, launcher=replace(cfg.launcher, kind="none")),
                                      [c.id for c in self.todo], self.out, progress=self.progress and self.zero)
@@ -409,6 +412,17 @@ class CVLoop:
         preps = list(dict.fromkeys(model_preprocessing(cfg, r.model) for r in cfg.runs))
         sharded_fill(cfg.task, preps, cfg.launcher, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
                      n_jobs=d.n_jobs, out_dir=self.out / "ingest", progress=self.progress)
+
+    def _feature_stage(self) -> None:
+        """Under a launcher, the frozen tokens of every run whose cells left to train read them (head-only, LP-FT's
+        probing stage) are extracted as a stage of jobs of their own before the cells
+        (:func:`~eegfm_bench.runs.feature_stage.run_feature_stage`: window ranges, one job each, logs under
+        ``<out_dir>/features/jobs``); each cell then opens the entry instead of extracting. Entries already
+        cached: no job."""
+        runs = sorted({self.cfg.runs.index(c.run) for c in self.todo if c.regime in TOKEN_REGIMES})
+        if runs:
+            run_feature_stage(self.cfg, runs=runs, out_dir=self.out / "features", windows=self.ctx.windows,
+                              progress=self.progress)
 
     def _write_run_files(self) -> None:
         """The ingest report of every window set the runs read, and ``cells.json`` (the config hash of every

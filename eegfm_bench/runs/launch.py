@@ -232,6 +232,7 @@ WORKER_ENTRY = {
     "attribute": ("eegfm_bench.runs.attribute", "run_attribution", "worker_units"),
     "controls": ("eegfm_bench.runs.controls", "controls_main", "worker_units"),
     "ingest": ("eegfm_bench.runs.ingest", "ingest_shard", "worker_units"),
+    "features": ("eegfm_bench.runs.feature_stage", "feature_shard", "worker_units"),
 }
 """Job kind -> (module, function, keyword): the function runs only the named units of a resolved config as a
 worker (rows as part files, no merge, no report) and returns its failures (one dict per failed unit)."""

@@ -4,12 +4,13 @@
   Lightning's SLURM environment, gloo); its 45 test windows (an odd number: the sampler pads one) are counted once
   and its test rows equal a one-device test of the same weights;
 * ``sweep``, ``probe``, ``attribute`` and ``controls`` with a SLURM launcher give the sequential run's rows;
-* two jobs that need the same frozen tokens at once extract them once (one builds, the other waits and reads).
+* two jobs that need the same frozen tokens read them from the cv's feature stage (extracted once, in 2 jobs).
 
 The cluster is the session fixture ``slurm_cluster`` (``tests/slurm_cluster.py``); CI sets ``EEGFM_REQUIRE_SLURM=1``.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -165,25 +166,26 @@ def test_sweep_probe_attribute_and_controls_on_slurm_give_the_sequential_rows(sl
     assert len(fits) == 6 and list((tmp_path / "c_l" / "jobs").glob("*_submission.sh"))
 
 
-def test_two_jobs_that_need_the_same_tokens_extract_them_once(slurm_cluster, seq, tmp_path):
-    """Two head-only heads of one frozen LaBraM as two array tasks running at once, on a cache without its tokens:
-    one job extracts them, the other waits on the entry's lock and reads them."""
+def test_two_jobs_that_need_the_same_tokens_read_the_feature_stage_entry(slurm_cluster, seq, tmp_path):
+    """Two head-only heads of one frozen LaBraM as two array tasks, on a cache without its tokens: the cv extracts
+    them once, as a feature stage of its own before the cells (issue 35, item 3: 2 window ranges, one job each), and
+    neither cell job runs a forward pass for them. (Two jobs that extract one entry at once, one waiting on the
+    entry's lock, are tested in-process in tests/data/test_build_lock.py.)"""
     cfg = {**CV, "out_dir": str(tmp_path / "tok"),
            "runs": [{"model": "labram", "regime": "head_only", "heads": ["mean", "flatten"],
                      "backbone_kwargs": TINY_LABRAM}],
            "launcher": _slurm(slurm_cluster["partition"], array_parallelism=2)}
     cache = tmp_path / "cache"
     shutil_copy_windows(seq / "cache", cache)  # the windows, not the tokens
-    _cli(["cv", "--config", _write(tmp_path / "tok.yaml", cfg)], cache)
+    printed = _cli(["cv", "--config", _write(tmp_path / "tok.yaml", cfg)], cache)
+    assert "in 2 shard(s) of windows" in printed and "(launcher slurm)" in printed, printed[-3000:]
+    assert len(list((tmp_path / "tok" / "features" / "jobs").glob("*_result.pkl"))) == 2  # the stage's two jobs
     logs = _logs(tmp_path / "tok" / "jobs")
     outs = {n: t for n, t in logs.items() if n.endswith("_log.out")}
     assert len(outs) == 2, sorted(logs)
-    extracted = [n for n, t in outs.items() if "features: labram tokens of" in t]
-    waited = [n for n, t in outs.items() if "waiting for another process that is building the labram features" in t]
-    # exactly one forward pass over the windows; the other job waited on the entry's lock (both ran at once) or,
-    # where the cluster started it later (another suite's jobs on the node), found the published entry
-    assert len(extracted) == 1 and extracted != waited and len(waited) <= 1, outs
-    assert len([p for p in (cache / "features").iterdir() if p.is_dir() and not p.name.startswith(".")]) == 1
+    assert not [n for n, t in outs.items() if "features: labram tokens of" in t], outs  # no cell extracted
+    (entry,) = [p for p in (cache / "features").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert json.loads((entry / "meta.json").read_text())["stage"]["shards"] == 2
     df = pd.read_csv(tmp_path / "tok" / "results.csv")
     assert sorted(df[df.metric == "balanced_accuracy"]["head"]) == ["flatten", "mean"]
 
