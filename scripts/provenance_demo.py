@@ -187,12 +187,17 @@ def _auroc(y, s) -> float:
 
 
 def seed_summary(rep, enc_auroc: dict) -> dict:
-    """Flatten one audit report into the figures of paper 000 App. B."""
+    """Flatten one audit report into the figures of paper 000 App. B, with the verdict's leave-one-subject-out
+    stability (``stability_mark``: " — rests on one subject (S → verdict)" when one held-out subject decides it, as
+    in the audit's own Markdown; issue 33 item 8)."""
+    from eegfm_bench.reports.audit import stability_mark
+
     rc, st = rep.recover, rep.stress
     reg = {name: {h: float(np.mean([r["auroc"][name][h] for r in st["rotations"]])) for h in ("exposed", "control")}
            for name in ("aligned", "independent", "reversed")}
     out = {
         "verdict": rep.verdict, "reasons": rep.reasons, "notes": rep.notes,
+        "stability": rep.stability, "stability_mark": stability_mark(rep.stability),
         "encoder_test_auroc": enc_auroc,
         "probe_accuracy": rc["probe_accuracy"], "chance_accuracy": rc["chance_accuracy"],
         "lpi_bits": rc["lpi_bits"], "lpi_low": rc["low"], "lpi_high": rc["high"],
@@ -280,7 +285,7 @@ def summary_markdown(cfg: dict, rows: dict, info: dict) -> str:
     row("utility change (control, independent)", lambda r: _ci(r["utility_change"]),
         f"{p['utility_change']:+.3f} [{p['utility_low']:+.3f}, {p['utility_high']:+.3f}]")
     row("margin", lambda r: f"{r['margin']:+.3f}", f"{p['margin']:+.3f}")
-    row("verdict", lambda r: f"**{r['verdict']}**", f"**{p['verdict']}**")
+    row("verdict", lambda r: f"**{r['verdict']}{r.get('stability_mark', '')}**", f"**{p['verdict']}**")
     lines += ["", "Reasons per seed:", ""]
     for s in seeds:
         lines.append(f"- seed {s}: " + "; ".join(rows[s]["reasons"]) + ".")
