@@ -22,13 +22,13 @@ import importlib
 
 _API = {
     # commands
-    "run_cv": "eegfm_bench.runs.cv", "run_cells": "eegfm_bench.runs.cv_loop", "check_config": "eegfm_bench.runs.cells",
-    "load_config": "eegfm_bench.runs.cells", "CVConfig": "eegfm_bench.config.cv", "CVLoop": "eegfm_bench.runs.cv_loop",
-    "train_cell": "eegfm_bench.runs.cv_loop", "test_cell": "eegfm_bench.runs.cv_loop",
-    "CellProgress": "eegfm_bench.runs.progress", "run_confound": "eegfm_bench.runs.confound",
-    "sweep_main": "eegfm_bench.runs.sweep", "run_probes": "eegfm_bench.runs.probe",
-    "run_attribution": "eegfm_bench.runs.attribute", "controls_main": "eegfm_bench.runs.controls",
-    "audit_main": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan", "write_page": "eegfm_bench.runs.report",
+    "run_cv": "eegfm_bench.runs.cv.command", "run_cells": "eegfm_bench.runs.cv.loop", "check_config": "eegfm_bench.runs.cv.cells",
+    "load_config": "eegfm_bench.runs.cv.cells", "CVConfig": "eegfm_bench.config.cv", "CVLoop": "eegfm_bench.runs.cv.loop",
+    "train_cell": "eegfm_bench.runs.cv.loop", "test_cell": "eegfm_bench.runs.cv.loop",
+    "CellProgress": "eegfm_bench.runs.cv.progress", "run_confound": "eegfm_bench.runs.cv.confound",
+    "sweep_main": "eegfm_bench.runs.sweep.command", "run_probes": "eegfm_bench.runs.interpret.probe",
+    "run_attribution": "eegfm_bench.runs.interpret.attribute", "controls_main": "eegfm_bench.runs.controls.command",
+    "audit_main": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan.command", "write_page": "eegfm_bench.runs.report",
     # data
     "get_task": "eegfm_bench.data.tasks", "preset_names": "eegfm_bench.data.tasks",
     "load_windows": "eegfm_bench.data.windows", "WindowSet": "eegfm_bench.data.windows",

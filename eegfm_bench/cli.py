@@ -195,7 +195,7 @@ def _add_result_commands(sub) -> None:
     cf = sub.add_parser("confound", help="the confound check of a finished cv: offset / band / frontal variations",
                         description="Rerun every cell of a cv run (its config.yaml) with the windows starting after "
                                     "the cue-evoked response and in a restricted band, each variation separately and "
-                                    "together, on the same folds and seeds (runs/confound.py); confound.md beside "
+                                    "together, on the same folds and seeds (runs/cv/confound.py); confound.md beside "
                                     "the headline.")
     cf.add_argument("--cv", required=True, help="the cv run's out_dir")
     cf.add_argument("--variations", nargs="+", help="offset, band, offset+band, frontal (default: the config's)")

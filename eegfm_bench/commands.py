@@ -30,20 +30,20 @@ from eegfm_bench.models.user import UserModelConfig, _normalise, check_user_mode
 from eegfm_bench.reports.cv import to_markdown
 from eegfm_bench.reports.robustness import write_robustness_report
 from eegfm_bench.reports.sweep import table_markdown
-from eegfm_bench.runs.attribute import run_attribution
+from eegfm_bench.runs.interpret.attribute import run_attribution
 from eegfm_bench.runs.audit import audit_main, audit_parser, load_audit_config
-from eegfm_bench.runs.cells import check_config, cv_parser, load_config
-from eegfm_bench.runs.confound import VERDICT_LEGEND, confound_main
-from eegfm_bench.runs.controls import controls_main, controls_parser
-from eegfm_bench.runs.cv import run_cv
-from eegfm_bench.runs.ingest import ingest_from_config, run_ingest
-from eegfm_bench.runs.interpret_config import interpret_parser
-from eegfm_bench.runs.paper import check_paper, is_paper_config
-from eegfm_bench.runs.plan import plan_cv, plan_markdown
-from eegfm_bench.runs.plan_paper import plan_paper, plan_paper_markdown
-from eegfm_bench.runs.probe import run_probes
+from eegfm_bench.runs.cv.cells import check_config, cv_parser, load_config
+from eegfm_bench.runs.cv.confound import VERDICT_LEGEND, confound_main
+from eegfm_bench.runs.controls.command import controls_main, controls_parser
+from eegfm_bench.runs.cv.command import run_cv
+from eegfm_bench.runs.launch.ingest import ingest_from_config, run_ingest
+from eegfm_bench.runs.interpret.config import interpret_parser
+from eegfm_bench.runs.plan.paper import check_paper, is_paper_config
+from eegfm_bench.runs.plan.command import plan_cv, plan_markdown
+from eegfm_bench.runs.plan.paper_plan import plan_paper, plan_paper_markdown
+from eegfm_bench.runs.interpret.probe import run_probes
 from eegfm_bench.runs.report import refresh
-from eegfm_bench.runs.sweep import sweep_main, sweep_parser
+from eegfm_bench.runs.sweep.command import sweep_main, sweep_parser
 
 
 def lightning_cli(args: list[str]) -> None:
@@ -208,7 +208,7 @@ def _ingest(p, a, extra) -> int:
 def _plan(p, a, extra) -> int:
     """A cv config's plan, or every member's of a paper file (configs/paper/), with cv's launcher options."""
 
-    if is_paper_config(a.config[0]):  # a paper: every member planned (runs/plan_paper.py)
+    if is_paper_config(a.config[0]):  # a paper: every member planned (runs/plan/paper_plan.py)
         plan = plan_paper(a.config[0], list(extra) + _launcher_args(a), bench=a.bench, measure=not a.no_measure,
                           members=a.members)
         print(json.dumps(plan, indent=1, default=str) if a.json else plan_paper_markdown(plan))
@@ -283,7 +283,7 @@ def _run_cv(a, source, overrides, *, progress: bool) -> None:
 
 
 def _run_check(a, source, overrides, *, progress: bool) -> int:
-    if is_paper_config(source):  # a paper file: every member on the staged data (runs/paper.py)
+    if is_paper_config(source):  # a paper file: every member on the staged data (runs/plan/paper.py)
         return 1 if any(v.startswith("failed") for v in check_paper(source).values()) else 0
     check_config(source, overrides, progress=progress)
     return 0

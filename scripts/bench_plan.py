@@ -5,7 +5,7 @@ window cache, so the cv then reads it, as the plan assumes), then ``eegfm-bench 
 same ``--out_dir``; prints the plan's stages, its total, the cv's wall / user / sys seconds, the ratio cv / plan
 (issue 35 item 6: within 2×) and the load average before and after each (the machine's load changes both the
 rates the plan measures and the run). Also times one experiment page (``refresh``) on the finished run: the
-constant :data:`eegfm_bench.runs.plan_stages.REFRESH_S`.
+constant :data:`eegfm_bench.runs.plan.stages.REFRESH_S`.
 
 Usage::
 

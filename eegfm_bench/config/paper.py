@@ -1,4 +1,4 @@
-"""A paper file's schema (``configs/paper/<id>/paper.yaml``; :func:`eegfm_bench.runs.paper.load_paper`).
+"""A paper file's schema (``configs/paper/<id>/paper.yaml``; :func:`eegfm_bench.runs.plan.paper.load_paper`).
 
 Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / ``Parameters`` blocks are the
 ``--help`` text).

@@ -162,7 +162,7 @@ class TaskSpec(ConfigRecord):
         reference: ``average`` (common average reference) or ``none`` (default: the model's); bipolar or
             already-referenced montages need ``none``.
         strict: every ingestion finding is an error.
-        confound: the default confound variations of the task (:mod:`eegfm_bench.runs.confound`: ``offset``,
+        confound: the default confound variations of the task (:mod:`eegfm_bench.runs.cv.confound`: ``offset``,
             ``band``, ``offset+band``, ``frontal``), run by every cv unless ``confound: off``; null: ``[offset+band]``
             for event-locked windows (``windows.mode: events``), none for fixed windows; ``[]``: none.
         files: source ``files``: ``glob`` (str or list), ``pattern`` (regex with groups subject / session / run /

@@ -35,7 +35,7 @@ and the per-window sanity checks of the selected windows (:func:`attribute_windo
 :class:`~eegfm_bench.perturb.dataset.PerturbedWindows`, so a condition perturbs a window exactly as in the sweep.
 
 Entry points: :class:`~eegfm_bench.callbacks.attribution.Attribution` (Lightning callback, after fit) and
-:func:`eegfm_bench.runs.attribute.run_attribution` (``eegfm-bench attribute --config ...`` over a cv run's fold
+:func:`eegfm_bench.runs.interpret.attribute.run_attribution` (``eegfm-bench attribute --config ...`` over a cv run's fold
 checkpoints).
 
 References

@@ -7,7 +7,7 @@ and every head applied to them), and ``trainer.test`` runs it over one dataloade
 (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`). The per-window probabilities are collected per condition
 and model; :class:`~eegfm_bench.callbacks.sweep.TestSweep` gathers them across ranks, removes the sampler's padding
 by window index and turns each condition into result rows as soon as its dataloader ends
-(:func:`eegfm_bench.runs.sweep.evaluate_conditions` runs the loops).
+(:func:`eegfm_bench.runs.sweep.command.evaluate_conditions` runs the loops).
 
 The pure pieces the runner and the report share live here too: the noise filters matching a window set's applied
 preprocessing, the not-applicable rule for removed channels, the shared-backbone grouping, the result rows of one

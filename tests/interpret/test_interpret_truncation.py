@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 
-from eegfm_bench.runs.truncation import (TruncationError, blocks_container, depth_configs, truncated_names,
+from eegfm_bench.runs.cv.truncation import (TruncationError, blocks_container, depth_configs, truncated_names,
                                               truncate_blocks)
 from eegfm_bench.models.backbones import BACKBONES
 

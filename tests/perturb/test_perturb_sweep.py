@@ -18,8 +18,8 @@ import torch
 import yaml
 
 from eegfm_bench.cli import main
-from eegfm_bench.runs.cv import run_cv
-from eegfm_bench.runs.cells import ConfigError
+from eegfm_bench.runs.cv.command import run_cv
+from eegfm_bench.runs.cv.cells import ConfigError
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.perturb.channels import dropout_mask
@@ -33,8 +33,8 @@ from eegfm_bench.perturb.evaluate import (
 )
 from eegfm_bench.perturb.noise import FilterSpec
 from eegfm_bench.reports.sweep import add_labels, degradation_table, fold_deltas, table_markdown
-from eegfm_bench.runs.output import load_fold_model
-from eegfm_bench.runs.sweep import evaluate_conditions, sweep_main
+from eegfm_bench.runs.cv.output import load_fold_model
+from eegfm_bench.runs.sweep.command import evaluate_conditions, sweep_main
 from eegfm_bench.registry import UnknownNameError
 from eegfm_bench.results import KEY_COLUMNS, ROW_COLUMNS
 
@@ -226,8 +226,8 @@ def test_bad_config_fails_before_any_model_runs(mi_cv, tmp_path, monkeypatch):
     def no(*a, **k):
         raise AssertionError("a model or the windows were loaded before the config was validated")
 
-    monkeypatch.setattr("eegfm_bench.runs.output.load_fold_model", no)
-    monkeypatch.setattr("eegfm_bench.runs.sweep.load_fold_model", no)  # the name runs/sweep.py imports
+    monkeypatch.setattr("eegfm_bench.runs.cv.output.load_fold_model", no)
+    monkeypatch.setattr("eegfm_bench.runs.sweep.command.load_fold_model", no)  # the name runs/sweep/command.py imports
     monkeypatch.setattr("eegfm_bench.data.windows.load_windows", no)
     base = _sweep_cfg(mi_cv, tmp_path / "s")
     with pytest.raises(UnknownNameError, match="white_snr=<snr>dB"):
@@ -261,7 +261,7 @@ def test_the_sweep_config_is_typed_and_a_workers_copy_loads_again(tmp_path):
     ``out_dir``) without reading the cv run; a launcher's worker re-reads the parent's config."""
     from dataclasses import FrozenInstanceError
 
-    from eegfm_bench.runs.sweep import SweepConfig, _worker_config, load_sweep_config
+    from eegfm_bench.runs.sweep.command import SweepConfig, _worker_config, load_sweep_config
 
     cv = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
     path = tmp_path / "cv.yaml"
@@ -282,7 +282,7 @@ def test_perturbation_of_a_window_does_not_depend_on_its_batch(mi_cv):
     from torch.utils.data import DataLoader
 
     cv = yaml.safe_load((mi_cv / "config.yaml").read_text())
-    from eegfm_bench.runs.output import CVRun
+    from eegfm_bench.runs.cv.output import CVRun
 
     run = CVRun(mi_cv)
     ws = run.windows("eegnet")
@@ -484,7 +484,7 @@ def test_a_users_condition_runs_in_a_real_sweep_and_is_labelled_and_plotted(mi_c
     from torch.utils.data import DataLoader
 
     from eegfm_bench.reports.sweep import degradation_panels
-    from eegfm_bench.runs.output import CVRun
+    from eegfm_bench.runs.cv.output import CVRun
     from user_condition import SPIKES
 
     plugin = _install_spikes(tmp_path / "site")

@@ -27,13 +27,13 @@ import pandas as pd
 import pytest
 import yaml
 
-import eegfm_bench.runs.cv_loop as cv_loop
+import eegfm_bench.runs.cv.loop as cv_loop
 from eegfm_bench import interrupt
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.atomic import unique_tmp
 from eegfm_bench.locks import OUT_DIR_LOCK, OutDirBusyError, out_dir_lock
-from eegfm_bench.runs.confound import confound_main
-from eegfm_bench.runs.cv import run_cv
+from eegfm_bench.runs.cv.confound import confound_main
+from eegfm_bench.runs.cv.command import run_cv
 
 from eegfm_testutils import cli_env, requires_data
 

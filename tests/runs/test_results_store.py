@@ -225,7 +225,7 @@ def test_a_config_hash_of_digits_and_e_round_trips_everywhere(tmp_path):
     """Issue 33 item 3: a hash that reads as a number stays the same string through append, merge, load (parts,
     and a CSV-only folder), keys, the done set and status."""
     from eegfm_bench.reports.status import status_markdown
-    from eegfm_bench.runs.progress import cv_status
+    from eegfm_bench.runs.cv.progress import cv_status
 
     hashes = NUMERIC_LOOKING
     _cv_folder(tmp_path, hashes)

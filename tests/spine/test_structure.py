@@ -89,7 +89,7 @@ def test_every_schema_lives_in_the_config_package_and_loads_through_the_one_load
 def test_a_config_is_read_by_attribute_only():
     """No key access on a typed config: ``cfg["data"]`` and ``cfg.get("data")`` raise, so a command that still
     read a section by key would fail its tests instead of running on a mapping."""
-    from eegfm_bench.runs.cells import load_config
+    from eegfm_bench.runs.cv.cells import load_config
 
     cfg = load_config(str(REPO / "configs" / "experiment" / "quickstart.yaml"))
     assert cfg.data.batch_size == 64

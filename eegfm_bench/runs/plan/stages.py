@@ -16,7 +16,7 @@ estimates, in the order the command runs them:
   per-cell cost (toy model), two checkpoint saves per epoch, the model's construction and its first steps'
   extra cost; divided by the jobs that run at once (the launcher's workers or array parallelism; local workers
   on a CPU share its cores: at most ``cores // intra_op_threads`` at once);
-* **confound check** — one row per variation (``runs/confound.py``: each variation is the cv again on other
+* **confound check** — one row per variation (``runs/cv/confound.py``: each variation is the cv again on other
   windows): its windows, features, job start-ups and cells as above, plus the paired bootstrap comparison
   (timed here on one bootstrap of the same size, times the leave-one-subject-out repeats);
 * **report** — the summary and the experiment's page (:data:`REFRESH_S` per page: one after the headline, one
@@ -67,9 +67,9 @@ def startup_seconds() -> tuple[float, str]:
     the same imports) and the process is young (not a notebook or a test session), else :data:`STARTUP_S`; with
     where the figure comes from."""
     age = process_age()
-    if age is not None and age < 300 and "eegfm_bench.runs.cv" in sys.modules:  # not a long-lived session
+    if age is not None and age < 300 and "eegfm_bench.runs.cv.command" in sys.modules:  # not a long-lived session
         return age, "this plan's own start-up (imports), measured"
-    return STARTUP_S, "constant STARTUP_S (runs/plan_stages.py), measured on the 2-core machine"
+    return STARTUP_S, "constant STARTUP_S (runs/plan/stages.py), measured on the 2-core machine"
 
 
 def complete_entries(cache_dir) -> set[str]:
@@ -87,7 +87,7 @@ def timed_windows(cfg, windows: dict) -> dict:
         ``read_s`` (seconds to open the cache, what the command pays), ``ingest_s`` (seconds this plan spent
         building entries that were absent, else None), ``built`` (the entries built) and ``n_windows``.
     """
-    from eegfm_bench.runs.cells import windows_for_models  # reason: the cv's stack (torch, MNE), loaded to measure
+    from eegfm_bench.runs.cv.cells import windows_for_models  # reason: the cv's stack (torch, MNE), loaded to measure
 
     cdir = Path(cfg.data.cache_dir).expanduser() if cfg.data.cache_dir else default_cache_dir()
     before = complete_entries(cdir)

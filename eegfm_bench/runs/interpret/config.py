@@ -12,8 +12,8 @@ from eegfm_bench.interpret.config import (AttentionConfig, AttributionConfig, In
 from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
 from eegfm_bench.models.heads import check_token_pooling
 from eegfm_bench.perturb.conditions import parse_condition
-from eegfm_bench.runs.cells import load_config as load_cv_config
-from eegfm_bench.runs.launch import LauncherConfig, check_launcher
+from eegfm_bench.runs.cv.cells import load_config as load_cv_config
+from eegfm_bench.runs.launch.launcher import LauncherConfig, check_launcher
 from eegfm_bench.trainer import check_trainer
 from eegfm_bench.config.interpret import interpret_parser, InterpretConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 

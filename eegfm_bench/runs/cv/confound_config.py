@@ -1,5 +1,5 @@
 """The confound check's settings (:class:`ConfoundConfig`), resolved against a task and checked before any data is
-read; the check itself (retraining every cell on other windows) is :mod:`eegfm_bench.runs.confound`."""
+read; the check itself (retraining every cell on other windows) is :mod:`eegfm_bench.runs.cv.confound`."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field

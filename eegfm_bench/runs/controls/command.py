@@ -24,12 +24,12 @@ For one task and a list of models, in the subject-grouped folds of a cv run (its
     (``Task.pretraining_aliases``), plus a full ``controls_report.md`` / ``.json``.
 
 The command reads as: load the config, typed and final (the cv run's data selection and split taken;
-:mod:`eegfm_bench.runs.controls_config`) -> build the shared context (windows, folds, unit level, probe, store) and
-check everything cheap before the expensive steps -> run the steps (:mod:`eegfm_bench.runs.controls_steps`; Control 4
-in :mod:`eegfm_bench.runs.controls_scrambled`) -> judge the gates (:mod:`eegfm_bench.runs.controls_gates`) -> write
+:mod:`eegfm_bench.runs.controls.config`) -> build the shared context (windows, folds, unit level, probe, store) and
+check everything cheap before the expensive steps -> run the steps (:mod:`eegfm_bench.runs.controls.steps`; Control 4
+in :mod:`eegfm_bench.runs.controls.scrambled`) -> judge the gates (:mod:`eegfm_bench.runs.controls.gates`) -> write
 the reports.
 
-Resumable with the cv's rule (:mod:`eegfm_bench.runs.controls_store`): every unit of work writes long result rows
+Resumable with the cv's rule (:mod:`eegfm_bench.runs.controls.store`): every unit of work writes long result rows
 (:class:`eegfm_bench.results.ResultStore`, keyed by experiment, task, model, init, regime, head, fold, seed,
 condition, metric and config hash) and its out-of-fold predictions or null distribution under ``out_dir``, in files
 named with its config hash; a rerun loads those instead of recomputing, a changed config computes the units it
@@ -88,16 +88,16 @@ from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.reports.controls import controls_markdown, write_gate_report
 from eegfm_bench.results import FailedCellsError
-from eegfm_bench.runs.cells import CVConfig
-from eegfm_bench.runs.controls_config import (DEFAULT_FEATURE_PREPROCESSING, ControlsConfig, ControlsScrambled,
+from eegfm_bench.runs.cv.cells import CVConfig
+from eegfm_bench.runs.controls.config import (DEFAULT_FEATURE_PREPROCESSING, ControlsConfig, ControlsScrambled,
                                               _init_label, controls_parser, load_config, load_run_config)
-from eegfm_bench.runs.controls_gates import _gates, _scrambled_interval
-from eegfm_bench.runs.controls_scrambled import _scrambled
-from eegfm_bench.runs.controls_steps import (Rep, _Ctx, _cv_claims, _frozen_models, _handcrafted, _identity,
+from eegfm_bench.runs.controls.gates import _gates, _scrambled_interval
+from eegfm_bench.runs.controls.scrambled import _scrambled
+from eegfm_bench.runs.controls.steps import (Rep, _Ctx, _cv_claims, _frozen_models, _handcrafted, _identity,
                                              _load_ws, _model_ws, _paired, _permutation, _probe_result, _score,
                                              _write_json)
-from eegfm_bench.runs.controls_store import ControlsStore
-from eegfm_bench.runs.launch import run_jobs
+from eegfm_bench.runs.controls.store import ControlsStore
+from eegfm_bench.runs.launch.launcher import run_jobs
 from eegfm_bench.runs.report import refresh
 from eegfm_bench.trainer import log_summary
 
@@ -106,7 +106,7 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None, 
     """Run the negative-control suite of one config and write its report (paper 001 §3.6, §4, §5.5).
 
     Steps: load the config, typed and final, with the cv run's data settings and folds
-    (:func:`~eegfm_bench.runs.controls_config.load_run_config`) -> build the shared context and refuse what cannot
+    (:func:`~eegfm_bench.runs.controls.config.load_run_config`) -> build the shared context and refuse what cannot
     run before any heavy step (:func:`_build_context`,
     :func:`_check_model_windows`, :func:`_check_identity_channels`) -> the scrambled-label fits as launcher jobs
     (:func:`_launch_adaptations`) -> the steps (a)-(g) (:func:`_run_steps`) -> the gates and the reports
@@ -369,7 +369,7 @@ def _run_steps(ctx: _Ctx, cv_cfg: CVConfig | None) -> _Results:
 
 
 def _scrambled_entry(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None) -> dict:
-    """Control 4 for one entry: both arms (:func:`~eegfm_bench.runs.controls_scrambled._scrambled`), a
+    """Control 4 for one entry: both arms (:func:`~eegfm_bench.runs.controls.scrambled._scrambled`), a
     representation per arm (the seeds' mean probabilities), the correct − scrambled contrast and gate (iv)'s paired
     interval; the per-seed probabilities are dropped after."""
     cfg = ctx.cfg

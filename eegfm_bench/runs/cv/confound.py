@@ -42,9 +42,9 @@ from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.metrics import classification_metrics
 from eegfm_bench.reports.confound import VERDICT_LEGEND, confound_markdown, current_rows, ordered  # noqa: F401
 from eegfm_bench.results import PATH_COLUMNS, ResultStore, resolve_row_path
-from eegfm_bench.runs.cells import CVConfig, load_config, windows_for
-from eegfm_bench.runs.cv_loop import run_cells
-from eegfm_bench.runs.confound_config import (ALL_ON_REQUEST, FRONTAL, VARIATIONS, ConfoundConfig,  # noqa: F401
+from eegfm_bench.runs.cv.cells import CVConfig, load_config, windows_for
+from eegfm_bench.runs.cv.loop import run_cells
+from eegfm_bench.runs.cv.confound_config import (ALL_ON_REQUEST, FRONTAL, VARIATIONS, ConfoundConfig,  # noqa: F401
                                               check_confound, label, resolve_confound)
 from eegfm_bench.runs.report import refresh
 from eegfm_bench.stats import leave_one_cluster_out, paired_cluster_bootstrap
@@ -55,7 +55,7 @@ def derive(cfg: CVConfig, variation: str) -> CVConfig:
     Raises
     ------
     ConfigError
-        As :func:`~eegfm_bench.runs.cells.load_config` (e.g. a band that leaves a model no band).
+        As :func:`~eegfm_bench.runs.cv.cells.load_config` (e.g. a band that leaves a model no band).
     """
     cc = cfg.confound
     out = cfg.to_dict()

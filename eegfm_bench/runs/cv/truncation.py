@@ -8,7 +8,7 @@ backbone's usual output path.
 
 The truncated variants ``<name>_truncated`` (``labram_truncated``, ``cbramod_truncated``, ``biot_truncated``)
 are backbones like any other (:mod:`eegfm_bench.models.backbones.truncated`, registered with the others), with
-one extra argument ``depth``; :func:`run_depth_sweep` (``python -m eegfm_bench.runs.truncation --config
+one extra argument ``depth``; :func:`run_depth_sweep` (``python -m eegfm_bench.runs.cv.truncation --config
 configs/experiment/depth_truncation.yaml``) runs the cv for each ``k``.
 
 EEGNet's ``blocks`` are two dropout layers of one flat ``nn.Sequential`` (no block list to cut): it has no
@@ -28,9 +28,9 @@ from eegfm_bench.config import read_yaml
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.reports.truncation import write_depth_report
 from eegfm_bench.results import ResultStore
-from eegfm_bench.runs.cells import CVConfig
-from eegfm_bench.runs.cells import load_config as load_cv_config
-from eegfm_bench.runs.cv import run_cv
+from eegfm_bench.runs.cv.cells import CVConfig
+from eegfm_bench.runs.cv.cells import load_config as load_cv_config
+from eegfm_bench.runs.cv.command import run_cv
 from eegfm_bench.models.backbones.truncated import (  # noqa: F401  (public here too)
     TRUNCATABLE,
     TruncationError,
@@ -48,8 +48,8 @@ def truncated_names() -> list[str]:
 def depth_configs(config) -> list[tuple[int, CVConfig]]:
     """One cv config per depth ``k`` of a depth-truncation config, typed and frozen.
 
-    The config (a YAML path or a mapping) is a cv config (:class:`~eegfm_bench.runs.cells.CVConfig`) plus
-    ``depths: [k, ...]``; it is read by :func:`~eegfm_bench.runs.cells.load_config` once, before any data is read.
+    The config (a YAML path or a mapping) is a cv config (:class:`~eegfm_bench.runs.cv.cells.CVConfig`) plus
+    ``depths: [k, ...]``; it is read by :func:`~eegfm_bench.runs.cv.cells.load_config` once, before any data is read.
     Every run must use a ``*_truncated`` backbone and gets ``backbone_kwargs.depth = k``. Each depth is its own
     experiment (``<experiment>_depth<k>``, out_dir ``<out_dir>/depth<k>``), so result rows and checkpoints never
     collide.
@@ -59,7 +59,7 @@ def depth_configs(config) -> list[tuple[int, CVConfig]]:
     TruncationError
         No ``depths``, or a run whose model is not a truncated variant.
     ConfigError
-        Everything :func:`~eegfm_bench.runs.cells.load_config` refuses.
+        Everything :func:`~eegfm_bench.runs.cv.cells.load_config` refuses.
     """
     raw = copy.deepcopy(config if isinstance(config, dict) else read_yaml(config))
     depths = raw.pop("depths", None)
@@ -97,7 +97,7 @@ def run_depth_sweep(config, *, progress: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eegfm_bench.runs.truncation",
+    p = argparse.ArgumentParser(prog="python -m eegfm_bench.runs.cv.truncation",
                                 description="Depth-truncation sweep (paper 003 App. I.6): one cv per depth k.")
     p.add_argument("--config", required=True)
     p.add_argument("--no-progress", action="store_true")

@@ -7,7 +7,7 @@ job runs, *pending* when its job waits in the queue (``jobs/queue.json`` read ag
 ``failures.json`` names it; else *missing*.
 
 Light (docs/guide/architecture.md, house rules): it reads files and the result store's key columns only, and imports
-no deep-learning stack — the cv's cells reach it from :mod:`eegfm_bench.runs.cells`, never the reverse.
+no deep-learning stack — the cv's cells reach it from :mod:`eegfm_bench.runs.cv.cells`, never the reverse.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from eegfm_bench.config import read_saved
 from eegfm_bench.config.cv import CVConfig, cv_parser
 from eegfm_bench.errors import NotAResultFolderError
 from eegfm_bench.results import Cell, CellKey, ResultStore, done_cells
-from eegfm_bench.runs.running import running_cells
+from eegfm_bench.runs.cv.running import running_cells
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class CellProgress:
 
     @classmethod
     def of_cells(cls, out, experiment: str, cells: Sequence[Cell], store: ResultStore | None = None) -> "CellProgress":
-        """The progress of enumerated cells (:func:`~eegfm_bench.runs.cells.enumerate_cells`: cv and plan)."""
+        """The progress of enumerated cells (:func:`~eegfm_bench.runs.cv.cells.enumerate_cells`: cv and plan)."""
         return cls(out, experiment, cells, store)
 
     @classmethod

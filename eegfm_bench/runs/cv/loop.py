@@ -1,9 +1,9 @@
 """The cv's headline cells as a loop in Lightning's style (``reset → advance → on_run_end``), built from one cell
 unit (:func:`train_cell` → :func:`test_cell` → rows).
 
-:class:`CVLoop` runs every cell of a cv config (:func:`~eegfm_bench.runs.cells.enumerate_cells`): ``reset`` reads
+:class:`CVLoop` runs every cell of a cv config (:func:`~eegfm_bench.runs.cv.cells.enumerate_cells`): ``reset`` reads
 the config, opens the result store, loads the windows, writes ``config.yaml`` / ``cells.json`` / the ingest report
-and decides which cells still need rows (:class:`~eegfm_bench.runs.progress.CellProgress`, shared with
+and decides which cells still need rows (:class:`~eegfm_bench.runs.cv.progress.CellProgress`, shared with
 ``eegfm-bench status`` and ``plan``), handing them to the launcher when one is configured; ``advance`` trains and
 tests one cell and appends its rows (a failing cell is recorded and loses none of the others); ``on_run_end``
 merges the rows, writes ``summary.md``, ``failures.json`` and the experiment's page, and raises
@@ -47,14 +47,14 @@ from eegfm_bench.reports.cv import current_summary, write_summary
 from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_name, code_version, library_versions,
                                  run_label)
-from eegfm_bench.runs.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, compiled, enumerate_cells, find_batch_size,
+from eegfm_bench.runs.cv.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, compiled, enumerate_cells, find_batch_size,
                                     fixed_batch_size, head_kwargs_for, load_config, load_ridge, model_preprocessing,
                                     run_init_seed, run_optim, run_trainer, shared_batch_size, windows_for)
-from eegfm_bench.runs.ingest import sharded_fill
-from eegfm_bench.runs.launch import run_jobs
-from eegfm_bench.runs.progress import CellProgress
+from eegfm_bench.runs.launch.ingest import sharded_fill
+from eegfm_bench.runs.launch.launcher import run_jobs
+from eegfm_bench.runs.cv.progress import CellProgress
 from eegfm_bench.runs.report import refresh
-from eegfm_bench.runs.running import running_marker
+from eegfm_bench.runs.cv.running import running_marker
 from eegfm_bench.trainer import (build_trainer, close_loggers, fit_callbacks, fixed_numerics, quiet_lightning,
                                  selection_metric)
 
@@ -143,7 +143,7 @@ def _linear_probe_stage(ctx: CellContext, cell: Cell, model: FMClassifier, ws) -
 
 def _auto_batch_size(ctx: CellContext, cell: Cell, model: FMClassifier, dm: EEGDataModule) -> None:
     """``batch_size: auto``: Lightning's batch-size finder once per run × head (shared by its folds, workers and
-    reruns: :func:`~eegfm_bench.runs.cells.shared_batch_size`), then the fold's seed again."""
+    reruns: :func:`~eegfm_bench.runs.cv.cells.shared_batch_size`), then the fold's seed again."""
     key = (cell.model, cell.regime, cell.head)
     if key not in ctx.auto_batch:
         cap = min(int(ctx.cfg.data.max_batch_size), len(dm.train_idx))
@@ -402,7 +402,7 @@ class CVLoop:
 
     def _ingest_stage(self) -> None:
         """Under ``launcher.kind: slurm``, the recordings whose per-recording entries the runs' window sets lack are
-        read as a job array of their own before the cells (:func:`~eegfm_bench.runs.ingest.sharded_fill`: CPU jobs,
+        read as a job array of their own before the cells (:func:`~eegfm_bench.runs.launch.ingest.sharded_fill`: CPU jobs,
         one per shard, logs under ``<out_dir>/ingest/jobs``), so this process, on the login node, only assembles the
         window sets. Nothing to read: no job."""
         cfg, d = self.cfg, self.cfg.data

@@ -26,9 +26,9 @@ from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
 from eegfm_bench.models.features import state_hash
 from eegfm_bench.reports.probes import write_report
 from eegfm_bench.results import FailedCellsError, ResultStore
-from eegfm_bench.runs.interpret_config import InterpretConfig, load_interpret_config, worker_config
-from eegfm_bench.runs.launch import run_jobs
-from eegfm_bench.runs.output import CVRun, load_fold_model, load_initial_model
+from eegfm_bench.runs.interpret.config import InterpretConfig, load_interpret_config, worker_config
+from eegfm_bench.runs.launch.launcher import run_jobs
+from eegfm_bench.runs.cv.output import CVRun, load_fold_model, load_initial_model
 from eegfm_bench.runs.report import refresh, report_root
 from eegfm_bench.trainer import log_summary
 
@@ -54,7 +54,7 @@ def run_probes(config, *, args: Sequence[str] = (), progress: bool = True,
     ----------
     config : path, dict or InterpretConfig
         Interpret config (see :mod:`eegfm_bench.interpret.config`; read by
-        :func:`~eegfm_bench.runs.interpret_config.load_interpret_config`): ``cv_dir``, ``out_dir``, ``select``,
+        :func:`~eegfm_bench.runs.interpret.config.load_interpret_config`): ``cv_dir``, ``out_dir``, ``select``,
         ``probe``, ``launcher`` (``local`` / ``slurm``: one job per :func:`probe_unit`; the parent then writes the
         report and the attention maps).
     worker_units : sequence of str, optional

@@ -16,13 +16,13 @@ repeated ``--config``), plus dotted ``args``::
       - {what: NeuroRVQ, why: ...}
 
 Commands: ``cv``, ``sweep``, ``probe``, ``attribute``, ``controls`` (``eegfm-bench <command>``), ``truncation``
-(``python -m eegfm_bench.runs.truncation``, one config file) and ``provenance`` (``scripts/provenance_demo.py``, one
+(``python -m eegfm_bench.runs.cv.truncation``, one config file) and ``provenance`` (``scripts/provenance_demo.py``, one
 config file). Member config paths are relative to the paper file. Three entry points read a paper file:
 
-* ``eegfm-bench plan --config <paper>`` — every member's cells, jobs and device-hours (:mod:`eegfm_bench.runs.plan`);
+* ``eegfm-bench plan --config <paper>`` — every member's cells, jobs and device-hours (:mod:`eegfm_bench.runs.plan.command`);
 * ``eegfm-bench check --config <paper>`` — :func:`check_paper`: one batch of every member whose data are on disk,
   the others listed with the reason, missing weights named with where to put them;
-* ``python -m eegfm_bench.runs.paper --config <paper> [--launcher slurm] [--workers N]`` — :func:`run_paper`: every
+* ``python -m eegfm_bench.runs.plan.paper --config <paper> [--launcher slurm] [--workers N]`` — :func:`run_paper`: every
   member in order, each as its own process (a rerun skips what every command already finished).
 """
 from __future__ import annotations
@@ -43,11 +43,11 @@ from eegfm_bench.data.sources import DataNotFoundError
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.models.checkpoints import CheckpointError, resolve
 from eegfm_bench.provenance.audit import AuditConfig
-from eegfm_bench.runs.cells import check_config, load_config
-from eegfm_bench.runs.controls import load_config as load_controls
-from eegfm_bench.runs.interpret_config import load_interpret_config
-from eegfm_bench.runs.sweep import load_sweep_config
-from eegfm_bench.runs.truncation import depth_configs
+from eegfm_bench.runs.cv.cells import check_config, load_config
+from eegfm_bench.runs.controls.command import load_config as load_controls
+from eegfm_bench.runs.interpret.config import load_interpret_config
+from eegfm_bench.runs.sweep.command import load_sweep_config
+from eegfm_bench.runs.cv.truncation import depth_configs
 from eegfm_bench.config.paper import PaperMember, PaperDataset, NotRunnable, PaperConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 from eegfm_bench.config.paper import ProvenanceData, ProvenanceSplit, ProvenanceEncoder, ProvenanceRunConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 
@@ -202,7 +202,7 @@ def member_argv(member: PaperMember, launcher_args: Sequence[str] = ()) -> list[
     """
     cmd, first = member.command, member.config[0]
     if cmd == "truncation":
-        return [sys.executable, "-m", "eegfm_bench.runs.truncation", "--config", first]
+        return [sys.executable, "-m", "eegfm_bench.runs.cv.truncation", "--config", first]
     if cmd == "provenance":
         script = Path(__file__).resolve().parents[2] / "scripts" / "provenance_demo.py"
         if not script.is_file():
@@ -263,7 +263,7 @@ def missing_weights(ids: Sequence[str]) -> list[str]:
 
 
 def _check_cv(cfg, say) -> None:
-    """One batch of every run of a cv config (a typed :class:`~eegfm_bench.runs.cells.CVConfig`) whose weights are on
+    """One batch of every run of a cv config (a typed :class:`~eegfm_bench.runs.cv.cells.CVConfig`) whose weights are on
     disk (the others are named, not checked), on the local copy: a k-fold split with more folds than the copy has
     subjects is checked with one fold per subject."""
     n = local_subjects(cfg.task)
@@ -315,7 +315,7 @@ def check_paper(path, members: Sequence[str] | None = None) -> dict[str, str]:
     """``eegfm-bench check --config <paper file>``: every member on the data on disk (offline).
 
     A cv or truncation member runs one training and one validation batch of every run whose weights are present
-    (:func:`~eegfm_bench.runs.cells.check_config`); the others are validated (keys, values, conditions). Members
+    (:func:`~eegfm_bench.runs.cv.cells.check_config`); the others are validated (keys, values, conditions). Members
     whose dataset has no local copy are listed with the reason; missing weights are named with where to put them.
     ``EEGFM_OFFLINE`` and ``HF_HUB_OFFLINE`` default to 1 here: a check downloads nothing.
 
@@ -383,7 +383,7 @@ def run_paper(path, launcher_args: Sequence[str] = (), members: Sequence[str] | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m eegfm_bench.runs.paper",
+    p = argparse.ArgumentParser(prog="python -m eegfm_bench.runs.plan.paper",
                                 description="Run a paper's members in order (configs/paper/<paper>.yaml).")
     p.add_argument("--config", required=True, help="the paper file")
     p.add_argument("--members", nargs="+", help="only these members")

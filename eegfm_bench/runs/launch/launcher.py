@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import ConfigError, ConfigRecord, typed
 from eegfm_bench.config.launch import SlurmConfig, LauncherConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
-from eegfm_bench.runs.running import pid_alive, write_queue
+from eegfm_bench.runs.cv.running import pid_alive, write_queue
 
 
 def as_launcher(lc) -> LauncherConfig:
@@ -223,12 +223,12 @@ _Base = submitit.helpers.Checkpointable
 
 
 WORKER_ENTRY = {
-    "cv": ("eegfm_bench.runs.cv", "run_cv", "worker_cells"),
-    "sweep": ("eegfm_bench.runs.sweep", "sweep_main", "worker_units"),
-    "probe": ("eegfm_bench.runs.probe", "run_probes", "worker_units"),
-    "attribute": ("eegfm_bench.runs.attribute", "run_attribution", "worker_units"),
-    "controls": ("eegfm_bench.runs.controls", "controls_main", "worker_units"),
-    "ingest": ("eegfm_bench.runs.ingest", "ingest_shard", "worker_units"),
+    "cv": ("eegfm_bench.runs.cv.command", "run_cv", "worker_cells"),
+    "sweep": ("eegfm_bench.runs.sweep.command", "sweep_main", "worker_units"),
+    "probe": ("eegfm_bench.runs.interpret.probe", "run_probes", "worker_units"),
+    "attribute": ("eegfm_bench.runs.interpret.attribute", "run_attribution", "worker_units"),
+    "controls": ("eegfm_bench.runs.controls.command", "controls_main", "worker_units"),
+    "ingest": ("eegfm_bench.runs.launch.ingest", "ingest_shard", "worker_units"),
 }
 """Job kind -> (module, function, keyword): the function runs only the named units of a resolved config as a
 worker (rows as part files, no merge, no report) and returns its failures (one dict per failed unit)."""

@@ -4,7 +4,7 @@
 mapping, builds the frozen :class:`ControlsConfig` and checks every name and number on it before any data is read;
 :func:`load_run_config` (the command's loader) also takes the data selection and split of the ``cv_out_dir`` run
 before the config is typed, so the steps receive it final. The schema is documented in
-:mod:`eegfm_bench.runs.controls` and ``configs/experiment/controls_eegmat.yaml``. The user models a config (or its
+:mod:`eegfm_bench.runs.controls.command` and ``configs/experiment/controls_eegmat.yaml``. The user models a config (or its
 cv run) declares are registered and dry-run here too.
 """
 from __future__ import annotations
@@ -26,9 +26,9 @@ from eegfm_bench.models.adaptation import check_regime
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.heads import HEADS, check_token_pooling
 from eegfm_bench.models.user import _normalise, check_user_model, hashable_user_spec, register_user_models, user_init_label
-from eegfm_bench.runs.cells import CVConfig
-from eegfm_bench.runs.launch import LauncherConfig, check_launcher
-from eegfm_bench.runs.output import CVRun
+from eegfm_bench.runs.cv.cells import CVConfig
+from eegfm_bench.runs.launch.launcher import LauncherConfig, check_launcher
+from eegfm_bench.runs.cv.output import CVRun
 from eegfm_bench.trainer import check_trainer
 from eegfm_bench.config.controls import controls_parser, SCRAMBLED_OPTIONAL, ControlsData, ControlsFeatures, ControlsProbe, ControlsModel, ControlsPermutation, ControlsBootstrap, ControlsScrambled, ControlsIdentity, ControlsGates, ControlsSplit, ControlsConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 
@@ -81,7 +81,7 @@ def load_config(source, args=()) -> ControlsConfig:
 
 
 def load_run_config(source, args=()) -> tuple[ControlsConfig, CVConfig | None]:
-    """:func:`load_config` with the cv run of ``cv_out_dir`` read (:class:`~eegfm_bench.runs.output.CVRun`): its
+    """:func:`load_config` with the cv run of ``cv_out_dir`` read (:class:`~eegfm_bench.runs.cv.output.CVRun`): its
     data selection (``subjects``, ``max_windows_per_subject``) and its split are taken on the mapping before it is
     typed, so the returned config is final. Returns ``(config, the cv run's typed config or None)``.
 

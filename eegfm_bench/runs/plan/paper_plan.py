@@ -1,9 +1,9 @@
 """``eegfm-bench plan --config <paper file>``: a paper's cells, jobs and device-hours before anything runs.
 
-Every member of the paper (:mod:`eegfm_bench.runs.paper`) is planned from its own config, training nothing:
+Every member of the paper (:mod:`eegfm_bench.runs.plan.paper`) is planned from its own config, training nothing:
 
 * **cv** and **truncation** members: cells (run × head × fold; per depth), the jobs the launcher makes of them and
-  the backbone passes (:func:`~eegfm_bench.runs.plan.cell_passes`, as ``eegfm-bench plan`` of a cv config);
+  the backbone passes (:func:`~eegfm_bench.runs.plan.command.cell_passes`, as ``eegfm-bench plan`` of a cv config);
 * **sweep**: the cv member's swept cells × the conditions that apply to them (removed-channel conditions only for
   variable-channel models without a flatten head): one forward per test window and condition, head-only models
   of one backbone sharing it; units (backbone group × fold) as jobs;
@@ -41,11 +41,11 @@ from eegfm_bench.data.windows import load_windows, resolve_preprocessing
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.catalogue import load_catalogue
 from eegfm_bench.perturb.evaluate import resolve_conditions
-from eegfm_bench.runs.cells import cv_defaults, run_trainer
-from eegfm_bench.runs.launch import chunks
-from eegfm_bench.runs.paper import (PaperConfig, PaperDataset, PaperMember, ProvenanceRunConfig, load_paper, local_copy,
+from eegfm_bench.runs.cv.cells import cv_defaults, run_trainer
+from eegfm_bench.runs.launch.launcher import chunks
+from eegfm_bench.runs.plan.paper import (PaperConfig, PaperDataset, PaperMember, ProvenanceRunConfig, load_paper, local_copy,
                                    member_config, missing_weights)
-from eegfm_bench.runs.plan import (_lightning_overhead, _measure, _parallel, cell_passes, cell_seconds, lookup,
+from eegfm_bench.runs.plan.command import (_lightning_overhead, _measure, _parallel, cell_passes, cell_seconds, lookup,
                                    read_bench, throughput_key, throughput_line, throughput_summary)
 
 TEN_TWENTY = ["F4", "C4", "O2", "C3", "Fp1", "Fp2", "F7", "F8", "F3", "T7", "T8", "P7", "P8", "P3", "P4", "O1", "Fz",
@@ -173,7 +173,7 @@ MEASURE_STEPS = 3
 
 
 def _measure_entry(model: str, names: list[str], n: int, kwargs: dict) -> dict:
-    """One throughput entry measured here (:func:`~eegfm_bench.runs.plan._measure` at :data:`MEASURE_BATCH` windows,
+    """One throughput entry measured here (:func:`~eegfm_bench.runs.plan.command._measure` at :data:`MEASURE_BATCH` windows,
     at least :data:`MEASURE_STEPS` timed steps and 2 s), with the machine's 1-minute load average before and after."""
     load = os.getloadavg()[0]
     out = _measure(model, names, n, kwargs, MEASURE_BATCH, min_batches=MEASURE_STEPS)
@@ -535,7 +535,7 @@ def plan_paper_markdown(p: dict) -> str:
 
 def write_bench(paths: Sequence[str], out: str, *, members: Sequence[str] | None = None) -> Path:
     """Measure every throughput entry the papers' plans need and the table ``out`` lacks (CPU, one by one), saving
-    the table after each; ``python -m eegfm_bench.runs.plan_paper --write-bench OUT --config P ...``."""
+    the table after each; ``python -m eegfm_bench.runs.plan.paper_plan --write-bench OUT --config P ...``."""
     path = Path(out)
     rows = json.loads(path.read_text()) if path.is_file() else []
 
@@ -552,7 +552,7 @@ def write_bench(paths: Sequence[str], out: str, *, members: Sequence[str] | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m eegfm_bench.runs.plan_paper", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m eegfm_bench.runs.plan.paper_plan", description=__doc__.split("\n")[0])
     ap.add_argument("--config", action="append", required=True, help="paper file(s)")
     ap.add_argument("--write-bench", required=True, help="the throughput table to fill (created or extended)")
     ap.add_argument("--members", nargs="+")

@@ -12,7 +12,7 @@ import numpy as np
 
 from eegfm_bench.controls.gates import RELATED_SOURCES, ClaimEvidence, evaluate_gates
 from eegfm_bench.models.user import user_spec
-from eegfm_bench.runs.controls_steps import Rep, _arm_interval, _Ctx, _score
+from eegfm_bench.runs.controls.steps import Rep, _arm_interval, _Ctx, _score
 
 try:  # gate (iii)'s inventory; without it a checkpoint claim cannot be judged (_provenance says so)
     from eegfm_bench.models import catalogue as cat

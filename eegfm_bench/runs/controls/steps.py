@@ -2,7 +2,7 @@
 
 :class:`_Ctx` holds what every step reads (the feature windows, their labels and subjects, the fixed folds, the
 unit level, the probe and the store); :class:`Rep` is one scored representation on those windows. The steps, in
-the order the command runs them (:func:`eegfm_bench.runs.controls.controls_main`):
+the order the command runs them (:func:`eegfm_bench.runs.controls.command.controls_main`):
 
 * :func:`_handcrafted` — (a) the handcrafted families through the frozen probe;
 * :func:`_frozen_models` — (b) every model's frozen embeddings, configured checkpoint and matched random inits;
@@ -11,9 +11,9 @@ the order the command runs them (:func:`eegfm_bench.runs.controls.controls_main`
 * :func:`_permutation` — (d) label permutation of a representation's probe;
 * :func:`_identity` / :func:`_identity_encoder` — (f) the dataset-identity probe, handcrafted and per encoder.
 
-Control 4 (scrambled-label adaptation) is :mod:`eegfm_bench.runs.controls_scrambled`, the gates
-:mod:`eegfm_bench.runs.controls_gates`. Each step is a unit of the store
-(:class:`~eegfm_bench.runs.controls_store.ControlsStore`): long rows under the unit's config hash and its predictions
+Control 4 (scrambled-label adaptation) is :mod:`eegfm_bench.runs.controls.scrambled`, the gates
+:mod:`eegfm_bench.runs.controls.gates`. Each step is a unit of the store
+(:class:`~eegfm_bench.runs.controls.store.ControlsStore`): long rows under the unit's config hash and its predictions
 or null distribution in files named with that hash under ``out_dir``; a rerun of the same config reads those back, a
 changed one computes the units it changes beside them.
 """
@@ -42,10 +42,10 @@ from eegfm_bench.data.windows import load_windows, select_channels, window_refer
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.results import config_hash
-from eegfm_bench.runs.cells import CVConfig
-from eegfm_bench.runs.controls_config import ControlsConfig, ControlsModel, _init_label, _user_decl
-from eegfm_bench.runs.controls_store import ControlsStore
-from eegfm_bench.runs.output import CVRun, CVRunError
+from eegfm_bench.runs.cv.cells import CVConfig
+from eegfm_bench.runs.controls.config import ControlsConfig, ControlsModel, _init_label, _user_decl
+from eegfm_bench.runs.controls.store import ControlsStore
+from eegfm_bench.runs.cv.output import CVRun, CVRunError
 from eegfm_bench.stats import fold_ids_from_folds
 
 

@@ -12,7 +12,7 @@ dropped, events per class, windows kept and rejected, subjects dropped — all i
 
 The windows are cached exactly as ``cv`` reads them, so the cv run that follows reads no recording again.
 
-With a launcher (``local`` or ``slurm``, :mod:`eegfm_bench.runs.launch`, the same machinery and options as
+With a launcher (``local`` or ``slurm``, :mod:`eegfm_bench.runs.launch.launcher`, the same machinery and options as
 ``cv``'s) the recordings whose per-recording cache entry is missing are cut into ``shards`` disjoint, ordered
 slices; each slice is one job (a SLURM array task, or a local worker process) that reads and preprocesses its
 recordings (``data.n_jobs`` at once: default the job's CPUs) into their entries, and nothing else. When every job has
@@ -38,8 +38,8 @@ from eegfm_bench.data.windows import (WindowPreprocessing, fill_entries, load_wi
                                       recording_fingerprints, resolve_preprocessing)
 from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.models.backbones import BACKBONES
-from eegfm_bench.runs.cells import load_config
-from eegfm_bench.runs.launch import as_launcher, check_launcher, run_jobs
+from eegfm_bench.runs.cv.cells import load_config
+from eegfm_bench.runs.launch.launcher import as_launcher, check_launcher, run_jobs
 
 
 class ShardError(IngestError):
@@ -66,7 +66,7 @@ class IngestShards:
     n_jobs : int
         Recordings read at once inside a job.
     trainer : dict
-        Sizes the jobs (:func:`~eegfm_bench.runs.launch.run_jobs`): CPU only, one task.
+        Sizes the jobs (:func:`~eegfm_bench.runs.launch.launcher.run_jobs`): CPU only, one task.
     """
 
     task: Any
@@ -128,7 +128,7 @@ def sharded_fill(task: Any, preps: list, launcher, *, data_root=None, cache_dir=
         What the entries are built under (a model's declared preprocessing is resolved for the task as
         :func:`~eegfm_bench.data.windows.load_windows` does; one read per recording for all).
     launcher : LauncherConfig or mapping
-        ``kind`` ``local`` or ``slurm`` (:mod:`eegfm_bench.runs.launch`).
+        ``kind`` ``local`` or ``slurm`` (:mod:`eegfm_bench.runs.launch.launcher`).
     shards : int, optional
         Jobs (default :func:`default_shards`), never more than the missing recordings.
     n_jobs : int, optional
@@ -147,7 +147,7 @@ def sharded_fill(task: Any, preps: list, launcher, *, data_root=None, cache_dir=
         A shard that failed (its recordings, the error, its log), or recordings still without their entry once
         every job has ended.
     ConfigError
-        An invalid launcher (:func:`~eegfm_bench.runs.launch.check_launcher`).
+        An invalid launcher (:func:`~eegfm_bench.runs.launch.launcher.check_launcher`).
     """
     lc = as_launcher(launcher)
     lc = replace(lc, slurm=replace(lc.slurm, gpus_per_node=0))  # reading EEG needs no GPU, whatever the cells do

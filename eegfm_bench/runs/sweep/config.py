@@ -1,4 +1,4 @@
-"""The ``eegfm-bench sweep`` config: :class:`SweepConfig`, its parser and loader (what :mod:`eegfm_bench.runs.sweep`
+"""The ``eegfm-bench sweep`` config: :class:`SweepConfig`, its parser and loader (what :mod:`eegfm_bench.runs.sweep.command`
 runs and what the experiment page reads back from ``sweep.yaml``)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
 from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed
-from eegfm_bench.runs.cells import load_config as load_cv_config
-from eegfm_bench.runs.launch import LauncherConfig, check_launcher
+from eegfm_bench.runs.cv.cells import load_config as load_cv_config
+from eegfm_bench.runs.launch.launcher import LauncherConfig, check_launcher
 from eegfm_bench.trainer import check_trainer
 from eegfm_bench.config.sweep import sweep_parser, SweepConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 

@@ -2,9 +2,9 @@
 
 The command is two named steps:
 
-1. the headline cells (:func:`eegfm_bench.runs.cv_loop.run_cells`: every model × regime × head × fold, resumable,
+1. the headline cells (:func:`eegfm_bench.runs.cv.loop.run_cells`: every model × regime × head × fold, resumable,
    launchable as jobs);
-2. the confound check (:func:`eegfm_bench.runs.confound.run_confound`), on by default for every event-locked task
+2. the confound check (:func:`eegfm_bench.runs.cv.confound.run_confound`), on by default for every event-locked task
    (the safe number is the default one): every cell retrained on the task's default variations, the
    headline beside the confound-checked score with a verdict in ``summary.md``; ``confound: off`` skips it.
 """
@@ -20,9 +20,9 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import StopRequested, check_stop
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.reports.cv import confound_side_by_side, write_summary
-from eegfm_bench.runs.cells import load_config
-from eegfm_bench.runs.cv_loop import run_cells
-from eegfm_bench.runs.confound import run_confound
+from eegfm_bench.runs.cv.cells import load_config
+from eegfm_bench.runs.cv.loop import run_cells
+from eegfm_bench.runs.cv.confound import run_confound
 from eegfm_bench.runs.report import refresh
 
 
@@ -39,7 +39,7 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     force : bool
         Retrain every headline cell.
     worker_cells : sequence of str, optional
-        A launcher's worker: only these headline cells (:func:`eegfm_bench.runs.cv_loop.run_cells`); the failures are
+        A launcher's worker: only these headline cells (:func:`eegfm_bench.runs.cv.loop.run_cells`); the failures are
         returned.
     wait : bool
         When another process writes the same ``out_dir`` (:func:`eegfm_bench.locks.out_dir_lock`): wait for it
@@ -48,14 +48,14 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     Returns
     -------
     DataFrame
-        The headline summary table; ``attrs["confound"]`` the confound table (:func:`~eegfm_bench.runs.confound.
+        The headline summary table; ``attrs["confound"]`` the confound table (:func:`~eegfm_bench.runs.cv.confound.
         compare` rows) and ``attrs["side_by_side"]`` the headline beside the confound-checked scores, when the
         check ran.
 
     Raises
     ------
     SplitMismatchError, FailedCellsError, ConfigError
-        As :func:`~eegfm_bench.runs.cv_loop.run_cells`.
+        As :func:`~eegfm_bench.runs.cv.loop.run_cells`.
     OutDirBusyError
         ``wait=False`` and another process writes ``out_dir``.
     StopRequested

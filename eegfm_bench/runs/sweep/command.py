@@ -1,7 +1,7 @@
 """``eegfm-bench sweep``: every App. D condition on every fold checkpoint of a cv run, as Lightning test loops.
 
 For each fold, the fold's fitted models (the cv run's ``best.ckpt`` files of the current config hash,
-:class:`~eegfm_bench.runs.output.CVRun`) are evaluated on that fold's test windows under every condition of
+:class:`~eegfm_bench.runs.cv.output.CVRun`) are evaluated on that fold's test windows under every condition of
 :mod:`eegfm_bench.perturb.conditions` — clean first — with no retraining: one ``trainer.test`` per fold and group of
 models, with one dataloader per condition (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`: each window's
 noise is drawn from (seed, condition, window) only), and head-only models sharing one frozen backbone run one
@@ -72,11 +72,11 @@ from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, Sweep
 from eegfm_bench.perturb.regions import REGION_ROLES, MissingElectrodesWarning, resolve_region
 from eegfm_bench.reports.sweep import write_report
 from eegfm_bench.results import FailedCellsError, ResultStore, code_version, config_hash, run_label
-from eegfm_bench.runs.cells import model_preprocessing
-from eegfm_bench.runs.launch import run_jobs
-from eegfm_bench.runs.output import CVRun, load_fold_model
+from eegfm_bench.runs.cv.cells import model_preprocessing
+from eegfm_bench.runs.launch.launcher import run_jobs
+from eegfm_bench.runs.cv.output import CVRun, load_fold_model
 from eegfm_bench.runs.report import refresh, report_root
-from eegfm_bench.runs.sweep_config import SweepConfig, load_sweep_config, sweep_parser  # noqa: F401
+from eegfm_bench.runs.sweep.config import SweepConfig, load_sweep_config, sweep_parser  # noqa: F401
 from eegfm_bench.trainer import build_trainer, close_loggers, quiet_lightning
 
 
@@ -104,7 +104,7 @@ class SweepPlan:
 
 
 def plan_sweep(cfg: SweepConfig) -> SweepPlan:
-    """The cv run of a loaded sweep config (:class:`~eegfm_bench.runs.output.CVRun`; with ``cv_config`` its hashes
+    """The cv run of a loaded sweep config (:class:`~eegfm_bench.runs.cv.output.CVRun`; with ``cv_config`` its hashes
     are verified), its conditions and the cells to sweep, before any data or model is touched.
 
     Raises

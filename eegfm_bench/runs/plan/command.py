@@ -12,7 +12,7 @@ Prints, without training anything:
   device) when given, else from a short measurement here (``--measure``: 3 batches of the config's input through
   each model, forward and forward + backward). An estimate assumes every cell runs ``max_epochs`` (early stopping
   only shortens it) and counts the backbone, which dominates; validation and test passes are forward-only;
-* **the whole command, stage by stage** (project issue 35, item 6; :mod:`eegfm_bench.runs.plan_stages`): start-up,
+* **the whole command, stage by stage** (project issue 35, item 6; :mod:`eegfm_bench.runs.plan.stages`): start-up,
   the window read (or the ingestion this plan paid), the features, job start-ups, training, testing, each confound
   variation and the report, for the launcher and workers given, with its total wall time.
 """
@@ -33,13 +33,13 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.throughput import batch_seconds
-from eegfm_bench.runs.cells import CVConfig, enumerate_cells, fixed_batch_size, load_config, run_trainer, windows_for
-from eegfm_bench.runs.confound import derive, label
-from eegfm_bench.runs.launch import as_launcher, chunks
-from eegfm_bench.runs.plan_stages import (bootstrap_seconds, cell_stage_seconds, command_stages, compare_seconds,
+from eegfm_bench.runs.cv.cells import CVConfig, enumerate_cells, fixed_batch_size, load_config, run_trainer, windows_for
+from eegfm_bench.runs.cv.confound import derive, label
+from eegfm_bench.runs.launch.launcher import as_launcher, chunks
+from eegfm_bench.runs.plan.stages import (bootstrap_seconds, cell_stage_seconds, command_stages, compare_seconds,
                                           effective_parallel, features_cached, features_seconds, stages_markdown,
                                           startup_seconds, timed_windows)
-from eegfm_bench.runs.progress import CellProgress
+from eegfm_bench.runs.cv.progress import CellProgress
 from eegfm_bench.stats import SUBJECT_SD_PILOT, min_detectable_delta
 from eegfm_bench.trainer import build_trainer, fit_callbacks, fixed_numerics
 
@@ -87,7 +87,7 @@ def throughput_key(model: str, n_chans: int | None = None, n_times: int | None =
 
 def read_bench(path: str | Path) -> dict:
     """A throughput table (``scripts/bench_backbones.py --out FILE``'s ``.json``, or ``python -m
-    eegfm_bench.runs.plan --write-bench``'s): every row under its model (the first row of a model) and, for rows
+    eegfm_bench.runs.plan.command --write-bench``'s): every row under its model (the first row of a model) and, for rows
     that give their input size (``n_chans``, ``n_times``), under that too; rows with an ``error`` are skipped."""
     table: dict = {}
     for r in json.loads(Path(path).read_text()):
@@ -253,7 +253,7 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
 
 
 def _command_stages(cfg: CVConfig, startup_s: float, head: dict, conf: list[dict], parts: list[dict]) -> list[dict]:
-    """The stages of the whole cv command (:func:`~eegfm_bench.runs.plan_stages.command_stages`) from the planned
+    """The stages of the whole cv command (:func:`~eegfm_bench.runs.plan.stages.command_stages`) from the planned
     parts: the headline and each confound variation, for the configured launcher (a new process per job: start-up
     and the window read again) and the jobs that run at once without sharing cores."""
     tr = cfg.trainer
@@ -292,8 +292,8 @@ def detectable_delta(cfg: CVConfig, sd_subject: float = SUBJECT_SD_PILOT) -> dic
 
 def _plan_part(cfg: CVConfig, table: dict, measure: bool, over: dict | None) -> dict:
     """Cells, jobs, backbone passes and seconds of one resolved cv config (the headline or a confound variation):
-    the cells a run would train (:class:`~eegfm_bench.runs.progress.CellProgress`, as the cv decides them), and
-    the seconds of its stages (:mod:`eegfm_bench.runs.plan_stages`: the windows read, the features, the cells'
+    the cells a run would train (:class:`~eegfm_bench.runs.cv.progress.CellProgress`, as the cv decides them), and
+    the seconds of its stages (:mod:`eegfm_bench.runs.plan.stages`: the windows read, the features, the cells'
     training and testing). Throughputs are measured with the cells' intra-op threads."""
     out = Path(cfg.out_dir)
     windows: dict = {}

@@ -60,8 +60,8 @@ from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.models.user import (UserModelConfig, UserModelError, _normalise, check_user_model,
                                      hashable_user_spec, register_user_models)
 from eegfm_bench.results import Cell, config_hash
-from eegfm_bench.runs.confound_config import ConfoundConfig, check_confound, resolve_confound
-from eegfm_bench.runs.launch import LauncherConfig, check_launcher
+from eegfm_bench.runs.cv.confound_config import ConfoundConfig, check_confound, resolve_confound
+from eegfm_bench.runs.launch.launcher import LauncherConfig, check_launcher
 from eegfm_bench.trainer import build_trainer, check_trainer, hashable_trainer
 from eegfm_bench.config.cv import cv_parser, DataConfig, SplitConfig, OptimConfig, RunConfig, CVConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 
