@@ -28,7 +28,7 @@ _API = {
     "CellProgress": "eegfm_bench.runs.cv.progress", "run_confound": "eegfm_bench.runs.cv.confound",
     "sweep_main": "eegfm_bench.runs.sweep.command", "run_probes": "eegfm_bench.runs.interpret.probe",
     "run_attribution": "eegfm_bench.runs.interpret.attribute", "controls_main": "eegfm_bench.runs.controls.command",
-    "audit_main": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan.command", "write_page": "eegfm_bench.runs.report",
+    "audit_main": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan.command", "write_page": "eegfm_bench.reports.page",
     # data
     "get_task": "eegfm_bench.data.tasks", "preset_names": "eegfm_bench.data.tasks",
     "load_windows": "eegfm_bench.data.windows", "WindowSet": "eegfm_bench.data.windows",

@@ -26,24 +26,29 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interpret.lrp import adapter_lrp_problem
 from eegfm_bench.models.catalogue import catalogue_table
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.models.user import UserModelConfig, _normalise, check_user_model
+from eegfm_bench.models.user import _normalise, check_user_model
+from eegfm_bench.config.user_model import UserModelConfig
 from eegfm_bench.reports.cv import to_markdown
 from eegfm_bench.reports.robustness import write_robustness_report
 from eegfm_bench.reports.sweep import table_markdown
 from eegfm_bench.runs.interpret.attribute import run_attribution
 from eegfm_bench.runs.audit import audit_main, audit_parser, load_audit_config
-from eegfm_bench.runs.cv.cells import check_config, cv_parser, load_config
-from eegfm_bench.runs.cv.confound import VERDICT_LEGEND, confound_main
-from eegfm_bench.runs.controls.command import controls_main, controls_parser
+from eegfm_bench.runs.cv.cells import check_config, load_config
+from eegfm_bench.config.cv import cv_parser
+from eegfm_bench.runs.cv.confound import confound_main
+from eegfm_bench.reports.confound import VERDICT_LEGEND
+from eegfm_bench.runs.controls.command import controls_main
+from eegfm_bench.config.controls import controls_parser
 from eegfm_bench.runs.cv.command import run_cv
 from eegfm_bench.runs.launch.ingest import ingest_from_config, run_ingest
-from eegfm_bench.runs.interpret.config import interpret_parser
+from eegfm_bench.config.interpret import interpret_parser
 from eegfm_bench.runs.plan.paper import check_paper, is_paper_config
 from eegfm_bench.runs.plan.command import plan_cv, plan_markdown
 from eegfm_bench.runs.plan.paper_plan import plan_paper, plan_paper_markdown
 from eegfm_bench.runs.interpret.probe import run_probes
-from eegfm_bench.runs.report import refresh
-from eegfm_bench.runs.sweep.command import sweep_main, sweep_parser
+from eegfm_bench.reports.page import refresh
+from eegfm_bench.runs.sweep.command import sweep_main
+from eegfm_bench.config.sweep import sweep_parser
 
 
 def lightning_cli(args: list[str]) -> None:

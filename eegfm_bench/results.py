@@ -588,7 +588,7 @@ class CellKey:
 
 @dataclass(frozen=True)
 class Cell(CellKey):
-    """One cell of a cv: a run entry (:class:`~eegfm_bench.runs.cv.cells.RunConfig`), one of its heads, one fold,
+    """One cell of a cv: a run entry (:class:`~eegfm_bench.config.cv.RunConfig`), one of its heads, one fold,
     and the cell's config hash."""
 
     run: Any

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if timing.is_file():
         print(f"cv's own timing.json: {timing.read_text().strip()}")
     print(f"ratio cv / plan: {cw / est:.2f} (target: between 0.5 and 2)")
-    from eegfm_bench.runs.report import refresh
+    from eegfm_bench.reports.page import refresh
 
     t0 = time.perf_counter()
     refresh([a.out], quiet=True)

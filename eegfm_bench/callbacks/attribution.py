@@ -16,7 +16,8 @@ from lightning.pytorch.callbacks import Callback
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.callbacks.probes import single_device
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
-from eegfm_bench.interpret.config import AttributionConfig, InterpretConfigError
+from eegfm_bench.interpret.config import InterpretConfigError
+from eegfm_bench.config.interpret import AttributionConfig
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
 from eegfm_bench.results import ResultStore, code_version, config_hash
 from eegfm_bench.trainer import best_fitted
@@ -41,7 +42,7 @@ class Attribution(Callback):
     experiment : str
     **settings
         Any field of the config's ``attribution`` section
-        (:class:`~eegfm_bench.interpret.config.AttributionConfig`: ``percentile``, ``max_windows_per_fold``,
+        (:class:`~eegfm_bench.config.interpret.AttributionConfig`: ``percentile``, ``max_windows_per_fold``,
         ``lrp_fallback``, ``attention_rule``, ``epsilon``, ``conservation_windows``, ...).
 
     Raises

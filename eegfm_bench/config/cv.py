@@ -150,7 +150,7 @@ class CVConfig(ConfigRecord):
         :mod:`eegfm_bench.runs.launch.launcher`. Not part of any config hash.
     user_models
         encoders outside this package, by import path, with the declaration the adapter contract
-        needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
+        needs (:class:`~eegfm_bench.config.user_model.UserModelConfig`); runs name them like built-in backbones.
     confound
         the confound check (:mod:`eegfm_bench.runs.cv.confound`), on by default for every event-locked task:
         every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the

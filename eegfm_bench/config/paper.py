@@ -162,7 +162,7 @@ class ProvenanceRunConfig(ConfigRecord):
         data: the windows and their views.
         split: the whole-subject split.
         encoder: the encoders.
-        audit: the audit's settings (:class:`~eegfm_bench.provenance.audit.AuditConfig`).
+        audit: the audit's settings (:class:`~eegfm_bench.config.audit.AuditConfig`).
         experiment: name.
         trainer: ``lightning.Trainer`` arguments of the encoders' training and embedding passes.
     """

@@ -209,7 +209,7 @@ class TaskSpec(ConfigRecord):
         """The source's own options (the ``files`` / ``bids`` / ``braindecode`` / ``moabb`` / ``eegmmidb`` mapping,
         validated and filled by the source's ``check_options``) as the source's typed frozen record
         (:attr:`Source.options <eegfm_bench.data.sources.Source.options>`: e.g.
-        :class:`~eegfm_bench.data.sources.files.FilesOptions`); None for a source without options."""
+        :class:`~eegfm_bench.config.task.FilesOptions`); None for a source without options."""
         schema = SOURCE_OPTIONS.get(self.source)
         return None if schema is None else typed(schema, getattr(self, self.source) or {})
 

@@ -62,11 +62,11 @@ from torch import nn
 from torch.utils.data import Dataset, Subset
 
 from eegfm_bench.atomic import atomic_path
-from eegfm_bench.interpret.config import AttributionConfig
+from eegfm_bench.config.interpret import AttributionConfig
 from eegfm_bench.interpret.gradcam import check_gradcam, gradcam
-from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, UnsupportedMethodError, attention_ledger, attention_sink,
-                                       get_patch_map, lrp_copy, lrp_patched, supported_methods, user_lrp_problem,
-                                       zero_biases)
+from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, attention_ledger, attention_sink, get_patch_map,
+    lrp_copy, lrp_patched, supported_methods, user_lrp_problem, zero_biases)
+from eegfm_bench.errors import UnsupportedMethodError
 from eegfm_bench.interpret.sanity import CONSERVATION_TOLERANCE
 from eegfm_bench.models.base import ChannelContractError
 from eegfm_bench.models.user import user_spec

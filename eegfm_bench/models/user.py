@@ -54,7 +54,7 @@ from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.backbones import _common
 from eegfm_bench.models.backbones._common import NamedChannelContract, _gather
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
-from eegfm_bench.config.user_model import UserChannels, UserPretrained, UserLRP, UserModelConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.user_model import UserChannels, UserPretrained, UserLRP, UserModelConfig
 
 SIGNAL_ARGS = ("n_chans", "n_times", "sfreq", "ch_names", "n_outputs")
 DRY_RUN_CHANNELS = ["Fp1", "Fp2", "F7", "F3", "Fz", "F4", "F8", "T7", "C3", "Cz", "C4", "T8", "P7", "P3", "Pz", "P4",
@@ -624,7 +624,7 @@ def check_user_model(name: str, spec: Mapping | UserModelConfig, *, ch_names: li
             "n_params": sum(p.numel() for p in ad.model.parameters()), **found}
 
 
-__all__ = ["UserModelConfig", "UserChannels", "UserPretrained", "UserLRP", "UserModelError", "register_user_models",
+__all__ = ["UserModelError", "register_user_models",
            "user_model_config",
            "check_user_model", "make_user_adapter", "user_spec", "load_user_weights", "user_init_label",
            "hashable_user_spec"]

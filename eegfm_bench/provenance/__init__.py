@@ -8,7 +8,8 @@
 * :mod:`.audit` — :func:`run_audit` and the JSON + Markdown :class:`AuditReport` (``eegfm-bench audit``:
   :func:`eegfm_bench.runs.audit.audit_main`).
 """
-from .audit import AuditConfig, AuditReport, run_audit
+from .audit import AuditReport, run_audit
+from eegfm_bench.config.audit import AuditConfig
 from .intervene import Localization, observational_localization, paired_localization, project_out, subspace_energy
 from .recover import LPIResult, fit_provenance_probe, linear_provenance_information
 from .stress import (Design, InfeasibleRegimeError, Rotation, StressSet, decision_flip_rate, fit_head,

@@ -47,9 +47,9 @@ from .recover import linear_provenance_information
 from .stress import (Design, Rotation, StressSet, decision_flip_rate, fit_head, observed_odds,
                      paired_logit_contrast, resolve_odds, stress_weights)
 from .verify import RANDOM_MATCH_MODES, EnergyUnreachable, decide_verdict, has_reliance, random_subspaces
-from eegfm_bench.config.audit import AuditConfig, _jsonable  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.audit import AuditConfig, _jsonable
 
-__all__ = ["AuditConfig", "AuditReport", "run_audit", "SCHEMA"]
+__all__ = ["AuditReport", "run_audit", "SCHEMA"]
 
 SCHEMA = "physiotrace-audit/1"
 _SPLITS = ("train", "val", "test")

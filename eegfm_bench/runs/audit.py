@@ -2,7 +2,7 @@
 
 The audit itself (:func:`eegfm_bench.provenance.audit.run_audit`) runs no network: it reads cached embeddings
 (e.g. those of the provenance demo's encoder, extracted by ``Trainer.predict``), so the command has no ``trainer:``
-section. The config is typed (:class:`AuditCommand` plus every :class:`~eegfm_bench.provenance.audit.AuditConfig`
+section. The config is typed (:class:`AuditCommand` plus every :class:`~eegfm_bench.config.audit.AuditConfig`
 field at the top level); unknown keys are refused with the close matches.
 """
 from __future__ import annotations
@@ -16,9 +16,10 @@ import numpy as np
 
 from eegfm_bench.config import ConfigRecord, command_parser, load_typed, typed
 from eegfm_bench.locks import out_dir_lock
-from eegfm_bench.provenance.audit import AuditConfig, AuditReport, run_audit
+from eegfm_bench.provenance.audit import AuditReport, run_audit
+from eegfm_bench.config.audit import AuditConfig
 from eegfm_bench.provenance.views import pair_views
-from eegfm_bench.config.audit import AuditCommand  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.audit import AuditCommand
 
 
 NULLABLE = {f.name for f in dataclasses.fields(AuditConfig) if f.default is None}
@@ -34,14 +35,14 @@ _NPZ_KEYS = ("emb", "y", "provenance", "subject", "record", "split")
 def load_audit_config(source, args: Sequence[str] = ()) -> tuple[AuditCommand, AuditConfig]:
     """Read an audit config (YAML path or mapping, plus dotted overrides) and return its two typed, frozen parts:
     the inputs and outputs (:class:`AuditCommand`) and the audit's settings (every other top-level key,
-    :class:`~eegfm_bench.provenance.audit.AuditConfig`), before any file is read.
+    :class:`~eegfm_bench.config.audit.AuditConfig`), before any file is read.
 
     Raises
     ------
     ConfigError
         Unknown keys (with close matches), wrong types.
     ValueError
-        ``embeddings`` / ``out_dir`` missing, or a setting :class:`~eegfm_bench.provenance.audit.AuditConfig`
+        ``embeddings`` / ``out_dir`` missing, or a setting :class:`~eegfm_bench.config.audit.AuditConfig`
         refuses.
     """
     own = {f.name for f in dataclasses.fields(AuditCommand)}
@@ -66,7 +67,7 @@ def audit_main(config, args: Sequence[str] = (), *, wait: bool = True) -> AuditR
     ----------
     config : path or dict
         A YAML file or mapping (typed: :class:`AuditCommand` plus every
-        :class:`~eegfm_bench.provenance.audit.AuditConfig` field at the top level; read by
+        :class:`~eegfm_bench.config.audit.AuditConfig` field at the top level; read by
         :func:`load_audit_config`). ``embeddings``: path to an ``.npz`` with keys ``emb``, ``y``, ``provenance``,
         ``subject``, ``record``, ``split`` (shapes as in :func:`run_audit`); ``out_dir``: output folder; optional
         ``paired: true`` when ``emb`` is long-format ``(n_rows, d)`` with one row per (window, view) — rows are then

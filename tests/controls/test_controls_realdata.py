@@ -53,7 +53,7 @@ def test_identity_probe_separates_eegmmidb_from_eegmat(data_root):
     """EEGMMIDB vs eegmat on their 19 shared 10-20 channels, one unit per recording, simple features (173 =
     9·19 + 2): ceiling AUROC in full space and after in-fold PCA, a permuted null near chance."""
     from eegfm_bench.controls.identity import identity_from_windows
-    from eegfm_bench.runs.controls.command import DEFAULT_FEATURE_PREPROCESSING
+    from eegfm_bench.runs.controls.config import DEFAULT_FEATURE_PREPROCESSING
     from eegfm_bench.data.preprocessing import Preprocessing
     from eegfm_bench.data.windows import load_windows
 
@@ -243,7 +243,7 @@ def test_controls_on_a_cv_run_take_its_windows_split_and_checkpoints(tmp_path, m
     cv`` reuses its checkpoints, so only the scrambled arm trains (with the cv run's seed and init seed)."""
     from eegfm_bench.cli import main
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.controls.command import load_run_config
+    from eegfm_bench.runs.controls.config import load_run_config
 
     cv = {"experiment": "cvtiny", "task": "eegmat", "out_dir": str(tmp_path / "cv"), "seed": 3,
           "data": {"subjects": [0, 1, 2, 3, 4, 5], "max_windows_per_subject": 4, "batch_size": 16},
@@ -278,8 +278,8 @@ def test_controls_on_a_cv_run_take_its_windows_split_and_checkpoints(tmp_path, m
 
 # ------------------------------------------------------------------------------------------------ bad input
 def test_feature_window_too_short_is_rejected_before_reading_data(tmp_path):
-    from eegfm_bench.runs.controls.command import load_config
-    from eegfm_bench.runs.cv.cells import ConfigError
+    from eegfm_bench.runs.controls.config import load_config
+    from eegfm_bench.config import ConfigError
 
     cfg = _tiny_config(tmp_path / "o", features={"families": ["simple"], "preprocessing": {"window_s": 1.0}})
     with pytest.raises(ConfigError, match=r"window_s = 1.0 s is shorter .* fix: window_s >= 2"):
@@ -287,8 +287,8 @@ def test_feature_window_too_short_is_rejected_before_reading_data(tmp_path):
 
 
 def test_unknown_keys_and_names_are_rejected(tmp_path):
-    from eegfm_bench.runs.controls.command import load_config
-    from eegfm_bench.runs.cv.cells import ConfigError
+    from eegfm_bench.runs.controls.config import load_config
+    from eegfm_bench.config import ConfigError
 
     with pytest.raises(ConfigError, match="unknown key permutaton. Did you mean 'permutation'"):
         load_config({**_tiny_config(tmp_path / "o"), "permutaton": {"n": 5}})
@@ -315,7 +315,7 @@ def test_permutation_scheme_that_does_not_fit_the_labels(tmp_path):
 @requires_data
 def test_too_few_subjects_for_folds_or_bootstrap(tmp_path):
     from eegfm_bench.runs.controls.command import controls_main
-    from eegfm_bench.runs.cv.cells import ConfigError
+    from eegfm_bench.config import ConfigError
 
     base = dict(scrambled=[], identity=None, models=[])
     few = _tiny_config(tmp_path / "a", data={"subjects": [0, 1, 2], "max_windows_per_subject": 2}, **base)

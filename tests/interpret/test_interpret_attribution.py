@@ -10,7 +10,7 @@ from interpret_synth import CHS, SIGNAL, synthetic
 from eegfm_bench.interpret.attribution import (LogitModel, NoWindowsSelectedError, aggregate, attribute_fold,
                                                gxi_linear_check, normalise_maps, predict_proba,
                                                randomisation_test, resolve_method, select_windows)
-from eegfm_bench.interpret.lrp import UnsupportedMethodError
+from eegfm_bench.errors import UnsupportedMethodError
 from eegfm_bench.interpret.sanity import RANDOMISATION_THRESHOLD, sanity_verdict
 
 NOISE = [i for i in range(len(CHS)) if i not in SIGNAL]

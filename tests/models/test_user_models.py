@@ -302,7 +302,7 @@ def test_attnlrp_refuses_what_a_user_model_does_not_declare(caplog):
     is refused before any data is read, naming the module and the fix; declaring the rule (or lrp_fallback: gxi)
     resolves it. A model whose rules are covered is listed with AttnLRP by the dry run."""
     from eegfm_bench.interpret.attribution import resolve_method
-    from eegfm_bench.interpret.lrp import UnsupportedMethodError
+    from eegfm_bench.errors import UnsupportedMethodError
     from eegfm_bench.models.user import check_user_model, register_user_models
 
     tanh = {**SDPA_SPEC, "init_args": {**SDPA_SPEC["init_args"], "act": "tanh"}}
@@ -406,7 +406,7 @@ def test_controls_user_model_declarations_are_checked_before_any_data_is_read(tm
     model is refused; a broken declaration fails its dry run."""
     from eegfm_bench.config import ConfigError
     from eegfm_bench.models.user import UserModelError
-    from eegfm_bench.runs.controls.command import load_config
+    from eegfm_bench.runs.controls.config import load_config
 
     cv = tmp_path / "cv"
     cv.mkdir()
@@ -448,7 +448,8 @@ def test_a_declaration_is_typed_and_the_checkpoint_keeps_a_plain_mapping():
     import dataclasses
 
     from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.models.user import UserModelConfig, hashable_user_spec, user_model_config, user_spec
+    from eegfm_bench.models.user import hashable_user_spec, user_model_config, user_spec
+    from eegfm_bench.config.user_model import UserModelConfig
     from eegfm_bench.results import config_hash
 
     um = user_model_config(SPEC, "tiny_tf")
@@ -474,7 +475,7 @@ def test_attention_maps_of_a_user_model_follow_its_declared_token_layout():
     module) recomputed from the block input; keys grouped by the declared channel-major layout; every softmax row
     sums to 1, so the per-channel values sum to C. Without a token_layout it is refused, naming the fix."""
     from eegfm_bench.interpret.attention import channel_attention
-    from eegfm_bench.interpret.lrp import UnsupportedMethodError
+    from eegfm_bench.errors import UnsupportedMethodError
     from eegfm_bench.models.module import FMClassifier
 
     ch = ["C3", "Cz", "C4"]

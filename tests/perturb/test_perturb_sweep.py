@@ -19,7 +19,7 @@ import yaml
 
 from eegfm_bench.cli import main
 from eegfm_bench.runs.cv.command import run_cv
-from eegfm_bench.runs.cv.cells import ConfigError
+from eegfm_bench.config import ConfigError
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.perturb.channels import dropout_mask
@@ -261,7 +261,9 @@ def test_the_sweep_config_is_typed_and_a_workers_copy_loads_again(tmp_path):
     ``out_dir``) without reading the cv run; a launcher's worker re-reads the parent's config."""
     from dataclasses import FrozenInstanceError
 
-    from eegfm_bench.runs.sweep.command import SweepConfig, _worker_config, load_sweep_config
+    from eegfm_bench.runs.sweep.command import _worker_config
+    from eegfm_bench.config.sweep import SweepConfig
+    from eegfm_bench.runs.sweep.config import load_sweep_config
 
     cv = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
     path = tmp_path / "cv.yaml"

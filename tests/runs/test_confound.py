@@ -85,7 +85,7 @@ def test_offset_removes_a_cue_locked_transient_and_keeps_10hz_power(tmp_path):
     dcfg = load_config(out / "confound" / "offset" / "config.yaml")
     assert windows_for(dcfg, "eegnet", {}).n_times == 384
     # a headline retrained since (another config hash) leaves its confound rows off the page and the README
-    from eegfm_bench.runs.cv.confound import current_rows
+    from eegfm_bench.reports.confound import current_rows
 
     assert len(current_rows(out)) == 1
     c = pd.read_csv(out / "confound.csv")
@@ -130,7 +130,8 @@ def test_derived_configs_change_only_their_variation(tmp_path):
     the frontal electrodes from the montage; a preset stays a preset and a task file becomes its full mapping."""
     import yaml
 
-    from eegfm_bench.runs.cv.confound import FRONTAL, derive
+    from eegfm_bench.runs.cv.confound import derive
+    from eegfm_bench.config.confound import FRONTAL
     from eegfm_bench.runs.cv.cells import load_config, model_preprocessing
 
     base = {"experiment": "d", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"),

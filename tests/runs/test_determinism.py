@@ -60,7 +60,7 @@ def test_a_fit_resumed_mid_way_ends_with_the_weights_and_rows_of_an_uninterrupte
     best checkpoint's weights, the rows and the predictions are bitwise equal. The resumed epochs must shuffle where
     the interrupted fit was (the loader's generator in the checkpoint) and draw the dropout masks it would have."""
     from eegfm_bench.results import FailedCellsError
-    from eegfm_bench.runs import cv_loop
+    from eegfm_bench.runs.cv import loop as cv_loop
     from eegfm_bench.runs.cv.command import run_cv
 
     over = {"data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 6, "batch_size": 8},

@@ -176,7 +176,8 @@ def test_launcher_settings_are_checked_before_any_data(tmp_path, monkeypatch):
     from eegfm_bench.config import ConfigError
     import dataclasses
 
-    from eegfm_bench.runs.launch.launcher import SlurmConfig, check_launcher
+    from eegfm_bench.runs.launch.launcher import check_launcher
+    from eegfm_bench.config.launch import SlurmConfig
 
     with pytest.raises(ConfigError, match=r"launcher.workers = 0; fix"):
         check_launcher({"kind": "local", "workers": 0, "cells_per_job": 1, "timeout_min": 10})

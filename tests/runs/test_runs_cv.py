@@ -120,7 +120,8 @@ def test_analyses_refuse_a_cv_run_made_with_another_config(tmp_path):
     from eegfm_bench.interpret.config import InterpretConfigError
     from eegfm_bench.runs.cv.output import StaleCVRunError
     from eegfm_bench.runs.interpret.probe import run_probes
-    from eegfm_bench.runs.sweep.command import load_sweep_config, plan_sweep
+    from eegfm_bench.runs.sweep.command import plan_sweep
+    from eegfm_bench.runs.sweep.config import load_sweep_config
 
     cfg = _cfg(tmp_path)
     run_cv(cfg, progress=False)

@@ -88,9 +88,9 @@ from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.reports.controls import controls_markdown, write_gate_report
 from eegfm_bench.results import FailedCellsError
-from eegfm_bench.runs.cv.cells import CVConfig
-from eegfm_bench.runs.controls.config import (DEFAULT_FEATURE_PREPROCESSING, ControlsConfig, ControlsScrambled,
-                                              _init_label, controls_parser, load_config, load_run_config)
+from eegfm_bench.config.cv import CVConfig
+from eegfm_bench.runs.controls.config import _init_label, load_run_config
+from eegfm_bench.config.controls import ControlsConfig, ControlsScrambled
 from eegfm_bench.runs.controls.gates import _gates, _scrambled_interval
 from eegfm_bench.runs.controls.scrambled import _scrambled
 from eegfm_bench.runs.controls.steps import (Rep, _Ctx, _cv_claims, _frozen_models, _handcrafted, _identity,
@@ -98,7 +98,7 @@ from eegfm_bench.runs.controls.steps import (Rep, _Ctx, _cv_claims, _frozen_mode
                                              _write_json)
 from eegfm_bench.runs.controls.store import ControlsStore
 from eegfm_bench.runs.launch.launcher import run_jobs
-from eegfm_bench.runs.report import refresh
+from eegfm_bench.reports.page import refresh
 from eegfm_bench.trainer import log_summary
 
 
@@ -462,5 +462,4 @@ def _summary(ctx: _Ctx, r: _Results, gate_reports: list, gate_context: list, sec
         "notes": ctx.log, "wall_seconds": seconds}
 
 
-__all__ = ["ControlsConfig", "DEFAULT_FEATURE_PREPROCESSING", "load_config", "load_run_config", "controls_main",
-           "controls_parser"]
+__all__ = ["controls_main"]

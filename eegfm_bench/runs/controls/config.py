@@ -26,11 +26,13 @@ from eegfm_bench.models.adaptation import check_regime
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.heads import HEADS, check_token_pooling
 from eegfm_bench.models.user import _normalise, check_user_model, hashable_user_spec, register_user_models, user_init_label
-from eegfm_bench.runs.cv.cells import CVConfig
-from eegfm_bench.runs.launch.launcher import LauncherConfig, check_launcher
+from eegfm_bench.config.cv import CVConfig
+from eegfm_bench.runs.launch.launcher import check_launcher
+from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.runs.cv.output import CVRun
 from eegfm_bench.trainer import check_trainer
-from eegfm_bench.config.controls import controls_parser, SCRAMBLED_OPTIONAL, ControlsData, ControlsFeatures, ControlsProbe, ControlsModel, ControlsPermutation, ControlsBootstrap, ControlsScrambled, ControlsIdentity, ControlsGates, ControlsSplit, ControlsConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.controls import (controls_parser, ControlsFeatures, ControlsProbe, ControlsScrambled,
+    ControlsIdentity, ControlsConfig)
 
 DEFAULT_FEATURE_PREPROCESSING = {
     "sfreq": 200.0, "l_freq": 0.5, "h_freq": 70.0, "scale": 1e6, "unit": "µV", "window_s": 4.0,

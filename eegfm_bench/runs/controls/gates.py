@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from eegfm_bench.controls.gates import RELATED_SOURCES, ClaimEvidence, evaluate_gates
+from eegfm_bench.controls.gates import ClaimEvidence, evaluate_gates
+from eegfm_bench.models.catalogue import RELATED_SOURCES
 from eegfm_bench.models.user import user_spec
 from eegfm_bench.runs.controls.steps import Rep, _arm_interval, _Ctx, _score
 

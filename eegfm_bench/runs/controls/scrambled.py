@@ -22,8 +22,10 @@ from eegfm_bench.config import ConfigError, merge_config
 from eegfm_bench.controls.adapt import adapted_embedding, scrambled_source_labels, train_fold
 from eegfm_bench.controls.embeddings import align_rows, row_keys
 from eegfm_bench.controls.probes import classification_metrics, fit_predict_folds
-from eegfm_bench.runs.cv.cells import CVConfig, RunConfig, cv_defaults, fixed_batch_size, run_init_seed
-from eegfm_bench.runs.controls.config import ControlsScrambled, _init_label, _user_decl
+from eegfm_bench.runs.cv.cells import cv_defaults, fixed_batch_size, run_init_seed
+from eegfm_bench.config.cv import CVConfig, RunConfig
+from eegfm_bench.runs.controls.config import _init_label, _user_decl
+from eegfm_bench.config.controls import ControlsScrambled
 from eegfm_bench.runs.controls.steps import _Ctx, _hash, _model_ws, _probe_result
 from eegfm_bench.runs.controls.store import Unit
 from eegfm_bench.runs.cv.output import CVRun, load_fold_model

@@ -42,8 +42,9 @@ from eegfm_bench.data.windows import load_windows, select_channels, window_refer
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.results import config_hash
-from eegfm_bench.runs.cv.cells import CVConfig
-from eegfm_bench.runs.controls.config import ControlsConfig, ControlsModel, _init_label, _user_decl
+from eegfm_bench.config.cv import CVConfig
+from eegfm_bench.runs.controls.config import _init_label, _user_decl
+from eegfm_bench.config.controls import ControlsConfig, ControlsModel
 from eegfm_bench.runs.controls.store import ControlsStore
 from eegfm_bench.runs.cv.output import CVRun, CVRunError
 from eegfm_bench.stats import fold_ids_from_folds

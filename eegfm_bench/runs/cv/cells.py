@@ -57,13 +57,16 @@ from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.base import ChannelContractError
 from eegfm_bench.models.heads import HEADS
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.models.user import (UserModelConfig, UserModelError, _normalise, check_user_model,
-                                     hashable_user_spec, register_user_models)
+from eegfm_bench.models.user import (UserModelError, _normalise, check_user_model, hashable_user_spec,
+    register_user_models)
+from eegfm_bench.config.user_model import UserModelConfig
 from eegfm_bench.results import Cell, config_hash
-from eegfm_bench.runs.cv.confound_config import ConfoundConfig, check_confound, resolve_confound
-from eegfm_bench.runs.launch.launcher import LauncherConfig, check_launcher
+from eegfm_bench.runs.cv.confound_config import check_confound, resolve_confound
+from eegfm_bench.config.confound import ConfoundConfig
+from eegfm_bench.runs.launch.launcher import check_launcher
+from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.trainer import build_trainer, check_trainer, hashable_trainer
-from eegfm_bench.config.cv import cv_parser, DataConfig, SplitConfig, OptimConfig, RunConfig, CVConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.cv import cv_parser, DataConfig, OptimConfig, RunConfig, CVConfig
 
 
 

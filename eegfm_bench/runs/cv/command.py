@@ -23,7 +23,7 @@ from eegfm_bench.reports.cv import confound_side_by_side, write_summary
 from eegfm_bench.runs.cv.cells import load_config
 from eegfm_bench.runs.cv.loop import run_cells
 from eegfm_bench.runs.cv.confound import run_confound
-from eegfm_bench.runs.report import refresh
+from eegfm_bench.reports.page import refresh
 
 
 def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bool = False,

@@ -40,13 +40,14 @@ from eegfm_bench.data.tasks import get_task, preset_names, resolve_task_spec
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.metrics import classification_metrics
-from eegfm_bench.reports.confound import VERDICT_LEGEND, confound_markdown, current_rows, ordered  # noqa: F401
+from eegfm_bench.reports.confound import confound_markdown, current_rows
 from eegfm_bench.results import PATH_COLUMNS, ResultStore, resolve_row_path
-from eegfm_bench.runs.cv.cells import CVConfig, load_config, windows_for
+from eegfm_bench.runs.cv.cells import load_config, windows_for
+from eegfm_bench.config.cv import CVConfig
 from eegfm_bench.runs.cv.loop import run_cells
-from eegfm_bench.runs.cv.confound_config import (ALL_ON_REQUEST, FRONTAL, VARIATIONS, ConfoundConfig,  # noqa: F401
-                                              check_confound, label, resolve_confound)
-from eegfm_bench.runs.report import refresh
+from eegfm_bench.runs.cv.confound_config import ALL_ON_REQUEST, VARIATIONS, check_confound, label, resolve_confound
+from eegfm_bench.config.confound import FRONTAL, ConfoundConfig
+from eegfm_bench.reports.page import refresh
 from eegfm_bench.stats import leave_one_cluster_out, paired_cluster_bootstrap
 
 def derive(cfg: CVConfig, variation: str) -> CVConfig:
@@ -305,5 +306,4 @@ def confound_main(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_
     return table
 
 
-__all__ = ["ConfoundConfig", "run_confound", "confound_main", "check_confound", "resolve_confound", "derive", "label", "compare",
-           "VARIATIONS", "FRONTAL", "compare_predictions", "PRED_KEY"]
+__all__ = ["run_confound", "confound_main", "derive", "compare", "compare_predictions", "PRED_KEY"]

@@ -8,7 +8,7 @@ from typing import Optional
 from eegfm_bench.config import ConfigError, ConfigRecord
 from eegfm_bench.config.task import TaskSpec
 from eegfm_bench.data.spec import default_confound_variations
-from eegfm_bench.config.confound import FRONTAL, ConfoundConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.confound import ConfoundConfig
 
 VARIATIONS = ("offset", "band", "offset+band", "frontal")
 

@@ -47,13 +47,14 @@ from eegfm_bench.reports.cv import current_summary, write_summary
 from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_name, code_version, library_versions,
                                  run_label)
-from eegfm_bench.runs.cv.cells import (LP_FT, RIDGE_ALPHAS, CVConfig, compiled, enumerate_cells, find_batch_size,
-                                    fixed_batch_size, head_kwargs_for, load_config, load_ridge, model_preprocessing,
-                                    run_init_seed, run_optim, run_trainer, shared_batch_size, windows_for)
+from eegfm_bench.runs.cv.cells import (LP_FT, RIDGE_ALPHAS, compiled, enumerate_cells, find_batch_size,
+    fixed_batch_size, head_kwargs_for, load_config, load_ridge, model_preprocessing, run_init_seed, run_optim,
+    run_trainer, shared_batch_size, windows_for)
+from eegfm_bench.config.cv import CVConfig
 from eegfm_bench.runs.launch.ingest import sharded_fill
 from eegfm_bench.runs.launch.launcher import run_jobs
 from eegfm_bench.runs.cv.progress import CellProgress
-from eegfm_bench.runs.report import refresh
+from eegfm_bench.reports.page import refresh
 from eegfm_bench.runs.cv.running import running_marker
 from eegfm_bench.trainer import (build_trainer, close_loggers, fit_callbacks, fixed_numerics, quiet_lightning,
                                  selection_metric)

@@ -29,7 +29,8 @@ from eegfm_bench.data.tasks import task_name
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.results import read_results_csv, resolve_row_path
-from eegfm_bench.runs.cv.cells import RunConfig, cell_hash, load_config, run_trainer, windows_for
+from eegfm_bench.runs.cv.cells import cell_hash, load_config, run_trainer, windows_for
+from eegfm_bench.config.cv import RunConfig
 
 
 class CVRunError(FileNotFoundError):

@@ -28,15 +28,10 @@ from eegfm_bench.config import read_yaml
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.reports.truncation import write_depth_report
 from eegfm_bench.results import ResultStore
-from eegfm_bench.runs.cv.cells import CVConfig
+from eegfm_bench.config.cv import CVConfig
 from eegfm_bench.runs.cv.cells import load_config as load_cv_config
 from eegfm_bench.runs.cv.command import run_cv
-from eegfm_bench.models.backbones.truncated import (  # noqa: F401  (public here too)
-    TRUNCATABLE,
-    TruncationError,
-    blocks_container,
-    truncate_blocks,
-)
+from eegfm_bench.models.backbones.truncated import TRUNCATABLE, TruncationError
 
 
 def truncated_names() -> list[str]:
@@ -48,7 +43,7 @@ def truncated_names() -> list[str]:
 def depth_configs(config) -> list[tuple[int, CVConfig]]:
     """One cv config per depth ``k`` of a depth-truncation config, typed and frozen.
 
-    The config (a YAML path or a mapping) is a cv config (:class:`~eegfm_bench.runs.cv.cells.CVConfig`) plus
+    The config (a YAML path or a mapping) is a cv config (:class:`~eegfm_bench.config.cv.CVConfig`) plus
     ``depths: [k, ...]``; it is read by :func:`~eegfm_bench.runs.cv.cells.load_config` once, before any data is read.
     Every run must use a ``*_truncated`` backbone and gets ``backbone_kwargs.depth = k``. Each depth is its own
     experiment (``<experiment>_depth<k>``, out_dir ``<out_dir>/depth<k>``), so result rows and checkpoints never

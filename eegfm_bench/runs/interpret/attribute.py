@@ -23,16 +23,17 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
-from eegfm_bench.interpret.config import AttributionConfig
+from eegfm_bench.config.interpret import AttributionConfig
 from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
 from eegfm_bench.reports.attribution_checks import checks_markdown, checks_table
 from eegfm_bench.results import FailedCellsError, ResultStore, code_version, config_hash
 from eegfm_bench.runs.cv.cells import LP_FT, fixed_batch_size, head_kwargs_for, run_init_seed, run_optim, run_trainer
-from eegfm_bench.runs.interpret.config import InterpretConfig, load_interpret_config, worker_config
+from eegfm_bench.runs.interpret.config import load_interpret_config, worker_config
+from eegfm_bench.config.interpret import InterpretConfig
 from eegfm_bench.runs.launch.launcher import run_jobs
 from eegfm_bench.runs.cv.output import CVRun, load_fold_model
-from eegfm_bench.runs.report import refresh, report_root
+from eegfm_bench.reports.page import refresh, report_root
 from eegfm_bench.trainer import hashable_trainer, log_summary
 
 log = logging.getLogger(__name__)

@@ -7,15 +7,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed
-from eegfm_bench.interpret.config import (AttentionConfig, AttributionConfig, InterpretConfigError, ProbeConfig,
-                                          SelectConfig)
+from eegfm_bench.interpret.config import InterpretConfigError
+from eegfm_bench.config.interpret import AttentionConfig, AttributionConfig, ProbeConfig, SelectConfig
 from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
 from eegfm_bench.models.heads import check_token_pooling
 from eegfm_bench.perturb.conditions import parse_condition
 from eegfm_bench.runs.cv.cells import load_config as load_cv_config
-from eegfm_bench.runs.launch.launcher import LauncherConfig, check_launcher
+from eegfm_bench.runs.launch.launcher import check_launcher
+from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.trainer import check_trainer
-from eegfm_bench.config.interpret import interpret_parser, InterpretConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.interpret import interpret_parser, InterpretConfig
 
 
 
@@ -85,4 +86,4 @@ def worker_config(cfg: InterpretConfig) -> InterpretConfig:
     return replace(cfg, launcher=replace(cfg.launcher, kind="none"), cv_config=None)
 
 
-__all__ = ["InterpretConfig", "interpret_parser", "load_interpret_config", "worker_config", "InterpretConfigError"]
+__all__ = ["load_interpret_config", "worker_config"]

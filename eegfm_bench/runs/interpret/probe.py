@@ -20,16 +20,17 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.interpret.attention import check_attention_support, mean_channel_attention
-from eegfm_bench.interpret.lrp import UnsupportedMethodError
+from eegfm_bench.errors import UnsupportedMethodError
 from eegfm_bench.interpret.probes import run_fold_probes
 from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
 from eegfm_bench.models.features import state_hash
 from eegfm_bench.reports.probes import write_report
 from eegfm_bench.results import FailedCellsError, ResultStore
-from eegfm_bench.runs.interpret.config import InterpretConfig, load_interpret_config, worker_config
+from eegfm_bench.runs.interpret.config import load_interpret_config, worker_config
+from eegfm_bench.config.interpret import InterpretConfig
 from eegfm_bench.runs.launch.launcher import run_jobs
 from eegfm_bench.runs.cv.output import CVRun, load_fold_model, load_initial_model
-from eegfm_bench.runs.report import refresh, report_root
+from eegfm_bench.reports.page import refresh, report_root
 from eegfm_bench.trainer import log_summary
 
 log = logging.getLogger(__name__)

@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 
 from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import ConfigError, ConfigRecord, typed
-from eegfm_bench.config.launch import SlurmConfig, LauncherConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.runs.cv.running import pid_alive, write_queue
 
 
@@ -412,5 +412,5 @@ def run_jobs(lc, cfg: ConfigRecord, cell_ids: list[str], out: Path, *, devices: 
     return failures
 
 
-__all__ = ["LauncherConfig", "SlurmConfig", "CellJob", "SubmissionError", "chunks", "make_executor", "partition_gpus",
+__all__ = ["CellJob", "SubmissionError", "chunks", "make_executor", "partition_gpus",
            "run_jobs", "sbatch_preview", "slurm_parameters", "submit_jobs"]

@@ -33,8 +33,10 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.throughput import batch_seconds
-from eegfm_bench.runs.cv.cells import CVConfig, enumerate_cells, fixed_batch_size, load_config, run_trainer, windows_for
-from eegfm_bench.runs.cv.confound import derive, label
+from eegfm_bench.runs.cv.cells import enumerate_cells, fixed_batch_size, load_config, run_trainer, windows_for
+from eegfm_bench.config.cv import CVConfig
+from eegfm_bench.runs.cv.confound import derive
+from eegfm_bench.runs.cv.confound_config import label
 from eegfm_bench.runs.launch.launcher import as_launcher, chunks
 from eegfm_bench.runs.plan.stages import (bootstrap_seconds, cell_stage_seconds, command_stages, compare_seconds,
                                           effective_parallel, features_cached, features_seconds, stages_markdown,

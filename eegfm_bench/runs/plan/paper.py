@@ -42,14 +42,14 @@ from eegfm_bench.config import ConfigError, ConfigRecord, close_matches, command
 from eegfm_bench.data.sources import DataNotFoundError
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.models.checkpoints import CheckpointError, resolve
-from eegfm_bench.provenance.audit import AuditConfig
+from eegfm_bench.config.audit import AuditConfig
 from eegfm_bench.runs.cv.cells import check_config, load_config
-from eegfm_bench.runs.controls.command import load_config as load_controls
+from eegfm_bench.runs.controls.config import load_config as load_controls
 from eegfm_bench.runs.interpret.config import load_interpret_config
-from eegfm_bench.runs.sweep.command import load_sweep_config
+from eegfm_bench.runs.sweep.config import load_sweep_config
 from eegfm_bench.runs.cv.truncation import depth_configs
-from eegfm_bench.config.paper import PaperMember, PaperDataset, NotRunnable, PaperConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
-from eegfm_bench.config.paper import ProvenanceData, ProvenanceSplit, ProvenanceEncoder, ProvenanceRunConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.paper import PaperMember, PaperConfig
+from eegfm_bench.config.paper import ProvenanceData, ProvenanceSplit, ProvenanceEncoder, ProvenanceRunConfig
 
 COMMANDS = ("cv", "sweep", "probe", "attribute", "controls", "truncation", "provenance")
 """Member commands; the first five are ``eegfm-bench`` commands with a ``launcher:`` section."""
@@ -135,7 +135,7 @@ def load_provenance_config(path: str | os.PathLike) -> ProvenanceRunConfig:
     ------
     ConfigError
         A missing section or key, an unknown key (with close matches), an audit setting
-        :class:`~eegfm_bench.provenance.audit.AuditConfig` refuses.
+        :class:`~eegfm_bench.config.audit.AuditConfig` refuses.
     """
     raw = yaml.safe_load(Path(path).read_text()) or {}
     fix = "see configs/experiment/provenance_eegmat.yaml"
@@ -263,7 +263,7 @@ def missing_weights(ids: Sequence[str]) -> list[str]:
 
 
 def _check_cv(cfg, say) -> None:
-    """One batch of every run of a cv config (a typed :class:`~eegfm_bench.runs.cv.cells.CVConfig`) whose weights are on
+    """One batch of every run of a cv config (a typed :class:`~eegfm_bench.config.cv.CVConfig`) whose weights are on
     disk (the others are named, not checked), on the local copy: a k-fold split with more folds than the copy has
     subjects is checked with one fold per subject."""
     n = local_subjects(cfg.task)
@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_paper(a.config, launch, a.members, a.dry_run)
 
 
-__all__ = ["PaperConfig", "PaperMember", "load_paper", "is_paper_config", "member_config", "member_argv",
+__all__ = ["load_paper", "is_paper_config", "member_config", "member_argv",
            "member_overrides", "check_paper", "run_paper", "local_copy", "missing_weights", "COMMANDS", "LAUNCHED"]
 
 if __name__ == "__main__":

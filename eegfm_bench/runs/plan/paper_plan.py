@@ -43,8 +43,8 @@ from eegfm_bench.models.catalogue import load_catalogue
 from eegfm_bench.perturb.evaluate import resolve_conditions
 from eegfm_bench.runs.cv.cells import cv_defaults, run_trainer
 from eegfm_bench.runs.launch.launcher import chunks
-from eegfm_bench.runs.plan.paper import (PaperConfig, PaperDataset, PaperMember, ProvenanceRunConfig, load_paper, local_copy,
-                                   member_config, missing_weights)
+from eegfm_bench.runs.plan.paper import load_paper, local_copy, member_config, missing_weights
+from eegfm_bench.config.paper import PaperConfig, PaperDataset, PaperMember, ProvenanceRunConfig
 from eegfm_bench.runs.plan.command import (_lightning_overhead, _measure, _parallel, cell_passes, cell_seconds, lookup,
                                    read_bench, throughput_key, throughput_line, throughput_summary)
 

@@ -45,7 +45,7 @@ project's 2-core machine, 20.9 s wall under a load of 5), used when the plan can
 or the command modules not loaded by the planning process)."""
 
 REFRESH_S = 1.0
-"""Seconds to write one experiment page and summary (:func:`eegfm_bench.runs.report.refresh` on a finished tiny
+"""Seconds to write one experiment page and summary (:func:`eegfm_bench.reports.page.refresh` on a finished tiny
 cv: 0.95 s at a load of 9 on the 2-core machine; ``scripts/bench_plan.py`` measures it again)."""
 
 CELL_STAGES = ("training", "testing")

@@ -75,8 +75,9 @@ from eegfm_bench.results import FailedCellsError, ResultStore, code_version, con
 from eegfm_bench.runs.cv.cells import model_preprocessing
 from eegfm_bench.runs.launch.launcher import run_jobs
 from eegfm_bench.runs.cv.output import CVRun, load_fold_model
-from eegfm_bench.runs.report import refresh, report_root
-from eegfm_bench.runs.sweep.config import SweepConfig, load_sweep_config, sweep_parser  # noqa: F401
+from eegfm_bench.reports.page import refresh, report_root
+from eegfm_bench.runs.sweep.config import load_sweep_config
+from eegfm_bench.config.sweep import SweepConfig, sweep_parser
 from eegfm_bench.trainer import build_trainer, close_loggers, quiet_lightning
 
 

@@ -8,9 +8,10 @@ from typing import Any, Literal, Optional, Sequence
 
 from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed
 from eegfm_bench.runs.cv.cells import load_config as load_cv_config
-from eegfm_bench.runs.launch.launcher import LauncherConfig, check_launcher
+from eegfm_bench.runs.launch.launcher import check_launcher
+from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.trainer import check_trainer
-from eegfm_bench.config.sweep import sweep_parser, SweepConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.sweep import sweep_parser, SweepConfig
 
 
 
@@ -42,4 +43,4 @@ def load_sweep_config(source, args: Sequence[str] = ()) -> SweepConfig:
     return replace(cfg, out_dir=str(cfg.out_dir or Path(cfg.cv_out_dir) / "sweep"))
 
 
-__all__ = ["SweepConfig", "sweep_parser", "load_sweep_config"]
+__all__ = ["load_sweep_config"]
