@@ -72,7 +72,7 @@ from zennit.rules import Epsilon
 from eegfm_bench.errors import UnsupportedMethodError
 from eegfm_bench.interpret.gradcam import GRADCAM_LAYERS
 from eegfm_bench.models.adaptation import import_peft
-from eegfm_bench.models.backbones._common import labram_qkv
+from eegfm_bench.models.backbones.common import labram_qkv
 from eegfm_bench.models.heads import AttentionHead
 from eegfm_bench.models.user import (LRP_ATTENTION_MARK, UserModelError, _import, dry_run_check, user_model_config,
     user_spec)

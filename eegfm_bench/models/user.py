@@ -51,8 +51,8 @@ from eegfm_bench.config import ConfigError, ConfigRecord, typed
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.adaptation import LoraTargetError, apply_lora, resolve_targets
 from eegfm_bench.models.backbones import BACKBONES
-from eegfm_bench.models.backbones import _common
-from eegfm_bench.models.backbones._common import NamedChannelContract, _gather
+from eegfm_bench.models.backbones import common
+from eegfm_bench.models.backbones.common import NamedChannelContract, _gather
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
 from eegfm_bench.config.user_model import UserChannels, UserPretrained, UserLRP, UserModelConfig
 
@@ -391,7 +391,7 @@ class _UserBackbone(BackboneAdapter):
         kw = {"ch_names": list(ch_names)} if self._takes_ch and ch_names is not None else {}
         # torch's fused nn.TransformerEncoder fast path (eval mode) bypasses the layers' Linear modules, so LoRA
         # adapters and attribution hooks on them would see nothing: run the modules one by one
-        with _common._no_mha_fastpath():  # looked up at call time (the dry-run tests swap it)
+        with common._no_mha_fastpath():  # looked up at call time (the dry-run tests swap it)
             if self._hooked is None:
                 out = self._call(x, **kw)
             else:

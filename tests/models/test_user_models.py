@@ -248,7 +248,7 @@ def test_lora_adapters_that_would_be_bypassed_are_caught_by_the_dry_run(monkeypa
     the dry run's LoRA check names the adapters that receive no gradient."""
     import contextlib
 
-    import eegfm_bench.models.backbones._common as C
+    import eegfm_bench.models.backbones.common as C
     from eegfm_bench.models.user import UserModelError, check_user_model
 
     assert check_user_model("tiny_tf", SPEC, lora=True)["n_blocks"] == 2

@@ -10,7 +10,7 @@ from torch import nn
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
 from eegfm_bench.models.backbones.bendr import BENDR_CHANNELS
-from eegfm_bench.models.backbones._common import (  # noqa: F401
+from eegfm_bench.models.backbones.common import (  # noqa: F401
     NamedChannelContract,
     _check_reserved,
     _check_time,

@@ -16,7 +16,7 @@ from eegfm_bench.data.cache import default_cache_dir
 from eegfm_bench.data.montage import standard_1005
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract
-from eegfm_bench.models.backbones._common import (  # noqa: F401
+from eegfm_bench.models.backbones.common import (  # noqa: F401
     NamedChannelContract,
     _check_reserved,
     _positions_tensor,

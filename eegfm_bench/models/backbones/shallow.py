@@ -8,7 +8,7 @@ from braindecode.models import ShallowFBCSPNet
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
-from eegfm_bench.models.backbones._common import (  # noqa: F401
+from eegfm_bench.models.backbones.common import (  # noqa: F401
     _FromScratchBaseline,
     _check_reserved,
     _check_time,

@@ -13,7 +13,7 @@ from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError, checkpoint_dir
-from eegfm_bench.models.backbones._common import (  # noqa: F401
+from eegfm_bench.models.backbones.common import (  # noqa: F401
     _check_reserved,
     _check_time,
     _gather,
