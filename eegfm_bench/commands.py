@@ -26,7 +26,7 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interpret.lrp import adapter_lrp_problem
 from eegfm_bench.models.catalogue import catalogue_table
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.models.user import _normalise, check_user_model
+from eegfm_bench.models.user import user_model_config, check_user_model
 from eegfm_bench.config.user_model import UserModelConfig
 from eegfm_bench.reports.cv import to_markdown
 from eegfm_bench.reports.robustness import write_robustness_report
@@ -82,7 +82,7 @@ def _print_user_models(configs: list[str], extra: list[str]) -> None:
         attr = "G×I, AttnLRP" if info["attnlrp"] == "ok" else "G×I (no AttnLRP, see below)"
         if info["attnlrp"] != "ok":
             notes.append(f"- {name}: AttnLRP cannot run: {info['attnlrp']}")
-        um = typed(UserModelConfig, _normalise(dict(spec), name))
+        um = typed(UserModelConfig, user_model_config(dict(spec), name))
         print(f"| {name} | {um.class_path} | {um.tokens} | {um.blocks or '—'} | "
               f"{um.channels.kind}{' (variable)' if um.channels.variable else ''} | {um.sfreq:g} | "
               f"{um.window_s:g} | {um.unit} | {info['n_tokens']} × {info['d_model']} | "

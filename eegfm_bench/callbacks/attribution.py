@@ -15,7 +15,7 @@ from lightning.pytorch.callbacks import Callback
 
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.callbacks.probes import single_device
-from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
+from eegfm_bench.interpret.attribution import NoWindowsSelectedError, fold_rows, cond_dir, explain_fold, resolve_method
 from eegfm_bench.interpret.config import InterpretConfigError
 from eegfm_bench.config.interpret import AttributionConfig
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
@@ -90,7 +90,7 @@ class Attribution(Callback):
             rows = []
             for method, fm in res.items():
                 fm.save(self.out_dir / cell / cond_dir(condition) / method / f"fold{int(dm.fold)}.npz")
-                rows += _fold_rows(base, fm)
+                rows += fold_rows(base, fm)
                 write_cell_maps(self.out_dir / cell, method, condition, dm.ws.class_names,
                                 f"{cell}, {condition}: {method_label(method, hp.backbone)}")
             store.append(rows)

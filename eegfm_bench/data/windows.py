@@ -685,7 +685,7 @@ def _publish_recording_entry(task: DeclaredTask, rec, qc: RecordingQC, win, root
         np.save(tmp / "y.npy", win[2])
     (tmp / "qc.json").write_text(json.dumps({"qc": qc.to_dict(), "names": win[0] if win else None}, default=str))
     (tmp / "COMPLETE").write_text("ok\n")
-    _publish(tmp, folder)
+    publish_entry(tmp, folder)
 
 
 @dataclass
@@ -924,12 +924,12 @@ def _write_window_set(task: DeclaredTask, final: list[_Part], fps, prep: Preproc
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     report.write(tmp)
     (tmp / "COMPLETE").write_text("ok\n")
-    _publish(tmp, folder)
+    publish_entry(tmp, folder)
     for line in report.summary():  # printed whenever the windows are built (--no-progress included)
         tqdm.write(line)
 
 
-def _publish(tmp: Path, folder: Path) -> None:
+def publish_entry(tmp: Path, folder: Path) -> None:
     """Rename a finished entry into place. Entries are content-keyed, so when another process (a second worker or
     job building the same entry at once) has already published a complete one, that one is kept (its memmaps may be
     open) and ours is discarded; an incomplete leftover is replaced."""

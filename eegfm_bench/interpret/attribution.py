@@ -779,7 +779,9 @@ def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acf
                              trainer=trainer)
 
 
-def _fold_rows(base: dict, fm: FoldMaps) -> list[dict]:
+def fold_rows(base: dict, fm: FoldMaps) -> list[dict]:
+    """Result rows of one fold's maps ``fm``: windows selected and correct, and the conservation / randomisation
+    checks it ran, each a row on top of ``base``."""
     rows = [{**base, "metric": f"{fm.method}:n_selected", "value": float(len(fm.y))},
             {**base, "metric": f"{fm.method}:n_correct", "value": float(fm.n_correct)}]
     cons = fm.checks.get("conservation")

@@ -74,7 +74,7 @@ from eegfm_bench.interpret.gradcam import GRADCAM_LAYERS
 from eegfm_bench.models.adaptation import import_peft
 from eegfm_bench.models.backbones.common import labram_qkv
 from eegfm_bench.models.heads import AttentionHead
-from eegfm_bench.models.user import (LRP_ATTENTION_MARK, UserModelError, _import, dry_run_check, user_model_config,
+from eegfm_bench.models.user import (LRP_ATTENTION_MARK, UserModelError, import_object, dry_run_check, user_model_config,
     user_spec)
 from eegfm_bench.config.user_model import UserModelConfig
 
@@ -444,7 +444,7 @@ def _user_map(name: str, um: UserModelConfig) -> PatchMap:
         out = []
         for path in getattr(lrp, key) or []:
             try:
-                t = _import(path, f"user model {name}: lrp.{key} entry")
+                t = import_object(path, f"user model {name}: lrp.{key} entry")
             except UserModelError as err:
                 raise UserModelError(f"{err} (the import path of an nn.Module class)") from None
             if not (isinstance(t, type) and issubclass(t, nn.Module)):

@@ -47,7 +47,7 @@ from .recover import linear_provenance_information
 from .stress import (Design, Rotation, StressSet, decision_flip_rate, fit_head, observed_odds,
                      paired_logit_contrast, resolve_odds, stress_weights)
 from .verify import RANDOM_MATCH_MODES, EnergyUnreachable, decide_verdict, has_reliance, random_subspaces
-from eegfm_bench.config.audit import AuditConfig, _jsonable
+from eegfm_bench.config.audit import AuditConfig, jsonable
 
 __all__ = ["AuditReport", "run_audit", "SCHEMA"]
 
@@ -121,7 +121,7 @@ class AuditReport:
     def to_dict(self) -> dict:
         """JSON-ready dict (``resumed`` and ``remedy`` excluded)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("resumed", "remedy")}
-        return _jsonable(out)
+        return jsonable(out)
 
     def to_json(self, path) -> Path:
         """Write the report atomically to ``path`` (parent folders created); returns the path."""

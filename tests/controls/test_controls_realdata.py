@@ -341,7 +341,7 @@ def test_identity_datasets_without_shared_channels(tmp_path, monkeypatch):
             ws.ch_names = [f"{c}-REF" for c in ws.ch_names]
         return ws
 
-    monkeypatch.setattr(run, "_load_ws", renamed)
+    monkeypatch.setattr(run, "load_task_windows", renamed)
     cfg = _tiny_config(tmp_path / "o", scrambled=[], models=[])
     with pytest.raises(ValueError, match=r"share no channel.*eegmmidb.*Fp1-REF.*eegmat.*Fp1"):
         run.controls_main(cfg, progress=False)

@@ -252,7 +252,7 @@ def test_lora_adapters_that_would_be_bypassed_are_caught_by_the_dry_run(monkeypa
     from eegfm_bench.models.user import UserModelError, check_user_model
 
     assert check_user_model("tiny_tf", SPEC, lora=True)["n_blocks"] == 2
-    monkeypatch.setattr(C, "_no_mha_fastpath", contextlib.nullcontext)
+    monkeypatch.setattr(C, "no_mha_fastpath", contextlib.nullcontext)
     with pytest.raises(UserModelError, match="receive no gradient"):
         check_user_model("tiny_tf", SPEC, lora=True)
 

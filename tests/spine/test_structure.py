@@ -42,6 +42,13 @@ def test_function_local_imports_are_few_and_say_why(sc):
         assert "reason:" in text or any("reason:" in x for x in above), f"{path}:{line}: {text} (no `# reason:`)"
 
 
+def test_no_private_name_is_imported_across_modules(sc):
+    """Issue 36: a helper two modules share is public, with a docstring, in a module whose name is public; nothing
+    imports ``_name`` from another module, nor a module named ``_x`` (the split controls modules once shared
+    ``_Ctx`` / ``_score``, every backbone the ``_common`` helpers)."""
+    assert sc.private_imports() == []
+
+
 def test_no_function_over_100_lines(sc):
     _, _, _, long_fns, _ = sc.scan()
     assert long_fns == []

@@ -20,14 +20,20 @@ from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelCon
 _RESERVED = ("n_chans", "n_times", "n_outputs", "sfreq", "chs_info", "input_window_seconds")
 
 
-def _check_reserved(name: str, kwargs: dict) -> None:
+def check_reserved(name: str, kwargs: dict) -> None:
+    """Refuse model kwargs the adapter sets itself (:data:`_RESERVED`: channels, window length, outputs, rate).
+
+    Raises
+    ------
+    TypeError
+        When ``kwargs`` holds one of them."""
     bad = sorted(set(kwargs) & set(_RESERVED))
     if bad:
         raise TypeError(f"{name}: {bad} are set by the adapter from ch_names / n_times / the declared "
                         "preprocessing and cannot be overridden; fix: remove them from the model kwargs")
 
 
-def _quiet(factory, *args, **kwargs):
+def quiet(factory, *args, **kwargs):
     """Build a braindecode model, silencing its deprecation chatter (not its errors)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -35,7 +41,7 @@ def _quiet(factory, *args, **kwargs):
         return factory(*args, **kwargs)
 
 
-class _FixedMontageMixin:
+class FixedMontageMixin:
     """``tokens`` for models whose channel set is fixed at construction (no subsets, no reordering)."""
 
     ch_names: list[str]
@@ -96,19 +102,19 @@ class NamedChannelContract(ChannelContract):
                     "rename them to canonical 10-05 names (data.montage.canonical_names) or drop them")
 
 
-def _chs_info(names: list[str]) -> list[dict]:
+def channel_info(names: list[str]) -> list[dict]:
     """braindecode ``chs_info`` for 10-05 names: ``{"ch_name", "kind": "eeg", "loc": (x, y, z) in metres}``."""
     return [{"ch_name": n, "kind": "eeg", "loc": np.asarray(p, dtype=float)}
             for n, p in zip(names, positions(list(names)))]
 
 
-def _positions_tensor(names: list[str], batch: int, like: torch.Tensor) -> torch.Tensor:
+def positions_tensor(names: list[str], batch: int, like: torch.Tensor) -> torch.Tensor:
     """MNE standard 10-05 positions (metres) of ``names`` as ``(batch, n_chans, 3)`` on ``like``'s device/dtype."""
     pos = torch.as_tensor(positions(list(names)), dtype=like.dtype, device=like.device)
     return pos.unsqueeze(0).expand(batch, -1, -1)
 
 
-def _resolve_channels(model: str, spec, ch_names: list[str], vocabulary=None, default=None) -> list[str]:
+def resolve_channels(model: str, spec, ch_names: list[str], vocabulary=None, default=None) -> list[str]:
     """The channels a selecting adapter feeds its model, from its ``channels`` option.
 
     Parameters
@@ -154,7 +160,7 @@ def _resolve_channels(model: str, spec, ch_names: list[str], vocabulary=None, de
     return sel
 
 
-def _gather(model: str, x: torch.Tensor, ch_names: list[str], wanted: list[str]) -> torch.Tensor:
+def gather(model: str, x: torch.Tensor, ch_names: list[str], wanted: list[str]) -> torch.Tensor:
     """Select and reorder ``x``'s channel axis by name to ``wanted`` (fixed-channel models).
 
     Raises
@@ -180,13 +186,19 @@ def _gather(model: str, x: torch.Tensor, ch_names: list[str], wanted: list[str])
     return x[:, idx]
 
 
-def _check_time(model: str, x: torch.Tensor, n_times: int) -> None:
+def check_time(model: str, x: torch.Tensor, n_times: int) -> None:
+    """Refuse a batch ``x`` (..., time) whose length is not the ``n_times`` samples the backbone was built for.
+
+    Raises
+    ------
+    ChannelContractError
+        On another window length."""
     if x.shape[-1] != n_times:
         raise ChannelContractError(f"{model} was built for windows of {n_times} samples, got {x.shape[-1]}; fix: "
                                    "use the backbone's declared window length (Preprocessing.window_s)")
 
 
-def _variable_inputs(adapter, x: torch.Tensor, ch_names: list[str] | None) -> tuple[torch.Tensor, list[str]]:
+def variable_inputs(adapter, x: torch.Tensor, ch_names: list[str] | None) -> tuple[torch.Tensor, list[str]]:
     """Inputs of a variable-channel, position-embedding adapter (REVE, LUNA): true channel removal.
 
     Keeps the channels given (restricted to the adapter's ``channels`` selection when one was set), checks
@@ -201,7 +213,7 @@ def _variable_inputs(adapter, x: torch.Tensor, ch_names: list[str] | None) -> tu
     if x.ndim != 3 or x.shape[1] != len(names):
         raise ChannelContractError(f"{adapter.name}: x has shape {tuple(x.shape)} but {len(names)} channel names "
                                    "were given; expected (batch, len(ch_names), n_times)")
-    _check_time(adapter.name, x, adapter.n_times)
+    check_time(adapter.name, x, adapter.n_times)
     if adapter.arch_kwargs.get("channels") is not None:  # keep the selected ones that are present
         keep = {c.lower() for c in adapter.model_ch_names}
         idx = [i for i, c in enumerate(names) if c.lower() in keep]
@@ -214,7 +226,7 @@ def _variable_inputs(adapter, x: torch.Tensor, ch_names: list[str] | None) -> tu
 
 
 @contextlib.contextmanager
-def _no_mha_fastpath():
+def no_mha_fastpath():
     """Disable torch's fused transformer / multi-head-attention fast path for the duration.
 
     In eval mode without gradients, ``nn.TransformerEncoderLayer`` and ``nn.MultiheadAttention`` run a fused
@@ -229,7 +241,7 @@ def _no_mha_fastpath():
         torch.backends.mha.set_fastpath_enabled(was)
 
 
-def _interpolated(model: str, cls_name: str, src_names: list[str], **kwargs):
+def build_interpolated(model: str, cls_name: str, src_names: list[str], **kwargs):
     """Build braindecode's ``Interpolated<cls_name>`` for the source montage ``src_names``.
 
     Returns
@@ -241,12 +253,12 @@ def _interpolated(model: str, cls_name: str, src_names: list[str], **kwargs):
         The canonical channel names the backbone sees.
     """
     cls = getattr(bm, cls_name)
-    net = _quiet(cls, chs_info=_chs_info(src_names), **kwargs)
+    net = quiet(cls, chs_info=channel_info(src_names), **kwargs)
     return net, [c["ch_name"] for c in cls._TARGET_CHS_INFO]
 
 
 # --------------------------------------------------------------------------------------------- EEGNet
-class _FromScratchBaseline(_FixedMontageMixin, BackboneAdapter):
+class FromScratchBaseline(FixedMontageMixin, BackboneAdapter):
     """Shared parts of the supervised baselines (EEGNet, ShallowFBCSPNet): a fixed montage, no LoRA targets,
     braindecode's classifier replaced by ``Identity`` and the token shape read off one dry forward pass.
 
@@ -283,7 +295,7 @@ class _FromScratchBaseline(_FixedMontageMixin, BackboneAdapter):
         return self._n_tokens
 
 
-def _patch_qkv_attention(model: nn.Module, patched: type) -> int:
+def patch_qkv_attention(model: nn.Module, patched: type) -> int:
     """Re-class every attention module of ``model`` that ``patched`` subclasses to ``patched`` (in place).
 
     The patched classes keep every parameter and buffer (so checkpoints load unchanged) and only replace the
@@ -371,7 +383,7 @@ def _eegdino_attention_forward(self, x: torch.Tensor) -> torch.Tensor:
 _PATCHED: dict[str, type] = {}
 
 
-def _patched_attention(kind: str) -> type:
+def patched_attention(kind: str) -> type:
     """The re-classed attention type for ``kind`` in {"labram", "eegdino"} (created on first use).
 
     A subclass of braindecode's private ``_Attention`` of that model whose ``forward`` calls ``self.qkv`` as a

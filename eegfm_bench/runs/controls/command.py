@@ -89,13 +89,13 @@ from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.reports.controls import controls_markdown, write_gate_report
 from eegfm_bench.results import FailedCellsError
 from eegfm_bench.config.cv import CVConfig
-from eegfm_bench.runs.controls.config import _init_label, load_run_config
+from eegfm_bench.runs.controls.config import init_label, load_run_config
 from eegfm_bench.config.controls import ControlsConfig, ControlsScrambled
-from eegfm_bench.runs.controls.gates import _gates, _scrambled_interval
-from eegfm_bench.runs.controls.scrambled import _scrambled
-from eegfm_bench.runs.controls.steps import (Rep, _Ctx, _cv_claims, _frozen_models, _handcrafted, _identity,
-                                             _load_ws, _model_ws, _paired, _permutation, _probe_result, _score,
-                                             _write_json)
+from eegfm_bench.runs.controls.gates import claim_gates, scrambled_interval
+from eegfm_bench.runs.controls.scrambled import scrambled_arm
+from eegfm_bench.runs.controls.steps import (Rep, ControlsContext, cv_claims, frozen_models, handcrafted, identity_control,
+                                             load_task_windows, model_windows, paired_uncertainty, permutation_control, probe_result, score,
+                                             write_json)
 from eegfm_bench.runs.controls.store import ControlsStore
 from eegfm_bench.runs.launch.launcher import run_jobs
 from eegfm_bench.reports.page import refresh
@@ -164,7 +164,7 @@ def _controls(cfg: ControlsConfig, cv_cfg: CVConfig | None, t_start: float, *, p
     _check_model_windows(ctx)
     if worker:
         for entry in cfg.scrambled:
-            _scrambled(ctx, entry, cv_cfg, units=set(worker_units))
+            scrambled_arm(ctx, entry, cv_cfg, units=set(worker_units))
         return {"failures": []}
     _launch_adaptations(ctx, cv_cfg, progress=progress)
     if cfg.identity is not None:
@@ -174,7 +174,7 @@ def _controls(cfg: ControlsConfig, cv_cfg: CVConfig | None, t_start: float, *, p
 
 
 # ========================================================================================= context and checks
-def _build_context(cfg: ControlsConfig, cv_cfg: CVConfig | None, out: Path, *, progress: bool, merge: bool) -> _Ctx:
+def _build_context(cfg: ControlsConfig, cv_cfg: CVConfig | None, out: Path, *, progress: bool, merge: bool) -> ControlsContext:
     """The feature windows, their labels and subjects, the fixed folds (the cv run's ``splits.json`` or a fresh
     split, saved), the permutation scheme, the unit level, the probe and the store, checked before any heavy step.
 
@@ -188,7 +188,7 @@ def _build_context(cfg: ControlsConfig, cv_cfg: CVConfig | None, out: Path, *, p
         The cv run's ``splits.json`` does not match these windows.
     """
     task = get_task(cfg.task)
-    ws = _load_ws(cfg, cfg.task, cfg.features.preprocessing, progress, subjects=cfg.data.subjects,
+    ws = load_task_windows(cfg, cfg.task, cfg.features.preprocessing, progress, subjects=cfg.data.subjects,
                   max_windows=cfg.data.max_windows_per_subject)
     y_idx, classes = encode_labels(ws.y)
     subjects = np.asarray(ws.subject).astype(str)
@@ -203,7 +203,7 @@ def _build_context(cfg: ControlsConfig, cv_cfg: CVConfig | None, out: Path, *, p
     pspec = ProbeSpec(kind=pr.kind, C=pr.C, pca=pr.pca, cap_pca=pr.pca is not None, seed=42,
                       svm_probability=pr.svm_probability)
     store = ControlsStore(out, cfg.experiment, cfg.seed, spec.group_by, merge=merge)
-    ctx = _Ctx(cfg, out, task, ws, row_keys(ws.recording, ws.window_index), y_idx, classes, subjects, split, fold_ids,
+    ctx = ControlsContext(cfg, out, task, ws, row_keys(ws.recording, ws.window_index), y_idx, classes, subjects, split, fold_ids,
                folds, agg_level, agg_units, scheme, pspec, store, progress)
     ctx.note(f"{len(ws)} windows, {np.unique(subjects).size} subjects, folds {fold_ids} (test subjects per fold "
              f"{n_test_subj}); permutation scheme {scheme}; unit level {agg_level or 'none'}")
@@ -285,11 +285,11 @@ def _unit_level(agg: str, y_idx: np.ndarray, subjects: np.ndarray, recordings: n
     return agg_level, agg_units
 
 
-def _check_model_windows(ctx: _Ctx) -> None:
+def _check_model_windows(ctx: ControlsContext) -> None:
     """Every model's windows (frozen and scrambled-label) cover the feature windows: cheap, before the expensive
     steps (a :class:`~eegfm_bench.controls.embeddings.RowAlignmentError` names what is missing)."""
     for model in [m.model for m in ctx.cfg.models] + [s.model for s in ctx.cfg.scrambled]:
-        ws_m = _model_ws(ctx, model)
+        ws_m = model_windows(ctx, model)
         align_rows(ctx.keys, row_keys(ws_m.recording, ws_m.window_index), f"{model} windows")
 
 
@@ -297,14 +297,14 @@ def _check_identity_channels(cfg: ControlsConfig, *, progress: bool) -> None:
     """The identity probe's two datasets share channels (the error names each dataset's channels)."""
     idc = cfg.identity
     ta, tb = idc.tasks
-    wa = _load_ws(cfg, ta, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(get_task(ta).name),
+    wa = load_task_windows(cfg, ta, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(get_task(ta).name),
                   max_windows=idc.max_windows_per_subject)
-    wb = _load_ws(cfg, tb, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(get_task(tb).name),
+    wb = load_task_windows(cfg, tb, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(get_task(tb).name),
                   max_windows=idc.max_windows_per_subject)
     shared_channels(wa.ch_names, wb.ch_names, (get_task(ta).dataset, get_task(tb).dataset))
 
 
-def _launch_adaptations(ctx: _Ctx, cv_cfg: CVConfig | None, *, progress: bool) -> None:
+def _launch_adaptations(ctx: ControlsContext, cv_cfg: CVConfig | None, *, progress: bool) -> None:
     """With ``launcher: local | slurm``: every scrambled-label fit without rows as one job, then their rows merged
     (the steps find the fits done).
 
@@ -317,7 +317,7 @@ def _launch_adaptations(ctx: _Ctx, cv_cfg: CVConfig | None, *, progress: bool) -
     lc = cfg.launcher
     if lc.kind == "none":
         return
-    todo = [u for entry in cfg.scrambled for u in _scrambled(ctx, entry, cv_cfg, list_units=True)["units"]]
+    todo = [u for entry in cfg.scrambled for u in scrambled_arm(ctx, entry, cv_cfg, list_units=True)["units"]]
     if todo:
         failures = run_jobs(lc, replace(cfg, launcher=replace(lc, kind="none")), todo, out, progress=progress,
                             kind="controls")
@@ -346,49 +346,49 @@ class _Results:
     identity: dict | None
 
 
-def _run_steps(ctx: _Ctx, cv_cfg: CVConfig | None) -> _Results:
+def _run_steps(ctx: ControlsContext, cv_cfg: CVConfig | None) -> _Results:
     """The suite's steps in order: (a) handcrafted, (b) frozen embeddings, (c) cv claims, (e) scrambled-label
     adaptation, (g) each claim minus the stronger family, (d) permutations, (f) identity."""
     cfg = ctx.cfg
     metric = cfg.metric
-    hand, hand_X = _handcrafted(ctx)
-    strongest = max(hand, key=lambda f: _score(hand[f], metric))
-    ctx.note(f"stronger handcrafted family: {strongest} ({_score(hand[strongest], metric):.4f})")
+    hand, hand_X = handcrafted(ctx)
+    strongest = max(hand, key=lambda f: score(hand[f], metric))
+    ctx.note(f"stronger handcrafted family: {strongest} ({score(hand[strongest], metric):.4f})")
     check_stop()  # between two steps, a stop request (:mod:`eegfm_bench.interrupt`); each step's rows are kept
-    frozen, frozen_X = _frozen_models(ctx)
+    frozen, frozen_X = frozen_models(ctx)
     check_stop()
-    cv_reps = _cv_claims(ctx, cv_cfg)
+    cv_reps = cv_claims(ctx, cv_cfg)
     check_stop()
     scrambled = [_scrambled_entry(ctx, entry, cv_cfg) for entry in cfg.scrambled]
-    paired = {r.name: _paired(ctx, r, hand[strongest], strongest) for r in _claims(frozen, cv_reps, scrambled)}
+    paired = {r.name: paired_uncertainty(ctx, r, hand[strongest], strongest) for r in _claims(frozen, cv_reps, scrambled)}
     check_stop()
     perms = _permutations(ctx, hand, hand_X, strongest, frozen, frozen_X)
     check_stop()
-    identity = _identity(ctx) if cfg.identity is not None else None
+    identity = identity_control(ctx) if cfg.identity is not None else None
     return _Results(hand, hand_X, strongest, frozen, frozen_X, cv_reps, scrambled, paired, perms, identity)
 
 
-def _scrambled_entry(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None) -> dict:
-    """Control 4 for one entry: both arms (:func:`~eegfm_bench.runs.controls.scrambled._scrambled`), a
+def _scrambled_entry(ctx: ControlsContext, entry: ControlsScrambled, cv_cfg: CVConfig | None) -> dict:
+    """Control 4 for one entry: both arms (:func:`~eegfm_bench.runs.controls.scrambled.scrambled_arm`), a
     representation per arm (the seeds' mean probabilities), the correct − scrambled contrast and gate (iv)'s paired
     interval; the per-seed probabilities are dropped after."""
     cfg = ctx.cfg
-    s = _scrambled(ctx, entry, cv_cfg)
+    s = scrambled_arm(ctx, entry, cv_cfg)
     arm_hashes = s.pop("arm_hashes")
     for lab in ("correct", "scrambled"):
         first = s["runs"][lab][int(s["seeds"][0])]
         proba = first["proba"] if len(s["seeds"]) == 1 else np.mean(
             [v["proba"] for v in s["runs"][lab].values()], axis=0)
         user = cfg.user_models.get(entry.model)
-        init = _init_label(cfg, entry.model, "declared") if user and user.get("pretrained") else \
+        init = init_label(cfg, entry.model, "declared") if user and user.get("pretrained") else \
             f"pretrained:{entry.pretrained}" if entry.pretrained else "random"
         rep = Rep(f"{entry.model}-{entry.regime}-{entry.head} ({lab} labels)", entry.model, init, entry.regime,
-                  entry.head, f"adaptation ({lab} labels)", proba, _probe_result(ctx, proba), int(s["seeds"][0]),
+                  entry.head, f"adaptation ({lab} labels)", proba, probe_result(ctx, proba), int(s["seeds"][0]),
                   chash=arm_hashes[lab])
         s["rep" if lab == "correct" else "rep_scrambled"] = rep
     s["contrast"] = scrambled_label_contrast([v["score"] for v in s["runs"]["correct"].values()],
                                              [v["score"] for v in s["runs"]["scrambled"].values()])
-    _scrambled_interval(ctx, s)  # gate (iv)'s paired interval, from the per-seed predictions (dropped next)
+    scrambled_interval(ctx, s)  # gate (iv)'s paired interval, from the per-seed predictions (dropped next)
     for lab in ("correct", "scrambled"):
         for v in s["runs"][lab].values():
             v.pop("proba")
@@ -407,32 +407,32 @@ def _claims(frozen: dict, cv_reps: list, scrambled: list) -> list:
     return claims
 
 
-def _permutations(ctx: _Ctx, hand: dict, hand_X: dict, strongest: str, frozen: dict, frozen_X: dict) -> dict:
+def _permutations(ctx: ControlsContext, hand: dict, hand_X: dict, strongest: str, frozen: dict, frozen_X: dict) -> dict:
     """Label permutation of each model's claim probe and of the handcrafted families ``permutation.families``
     names: ``{representation name: result}``."""
     perms = {}
     for model, by_init in frozen.items():
         lab = "pretrained" if "pretrained" in by_init else next(lab for lab in by_init if lab.startswith("random"))
-        perms[by_init[lab].name] = _permutation(ctx, by_init[lab], frozen_X[model][lab])
+        perms[by_init[lab].name] = permutation_control(ctx, by_init[lab], frozen_X[model][lab])
     fams = {"strongest": [strongest], "all": list(hand), "none": []}[ctx.cfg.permutation.families]
     for f in fams:
-        perms[hand[f].name] = _permutation(ctx, hand[f], hand_X[f])
+        perms[hand[f].name] = permutation_control(ctx, hand[f], hand_X[f])
     return perms
 
 
 # ================================================================================================ reports
-def _write_reports(ctx: _Ctx, r: _Results, t_start: float, *, progress: bool) -> dict:
+def _write_reports(ctx: ControlsContext, r: _Results, t_start: float, *, progress: bool) -> dict:
     """(h) the gates (``gates.json`` / ``.md``), ``controls_report.md`` / ``.json``, the trackers' summary and the
     experiment's page; returns their paths and the wall time."""
     cfg, out = ctx.cfg, ctx.out
-    gate_reports, gate_context = _gates(ctx, r.hand, r.frozen, r.cv_reps, r.perms, r.paired, r.scrambled)
+    gate_reports, gate_context = claim_gates(ctx, r.hand, r.frozen, r.cv_reps, r.perms, r.paired, r.scrambled)
     write_gate_report(gate_reports, out / "gates.json", out / "gates.md")
     seconds = time.time() - t_start
     md = controls_markdown(ctx, r.hand, r.frozen, r.cv_reps, r.perms, r.paired, r.scrambled, r.identity, gate_reports,
                            gate_context, seconds)
     atomic_write_text(out / "controls_report.md", md)
     summary = _summary(ctx, r, gate_reports, gate_context, seconds)
-    _write_json(out / "controls_report.json", summary)
+    write_json(out / "controls_report.json", summary)
     ctx.store.write_index(out / "cells.json")  # the current units' hashes: the rows the page reads
     log_summary(cfg.trainer, out, "controls", {
         f"controls/{name}/{k}": float(np.nanmean(v)) for name, s in summary["scores"].items()
@@ -442,7 +442,7 @@ def _write_reports(ctx: _Ctx, r: _Results, t_start: float, *, progress: bool) ->
             "report_json": out / "controls_report.json", "results": out / "results.csv", "wall_seconds": seconds}
 
 
-def _summary(ctx: _Ctx, r: _Results, gate_reports: list, gate_context: list, seconds: float) -> dict:
+def _summary(ctx: ControlsContext, r: _Results, gate_reports: list, gate_context: list, seconds: float) -> dict:
     """``controls_report.json``: the run's settings, every representation's per-fold scores, the paired
     comparisons, permutations (without their null draws), scrambled-label entries, identity, gates and notes."""
     cfg, task, ws = ctx.cfg, ctx.task, ctx.ws

@@ -25,7 +25,7 @@ from eegfm_bench.data.tasks import get_task
 from eegfm_bench.models.adaptation import check_regime
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.heads import HEADS, check_token_pooling
-from eegfm_bench.models.user import _normalise, check_user_model, hashable_user_spec, register_user_models, user_init_label
+from eegfm_bench.models.user import user_model_config, check_user_model, hashable_user_spec, register_user_models, user_init_label
 from eegfm_bench.config.cv import CVConfig
 from eegfm_bench.runs.launch.launcher import check_launcher
 from eegfm_bench.config.launch import LauncherConfig
@@ -180,7 +180,7 @@ def _inherited_user_models(raw: dict) -> dict:
     cv_yaml = Path(raw["cv_out_dir"]) / "config.yaml" if raw["cv_out_dir"] else None
     if cv_yaml is not None and cv_yaml.is_file():
         for name, spec in ((yaml.safe_load(cv_yaml.read_text()) or {}).get("user_models") or {}).items():
-            if name in user and _normalise(dict(user[name])) != _normalise(dict(spec)):
+            if name in user and user_model_config(dict(user[name])) != user_model_config(dict(spec)):
                 raise ConfigError(f"user model {name!r} is declared here and, differently, in the cv run "
                                   f"{raw['cv_out_dir']}; fix: drop it from this config (the cv run's declaration is "
                                   "inherited) or give it another name")
@@ -403,13 +403,13 @@ def _check_probe_settings(where: str, pr: dict) -> None:
 
 
 # ============================================================================================ names in the rows
-def _user_decl(cfg: ControlsConfig, model: str) -> dict:
+def user_decl(cfg: ControlsConfig, model: str) -> dict:
     """``{"user_model": <declaration without its unhashed keys>}`` for a user model (enters unit hashes), else {}."""
     spec = cfg.user_models.get(model)
     return {"user_model": hashable_user_spec(spec)} if spec else {}
 
 
-def _init_label(cfg: ControlsConfig, model: str, pretrained: str | None) -> str:
+def init_label(cfg: ControlsConfig, model: str, pretrained: str | None) -> str:
     """The rows' init label of a configured checkpoint: ``pretrained:<id>``, or for a user model's declared
     weights ``pretrained:<file>@<sha12>``."""
     if pretrained == "declared":

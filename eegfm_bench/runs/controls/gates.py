@@ -1,9 +1,9 @@
 """The four gates of ``eegfm-bench controls`` (paper 001 §3.6, §5.5): each claim's evidence gathered from the steps'
 results and judged by :func:`eegfm_bench.controls.gates.evaluate_gates`.
 
-:func:`_gates` makes one claim per frozen model (its configured checkpoint, else its first random init), per cv claim
+:func:`claim_gates` makes one claim per frozen model (its configured checkpoint, else its first random init), per cv claim
 and per scrambled-label entry not already claimed by the cv run; :func:`_provenance` reads gate (iii)'s pretraining
-corpora from the model catalogue (or a user model's declaration); :func:`_scrambled_interval` is gate (iv)'s paired
+corpora from the model catalogue (or a user model's declaration); :func:`scrambled_interval` is gate (iv)'s paired
 correct- minus scrambled-label interval.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 from eegfm_bench.controls.gates import ClaimEvidence, evaluate_gates
 from eegfm_bench.models.catalogue import RELATED_SOURCES
 from eegfm_bench.models.user import user_spec
-from eegfm_bench.runs.controls.steps import Rep, _arm_interval, _Ctx, _score
+from eegfm_bench.runs.controls.steps import Rep, arm_interval, ControlsContext, score
 
 try:  # gate (iii)'s inventory; without it a checkpoint claim cannot be judged (_provenance says so)
     from eegfm_bench.models import catalogue as cat
@@ -84,12 +84,12 @@ def _provenance(model: str, init: str, task) -> tuple[list | None, str]:
     return list(corpora or []), f"catalogue: no listed {model} corpus overlaps {task.dataset} ({aliases})"
 
 
-def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, paired: dict, scrambled: list) -> list:
+def claim_gates(ctx: ControlsContext, hand: dict, frozen: dict, cv_reps: list, perms: dict, paired: dict, scrambled: list) -> list:
     """The claims' gate reports and, per claim, where its evidence came from (provenance, permutation, random
     init): ``(reports, context)``."""
     metric = ctx.cfg.metric
     alpha = float(ctx.cfg.gates.alpha)
-    comp_scores = {f: _score(r, metric) for f, r in hand.items()}
+    comp_scores = {f: score(r, metric) for f, r in hand.items()}
     related = dict(RELATED_SOURCES)
     related[ctx.task.dataset] = tuple(ctx.task.pretraining_aliases)
     reports, context = [], []
@@ -102,7 +102,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
                                       pr["levels"]["window"]["bootstrap"]["high"])
         loso = None if pr is None else pr["levels"]["window"].get("loso")  # absent in results saved before it
         ev = ClaimEvidence(model=rep.name, task=ctx.task.name, evaluation_dataset=ctx.task.dataset,
-                           model_score=_score(rep, metric), comparator_scores=comp_scores, paired_ci=ci,
+                           model_score=score(rep, metric), comparator_scores=comp_scores, paired_ci=ci,
                            pretraining_corpora=corpora, random_init_scores=random_scores, permutation_p=perm_p,
                            adaptation=adaptation, scrambled_label_score=scrambled_score,
                            scrambled_correct_score=scrambled_correct, alpha=alpha, metric=metric,
@@ -124,8 +124,8 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
         rci = None
         if "pretrained" in by_init:
             rep = by_init["pretrained"]
-            rs = [_score(r, metric) for r in rnd.values()]
-            rci = _arm_interval(ctx, [(rep.result.proba, r.result.proba) for r in rnd.values()],
+            rs = [score(r, metric) for r in rnd.values()]
+            rci = arm_interval(ctx, [(rep.result.proba, r.result.proba) for r in rnd.values()],
                                 f"gate (iv) {rep.name} − matched random init")
         else:
             rep = first_random[model]
@@ -150,7 +150,7 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
             used_scr.add(key)
         claim(rep, random_scores=None, perm_p=None if pp is None else pp["p_value"],
               perm_src=None if pp is None else f"frozen {ctx.spec_for('frozen').kind} probe of {frozen_rep.name} (same backbone)",
-              adaptation=adaptation, scrambled_ci=None if scr is None else _scrambled_interval(ctx, scr),
+              adaptation=adaptation, scrambled_ci=None if scr is None else scrambled_interval(ctx, scr),
               scrambled_score=None if scr is None else float(np.mean([v["score"] for v in scr["runs"]["scrambled"].values()])),
               scrambled_correct=None if scr is None else float(np.mean([v["score"] for v in scr["runs"]["correct"].values()])),
               extra={"random_init": "cv claims carry no matched random-init contrast here" if not rep.init.startswith(
@@ -163,14 +163,14 @@ def _gates(ctx: _Ctx, hand: dict, frozen: dict, cv_reps: list, perms: dict, pair
         pp = perms.get(frozen_rep.name) if frozen_rep is not None else None
         claim(rep, random_scores=None, perm_p=None if pp is None else pp["p_value"],
               perm_src=None if pp is None else f"frozen {ctx.spec_for('frozen').kind} probe of {frozen_rep.name} (same backbone)",
-              adaptation=True, scrambled_ci=_scrambled_interval(ctx, scr),
+              adaptation=True, scrambled_ci=scrambled_interval(ctx, scr),
               scrambled_score=float(np.mean([v["score"] for v in scr["runs"]["scrambled"].values()])),
               scrambled_correct=float(np.mean([v["score"] for v in scr["runs"]["correct"].values()])),
               extra={"random_init": "adaptation from random init: no pretrained checkpoint to contrast"})
     return reports, context
 
 
-def _scrambled_interval(ctx: _Ctx, scr: dict) -> tuple | None:
+def scrambled_interval(ctx: ControlsContext, scr: dict) -> tuple | None:
     """Gate (iv)'s correct- minus scrambled-label interval: the probe predictions of each seed, paired."""
     runs = scr["runs"]
     if "paired_ci" in scr:
@@ -180,7 +180,7 @@ def _scrambled_interval(ctx: _Ctx, scr: dict) -> tuple | None:
     if not seeds:
         return None
     if "paired_ci" not in scr:  # once per entry (a cv claim and the entry's own claim share it)
-        scr["paired_ci"] = _arm_interval(ctx, [(runs["correct"][s]["proba"], runs["scrambled"][s]["proba"])
+        scr["paired_ci"] = arm_interval(ctx, [(runs["correct"][s]["proba"], runs["scrambled"][s]["proba"])
                                                for s in seeds],
                                          f"gate (iv) {scr['model']} {scr['regime']}: correct − scrambled labels")
     return scr["paired_ci"]

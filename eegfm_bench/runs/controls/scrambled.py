@@ -3,7 +3,7 @@
 For one ``scrambled:`` entry, every seed and fold trains two arms — the true source labels and the source labels
 permuted (:func:`~eegfm_bench.controls.adapt.scrambled_source_labels`) — on one schedule, then freezes each adapted
 encoder and refits the frozen probe on the fold's true training labels; the arms are compared on the probe's test
-scores. :func:`_scrambled` reads as: resolve the entry (:func:`_resolve_arms`: schedule, seeds and settings, from the
+scores. :func:`scrambled_arm` reads as: resolve the entry (:func:`_resolve_arms`: schedule, seeds and settings, from the
 matching cv run when there is one) -> for every (seed, fold, arm) without rows of its current config hash,
 :func:`_run_fit` (train or reuse the cv's checkpoint, refit the probe, store rows and predictions, the files named
 with the hash) -> :func:`_collect_arms` (each arm's out-of-fold predictions per seed, read back from the files).
@@ -24,9 +24,10 @@ from eegfm_bench.controls.embeddings import align_rows, row_keys
 from eegfm_bench.controls.probes import classification_metrics, fit_predict_folds
 from eegfm_bench.runs.cv.cells import cv_defaults, fixed_batch_size, run_init_seed
 from eegfm_bench.config.cv import CVConfig, RunConfig
-from eegfm_bench.runs.controls.config import _init_label, _user_decl
+from eegfm_bench.runs.controls.config import init_label, user_decl
 from eegfm_bench.config.controls import ControlsScrambled
-from eegfm_bench.runs.controls.steps import _Ctx, _hash, _model_ws, _probe_result
+from eegfm_bench.results import config_hash
+from eegfm_bench.runs.controls.steps import ControlsContext, model_windows, probe_result
 from eegfm_bench.runs.controls.store import Unit
 from eegfm_bench.runs.cv.output import CVRun, load_fold_model
 
@@ -75,28 +76,28 @@ class _Arms:
     def tag(self, s, lab: str) -> str:
         return f"{self.model}-{self.regime}-{self.head}-{lab}-seed{s}"
 
-    def unit_config(self, ctx: _Ctx, s, lab: str) -> dict:
+    def unit_config(self, ctx: ControlsContext, s, lab: str) -> dict:
         """Everything that changes the numbers of one fit (its config hash)."""
         return {"step": "adaptation", "protocol": "probe-refit-v2", "entry": self.entry.hashed(),
                 "trainer": self.trainer_cfg, "optim": self.optim, "backbone_kwargs": self.backbone_kwargs,
                 "head_kwargs": self.head_kwargs, "lora": self.lora, "pretrained": self.pretrained, "labels": lab,
                 "data": ctx.cfg.data.to_dict(), "batch": self.batch, "correct_from": self.correct,
                 "init_seed": self.init_seed_of[s], "probe": ctx.cfg.probe.to_dict(), "pooling": self.pooling,
-                **_user_decl(ctx.cfg, self.model)}
+                **user_decl(ctx.cfg, self.model)}
 
-    def fit(self, ctx: _Ctx, s, k, lab: str) -> Unit:
+    def fit(self, ctx: ControlsContext, s, k, lab: str) -> Unit:
         """The store's unit of one fit (seed ``s``, fold ``k``, arm ``lab``) under its config hash."""
-        return ctx.store.unit(_hash(self.unit_config(ctx, s, lab)), task=ctx.task.name, model=self.model,
+        return ctx.store.unit(config_hash(self.unit_config(ctx, s, lab)), task=ctx.task.name, model=self.model,
                               init=f"{self.init_name}#seed{self.init_seed_of[s]}", regime=self.regime, head=self.head,
                               fold=k, seed=s, condition=f"{lab}_labels")
 
-    def files(self, ctx: _Ctx, unit: Unit, s, k, lab: str) -> tuple[Path, Path]:
+    def files(self, ctx: ControlsContext, unit: Unit, s, k, lab: str) -> tuple[Path, Path]:
         """``(the adapted head's predictions, the refitted probe's predictions)`` of one fit, named with its hash."""
         stem = f"{self.tag(s, lab)}-fold{k}"
         return (unit.file(ctx.out / "adaptation" / "predictions", stem, ".csv"),
                 unit.file(ctx.out / "adaptation" / "probe_predictions", stem, ".csv"))
 
-    def summary(self, ctx: _Ctx) -> dict:
+    def summary(self, ctx: ControlsContext) -> dict:
         """The entry's report dict (schedule, seeds, how it is scored); ``runs`` / ``runs_head`` filled later."""
         fixed = self.fixed
         return {"model": self.model, "regime": self.regime, "head": self.head, "schedule_from": self.schedule_from,
@@ -110,7 +111,7 @@ class _Arms:
                 "runs": {}, "runs_head": {}}
 
 
-def _scrambled(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None, *, units: set | None = None,
+def scrambled_arm(ctx: ControlsContext, entry: ControlsScrambled, cv_cfg: CVConfig | None, *, units: set | None = None,
                list_units: bool = False) -> dict:
     """Correct- vs scrambled-label adaptation for one entry (Control 4), every fold and seed, resumable.
 
@@ -143,7 +144,7 @@ def _scrambled(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None, *, 
 
 
 # ------------------------------------------------------------------------------------------ the entry resolved
-def _resolve_arms(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None) -> _Arms:
+def _resolve_arms(ctx: ControlsContext, entry: ControlsScrambled, cv_cfg: CVConfig | None) -> _Arms:
     """The schedule (the matching cv run's when there is one, else the cv defaults, then the entry's overrides),
     the correct arm's source (``auto`` = ``rerun``), the seeds and the model's windows (aligned to the feature
     windows).
@@ -167,12 +168,12 @@ def _resolve_arms(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None) 
 
     pretrained = inherited("pretrained")
     model = entry.model
-    ws_m = _model_ws(ctx, model)
+    ws_m = model_windows(ctx, model)
     align_rows(ctx.keys, row_keys(ws_m.recording, ws_m.window_index), f"{model} windows")  # same windows
     groups_m = ws_m.subject if ctx.split.spec.group_by == "subject" else ws_m.recording
     user = ctx.cfg.user_models.get(model)
     if user and user.get("pretrained"):
-        init_name = _init_label(ctx.cfg, model, "declared")
+        init_name = init_label(ctx.cfg, model, "declared")
     else:
         init_name = "pretrained:" + str(pretrained) if pretrained else "random"
     return _Arms(entry=entry, correct=correct, seeds=seeds, init_seed_of=init_seed_of, trainer_cfg=trainer_cfg,
@@ -181,7 +182,7 @@ def _resolve_arms(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None) 
                  schedule_from=schedule_from, ws_m=ws_m, groups_m=groups_m, user=user, init_name=init_name)
 
 
-def _cv_schedule(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None):
+def _cv_schedule(ctx: ControlsContext, entry: ControlsScrambled, cv_cfg: CVConfig | None):
     """``(trainer, optim, cv run entry or None, batch size, where the schedule came from)``: the matching cv run's
     when there is one (its batch size unless ``auto``), else the cv defaults; trainer and optim as mappings."""
     defaults = cv_defaults()
@@ -200,7 +201,7 @@ def _cv_schedule(ctx: _Ctx, entry: ControlsScrambled, cv_cfg: CVConfig | None):
     return base_tr, base_opt, run, batch, schedule_from
 
 
-def _arm_seeds(ctx: _Ctx, entry: ControlsScrambled, correct: str, run: RunConfig | None, cv_cfg: CVConfig | None):
+def _arm_seeds(ctx: ControlsContext, entry: ControlsScrambled, correct: str, run: RunConfig | None, cv_cfg: CVConfig | None):
     """``(seeds, {seed: init seed})``: the entry's, or with ``correct: cv`` the cv run's one seed and its run's
     init seed (which then allows no overrides)."""
     if correct != "cv":
@@ -223,7 +224,7 @@ def _arm_seeds(ctx: _Ctx, entry: ControlsScrambled, correct: str, run: RunConfig
 
 
 # ------------------------------------------------------------------------------------------------- one fit
-def _run_fit(ctx: _Ctx, arms: _Arms, s, k_pos: int, k, lab: str, *, unit: Unit, path: Path, probe_path: Path,
+def _run_fit(ctx: ControlsContext, arms: _Arms, s, k_pos: int, k, lab: str, *, unit: Unit, path: Path, probe_path: Path,
              bar) -> None:
     """One arm of one seed and fold: its adapted model (trained here, or the cv run's checkpoint for ``correct:
     cv``), its head's test predictions, the frozen probe refitted on its tokens, and their rows.
@@ -258,7 +259,7 @@ def _run_fit(ctx: _Ctx, arms: _Arms, s, k_pos: int, k, lab: str, *, unit: Unit, 
                                      unit.row_key))
 
 
-def _cv_correct_arm(ctx: _Ctx, arms: _Arms, k):
+def _cv_correct_arm(ctx: ControlsContext, arms: _Arms, k):
     """The cv run's fold-``k`` checkpoint of the entry's cell as the correct-label arm: ``(predictions, info,
     model)``, its epochs and fit time from the cv run's rows."""
     model, regime, head = arms.model, arms.regime, arms.head
@@ -278,7 +279,7 @@ def _cv_correct_arm(ctx: _Ctx, arms: _Arms, k):
     return pred, info, load_fold_model(cks[k].path)
 
 
-def _train_arm(ctx: _Ctx, arms: _Arms, s, k, lab: str, chash: str):
+def _train_arm(ctx: ControlsContext, arms: _Arms, s, k, lab: str, chash: str):
     """Train one arm on fold ``k``: the scrambled arm on the source labels permuted (seed ``perm_seed + 1000·s +
     k``), the correct arm on the true ones; its checkpoint and logs go under ``adaptation/<tag>-<hash>/``. Returns
     ``(predictions, info, model, permutation scheme or None)``."""
@@ -298,7 +299,7 @@ def _train_arm(ctx: _Ctx, arms: _Arms, s, k, lab: str, chash: str):
     return pred, info, net, used_scheme
 
 
-def _refit_probe(ctx: _Ctx, arms: _Arms, net, k_pos: int) -> np.ndarray:
+def _refit_probe(ctx: ControlsContext, arms: _Arms, net, k_pos: int) -> np.ndarray:
     """The frozen probe refitted on the adapted encoder's pooled tokens with the fold's TRUE training labels: its
     test-window probabilities, shape ``(n_test, n_classes)``."""
     X = adapted_embedding(net, arms.ws_m, ctx.keys, pooling=arms.pooling, trainer=ctx.cfg.trainer,
@@ -307,7 +308,7 @@ def _refit_probe(ctx: _Ctx, arms: _Arms, net, k_pos: int) -> np.ndarray:
     return fit_predict_folds(X, ctx.y_idx, [(tr_f, te_f)], ctx.spec_for("adapted"), ctx.classes.size)[0][te_f]
 
 
-def _fit_rows(ctx: _Ctx, pred: pd.DataFrame, p_probe: np.ndarray, info: dict, used_scheme, k_pos: int, what: str,
+def _fit_rows(ctx: ControlsContext, pred: pd.DataFrame, p_probe: np.ndarray, info: dict, used_scheme, k_pos: int, what: str,
               key: dict) -> list[dict]:
     """The rows of one fit: the adapted head's own test metrics (``head_*``), the refitted probe's, epochs and fit
     time, and the permutation scheme used.
@@ -336,19 +337,19 @@ def _fit_rows(ctx: _Ctx, pred: pd.DataFrame, p_probe: np.ndarray, info: dict, us
 
 
 # ------------------------------------------------------------------------------------------------ the arms
-def _collect_arms(ctx: _Ctx, arms: _Arms, out: dict) -> None:
+def _collect_arms(ctx: ControlsContext, arms: _Arms, out: dict) -> None:
     """Each arm's out-of-fold predictions per seed, read back from the files (so reruns see the same numbers):
     ``out["runs"][arm][seed]`` scores the refitted probe (with its probabilities), ``out["runs_head"]`` the adapted
     head, ``out["arm_hashes"][arm]`` is a hash of the arm's fits' config hashes (what a unit reading the arm
     hashes)."""
     metric = ctx.cfg.metric
-    out["arm_hashes"] = {lab: _hash(sorted(arms.fit(ctx, s, k, lab).chash for s in arms.seeds for k in ctx.fold_ids))
+    out["arm_hashes"] = {lab: config_hash(sorted(arms.fit(ctx, s, k, lab).chash for s in arms.seeds for k in ctx.fold_ids))
                          for lab in ARMS}
     for lab in ARMS:
         per_seed, per_seed_head = {}, {}
         for s in arms.seeds:
             proba, proba_head = _arm_predictions(ctx, arms, s, lab)
-            res, res_h = _probe_result(ctx, proba), _probe_result(ctx, proba_head)
+            res, res_h = probe_result(ctx, proba), probe_result(ctx, proba_head)
             per_seed[int(s)] = {"score": res.mean_fold(metric), "folds": res.fold_values(metric).tolist(),
                                 "proba": proba}
             per_seed_head[int(s)] = {"score": res_h.mean_fold(metric), "folds": res_h.fold_values(metric).tolist()}
@@ -356,7 +357,7 @@ def _collect_arms(ctx: _Ctx, arms: _Arms, out: dict) -> None:
         out["runs_head"][lab] = per_seed_head
 
 
-def _arm_predictions(ctx: _Ctx, arms: _Arms, s, lab: str) -> tuple[np.ndarray, np.ndarray]:
+def _arm_predictions(ctx: ControlsContext, arms: _Arms, s, lab: str) -> tuple[np.ndarray, np.ndarray]:
     """One arm and seed's out-of-fold probabilities on the feature windows: the refitted probe's and the adapted
     head's, each ``(n_windows, n_classes)`` (NaN outside the tested folds)."""
     proba = np.full((len(ctx.keys), ctx.classes.size), np.nan)

@@ -1,15 +1,15 @@
 """The steps of ``eegfm-bench controls`` (paper 001), each a resumable unit of work over one shared context.
 
-:class:`_Ctx` holds what every step reads (the feature windows, their labels and subjects, the fixed folds, the
+:class:`ControlsContext` holds what every step reads (the feature windows, their labels and subjects, the fixed folds, the
 unit level, the probe and the store); :class:`Rep` is one scored representation on those windows. The steps, in
 the order the command runs them (:func:`eegfm_bench.runs.controls.command.controls_main`):
 
-* :func:`_handcrafted` — (a) the handcrafted families through the frozen probe;
-* :func:`_frozen_models` — (b) every model's frozen embeddings, configured checkpoint and matched random inits;
-* :func:`_cv_claims` — (c) a cv run's fine-tuned scores, from its predictions;
-* :func:`_paired` — (g) a claim minus the stronger family, subject-cluster bootstrap, Wilcoxon, sign-flip;
-* :func:`_permutation` — (d) label permutation of a representation's probe;
-* :func:`_identity` / :func:`_identity_encoder` — (f) the dataset-identity probe, handcrafted and per encoder.
+* :func:`handcrafted` — (a) the handcrafted families through the frozen probe;
+* :func:`frozen_models` — (b) every model's frozen embeddings, configured checkpoint and matched random inits;
+* :func:`cv_claims` — (c) a cv run's fine-tuned scores, from its predictions;
+* :func:`paired_uncertainty` — (g) a claim minus the stronger family, subject-cluster bootstrap, Wilcoxon, sign-flip;
+* :func:`permutation_control` — (d) label permutation of a representation's probe;
+* :func:`identity_control` / :func:`_identity_encoder` — (f) the dataset-identity probe, handcrafted and per encoder.
 
 Control 4 (scrambled-label adaptation) is :mod:`eegfm_bench.runs.controls.scrambled`, the gates
 :mod:`eegfm_bench.runs.controls.gates`. Each step is a unit of the store
@@ -35,7 +35,7 @@ from eegfm_bench.controls.features import handcrafted_features
 from eegfm_bench.controls.gates import decision_stability
 from eegfm_bench.controls.identity import dataset_identity_probe, shared_channels
 from eegfm_bench.controls.permutation import permutation_test
-from eegfm_bench.controls.probes import ProbeResult, _metrics_rows, evaluate_probe, paired_comparison
+from eegfm_bench.controls.probes import ProbeResult, metrics_rows, evaluate_probe, paired_comparison
 from eegfm_bench.data.preprocessing import Preprocessing, reference_windows
 from eegfm_bench.data.tasks import get_task
 from eegfm_bench.data.windows import load_windows, select_channels, window_reference
@@ -43,7 +43,7 @@ from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.results import config_hash
 from eegfm_bench.config.cv import CVConfig
-from eegfm_bench.runs.controls.config import _init_label, _user_decl
+from eegfm_bench.runs.controls.config import init_label, user_decl
 from eegfm_bench.config.controls import ControlsConfig, ControlsModel
 from eegfm_bench.runs.controls.store import ControlsStore
 from eegfm_bench.runs.cv.output import CVRun, CVRunError
@@ -72,11 +72,8 @@ class Rep:
     chash: str = ""
 
 
-def _hash(obj) -> str:
-    return config_hash(obj)
-
-
-def _write_json(path: Path, obj) -> None:
+def write_json(path: Path, obj) -> None:
+    """Write ``obj`` to ``path`` as indented JSON, atomically (numpy scalars and arrays as Python values)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(obj, indent=1, default=_json_default, ensure_ascii=False))
 
@@ -96,7 +93,7 @@ def _safe(name: str) -> str:
 
 
 @dataclass
-class _Ctx:
+class ControlsContext:
     """Everything the steps share: the config, windows, folds, units, labels and the store."""
 
     cfg: ControlsConfig
@@ -134,15 +131,15 @@ class _Ctx:
             tqdm.write(f"[controls] {msg}")
 
 
-def _probe_result(ctx: _Ctx, proba: np.ndarray):
+def probe_result(ctx: ControlsContext, proba: np.ndarray):
     """ProbeResult of fixed out-of-fold probabilities on the context's folds (window and unit level)."""
-    fm, pooled = _metrics_rows(ctx.y_idx, proba, ctx.folds, ctx.agg_units, ctx.agg_level or "subject",
+    fm, pooled = metrics_rows(ctx.y_idx, proba, ctx.folds, ctx.agg_units, ctx.agg_level or "subject",
                                ctx.classes.size, [None] * len(ctx.folds))
     levels = ["window"] + ([ctx.agg_level] if ctx.agg_level else [])
     return ProbeResult(ctx.classes, proba, fm, pooled, ctx.spec, levels)
 
 
-def _fold_rows(ctx: _Ctx, res, **key) -> list[dict]:
+def _fold_rows(ctx: ControlsContext, res, **key) -> list[dict]:
     rows = []
     for r in res.fold_metrics.itertuples(index=False):
         te = ctx.folds[int(r.fold)][1]
@@ -157,7 +154,7 @@ def _fold_rows(ctx: _Ctx, res, **key) -> list[dict]:
     return rows
 
 
-def _save_predictions(ctx: _Ctx, path: Path, proba: np.ndarray) -> None:
+def _save_predictions(ctx: ControlsContext, path: Path, proba: np.ndarray) -> None:
     tested = np.concatenate([te for _, te in ctx.folds])
     fold_of = np.full(len(ctx.keys), -1)
     for k, (_, te) in enumerate(ctx.folds):
@@ -172,7 +169,7 @@ def _save_predictions(ctx: _Ctx, path: Path, proba: np.ndarray) -> None:
         df.to_csv(tmp, index=False)
 
 
-def _load_predictions(ctx: _Ctx, path: Path) -> np.ndarray:
+def _load_predictions(ctx: ControlsContext, path: Path) -> np.ndarray:
     df = pd.read_csv(path)
     proba = np.full((len(ctx.keys), ctx.classes.size), np.nan)
     tested = np.concatenate([te for _, te in ctx.folds])
@@ -182,11 +179,11 @@ def _load_predictions(ctx: _Ctx, path: Path) -> np.ndarray:
     return proba
 
 
-def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head: str, source: str, unit_cfg: dict,
+def _probe_rep(ctx: ControlsContext, *, name: str, model: str, init: str, regime: str, head: str, source: str, unit_cfg: dict,
                compute_X, seed: int | None = None) -> tuple[Rep, object]:
     """Evaluate (or reload) one representation through the probe; returns the Rep and a lazy X getter."""
     seed = ctx.cfg.seed if seed is None else seed
-    unit = ctx.store.unit(_hash(unit_cfg), task=ctx.task.name, model=model, init=init, regime=regime, head=head,
+    unit = ctx.store.unit(config_hash(unit_cfg), task=ctx.task.name, model=model, init=init, regime=regime, head=head,
                           seed=seed, condition="clean")
     path = unit.file(ctx.out / "predictions", _safe(name), ".csv")
     cache = {}
@@ -198,7 +195,7 @@ def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head
 
     if ctx.store.done(unit) and path.is_file():
         proba = _load_predictions(ctx, path)
-        res = _probe_result(ctx, proba)
+        res = probe_result(ctx, proba)
     else:
         t0 = time.time()
         X = get_X()
@@ -208,7 +205,7 @@ def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head
         proba = np.full((len(ctx.keys), ctx.classes.size), np.nan)
         tested = np.concatenate([te for _, te in ctx.folds])
         proba[tested] = res.proba[tested]
-        res = _probe_result(ctx, proba)
+        res = probe_result(ctx, proba)
         _save_predictions(ctx, path, proba)
         key = unit.row_key
         rows = _fold_rows(ctx, res, **key)
@@ -223,32 +220,34 @@ def _probe_rep(ctx: _Ctx, *, name: str, model: str, init: str, regime: str, head
     return Rep(name, model, init, regime, head, source, proba, res, seed, chash=unit.chash), get_X
 
 
-def _score(rep: Rep, metric: str, level: str = "window") -> float:
+def score(rep: Rep, metric: str, level: str = "window") -> float:
+    """The fold mean of ``metric`` of one representation at ``level`` (``window`` or the unit level)."""
     return rep.result.mean_fold(metric, level)
 
 
 
 # ================================================================================================ steps
-def _load_ws(cfg: ControlsConfig, task, prep_dict: dict, progress: bool, *, subjects=None, max_windows=None):
+def load_task_windows(cfg: ControlsConfig, task, prep_dict: dict, progress: bool, *, subjects=None, max_windows=None):
     """The windows of ``task`` under one preprocessing, from the config's data root and cache."""
     return load_windows(task, Preprocessing(**prep_dict), data_root=cfg.data.data_root, cache_dir=cfg.data.cache_dir,
                         subjects=subjects, max_windows_per_subject=max_windows, progress=progress)
 
 
-def _model_ws(ctx: _Ctx, model: str):
+def model_windows(ctx: ControlsContext, model: str):
+    """The task's windows under ``model``'s declared preprocessing, loaded once per preprocessing for the run."""
     prep = BACKBONES.get(model).preprocessing
     k = json.dumps(prep.to_dict(), sort_keys=True)
     if k not in ctx.ws_cache:
-        ctx.ws_cache[k] = _load_ws(ctx.cfg, ctx.cfg.task, prep.to_dict(), ctx.progress, subjects=ctx.cfg.data.subjects,
+        ctx.ws_cache[k] = load_task_windows(ctx.cfg, ctx.cfg.task, prep.to_dict(), ctx.progress, subjects=ctx.cfg.data.subjects,
                                    max_windows=ctx.cfg.data.max_windows_per_subject)
     return ctx.ws_cache[k]
 
 
-def _features(ctx: _Ctx, family: str, ws, ch_names: list[str], tag: str) -> np.ndarray:
+def _features(ctx: ControlsContext, family: str, ws, ch_names: list[str], tag: str) -> np.ndarray:
     """Handcrafted features of ``ws`` (cached as .npy under out_dir/features)."""
     fc = ctx.cfg.features
     rows = row_keys(ws.recording, ws.window_index)
-    h = _hash({"family": family, "ws": ws.meta.get("cache_key"), "rows": _hash(rows.tolist()), "ref": "final",
+    h = config_hash({"family": family, "ws": ws.meta.get("cache_key"), "rows": config_hash(rows.tolist()), "ref": "final",
                "n": len(ws), "ch": ch_names, "welch": fc.welch_seconds, "study": fc.study_summaries})
     path = ctx.out / "features" / f"{tag}-{family}-{h}.npy"
     if path.is_file():
@@ -272,7 +271,8 @@ def _features(ctx: _Ctx, family: str, ws, ch_names: list[str], tag: str) -> np.n
     return F
 
 
-def _handcrafted(ctx: _Ctx) -> dict:
+def handcrafted(ctx: ControlsContext) -> dict:
+    """Step (a): each handcrafted family through the frozen probe, resumable: ``({family: Rep}, {family: get_X})``."""
     reps, getters = {}, {}
     cfg = ctx.cfg
     for fam in cfg.features.families:
@@ -287,7 +287,7 @@ def _handcrafted(ctx: _Ctx) -> dict:
     return reps, getters
 
 
-def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
+def frozen_models(ctx: ControlsContext) -> tuple[dict, dict]:
     """Frozen embeddings of every model and init through the probe: {model: {init_label: Rep}}, getters."""
     reps, getters = {}, {}
     cfg = ctx.cfg
@@ -298,17 +298,17 @@ def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
         for label, pretrained, seed in inits:
             unit = {"step": "frozen", "model": m.to_dict(), "pretrained": pretrained, "init_seed": seed,
                     "probe": cfg.probe.to_dict(), "folds": ctx.fold_ids, "aggregate": ctx.agg_level,
-                    "data": cfg.data.to_dict(), **_user_decl(cfg, m.model)}
+                    "data": cfg.data.to_dict(), **user_decl(cfg, m.model)}
 
             def compute(m=m, pretrained=pretrained, seed=seed):
-                ws_m = _model_ws(ctx, m.model)
+                ws_m = model_windows(ctx, m.model)
                 emb = frozen_embedding(m.model, ws_m, ctx.keys, init_seed=seed, pretrained=pretrained,
                                        pooling=m.pooling, backbone_kwargs=m.backbone_kwargs,
                                        cache_dir=cfg.data.cache_dir, trainer=cfg.trainer,
                                        batch_size=int(cfg.data.batch_size), progress=ctx.progress)
                 return emb.X
 
-            init_row = label if pretrained is None else _init_label(cfg, m.model, pretrained)
+            init_row = label if pretrained is None else init_label(cfg, m.model, pretrained)
             rep, get_X = _probe_rep(ctx, name=f"{m.model}-{_safe(init_row)}-{m.pooling}", model=m.model,
                                     init=init_row, regime="frozen_probe",
                                     head=f"{m.pooling}+probe_{ctx.spec_for('frozen').kind}",
@@ -318,7 +318,7 @@ def _frozen_models(ctx: _Ctx) -> tuple[dict, dict]:
     return reps, getters
 
 
-def _cv_claims(ctx: _Ctx, cv_cfg: CVConfig | None) -> list[Rep]:
+def cv_claims(ctx: ControlsContext, cv_cfg: CVConfig | None) -> list[Rep]:
     """Fine-tuned / head-only cv scores from the cv run's predictions, aligned to the feature windows: one
     :func:`_cv_claim` per ``cv_claims`` entry (``auto``: every run × head of the cv run)."""
     claims = ctx.cfg.cv_claims
@@ -330,7 +330,7 @@ def _cv_claims(ctx: _Ctx, cv_cfg: CVConfig | None) -> list[Rep]:
     return [_cv_claim(ctx, run, cv_cfg, c) for c in claims]
 
 
-def _cv_claim(ctx: _Ctx, run: CVRun, cv_cfg: CVConfig, c: dict) -> Rep:
+def _cv_claim(ctx: ControlsContext, run: CVRun, cv_cfg: CVConfig, c: dict) -> Rep:
     """One cv claim ``{model, regime, head}``: its out-of-fold predictions of the cv run's current cells, scored on
     the fixed folds and stored as rows (a unit whose hash holds the cv cells' hashes).
 
@@ -358,7 +358,7 @@ def _cv_claim(ctx: _Ctx, run: CVRun, cv_cfg: CVConfig, c: dict) -> Rep:
         raise ValueError(f"cv run {cvd} holds {name} under several inits {inits}; its prediction files cannot "
                          "tell them apart; fix: one init per model/regime/head in that cv run")
     init = inits[0] if inits else "unknown"
-    ws_m = _model_ws(ctx, c["model"])
+    ws_m = model_windows(ctx, c["model"])
     proba = np.full((len(ctx.keys), ctx.classes.size), np.nan)
     for k_pos, k in enumerate(ctx.fold_ids):
         df = pd.read_csv(files[k])
@@ -370,8 +370,8 @@ def _cv_claim(ctx: _Ctx, run: CVRun, cv_cfg: CVConfig, c: dict) -> Rep:
             raise ValueError(f"{files[k]}: labels differ from the task's labels on the same windows; fix: rerun "
                              "the cv run on the current data")
         proba[te] = df[[f"p{j}" for j in range(ctx.classes.size)]].to_numpy()[order]
-    res = _probe_result(ctx, proba)
-    chash = _hash({"step": "cv_claim", "claim": c, "cv_out_dir": str(cvd), "folds": ctx.fold_ids,
+    res = probe_result(ctx, proba)
+    chash = config_hash({"step": "cv_claim", "claim": c, "cv_out_dir": str(cvd), "folds": ctx.fold_ids,
                    "aggregate": ctx.agg_level, "init": init,
                    "cv_cells": sorted({str(ck.config_hash) for ck in cks.values()})})
     unit = ctx.store.unit(chash, task=ctx.task.name, model=c["model"], init=init, regime=c["regime"], head=c["head"],
@@ -381,12 +381,12 @@ def _cv_claim(ctx: _Ctx, run: CVRun, cv_cfg: CVConfig, c: dict) -> Rep:
     return Rep(f"{name} (cv)", c["model"], init, c["regime"], c["head"], "cv", proba, res, cv_cfg.seed, chash=chash)
 
 
-def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
+def paired_uncertainty(ctx: ControlsContext, rep: Rep, comp: Rep, comp_family: str) -> dict:
     """Paired uncertainty of rep minus the stronger family, per level (rows + dict); its hash holds both
     representations' hashes, so it is recomputed whenever either changes."""
     b = ctx.cfg.bootstrap
     metric = ctx.cfg.metric
-    chash = _hash({"step": "paired", "rep": rep.name, "comp": comp.name, "bootstrap": b.to_dict(), "metric": metric,
+    chash = config_hash({"step": "paired", "rep": rep.name, "comp": comp.name, "bootstrap": b.to_dict(), "metric": metric,
                    "folds": ctx.fold_ids, "aggregate": ctx.agg_level, "inputs": [rep.chash, comp.chash]})
     unit = ctx.store.unit(chash, task=ctx.task.name, model=rep.model, init=rep.init, regime=rep.regime,
                           head=rep.head, seed=rep.seed, condition=f"paired_vs_{comp_family}")
@@ -416,14 +416,14 @@ def _paired(ctx: _Ctx, rep: Rep, comp: Rep, comp_family: str) -> dict:
                          ("sign_flip_p", level_out["sign_flip"]["p_value"] if level_out["sign_flip"] else np.nan)):
             rows.append({**key, "fold": "all", "metric": f"{metric}_{lv}_{mname}", "value": float(v),
                          "n_windows": int(tested.size), "n_subjects": int(np.unique(clusters).size)})
-    _write_json(path, out)
+    write_json(path, out)
     ctx.store.append(unit, rows)
     boot = out["levels"]["window"]["bootstrap"]
     ctx.note(f"paired {rep.name} − {comp_family}: {boot['estimate']:+.4f} [{boot['low']:+.4f}, {boot['high']:+.4f}]")
     return out
 
 
-def _stability(ctx: _Ctx, sub, tested, folds_sub, clusters) -> dict | None:
+def _stability(ctx: ControlsContext, sub, tested, folds_sub, clusters) -> dict | None:
     """Gate (ii)'s decision without each subject in turn (:func:`~eegfm_bench.controls.gates.decision_stability`):
     ``{"decision", "flips", "undecided"}``, or None when the interval itself cannot be computed."""
     b = ctx.cfg.bootstrap
@@ -436,7 +436,7 @@ def _stability(ctx: _Ctx, sub, tested, folds_sub, clusters) -> dict | None:
     return {"decision": st.verdict, "flips": st.flips, "undecided": sorted(st.undecided)}
 
 
-def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: str) -> tuple | None:
+def arm_interval(ctx: ControlsContext, pairs: list[tuple[np.ndarray, np.ndarray]], what: str) -> tuple | None:
     """Paired subject-cluster interval of the mean over ``pairs`` of (A − B) (gate iv's two-arm comparisons).
 
     Each pair is two arms' out-of-fold probabilities ``(n_windows, n_classes)`` on the feature windows (a seed of
@@ -452,7 +452,7 @@ def _arm_interval(ctx: _Ctx, pairs: list[tuple[np.ndarray, np.ndarray]], what: s
     samples = []
     try:
         for pa, pb in pairs:
-            ra, rb = _probe_result(ctx, pa), _probe_result(ctx, pb)
+            ra, rb = probe_result(ctx, pa), probe_result(ctx, pb)
             pc = paired_comparison(_SubResult(ra, tested), _SubResult(rb, tested), ctx.classes[ctx.y_idx[tested]],
                                    folds_sub, ctx.subjects[tested], metric=metric, level="window",
                                    n_boot=int(b.n_boot), level_ci=float(b.level), seed=int(b.seed))
@@ -485,12 +485,12 @@ def _reindex_folds(folds, tested):
     return [(np.setdiff1d(np.arange(tested.size), pos[te]), pos[te]) for _, te in folds]
 
 
-def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
+def permutation_control(ctx: ControlsContext, rep: Rep, get_X) -> dict:
     """Label permutation of one representation's probe (Control 3), resumable; its hash holds the
     representation's, so it is recomputed whenever the representation changes."""
     p = ctx.cfg.permutation
     metric = ctx.cfg.metric
-    chash = _hash({"step": "permutation", "rep": rep.name, "perm": p.to_dict(), "scheme": ctx.scheme,
+    chash = config_hash({"step": "permutation", "rep": rep.name, "perm": p.to_dict(), "scheme": ctx.scheme,
                    "probe": ctx.cfg.probe.to_dict(), "metric": metric, "folds": ctx.fold_ids, "input": rep.chash})
     unit = ctx.store.unit(chash, task=ctx.task.name, model=rep.model, init=rep.init, regime=rep.regime,
                           head=rep.head, seed=rep.seed, condition=f"label_permutation_{ctx.scheme}")
@@ -505,7 +505,7 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
     record = res.to_dict()
     record["seconds"] = time.time() - t0
     record["representation"] = rep.name
-    _write_json(path, record)
+    write_json(path, record)
     rows = [{**key, "fold": "all", "metric": f"{metric}_window_{m}", "value": float(v)}
             for m, v in (("observed", res.observed), ("null_mean", res.null_mean), ("null_sd", res.null_sd),
                          ("null_max", float(np.max(res.null))), ("p_value", res.p_value),
@@ -517,12 +517,12 @@ def _permutation(ctx: _Ctx, rep: Rep, get_X) -> dict:
     return record
 
 
-def _identity(ctx: _Ctx) -> dict:
+def identity_control(ctx: ControlsContext) -> dict:
     """Dataset-identity probe (§4.4) on the handcrafted family of two tasks' recordings, resumable."""
     idc = ctx.cfg.identity
     ta, tb = idc.tasks
     names = (get_task(ta).dataset, get_task(tb).dataset)
-    chash = _hash({"step": "identity", "identity": idc.to_dict(), "features": ctx.cfg.features.to_dict()})
+    chash = config_hash({"step": "identity", "identity": idc.to_dict(), "features": ctx.cfg.features.to_dict()})
     unit = ctx.store.unit(chash, task=f"identity:{names[0]}-vs-{names[1]}", model=f"handcrafted_{idc.family}",
                           init="none", regime="frozen_probe", head="probe_logreg", seed=int(idc.seed),
                           condition="dataset_identity")
@@ -533,7 +533,7 @@ def _identity(ctx: _Ctx) -> dict:
         record["encoders"] = [_identity_encoder(ctx, m, record["shared_channels"], names) for m in ctx.cfg.models]
         return record
     subj = idc.subjects or {}
-    wss = [_load_ws(ctx.cfg, t, ctx.cfg.features.preprocessing, ctx.progress, subjects=subj.get(get_task(t).name),
+    wss = [load_task_windows(ctx.cfg, t, ctx.cfg.features.preprocessing, ctx.progress, subjects=subj.get(get_task(t).name),
                     max_windows=idc.max_windows_per_subject) for t in (ta, tb)]
     shared = shared_channels(wss[0].ch_names, wss[1].ch_names, names)  # raises, listing each dataset's channels
     t0 = time.time()
@@ -554,7 +554,7 @@ def _identity(ctx: _Ctx) -> dict:
                        f"{ctx.cfg.features.preprocessing} applied per dataset before channel restriction (the "
                        "average reference uses each dataset's full montage); dataset membership confounds site, "
                        "device, montage, population and protocol (paper 001 §4.4)")
-    _write_json(path, record)
+    write_json(path, record)
     rows = [{**key, "fold": "all", "metric": m, "value": float(v)}
             for m, v in (("auroc_full", res.auroc_full), ("auroc_pca", res.auroc_pca), ("pca_k", res.pca_k),
                          ("null_mean", record["null_mean"]), ("null_max", float(np.max(res.null_aurocs))),
@@ -566,11 +566,11 @@ def _identity(ctx: _Ctx) -> dict:
     ctx.note(f"identity {names[0]} vs {names[1]}: AUROC full {res.auroc_full:.4f}, PCA-{res.pca_k} "
              f"{res.auroc_pca:.4f}, null {record['null_mean']:.4f}, balanced {record['balanced_mean']:.4f}")
     record["encoders"] = [_identity_encoder(ctx, m, shared, names) for m in ctx.cfg.models]
-    _write_json(path, record)
+    write_json(path, record)
     return record
 
 
-def _identity_encoder(ctx: _Ctx, m: ControlsModel, shared: list[str], names: tuple[str, str]) -> dict:
+def _identity_encoder(ctx: ControlsContext, m: ControlsModel, shared: list[str], names: tuple[str, str]) -> dict:
     """The dataset-identity probe on one encoder's frozen embeddings (paper 001 Table 7), resumable.
 
     Both datasets' windows are taken under the encoder's own preprocessing and restricted to the shared channels (in
@@ -579,9 +579,9 @@ def _identity_encoder(ctx: _Ctx, m: ControlsModel, shared: list[str], names: tup
     full space, in-fold PCA, permuted null, balanced subsampling."""
     idc, cfg = ctx.cfg.identity, ctx.cfg
     pretrained, seed = m.pretrained, int(m.init_seeds[0])
-    init = _init_label(cfg, m.model, pretrained) if pretrained else f"random#seed{seed}"
-    chash = _hash({"step": "identity_encoder", "identity": idc.to_dict(), "model": m.to_dict(), "shared": shared,
-                   **_user_decl(cfg, m.model)})
+    init = init_label(cfg, m.model, pretrained) if pretrained else f"random#seed{seed}"
+    chash = config_hash({"step": "identity_encoder", "identity": idc.to_dict(), "model": m.to_dict(), "shared": shared,
+                   **user_decl(cfg, m.model)})
     unit = ctx.store.unit(chash, task=f"identity:{names[0]}-vs-{names[1]}", model=m.model, init=init,
                           regime="frozen_probe", head=f"{m.pooling}+probe_logreg", seed=seed,
                           condition="dataset_identity")
@@ -595,7 +595,7 @@ def _identity_encoder(ctx: _Ctx, m: ControlsModel, shared: list[str], names: tup
     feats, units, subjects = [], [], []
     adapter = None
     for t in idc.tasks:
-        ws = _load_ws(cfg, t, prep, ctx.progress, subjects=subj.get(get_task(t).name),
+        ws = load_task_windows(cfg, t, prep, ctx.progress, subjects=subj.get(get_task(t).name),
                       max_windows=idc.max_windows_per_subject)
         low = {c.lower(): i for i, c in enumerate(ws.ch_names)}
         idx = [low[c.lower()] for c in shared]
@@ -617,7 +617,7 @@ def _identity_encoder(ctx: _Ctx, m: ControlsModel, shared: list[str], names: tup
     record.update(model=m.model, init=init, pooling=m.pooling, n_dims=int(feats[0].shape[1]),
                   seconds=time.time() - t0, note=f"{m.model} ({init}) built on the {len(shared)} shared channels, "
                   f"frozen, {m.pooling}-pooled tokens under its own preprocessing, one unit per recording")
-    _write_json(path, record)
+    write_json(path, record)
     rows = [{**key, "fold": "all", "metric": mm, "value": float(v)}
             for mm, v in (("auroc_full", res.auroc_full), ("auroc_pca", res.auroc_pca), ("pca_k", res.pca_k),
                           ("null_mean", record["null_mean"]), ("balanced_mean", record["balanced_mean"]),

@@ -57,7 +57,7 @@ from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.base import ChannelContractError
 from eegfm_bench.models.heads import HEADS
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.models.user import (UserModelError, _normalise, check_user_model, hashable_user_spec,
+from eegfm_bench.models.user import (UserModelError, user_model_config, check_user_model, hashable_user_spec,
     register_user_models)
 from eegfm_bench.config.user_model import UserModelConfig
 from eegfm_bench.results import Cell, config_hash
@@ -157,7 +157,7 @@ def check_user_model_on_data(name: str, spec: dict, ws, checked: set, progress: 
     if name in checked:
         return
     checked.add(name)
-    um = typed(UserModelConfig, _normalise(dict(spec), name))
+    um = typed(UserModelConfig, user_model_config(dict(spec), name))
     if um.channels.kind == "names" and progress:
         keep = {c.lower() for c in um.channels.names}
         left = [c for c in ws.ch_names if c.lower() not in keep]

@@ -22,7 +22,7 @@ from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
-from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
+from eegfm_bench.interpret.attribution import NoWindowsSelectedError, fold_rows, cond_dir, explain_fold, resolve_method
 from eegfm_bench.config.interpret import AttributionConfig
 from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
@@ -229,7 +229,7 @@ def _explain_checkpoint(cfg: InterpretConfig, run, ck, root: Path, store, chash:
         for method, fm in res.items():
             if write:
                 fm.save(root / ck.cell / cond_dir(condition) / method / f"fold{ck.fold}.npz")
-            rows += _fold_rows(base, fm)
+            rows += fold_rows(base, fm)
         store.append(rows)
         current.add(base["config_hash"])
     return current

@@ -46,7 +46,7 @@ from eegfm_bench.stats import SUBJECT_SD_PILOT, min_detectable_delta
 from eegfm_bench.trainer import build_trainer, fit_callbacks, fixed_numerics
 
 
-def _measure(model: str, ch_names: list[str], n_times: int, backbone_kwargs: dict | None, batch: int, *, min_batches: int = 5,
+def measure_backbone(model: str, ch_names: list[str], n_times: int, backbone_kwargs: dict | None, batch: int, *, min_batches: int = 5,
              min_seconds: float = 2.0) -> dict:
     """Windows/s of one backbone on this machine's CPU, forward (eval, no grad) and forward + backward (train), at
     ``batch`` windows per step: 2 warm-up steps, then at least ``min_batches`` timed steps and ``min_seconds``
@@ -174,7 +174,7 @@ class _Toy(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def _lightning_overhead(tr: dict) -> dict:
+def lightning_overhead(tr: dict) -> dict:
     """Seconds a cell spends outside the model on this machine: a Trainer with the cv's callbacks (early stopping,
     checkpoint, RNG state) fitting and testing a toy model for 1 and for 4 epochs; ``per_epoch`` is the slope,
     ``per_cell`` the rest (Trainer start, test loop) and ``test`` the test loop's part of it (mean of the two)."""
@@ -213,7 +213,7 @@ def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measu
     table: dict = read_bench(bench) if bench else {}
     if table or measure:
         with fixed_numerics(cfg.intra_op_threads):
-            over = _lightning_overhead(cfg.trainer)
+            over = lightning_overhead(cfg.trainer)
     else:
         over = None
     head = _plan_part(cfg, table, measure, over)
@@ -320,7 +320,7 @@ def _plan_part(cfg: CVConfig, table: dict, measure: bool, over: dict | None) -> 
         tput = lookup(table, run.model, len(ws.ch_names), int(ws.n_times), kw)
         if tput is None and measure:
             with fixed_numerics(cfg.intra_op_threads):  # the threads every cell runs with
-                tput = _measure(run.model, list(ws.ch_names), int(ws.n_times), kw, batch)
+                tput = measure_backbone(run.model, list(ws.ch_names), int(ws.n_times), kw, batch)
             table[throughput_key(run.model, len(ws.ch_names), int(ws.n_times), kw)] = tput
             table.setdefault(throughput_key(run.model), tput)
         if tput is not None:
@@ -346,14 +346,14 @@ def _plan_part(cfg: CVConfig, table: dict, measure: bool, over: dict | None) -> 
     n_classes = max((len(np.unique(w.y)) for w in windows.values()), default=2)
     return {"out_dir": str(out), "n_cells": len(cells), "todo": rows, "launcher": lc.kind, "n_jobs": len(jobs),
             "passes_saved": int(passes_saved), "seconds": seconds.tolist(), "current": current, "overhead": over,
-            "parallel": _parallel(lc, len(jobs)), "used": used, "windows": win,
+            "parallel": parallel_jobs(lc, len(jobs)), "used": used, "windows": win,
             "stage_seconds": {k: v.tolist() for k, v in stage.items()},
             "size": {"n_windows": max((len(w) for w in windows.values()), default=0), "n_subjects": n_subjects,
                      "n_classes": int(n_classes), "n_folds": len({c.fold for c in cells}),
                      "n_groups": len(current)}}
 
 
-def _parallel(lc, n_jobs: int) -> int:
+def parallel_jobs(lc, n_jobs: int) -> int:
     """How many of the jobs run at once: SLURM's ``array_parallelism``, the local ``workers``, else 1."""
     lc = as_launcher(lc)
     if lc.kind == "slurm":

@@ -45,7 +45,7 @@ from eegfm_bench.runs.cv.cells import cv_defaults, run_trainer
 from eegfm_bench.runs.launch.launcher import chunks
 from eegfm_bench.runs.plan.paper import load_paper, local_copy, member_config, missing_weights
 from eegfm_bench.config.paper import PaperConfig, PaperDataset, PaperMember, ProvenanceRunConfig
-from eegfm_bench.runs.plan.command import (_lightning_overhead, _measure, _parallel, cell_passes, cell_seconds, lookup,
+from eegfm_bench.runs.plan.command import (lightning_overhead, measure_backbone, parallel_jobs, cell_passes, cell_seconds, lookup,
                                    read_bench, throughput_key, throughput_line, throughput_summary)
 
 TEN_TWENTY = ["F4", "C4", "O2", "C3", "Fp1", "Fp2", "F7", "F8", "F3", "T7", "T8", "P7", "P8", "P3", "P4", "O1", "Fz",
@@ -173,10 +173,10 @@ MEASURE_STEPS = 3
 
 
 def _measure_entry(model: str, names: list[str], n: int, kwargs: dict) -> dict:
-    """One throughput entry measured here (:func:`~eegfm_bench.runs.plan.command._measure` at :data:`MEASURE_BATCH` windows,
+    """One throughput entry measured here (:func:`~eegfm_bench.runs.plan.command.measure_backbone` at :data:`MEASURE_BATCH` windows,
     at least :data:`MEASURE_STEPS` timed steps and 2 s), with the machine's 1-minute load average before and after."""
     load = os.getloadavg()[0]
-    out = _measure(model, names, n, kwargs, MEASURE_BATCH, min_batches=MEASURE_STEPS)
+    out = measure_backbone(model, names, n, kwargs, MEASURE_BATCH, min_batches=MEASURE_STEPS)
     return {**out, "load_avg": [round(load, 2), round(os.getloadavg()[0], 2)], "cpu_count": os.cpu_count(),
             "threads": torch.get_num_threads()}
 
@@ -215,7 +215,7 @@ def _jobs(ctx: Ctx, cfg, n_units: int) -> tuple[int, int, str]:
     if lc.kind == "none":
         return (1 if n_units else 0), 1, "none"
     n = len(chunks([str(i) for i in range(n_units)], lc))
-    return n, _parallel(lc, n), lc.kind
+    return n, parallel_jobs(lc, n), lc.kind
 
 
 def _row(name: str, command: str, size: Size, cells: int, jobs: int, parallel: int, launcher: str,
@@ -460,7 +460,7 @@ def plan_paper(path, launcher_args: Sequence[str] = (), *, bench: str | None = N
     paper = load_paper(path, members)
     src = bench or paper.throughput
     table = read_bench(src) if src and Path(src).is_file() else {}
-    over = _lightning_overhead(cv_defaults()["trainer"]) if (table or measure) else None
+    over = lightning_overhead(cv_defaults()["trainer"]) if (table or measure) else None
     ctx = Ctx(paper, table, measure, over, list(launcher_args), on_measure=on_measure)
     rows, cfgs = [], []
     for m in paper.members:

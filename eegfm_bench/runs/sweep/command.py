@@ -66,7 +66,7 @@ from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.perturb.conditions import Condition, PerturbContext
 from eegfm_bench.perturb.dataset import PerturbedWindows
-from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, SweepCondition, SweepModule, _details,
+from eegfm_bench.perturb.evaluate import (NOT_APPLICABLE, ConditionResult, SweepCondition, SweepModule, condition_details,
                                           condition_rows, dropout_masks_record, not_applicable_reason,
                                           perturb_context, resolve_conditions, shared_backbone_groups)
 from eegfm_bench.perturb.regions import REGION_ROLES, MissingElectrodesWarning, resolve_region
@@ -296,7 +296,7 @@ def _prepare_groups(plan: SweepPlan, *, warn: bool) -> tuple[list[dict], list[st
         ctx, fnotes = perturb_context(ws.meta, run.task, cfg.seed, order=cfg.corruption_order,
                                       region_power=cfg.region_snr, mask=cfg.mask)
         notes += [n for n in fnotes if n not in notes]
-        details = {c.name: _details(c, ws.ch_names, ctx) for c in conditions}  # resolves regions and masks (raises)
+        details = {c.name: condition_details(c, ws.ch_names, ctx) for c in conditions}  # resolves regions and masks (raises)
         for role in REGION_ROLES:
             if any(getattr(c, "role", None) == role for c in conditions):
                 resolve_region(run.task, role, ws.ch_names, warn=warn)
@@ -487,7 +487,7 @@ def evaluate_conditions(models: Mapping[Any, Any], ws, rows: np.ndarray, conditi
     sink : callable, optional
         ``sink(list[ConditionResult])`` on rank 0 as each condition finishes (not-applicable results included).
     details : mapping condition name -> dict, optional
-        Precomputed :func:`_details`.
+        Precomputed :func:`condition_details`.
     out_dir, name, version, experiment
         Where the Trainer's loggers write (``None``: no loggers).
     labels : mapping key -> str, optional
@@ -545,7 +545,7 @@ def _resolve_details(conditions: Sequence[Condition], details: Mapping[str, dict
     for c in conditions:
         if c.name not in details:
             try:
-                details[c.name] = _details(c, ch_names, ctx)
+                details[c.name] = condition_details(c, ch_names, ctx)
             except Exception as e:  # noqa: BLE001  (a mask / region that cannot be resolved: this condition fails)
                 details[c.name] = {"condition": c.name, "_error": (f"{type(e).__name__}: {e}", traceback.format_exc())}
     return details
