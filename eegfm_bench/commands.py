@@ -17,7 +17,7 @@ import yaml
 from lightning.pytorch.cli import LightningCLI
 
 from eegfm_bench.config import ConfigError, parse_config, typed
-from eegfm_bench.data.cache import cache_main
+from eegfm_bench.data.cache import run_cache
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.sources import resolve_data_root
 from eegfm_bench.data.sources.eegmmidb import eegmmidb_dir, eegmmidb_file
@@ -32,12 +32,12 @@ from eegfm_bench.reports.cv import to_markdown
 from eegfm_bench.reports.robustness import write_robustness_report
 from eegfm_bench.reports.sweep import table_markdown
 from eegfm_bench.runs.interpret.attribute import run_attribution
-from eegfm_bench.runs.audit import audit_main, audit_parser, load_audit_config
+from eegfm_bench.runs.audit import run_audit, audit_parser, load_audit_config
 from eegfm_bench.runs.cv.cells import check_config, load_config
 from eegfm_bench.config.cv import cv_parser
-from eegfm_bench.runs.cv.confound import confound_main
+from eegfm_bench.runs.cv.confound import run_confound
 from eegfm_bench.reports.confound import VERDICT_LEGEND
-from eegfm_bench.runs.controls.command import controls_main
+from eegfm_bench.runs.controls.command import run_controls
 from eegfm_bench.config.controls import controls_parser
 from eegfm_bench.runs.cv.command import run_cv
 from eegfm_bench.runs.launch.ingest import ingest_from_config, run_ingest
@@ -47,7 +47,7 @@ from eegfm_bench.runs.plan.command import plan_cv, plan_markdown
 from eegfm_bench.runs.plan.paper_plan import plan_paper, plan_paper_markdown
 from eegfm_bench.runs.interpret.probe import run_probes
 from eegfm_bench.reports.page import refresh
-from eegfm_bench.runs.sweep.command import sweep_main
+from eegfm_bench.runs.sweep.command import run_sweep
 from eegfm_bench.config.sweep import sweep_parser
 
 
@@ -139,7 +139,7 @@ def parsers() -> dict:
 # ============================================================================= commands without a typed config
 def _confound(p, a, extra) -> int:
     """The confound variations of a finished cv run (its config.yaml), with the command line's overrides."""
-    confound_main(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress,
+    run_confound(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress,
                   wait=not a.no_wait)
     return 0
 
@@ -158,7 +158,7 @@ def _tasks(p, a, extra) -> int:
 
 
 def _cache(p, a, extra) -> int:
-    return cache_main(a.cache_dir, prune=a.prune, older_than_days=a.older_than, partial_hours=a.partial_hours,
+    return run_cache(a.cache_dir, prune=a.prune, older_than_days=a.older_than, partial_hours=a.partial_hours,
                       yes=a.yes)
 
 
@@ -296,7 +296,7 @@ def _run_check(a, source, overrides, *, progress: bool) -> int:
 
 def _run_sweep(a, source, overrides, *, progress: bool) -> None:
 
-    table = sweep_main(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
+    table = run_sweep(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
     if is_global_zero():
         print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
         print(f"report: {table.attrs['report']}")
@@ -319,7 +319,7 @@ def _run_attribute(a, source, overrides, *, progress: bool) -> None:
 
 
 def _run_controls(a, source, overrides, *, progress: bool) -> None:
-    out = controls_main(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
+    out = run_controls(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
     if is_global_zero():
         print(Path(out["gates_md"]).read_text())
         for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
@@ -328,7 +328,7 @@ def _run_controls(a, source, overrides, *, progress: bool) -> None:
 
 def _run_audit(a, source, overrides, *, progress: bool) -> None:
     cmd, _ = load_audit_config(source, overrides)
-    rep = audit_main(source, overrides, wait=not a.no_wait)
+    rep = run_audit(source, overrides, wait=not a.no_wait)
     print(rep.to_markdown())
     stem = Path(cmd.out_dir) / f"audit_{rep.config_hash[:16]}"
     print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")

@@ -199,14 +199,14 @@ def test_controls_changed_probe_reruns_the_units_that_read_it(tmp_path, monkeypa
     """A unit's hash holds the hashes of the units it reads: another probe reruns the probes and with them the
     permutation test and the paired comparison of the changed representations (their own settings unchanged).
     A unit whose rows exist but whose file was deleted recomputes the file only: its rows are written once."""
-    from eegfm_bench.runs.controls.command import controls_main
+    from eegfm_bench.runs.controls.command import run_controls
 
     out = tmp_path / "o"
     base = dict(scrambled=[], identity=None, bootstrap={"n_boot": 100})
-    controls_main(_tiny_config(out, **base), progress=False)
+    run_controls(_tiny_config(out, **base), progress=False)
     before = pd.read_csv(out / "results.csv")
     calls = _count_units(monkeypatch)
-    controls_main(_tiny_config(out, probe={"kind": "logreg", "C": 0.1}, **base), progress=False)
+    run_controls(_tiny_config(out, probe={"kind": "logreg", "C": 0.1}, **base), progress=False)
     assert calls == {"probe": 2, "permutation": 2, "fit": 0, "identity": 0}
     after = pd.read_csv(out / "results.csv")
     new = after[~after.config_hash.isin(before.config_hash)]
@@ -214,7 +214,7 @@ def test_controls_changed_probe_reruns_the_units_that_read_it(tmp_path, monkeypa
     assert new.groupby("condition").config_hash.nunique().to_dict() == {
         "clean": 2, "label_permutation_within_subject": 2, "paired_vs_simple": 1}
     # the first config again: found done; then its files deleted: recomputed, the rows not appended again
-    controls_main(_tiny_config(out, **base), progress=False)
+    run_controls(_tiny_config(out, **base), progress=False)
     assert calls == {"probe": 2, "permutation": 2, "fit": 0, "identity": 0}
     index = {c["config_hash"] for c in json.loads((out / "cells.json").read_text())}
     assert index == set(before.config_hash)
@@ -224,7 +224,7 @@ def test_controls_changed_probe_reruns_the_units_that_read_it(tmp_path, monkeypa
     assert len(gone) == 4
     for p in gone:
         p.unlink()
-    controls_main(_tiny_config(out, **base), progress=False)
+    run_controls(_tiny_config(out, **base), progress=False)
     assert calls == {"probe": 4, "permutation": 4, "fit": 0, "identity": 0}
     assert all(p.is_file() for p in gone)
     pd.testing.assert_frame_equal(after, pd.read_csv(out / "results.csv"))
@@ -302,30 +302,30 @@ def test_unknown_keys_and_names_are_rejected(tmp_path):
 
 @requires_data
 def test_permutation_scheme_that_does_not_fit_the_labels(tmp_path):
-    from eegfm_bench.runs.controls.command import controls_main
+    from eegfm_bench.runs.controls.command import run_controls
 
     # eegmat: every subject has a rest and an arithmetic recording, so one label per subject is wrong
     cfg = _tiny_config(tmp_path / "o", permutation={"n": 5, "scheme": "subject_label"}, scrambled=[], identity=None,
                        models=[])
     with pytest.raises(ValueError, match="subject-label permutation needs one label per subject.*"
                                          "fix: every subject holds several classes: use scheme='within_subject'"):
-        controls_main(cfg, progress=False)
+        run_controls(cfg, progress=False)
 
 
 @requires_data
 def test_too_few_subjects_for_folds_or_bootstrap(tmp_path):
-    from eegfm_bench.runs.controls.command import controls_main
+    from eegfm_bench.runs.controls.command import run_controls
     from eegfm_bench.config import ConfigError
 
     base = dict(scrambled=[], identity=None, models=[])
     few = _tiny_config(tmp_path / "a", data={"subjects": [0, 1, 2], "max_windows_per_subject": 2}, **base)
     few["split"]["k"] = 5
     with pytest.raises(ConfigError, match=r"3 subjects for 5 folds; fix: split.k <= 3"):
-        controls_main(few, progress=False)
+        run_controls(few, progress=False)
     # 5 subjects in 3 folds: one test fold holds a single subject, too few for the within-fold bootstrap
     odd = _tiny_config(tmp_path / "b", data={"subjects": [0, 1, 2, 3, 4], "max_windows_per_subject": 2}, **base)
     with pytest.raises(ConfigError, match=r"too few subjects for the paired within-fold bootstrap.*fix: split.k <= 2"):
-        controls_main(odd, progress=False)
+        run_controls(odd, progress=False)
 
 
 @requires_data
@@ -344,7 +344,7 @@ def test_identity_datasets_without_shared_channels(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "load_task_windows", renamed)
     cfg = _tiny_config(tmp_path / "o", scrambled=[], models=[])
     with pytest.raises(ValueError, match=r"share no channel.*eegmmidb.*Fp1-REF.*eegmat.*Fp1"):
-        run.controls_main(cfg, progress=False)
+        run.run_controls(cfg, progress=False)
 
 
 # --------------------------------------------------------------------------------- synthetic, exact answers
@@ -435,13 +435,13 @@ def test_control4_can_fail_an_adaptation_that_ignores_labels(tmp_path):
     on the true training labels. An 'adaptation' that learns nothing (lr = 0) leaves both encoders the same: the
     scrambled arm scores exactly as the correct one and gate (iv) fails. (Scoring the scrambled arm's own head, the
     old way, put it at chance and let 'correct > scrambled' pass.)"""
-    from eegfm_bench.runs.controls.command import controls_main
+    from eegfm_bench.runs.controls.command import run_controls
 
     entry = {"model": "eegnet", "regime": "full", "head": "flatten", "seeds": [0], "backbone_kwargs": TINY_EEGNET,
              "trainer": {"max_epochs": 1, "patience": 1}, "optim": {"lr": 0.0, "warmup_epochs": 0}}
     cfg = _tiny_config(tmp_path / "o", scrambled=[entry], identity=None, models=[],
                        permutation={"n": 5, "families": "none"})
-    controls_main(cfg, progress=False)
+    run_controls(cfg, progress=False)
     rep = json.loads((tmp_path / "o" / "controls_report.json").read_text())
     s = rep["scrambled"][0]
     assert s["schedule"].startswith("fixed: 1 epochs, no early stopping") and "refitted on the true" in s["scored_by"]

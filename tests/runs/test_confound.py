@@ -289,7 +289,7 @@ def test_default_variations_for_every_preset_and_confound_off(tmp_path, monkeypa
     assert not load_config({**base, "task": "eegmat"}).confound.enabled  # fixed windows: nothing by default
     import eegfm_bench.runs.cv.confound as C
 
-    monkeypatch.setattr(C, "run_confound", lambda *a, **k: pytest.fail("the confound check ran"))
+    monkeypatch.setattr(C, "confound_check", lambda *a, **k: pytest.fail("the confound check ran"))
     from eegfm_bench.runs.cv.command import run_cv
 
     cfg = {**base, "confound": False, "data": {"subjects": [1, 2, 3], "max_windows_per_subject": 2,

@@ -228,8 +228,8 @@ def test_confound_on_a_moved_cv_writes_in_the_folder_given(moved_cv, monkeypatch
 
     moved, old = moved_cv
     seen = []
-    monkeypatch.setattr(C, "run_confound", lambda cfg, **k: seen.append(cfg.out_dir) or pd.DataFrame())
+    monkeypatch.setattr(C, "confound_check", lambda cfg, **k: seen.append(cfg.out_dir) or pd.DataFrame())
     monkeypatch.setattr(C, "refresh", lambda *a, **k: None)
     (moved / "config.yaml").write_text((moved / "config.yaml").read_text().replace(str(moved), str(old)))
-    C.confound_main(moved, variations=["band"], progress=False)
+    C.run_confound(moved, variations=["band"], progress=False)
     assert seen == [str(moved)] and not old.exists()

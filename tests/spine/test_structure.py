@@ -49,6 +49,21 @@ def test_no_private_name_is_imported_across_modules(sc):
     assert sc.private_imports() == []
 
 
+def test_command_entry_points_are_run_star_and_no_public_name_starts_with_test():
+    """Issue 36: one naming style for the commands (``run_cv``, ``run_sweep``, ``run_controls``, ``run_audit``, ...: no
+    ``*_main`` beside ``run_*``), and no module-level public function named ``test_*`` (pytest would collect one
+    imported into a test module)."""
+    import ast
+
+    bad = []
+    for path in (REPO / "eegfm_bench").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                    node.name.startswith("test_") or (node.name.endswith("_main") and not node.name.startswith("_"))):
+                bad.append(f"{path.relative_to(REPO).as_posix()}:{node.name}")
+    assert bad == []
+
+
 def test_no_function_over_100_lines(sc):
     _, _, _, long_fns, _ = sc.scan()
     assert long_fns == []

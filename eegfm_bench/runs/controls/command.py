@@ -102,7 +102,7 @@ from eegfm_bench.reports.page import refresh
 from eegfm_bench.trainer import log_summary
 
 
-def controls_main(config, *, args=(), progress: bool = True, worker_units=None, wait: bool = True) -> dict:
+def run_controls(config, *, args=(), progress: bool = True, worker_units=None, wait: bool = True) -> dict:
     """Run the negative-control suite of one config and write its report (paper 001 §3.6, §4, §5.5).
 
     Steps: load the config, typed and final, with the cv run's data settings and folds
@@ -153,7 +153,7 @@ def controls_main(config, *, args=(), progress: bool = True, worker_units=None, 
 
 def _controls(cfg: ControlsConfig, cv_cfg: CVConfig | None, t_start: float, *, progress: bool,
               worker_units) -> dict:
-    """:func:`controls_main`'s steps on its loaded config, under the out_dir's lock (a launcher's job takes none:
+    """:func:`run_controls`'s steps on its loaded config, under the out_dir's lock (a launcher's job takes none:
     :func:`eegfm_bench.locks.out_dir_lock`)."""
     out = Path(cfg.out_dir)
     worker = worker_units is not None
@@ -462,4 +462,4 @@ def _summary(ctx: ControlsContext, r: _Results, gate_reports: list, gate_context
         "notes": ctx.log, "wall_seconds": seconds}
 
 
-__all__ = ["controls_main"]
+__all__ = ["run_controls"]

@@ -2,7 +2,7 @@
 
 :class:`ControlsContext` holds what every step reads (the feature windows, their labels and subjects, the fixed folds, the
 unit level, the probe and the store); :class:`Rep` is one scored representation on those windows. The steps, in
-the order the command runs them (:func:`eegfm_bench.runs.controls.command.controls_main`):
+the order the command runs them (:func:`eegfm_bench.runs.controls.command.run_controls`):
 
 * :func:`handcrafted` — (a) the handcrafted families through the frozen probe;
 * :func:`frozen_models` — (b) every model's frozen embeddings, configured checkpoint and matched random inits;

@@ -4,7 +4,7 @@ The command is two named steps:
 
 1. the headline cells (:func:`eegfm_bench.runs.cv.loop.run_cells`: every model × regime × head × fold, resumable,
    launchable as jobs);
-2. the confound check (:func:`eegfm_bench.runs.cv.confound.run_confound`), on by default for every event-locked task
+2. the confound check (:func:`eegfm_bench.runs.cv.confound.confound_check`), on by default for every event-locked task
    (the safe number is the default one): every cell retrained on the task's default variations, the
    headline beside the confound-checked score with a verdict in ``summary.md``; ``confound: off`` skips it.
 """
@@ -22,7 +22,7 @@ from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.reports.cv import confound_side_by_side, write_summary
 from eegfm_bench.runs.cv.cells import load_config
 from eegfm_bench.runs.cv.loop import run_cells
-from eegfm_bench.runs.cv.confound import run_confound
+from eegfm_bench.runs.cv.confound import confound_check
 from eegfm_bench.reports.page import refresh
 
 
@@ -79,7 +79,7 @@ def _headline_and_confound(cfg, *, progress: bool, force: bool):
         raise StopRequested(str(err), kept=f"every headline cell ({cfg.out_dir}); the confound check did not "
                                            "start") from None
     t_head = time.time()
-    conf = run_confound(cfg, progress=progress)
+    conf = confound_check(cfg, progress=progress)
     table.attrs["confound"] = conf
     if is_global_zero():
         out = Path(cfg.out_dir)

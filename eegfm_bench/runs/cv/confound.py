@@ -232,7 +232,7 @@ def confound_verdict(checked_low: float, chance: float, delta_high: float) -> st
     return "survives" if delta_high >= 0 else "partly"
 
 
-def run_confound(cfg: CVConfig, *, progress: bool = True, variations: Optional[Sequence[str]] = None) -> pd.DataFrame:
+def confound_check(cfg: CVConfig, *, progress: bool = True, variations: Optional[Sequence[str]] = None) -> pd.DataFrame:
     """Run every variation of ``cfg.confound`` (after the headline cv in ``cfg.out_dir``) and write
     ``confound.md`` / ``confound.csv`` there; the variations' rows join the headline's store with their
     ``condition``. Returns the comparison table.
@@ -281,7 +281,7 @@ def run_confound(cfg: CVConfig, *, progress: bool = True, variations: Optional[S
     return table
 
 
-def confound_main(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_s: Optional[float] = None,
+def run_confound(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_s: Optional[float] = None,
                   band: Optional[Sequence[float]] = None, progress: bool = True, wait: bool = True) -> pd.DataFrame:
     """``eegfm-bench confound --cv <out_dir>``: the confound check of a finished cv, on its ``config.yaml``, with
     the command line's variations / offset / band in place of the config's; then the experiment's page. It holds
@@ -301,9 +301,9 @@ def confound_main(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_
     cfg = replace(cfg, confound=replace(cfg.confound, **over))
     check_confound(cfg.confound, get_task(cfg.task).spec)
     with out_dir_lock(cv_dir, "confound", wait=wait, enabled=is_global_zero()):
-        table = run_confound(cfg, progress=progress)
+        table = confound_check(cfg, progress=progress)
         refresh([cv_dir])
     return table
 
 
-__all__ = ["run_confound", "confound_main", "derive", "compare", "compare_predictions", "PRED_KEY"]
+__all__ = ["confound_check", "run_confound", "derive", "compare", "compare_predictions", "PRED_KEY"]

@@ -1,5 +1,5 @@
 """The cv's headline cells as a loop in Lightning's style (``reset → advance → on_run_end``), built from one cell
-unit (:func:`train_cell` → :func:`test_cell` → rows).
+unit (:func:`train_cell` → :func:`evaluate_cell` → rows).
 
 :class:`CVLoop` runs every cell of a cv config (:func:`~eegfm_bench.runs.cv.cells.enumerate_cells`): ``reset`` reads
 the config, opens the result store, loads the windows, writes ``config.yaml`` / ``cells.json`` / the ingest report
@@ -11,7 +11,7 @@ merges the rows, writes ``summary.md``, ``failures.json`` and the experiment's p
 
 One cell (:func:`train_cell`): the model and fold's DataModule, LP-FT's linear-probing stage, the head-only token
 cache, ``batch_size: auto``, then ``Trainer.fit`` with early stopping on validation balanced accuracy (or the
-closed-form ridge solution); :func:`test_cell` tests the best checkpoint, gathers the predictions (each test window
+closed-form ridge solution); :func:`evaluate_cell` tests the best checkpoint, gathers the predictions (each test window
 once under DDP) and returns the cell's long-format rows (the result-row contract of docs/guide/architecture.md).
 """
 from __future__ import annotations
@@ -79,7 +79,7 @@ class CellContext:
 
 @dataclass
 class TrainedCell:
-    """A cell after :func:`train_cell`: what :func:`test_cell` tests and records."""
+    """A cell after :func:`train_cell`: what :func:`evaluate_cell` tests and records."""
 
     model: Any
     fitted: Any
@@ -244,7 +244,7 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
     return TrainedCell(model, fitted, dm, ws, trainer, ckpt, feats, extra, t0, start)
 
 
-def test_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
+def evaluate_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
     """Test a trained cell with its best checkpoint (a ridge cell: its solution, saved as ``best.ckpt``), write its
     predictions (rank 0) and return its rows: one per metric (balanced accuracy, accuracy, AUROC, Cohen's κ, ...,
     plus epochs, fit seconds, head parameters, batch size and the trainable fraction), each with the cell's key,
@@ -440,7 +440,7 @@ class CVLoop:
         marker = running_marker(self.out, cell.id) if self.zero else None
         try:
             with fixed_numerics(self.cfg.intra_op_threads):
-                rows = test_cell(self.ctx, cell, train_cell(self.ctx, cell))
+                rows = evaluate_cell(self.ctx, cell, train_cell(self.ctx, cell))
             self.store.append(rows)
             if self.zero:  # the cell is finished: last.ckpt only serves an interrupted cell's resumption
                 remove_checkpoint(self.out / "checkpoints" / _cdir(cell) / f"fold{cell.fold}" / "last.ckpt")
@@ -524,4 +524,4 @@ def run_cells(config, *, args: Sequence[str] = (), progress: bool = True, force:
     return CVLoop(config, args=args, progress=progress, force=force, worker_cells=worker_cells).run()
 
 
-__all__ = ["CVLoop", "CellContext", "TrainedCell", "train_cell", "test_cell", "run_cells"]
+__all__ = ["CVLoop", "CellContext", "TrainedCell", "train_cell", "evaluate_cell", "run_cells"]

@@ -224,10 +224,10 @@ _Base = submitit.helpers.Checkpointable
 
 WORKER_ENTRY = {
     "cv": ("eegfm_bench.runs.cv.command", "run_cv", "worker_cells"),
-    "sweep": ("eegfm_bench.runs.sweep.command", "sweep_main", "worker_units"),
+    "sweep": ("eegfm_bench.runs.sweep.command", "run_sweep", "worker_units"),
     "probe": ("eegfm_bench.runs.interpret.probe", "run_probes", "worker_units"),
     "attribute": ("eegfm_bench.runs.interpret.attribute", "run_attribution", "worker_units"),
-    "controls": ("eegfm_bench.runs.controls.command", "controls_main", "worker_units"),
+    "controls": ("eegfm_bench.runs.controls.command", "run_controls", "worker_units"),
     "ingest": ("eegfm_bench.runs.launch.ingest", "ingest_shard", "worker_units"),
 }
 """Job kind -> (module, function, keyword): the function runs only the named units of a resolved config as a

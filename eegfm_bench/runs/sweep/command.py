@@ -157,7 +157,7 @@ def _save_predictions(folder: Path, condition: str, index: np.ndarray, probs: np
         df.to_csv(tmp, index=False)
 
 
-def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise_on_failure: bool = True,
+def run_sweep(config, *, args: Sequence[str] = (), progress: bool = True, raise_on_failure: bool = True,
                worker_units: Sequence[str] | None = None, wait: bool = True):
     """Run the perturbation sweep on every current fold checkpoint of a cv run, then write the report.
 
@@ -206,7 +206,7 @@ def sweep_main(config, *, args: Sequence[str] = (), progress: bool = True, raise
 
 
 def _sweep(plan: SweepPlan, *, progress: bool, raise_on_failure: bool, worker_units: Sequence[str] | None):
-    """:func:`sweep_main`'s steps on its resolved plan, under the out_dir's lock."""
+    """:func:`run_sweep`'s steps on its resolved plan, under the out_dir's lock."""
     cfg, run, cells = plan.config, plan.run, plan.cells
     out = Path(cfg.out_dir)
     zero = is_global_zero()
