@@ -198,7 +198,7 @@ def _npz(tmp_path, data, name="emb.npz"):
     return path
 
 
-def test_audit_main_writes_json_and_markdown_and_resumes(tmp_path, monkeypatch):
+def test_run_audit_writes_json_and_markdown_and_resumes(tmp_path, monkeypatch):
     path = _npz(tmp_path, paired_data(seed=2))
     cfg = {"embeddings": str(path), "out_dir": str(tmp_path / "out"), "name": "synthetic-nmt", **FAST}
     rep = run_audit(cfg)
@@ -223,7 +223,7 @@ def test_audit_main_writes_json_and_markdown_and_resumes(tmp_path, monkeypatch):
     assert AuditReport.from_json(tmp_path / "out" / f"{stem}.json").to_dict() == rep.to_dict()
 
 
-def test_audit_main_pairs_long_format_views(tmp_path):
+def test_run_audit_pairs_long_format_views(tmp_path):
     emb, y, views, subject, record, split = paired_data(seed=3)
     n, K, d = emb.shape
     long = dict(emb=emb.reshape(n * K, d), provenance=np.tile(views, n), y=np.repeat(y, K),
