@@ -6,11 +6,11 @@ the same functions::
     import eegfm_bench as eb
 
     table = eb.run_cv("configs/experiment/quickstart.yaml")        # headline cells + the confound check
-    eb.sweep_main("configs/experiment/sweep_quickstart.yaml")       # test-time perturbations (paper 003 App. D)
+    eb.run_sweep("configs/experiment/sweep_quickstart.yaml")       # test-time perturbations (paper 003 App. D)
     eb.run_probes("configs/experiment/interpret_quickstart.yaml")   # block-wise probes (App. I.4)
     eb.run_attribution("configs/experiment/interpret_quickstart.yaml")  # G×I / AttnLRP / GradCAM maps
-    eb.controls_main("configs/experiment/controls_eegmat.yaml")     # paper 001's negative controls
-    eb.audit_main({"embeddings": "emb.npz", "out_dir": "audit"})    # paper 000's provenance audit
+    eb.run_controls("configs/experiment/controls_eegmat.yaml")     # paper 001's negative controls
+    eb.run_audit({"embeddings": "emb.npz", "out_dir": "audit"})    # paper 000's provenance audit
     ws = eb.load_windows("eegmat", eb.BACKBONES.get("eegnet").preprocessing)  # windows with their ingest report
 
 Names are imported on first use (the package itself imports nothing heavy), so ``import eegfm_bench`` is fast and
@@ -31,13 +31,13 @@ from eegfm_bench.quiet import quiet, quiet_third_party_warnings
 
 _API = {
     # commands
-    "run_cv": "eegfm_bench.runs.cv", "run_cells": "eegfm_bench.runs.cv_loop", "check_config": "eegfm_bench.runs.cells",
-    "load_config": "eegfm_bench.runs.cells", "CVConfig": "eegfm_bench.config.cv", "CVLoop": "eegfm_bench.runs.cv_loop",
-    "train_cell": "eegfm_bench.runs.cv_loop", "test_cell": "eegfm_bench.runs.cv_loop",
-    "CellProgress": "eegfm_bench.runs.progress", "run_confound": "eegfm_bench.runs.confound",
-    "sweep_main": "eegfm_bench.runs.sweep", "run_probes": "eegfm_bench.runs.probe",
-    "run_attribution": "eegfm_bench.runs.attribute", "controls_main": "eegfm_bench.runs.controls",
-    "audit_main": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan", "write_page": "eegfm_bench.runs.report",
+    "run_cv": "eegfm_bench.runs.cv.command", "run_cells": "eegfm_bench.runs.cv.loop", "check_config": "eegfm_bench.runs.cv.cells",
+    "load_config": "eegfm_bench.runs.cv.cells", "CVConfig": "eegfm_bench.config.cv", "CVLoop": "eegfm_bench.runs.cv.loop",
+    "train_cell": "eegfm_bench.runs.cv.loop", "evaluate_cell": "eegfm_bench.runs.cv.loop",
+    "CellProgress": "eegfm_bench.runs.cv.progress", "run_confound": "eegfm_bench.runs.cv.confound",
+    "run_sweep": "eegfm_bench.runs.sweep.command", "run_probes": "eegfm_bench.runs.interpret.probe",
+    "run_attribution": "eegfm_bench.runs.interpret.attribute", "run_controls": "eegfm_bench.runs.controls.command",
+    "run_audit": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan.command", "write_page": "eegfm_bench.reports.page",
     # data
     "get_task": "eegfm_bench.data.tasks", "preset_names": "eegfm_bench.data.tasks",
     "load_windows": "eegfm_bench.data.windows", "WindowSet": "eegfm_bench.data.windows",
@@ -49,7 +49,7 @@ _API = {
     # analyses and statistics
     "paired_cluster_bootstrap": "eegfm_bench.stats", "wilcoxon_holm": "eegfm_bench.stats",
     "sign_flip_test": "eegfm_bench.stats", "evaluate_gates": "eegfm_bench.controls.gates",
-    "ClaimEvidence": "eegfm_bench.controls.gates", "run_audit": "eegfm_bench.provenance.audit",
+    "ClaimEvidence": "eegfm_bench.controls.gates", "audit_embeddings": "eegfm_bench.provenance.audit",
     "ResultStore": "eegfm_bench.results", "build_trainer": "eegfm_bench.trainer",
     # errors
     "EEGFMError": "eegfm_bench.errors", "ConfigError": "eegfm_bench.config",

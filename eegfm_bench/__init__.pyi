@@ -15,20 +15,20 @@ from eegfm_bench.models.backbones import BACKBONES as BACKBONES
 from eegfm_bench.models.heads import HEADS as HEADS
 from eegfm_bench.models.module import FMClassifier as FMClassifier
 from eegfm_bench.models.user import register_user_models as register_user_models
-from eegfm_bench.provenance.audit import run_audit as run_audit
+from eegfm_bench.provenance.audit import audit_embeddings as audit_embeddings
+from eegfm_bench.reports.page import write_page as write_page
 from eegfm_bench.results import ResultStore as ResultStore
-from eegfm_bench.runs.attribute import run_attribution as run_attribution
-from eegfm_bench.runs.audit import audit_main as audit_main
-from eegfm_bench.runs.cells import check_config as check_config, load_config as load_config
-from eegfm_bench.runs.confound import run_confound as run_confound
-from eegfm_bench.runs.controls import controls_main as controls_main
-from eegfm_bench.runs.cv import run_cv as run_cv
-from eegfm_bench.runs.cv_loop import CVLoop as CVLoop, run_cells as run_cells, test_cell as test_cell, train_cell as train_cell
-from eegfm_bench.runs.plan import plan_cv as plan_cv
-from eegfm_bench.runs.probe import run_probes as run_probes
-from eegfm_bench.runs.progress import CellProgress as CellProgress
-from eegfm_bench.runs.report import write_page as write_page
-from eegfm_bench.runs.sweep import sweep_main as sweep_main
+from eegfm_bench.runs.audit import run_audit as run_audit
+from eegfm_bench.runs.controls.command import run_controls as run_controls
+from eegfm_bench.runs.cv.cells import check_config as check_config, load_config as load_config
+from eegfm_bench.runs.cv.command import run_cv as run_cv
+from eegfm_bench.runs.cv.confound import run_confound as run_confound
+from eegfm_bench.runs.cv.loop import CVLoop as CVLoop, evaluate_cell as evaluate_cell, run_cells as run_cells, train_cell as train_cell
+from eegfm_bench.runs.cv.progress import CellProgress as CellProgress
+from eegfm_bench.runs.interpret.attribute import run_attribution as run_attribution
+from eegfm_bench.runs.interpret.probe import run_probes as run_probes
+from eegfm_bench.runs.plan.command import plan_cv as plan_cv
+from eegfm_bench.runs.sweep.command import run_sweep as run_sweep
 from eegfm_bench.stats import paired_cluster_bootstrap as paired_cluster_bootstrap, sign_flip_test as sign_flip_test, wilcoxon_holm as wilcoxon_holm
 from eegfm_bench.trainer import build_trainer as build_trainer
 
@@ -47,10 +47,10 @@ __all__ = [
     "ResultStore",
     "SplitSpec",
     "WindowSet",
-    "audit_main",
+    "audit_embeddings",
     "build_trainer",
     "check_config",
-    "controls_main",
+    "evaluate_cell",
     "evaluate_gates",
     "get_task",
     "load_config",
@@ -64,11 +64,11 @@ __all__ = [
     "run_audit",
     "run_cells",
     "run_confound",
+    "run_controls",
     "run_cv",
     "run_probes",
+    "run_sweep",
     "sign_flip_test",
-    "sweep_main",
-    "test_cell",
     "train_cell",
     "wilcoxon_holm",
     "write_page",

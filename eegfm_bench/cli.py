@@ -193,7 +193,7 @@ def _add_result_commands(sub) -> None:
     cf = sub.add_parser("confound", help="the confound check of a finished cv: offset / band / frontal variations",
                         description="Rerun every cell of a cv run (its config.yaml) with the windows starting after "
                                     "the cue-evoked response and in a restricted band, each variation separately and "
-                                    "together, on the same folds and seeds (runs/confound.py); confound.md beside "
+                                    "together, on the same folds and seeds (runs/cv/confound.py); confound.md beside "
                                     "the headline.")
     cf.add_argument("--cv", required=True, help="the cv run's out_dir")
     cf.add_argument("--variations", nargs="+", help="offset, band, offset+band, frontal (default: the config's)")
@@ -251,7 +251,7 @@ def _add_tool_commands(sub) -> None:
     ing.add_argument("--no-progress", action="store_true")
     fe = sub.add_parser("features", help="extract the frozen tokens of a cv config's head-only runs once, as a stage",
                         description="Cache the frozen backbone tokens every head-only (and LP-FT probing) cell of a "
-                                    "cv config reads (runs/feature_stage.py); with a launcher the windows are cut "
+                                    "cv config reads (runs/launch/feature_stage.py); with a launcher the windows are cut "
                                     "into --shards ranges, one job each, and this process assembles the entry. "
                                     "cv under a launcher runs this stage itself before its cells.")
     fe.add_argument("--config", action="append", required=True, help="a cv config (repeatable: later files override)")

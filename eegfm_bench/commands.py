@@ -17,7 +17,7 @@ import yaml
 from lightning.pytorch.cli import LightningCLI
 
 from eegfm_bench.config import ConfigError, parse_config, typed
-from eegfm_bench.data.cache import cache_main
+from eegfm_bench.data.cache import run_cache
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.sources import resolve_data_root
 from eegfm_bench.data.sources.eegmmidb import eegmmidb_dir, eegmmidb_file
@@ -26,25 +26,30 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interpret.lrp import adapter_lrp_problem
 from eegfm_bench.models.catalogue import catalogue_table
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.models.user import UserModelConfig, _normalise, check_user_model
+from eegfm_bench.models.user import user_model_config, check_user_model
+from eegfm_bench.config.user_model import UserModelConfig
 from eegfm_bench.reports.cv import to_markdown
 from eegfm_bench.reports.robustness import write_robustness_report
 from eegfm_bench.reports.sweep import table_markdown
-from eegfm_bench.runs.attribute import run_attribution
-from eegfm_bench.runs.audit import audit_main, audit_parser, load_audit_config
-from eegfm_bench.runs.cells import check_config, cv_parser, load_config
-from eegfm_bench.runs.confound import VERDICT_LEGEND, confound_main
-from eegfm_bench.runs.controls import controls_main, controls_parser
-from eegfm_bench.runs.cv import run_cv
-from eegfm_bench.runs.feature_stage import features_from_config
-from eegfm_bench.runs.ingest import ingest_from_config, run_ingest
-from eegfm_bench.runs.interpret_config import interpret_parser
-from eegfm_bench.runs.paper import check_paper, is_paper_config
-from eegfm_bench.runs.plan import plan_cv, plan_markdown
-from eegfm_bench.runs.plan_paper import plan_paper, plan_paper_markdown
-from eegfm_bench.runs.probe import run_probes
-from eegfm_bench.runs.report import refresh
-from eegfm_bench.runs.sweep import sweep_main, sweep_parser
+from eegfm_bench.runs.interpret.attribute import run_attribution
+from eegfm_bench.runs.audit import run_audit, audit_parser, load_audit_config
+from eegfm_bench.runs.cv.cells import check_config, load_config
+from eegfm_bench.config.cv import cv_parser
+from eegfm_bench.runs.cv.confound import run_confound
+from eegfm_bench.reports.confound import VERDICT_LEGEND
+from eegfm_bench.runs.controls.command import run_controls
+from eegfm_bench.config.controls import controls_parser
+from eegfm_bench.runs.cv.command import run_cv
+from eegfm_bench.runs.launch.ingest import ingest_from_config, run_ingest
+from eegfm_bench.config.interpret import interpret_parser
+from eegfm_bench.runs.plan.paper import check_paper, is_paper_config
+from eegfm_bench.runs.plan.command import plan_cv, plan_markdown
+from eegfm_bench.runs.plan.paper_plan import plan_paper, plan_paper_markdown
+from eegfm_bench.runs.interpret.probe import run_probes
+from eegfm_bench.reports.page import refresh
+from eegfm_bench.runs.sweep.command import run_sweep
+from eegfm_bench.config.sweep import sweep_parser
+from eegfm_bench.runs.launch.feature_stage import features_from_config
 
 
 def lightning_cli(args: list[str]) -> None:
@@ -78,7 +83,7 @@ def _print_user_models(configs: list[str], extra: list[str]) -> None:
         attr = "G×I, AttnLRP" if info["attnlrp"] == "ok" else "G×I (no AttnLRP, see below)"
         if info["attnlrp"] != "ok":
             notes.append(f"- {name}: AttnLRP cannot run: {info['attnlrp']}")
-        um = typed(UserModelConfig, _normalise(dict(spec), name))
+        um = typed(UserModelConfig, user_model_config(dict(spec), name))
         print(f"| {name} | {um.class_path} | {um.tokens} | {um.blocks or '—'} | "
               f"{um.channels.kind}{' (variable)' if um.channels.variable else ''} | {um.sfreq:g} | "
               f"{um.window_s:g} | {um.unit} | {info['n_tokens']} × {info['d_model']} | "
@@ -135,7 +140,7 @@ def parsers() -> dict:
 # ============================================================================= commands without a typed config
 def _confound(p, a, extra) -> int:
     """The confound variations of a finished cv run (its config.yaml), with the command line's overrides."""
-    confound_main(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress,
+    run_confound(a.cv, variations=a.variations, offset_s=a.offset_s, band=a.band, progress=not a.no_progress,
                   wait=not a.no_wait)
     return 0
 
@@ -154,7 +159,7 @@ def _tasks(p, a, extra) -> int:
 
 
 def _cache(p, a, extra) -> int:
-    return cache_main(a.cache_dir, prune=a.prune, older_than_days=a.older_than, partial_hours=a.partial_hours,
+    return run_cache(a.cache_dir, prune=a.prune, older_than_days=a.older_than, partial_hours=a.partial_hours,
                       yes=a.yes)
 
 
@@ -207,7 +212,7 @@ def _ingest(p, a, extra) -> int:
 
 
 def _features(p, a, extra) -> int:
-    """``features --config``: the feature stage of a cv config (:mod:`eegfm_bench.runs.feature_stage`)."""
+    """``features --config``: the feature stage of a cv config (:mod:`eegfm_bench.runs.launch.feature_stage`)."""
     if a.shards is not None and a.shards < 1:
         raise ConfigError(f"--shards {a.shards}; fix: a number of jobs >= 1")
     overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra + _launcher_args(a)
@@ -218,7 +223,7 @@ def _features(p, a, extra) -> int:
 def _plan(p, a, extra) -> int:
     """A cv config's plan, or every member's of a paper file (configs/paper/), with cv's launcher options."""
 
-    if is_paper_config(a.config[0]):  # a paper: every member planned (runs/plan_paper.py)
+    if is_paper_config(a.config[0]):  # a paper: every member planned (runs/plan/paper_plan.py)
         plan = plan_paper(a.config[0], list(extra) + _launcher_args(a), bench=a.bench, measure=not a.no_measure,
                           members=a.members)
         print(json.dumps(plan, indent=1, default=str) if a.json else plan_paper_markdown(plan))
@@ -293,7 +298,7 @@ def _run_cv(a, source, overrides, *, progress: bool) -> None:
 
 
 def _run_check(a, source, overrides, *, progress: bool) -> int:
-    if is_paper_config(source):  # a paper file: every member on the staged data (runs/paper.py)
+    if is_paper_config(source):  # a paper file: every member on the staged data (runs/plan/paper.py)
         return 1 if any(v.startswith("failed") for v in check_paper(source).values()) else 0
     check_config(source, overrides, progress=progress)
     return 0
@@ -301,7 +306,7 @@ def _run_check(a, source, overrides, *, progress: bool) -> int:
 
 def _run_sweep(a, source, overrides, *, progress: bool) -> None:
 
-    table = sweep_main(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
+    table = run_sweep(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
     if is_global_zero():
         print(table_markdown(table, pd.DataFrame(table.attrs["marks"])) if not table.empty else "(no results)")
         print(f"report: {table.attrs['report']}")
@@ -324,7 +329,7 @@ def _run_attribute(a, source, overrides, *, progress: bool) -> None:
 
 
 def _run_controls(a, source, overrides, *, progress: bool) -> None:
-    out = controls_main(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
+    out = run_controls(source, args=list(overrides) + _launcher_args(a), progress=progress, wait=not a.no_wait)
     if is_global_zero():
         print(Path(out["gates_md"]).read_text())
         for k in ("gates_json", "gates_md", "report_md", "report_json", "results"):
@@ -333,7 +338,7 @@ def _run_controls(a, source, overrides, *, progress: bool) -> None:
 
 def _run_audit(a, source, overrides, *, progress: bool) -> None:
     cmd, _ = load_audit_config(source, overrides)
-    rep = audit_main(source, overrides, wait=not a.no_wait)
+    rep = run_audit(source, overrides, wait=not a.no_wait)
     print(rep.to_markdown())
     stem = Path(cmd.out_dir) / f"audit_{rep.config_hash[:16]}"
     print(f"{'resumed (not recomputed)' if rep.resumed else 'wrote'}: {stem}.json, {stem}.md")

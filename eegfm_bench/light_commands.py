@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from eegfm_bench.reports.status import status_markdown
 from eegfm_bench.results import ResultStore
-from eegfm_bench.runs.progress import cv_status
-from eegfm_bench.runs.report import write_page
+from eegfm_bench.runs.cv.progress import cv_status
+from eegfm_bench.reports.page import write_page
 
 
 def _status(p, a, extra) -> int:

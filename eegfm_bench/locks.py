@@ -6,7 +6,7 @@ with unique names (ground floor: it imports nothing of the package but :mod:`eeg
 ``<out_dir>/.eegfm-bench.lock`` while it runs. A second command on the same out_dir prints one line, ``waiting for
 pid <pid> on <host> holding <out_dir>/.eegfm-bench.lock (...)``, and starts when the first ends; with ``--no-wait``
 it refuses at once with one line (:class:`OutDirBusyError`, exit status 2). The jobs a command launches (local
-workers, SLURM array jobs: :mod:`eegfm_bench.runs.launch`) run while their parent holds the lock and take none
+workers, SLURM array jobs: :mod:`eegfm_bench.runs.launch.launcher`) run while their parent holds the lock and take none
 themselves (they are called with ``worker_cells`` / ``worker_units``), and neither do the DDP ranks other than 0
 (Lightning's launcher re-runs the command line in them): only the process that decides the work holds the lock.
 Within one process the lock is re-entrant (a command that runs another on the same out_dir does not wait on

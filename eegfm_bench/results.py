@@ -573,7 +573,7 @@ def cell_dir_name(model: str, regime: str, head: str, chash: str) -> str:
 
 class CellKey:
     """The name and done-set key of a cell, from its ``model``, ``regime``, ``head``, ``fold`` and ``chash``
-    (shared by :class:`Cell` and :class:`eegfm_bench.runs.progress.CellRef`)."""
+    (shared by :class:`Cell` and :class:`eegfm_bench.runs.cv.progress.CellRef`)."""
 
     @property
     def id(self) -> str:
@@ -588,7 +588,7 @@ class CellKey:
 
 @dataclass(frozen=True)
 class Cell(CellKey):
-    """One cell of a cv: a run entry (:class:`~eegfm_bench.runs.cells.RunConfig`), one of its heads, one fold,
+    """One cell of a cv: a run entry (:class:`~eegfm_bench.config.cv.RunConfig`), one of its heads, one fold,
     and the cell's config hash."""
 
     run: Any

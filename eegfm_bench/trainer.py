@@ -90,7 +90,7 @@ def fixed_numerics(threads: int = INTRA_OP_THREADS):
     Lightning's launcher picks) rather than on its config. Inside the block: ``torch.set_num_threads(threads)``;
     ``OMP_NUM_THREADS=threads`` in the environment (Lightning's DDP launcher then leaves the count alone, and the
     ranks it starts inherit it); numpy's BLAS and OpenMP pools limited to ``threads`` (threadpoolctl: the ridge
-    head's solve). The cv wraps every cell in it (:meth:`eegfm_bench.runs.cv_loop.CVLoop.advance`); every Trainer
+    head's solve). The cv wraps every cell in it (:meth:`eegfm_bench.runs.cv.loop.CVLoop.advance`); every Trainer
     on a CPU also uses torch's deterministic algorithms (:func:`build_trainer`). docs/guide/scaling.md says what
     stays device-dependent.
 

@@ -5,7 +5,7 @@ window cache, so the cv then reads it, as the plan assumes), then ``eegfm-bench 
 same ``--out_dir``; prints the plan's stages, its total, the cv's wall / user / sys seconds, the ratio cv / plan
 (issue 35 item 6: within 2×) and the load average before and after each (the machine's load changes both the
 rates the plan measures and the run). Also times one experiment page (``refresh``) on the finished run: the
-constant :data:`eegfm_bench.runs.plan_stages.REFRESH_S`.
+constant :data:`eegfm_bench.runs.plan.stages.REFRESH_S`.
 
 Usage::
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if timing.is_file():
         print(f"cv's own timing.json: {timing.read_text().strip()}")
     print(f"ratio cv / plan: {cw / est:.2f} (target: between 0.5 and 2)")
-    from eegfm_bench.runs.report import refresh
+    from eegfm_bench.reports.page import refresh
 
     t0 = time.perf_counter()
     refresh([a.out], quiet=True)

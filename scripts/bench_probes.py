@@ -48,7 +48,7 @@ def _rss_mb(field: str = "VmRSS") -> float:
 def _quickstart():
     """The quickstart config, LaBraM's windows (from the window cache), the split and LaBraM's optimiser settings."""
     from eegfm_bench.data.splits import SplitSpec, make_split
-    from eegfm_bench.runs.cells import load_config, run_optim, windows_for
+    from eegfm_bench.runs.cv.cells import load_config, run_optim, windows_for
 
     cfg = load_config(REPO / "configs" / "experiment" / "quickstart.yaml")
     ws = windows_for(cfg, "labram", {}, False)

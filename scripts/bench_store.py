@@ -8,7 +8,7 @@ leveled compaction (compacted parts plus the small parts of the last jobs), then
 * ``append``: one worker appending one cell's rows (``merge=False``);
 * ``startup``: a job's start-up read, the done set (:func:`eegfm_bench.results.done_cells`);
 * ``load``: every current row, typed (:meth:`ResultStore.load`, what the summary and the page read);
-* ``status``: ``eegfm-bench status`` (:func:`eegfm_bench.runs.progress.cv_status` and its table);
+* ``status``: ``eegfm-bench status`` (:func:`eegfm_bench.runs.cv.progress.cv_status` and its table);
 * ``merge``: the parent's final merge (a full compaction, then ``results.csv`` + ``results.parquet``).
 
 ``--uncompacted N`` also times a store of N cells written one part per cell without compaction (how the store was
@@ -91,7 +91,7 @@ def _timed(snippet: str, folder: Path) -> tuple[float, float]:
     excluded)."""
     code = ("import sys, time; sys.path.insert(0, %r)\n"
             "from eegfm_bench.results import ResultStore, done_cells, ROW_COLUMNS\n"
-            "from eegfm_bench.reports.status import status_markdown\nfrom eegfm_bench.runs.progress import cv_status\n"
+            "from eegfm_bench.reports.status import status_markdown\nfrom eegfm_bench.runs.cv.progress import cv_status\n"
             "folder = %r\nt0, c0 = time.perf_counter(), time.process_time()\n%s\n"
             "print(time.perf_counter() - t0, time.process_time() - c0)") % (str(REPO), str(folder), snippet)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

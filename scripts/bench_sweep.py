@@ -6,7 +6,7 @@ Same windows, same model, same conditions, measured in one run:
   batches, ``torch.inference_mode``), on the clean windows (no perturbation, no metrics, no rows);
 * ``bare``     — the minimal sequential PyTorch loop doing the sweep's work: for every condition, fetch each batch
   of :class:`~eegfm_bench.perturb.dataset.PerturbedWindows` (the same per-window noise) and forward it;
-* ``sweep``    — :func:`eegfm_bench.runs.sweep.evaluate_conditions`: one ``trainer.test`` with one dataloader
+* ``sweep``    — :func:`eegfm_bench.runs.sweep.command.evaluate_conditions`: one ``trainer.test`` with one dataloader
   per condition (``--num-workers`` DataLoader processes perturb ahead), the gathering and metrics of
   :class:`~eegfm_bench.callbacks.sweep.TestSweep` and the result rows appended to a
   :class:`~eegfm_bench.results.ResultStore` after every condition, as ``eegfm-bench sweep`` does.
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     from eegfm_bench.perturb.conditions import default_conditions
     from eegfm_bench.perturb.dataset import PerturbedWindows
     from eegfm_bench.perturb.evaluate import condition_rows, not_applicable_reason
-    from eegfm_bench.runs.sweep import evaluate_conditions
+    from eegfm_bench.runs.sweep.command import evaluate_conditions
     from eegfm_bench.results import ResultStore
     from eegfm_bench.trainer import quiet_lightning
 

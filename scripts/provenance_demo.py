@@ -11,7 +11,7 @@ Steps:
    :class:`~eegfm_bench.models.module.FMClassifier` and a Lightning ``Trainer``.
 4. Extract the 128-d embedding (mean over the adapter's tokens, what the task head reads) of every window in
    every view: ``emb`` of shape (n_windows, K, 128), saved as an npz in the ``eegfm-bench audit`` format.
-5. Run the audit (:func:`eegfm_bench.runs.audit.audit_main`, the same call as ``eegfm-bench audit``): the
+5. Run the audit (:func:`eegfm_bench.runs.audit.run_audit`, the same call as ``eegfm-bench audit``): the
    exposed head is fitted under the induced view–label association, the control head under independence
    weights, then Recover / Stress / Intervene / Verify.
 6. Write ``summary.md`` / ``summary.json``: the per-seed figures next to paper 000 App. B's worked example.
@@ -304,7 +304,7 @@ def run(config: str | Path, threads: int = 2) -> dict:
     ValueError
         From the config check, the views (wrong reference), the split, or the audit's own input checks.
     """
-    from eegfm_bench.runs.audit import audit_main
+    from eegfm_bench.runs.audit import run_audit
 
     t0 = time.time()
     cfg = load_config(config)
@@ -347,7 +347,7 @@ def run(config: str | Path, threads: int = 2) -> dict:
                      **{**cfg["audit"], "name": f"{cfg['audit'].get('name', 'audit')} (seed {seed})"}}
         (out / f"audit_seed{seed}.yaml").write_text(yaml.safe_dump(audit_cfg, sort_keys=False, allow_unicode=True))
         ta = time.time()
-        rep = audit_main(audit_cfg)
+        rep = run_audit(audit_cfg)
         print(f"seed {seed}: audit {'resumed' if rep.resumed else f'ran in {time.time() - ta:.0f} s'}: "
               f"{rep.verdict}", flush=True)
         rows[seed] = {**seed_summary(rep, enc_auroc), "train_s": train_s, "audit_s": None if rep.resumed else

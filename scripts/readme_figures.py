@@ -292,7 +292,7 @@ def block_attribution(t: dict) -> str:
 
 
 def block_confound(t: dict) -> str:
-    from eegfm_bench.runs.confound import current_rows
+    from eegfm_bench.reports.confound import current_rows
 
     c = current_rows(OUT)
     if c.empty:

@@ -1,5 +1,5 @@
 """The package's structure in numbers: function-local imports, config lookups by string, long functions,
-import cycles between modules and package-level back-edges.
+import cycles between modules, package-level back-edges and private names imported across modules.
 
 Usage::
 
@@ -152,6 +152,30 @@ def local_imports() -> list[tuple[str, int, str]]:
     return sorted(set(out))
 
 
+def private_imports() -> list[tuple[str, int, str]]:
+    """Every import of a private name across modules: ``from eegfm_bench.x import _name`` (absolute or relative,
+    module-level or function-local) and any import of a module whose dotted name has a private part
+    (``eegfm_bench.x._y``): (file relative to the package's parent, line, ``module:name``). A helper two modules
+    share is public (no underscore, a docstring) in a module whose name is public."""
+    out = []
+    for p in sorted(PKG.rglob("*.py")):
+        mod = modname(p)
+        for x in ast.walk(ast.parse(p.read_text())):
+            if isinstance(x, ast.ImportFrom):
+                base = resolve(mod, x, p.name == "__init__.py") or ""
+                if not base.startswith("eegfm_bench"):
+                    continue
+                private_mod = any(part.startswith("_") for part in base.split("."))
+                for a in x.names:
+                    if private_mod or (a.name.startswith("_") and not a.name.startswith("__")):
+                        out.append((str(p.relative_to(PKG.parent)), x.lineno, f"{base}:{a.name}"))
+            elif isinstance(x, ast.Import):
+                for a in x.names:
+                    if a.name.startswith("eegfm_bench") and any(part.startswith("_") for part in a.name.split(".")):
+                        out.append((str(p.relative_to(PKG.parent)), x.lineno, a.name))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--list", action="store_true")
@@ -170,6 +194,8 @@ def main(argv=None) -> int:
                                                           if long_fns else ""))
     print(f"import cycles between modules: {len(cyc)}")
     print(f"package-level back-edges: {len(back)}")
+    private = private_imports()
+    print(f"private names imported across modules: {len(private)}")
     if a.lookups:
         for m, n in sorted(LOOKUPS_PER_FILE.items(), key=lambda kv: -kv[1]):
             print(f"  lookups {n:4d}  {m}")
@@ -180,6 +206,8 @@ def main(argv=None) -> int:
             print("  cycle " + " <-> ".join(c))
         for s, t in back:
             print(f"  back  {s} -> {t}")
+        for f, line, what in private:
+            print(f"  private  {f}:{line}  {what}")
     return 0
 
 

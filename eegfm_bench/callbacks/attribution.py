@@ -15,8 +15,9 @@ from lightning.pytorch.callbacks import Callback
 
 from eegfm_bench.data.tasks import task_name
 from eegfm_bench.callbacks.probes import single_device
-from eegfm_bench.interpret.attribution import NoWindowsSelectedError, _fold_rows, cond_dir, explain_fold, resolve_method
-from eegfm_bench.interpret.config import AttributionConfig, InterpretConfigError
+from eegfm_bench.interpret.attribution import NoWindowsSelectedError, fold_rows, cond_dir, explain_fold, resolve_method
+from eegfm_bench.interpret.config import InterpretConfigError
+from eegfm_bench.config.interpret import AttributionConfig
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
 from eegfm_bench.results import ResultStore, code_version, config_hash
 from eegfm_bench.trainer import best_fitted
@@ -41,7 +42,7 @@ class Attribution(Callback):
     experiment : str
     **settings
         Any field of the config's ``attribution`` section
-        (:class:`~eegfm_bench.interpret.config.AttributionConfig`: ``percentile``, ``max_windows_per_fold``,
+        (:class:`~eegfm_bench.config.interpret.AttributionConfig`: ``percentile``, ``max_windows_per_fold``,
         ``lrp_fallback``, ``attention_rule``, ``epsilon``, ``conservation_windows``, ...).
 
     Raises
@@ -89,7 +90,7 @@ class Attribution(Callback):
             rows = []
             for method, fm in res.items():
                 fm.save(self.out_dir / cell / cond_dir(condition) / method / f"fold{int(dm.fold)}.npz")
-                rows += _fold_rows(base, fm)
+                rows += fold_rows(base, fm)
                 write_cell_maps(self.out_dir / cell, method, condition, dm.ws.class_names,
                                 f"{cell}, {condition}: {method_label(method, hp.backbone)}")
             store.append(rows)

@@ -17,7 +17,7 @@ import numpy as np
 from lightning.pytorch.callbacks import Callback
 
 from eegfm_bench.distributed import gather_objects, is_global_zero, merge_by_index
-from eegfm_bench.perturb.evaluate import ConditionResult, _metrics
+from eegfm_bench.perturb.evaluate import ConditionResult, probability_metrics
 
 
 class TestSweep(Callback):
@@ -93,7 +93,7 @@ class TestSweep(Callback):
                                            error="RuntimeError: the test loop predicted no window"))
                 continue
             probs = merged["probs"]
-            out.append(ConditionResult(name, "ok", model=k, metrics=_metrics(self.y[merged["index"]], probs),
+            out.append(ConditionResult(name, "ok", model=k, metrics=probability_metrics(self.y[merged["index"]], probs),
                                        probs=probs, index=merged["index"], details=cond.details))
         self.results += out
         if is_global_zero():

@@ -1,6 +1,6 @@
 """Typed configs for every command (jsonargparse, as LightningCLI): ``--config`` files plus dotted overrides.
 
-Each command declares its schema as dataclasses (``eegfm_bench.runs.<command>``); :func:`command_parser` turns
+Each command declares its schema as dataclasses (``eegfm_bench.config.<command>``; its loader and checks beside the command, ``eegfm_bench.runs.<family>``); :func:`command_parser` turns
 one into a jsonargparse parser with ``--config`` (repeatable; later files override earlier ones) and a
 ``--<key>.<subkey>`` option for every field, so
 
@@ -481,7 +481,7 @@ def load_typed(parser, schema: type, source, args: Sequence[str] = (), *, prepar
     (:func:`command_parser`: defaults filled, unknown keys refused with close matches), then ``prepare(raw)`` (the
     normalisations a command makes on the mapping, e.g. a task path resolved next to its config), then
     :func:`typed` (``schema``, frozen). Each command's loader adds its own checks on the typed object
-    (``eegfm_bench.runs.cells.load_config``, ``load_sweep_config``, ``load_interpret_config``, ...).
+    (``eegfm_bench.runs.cv.cells.load_config``, ``load_sweep_config``, ``load_interpret_config``, ...).
 
     Raises
     ------

@@ -145,16 +145,18 @@ class AuditConfig(ConfigRecord):
         out = dataclasses.asdict(self)
         out["Cs"] = list(self.Cs)
         out["intermediate_exponents"] = list(self.intermediate_exponents)
-        return _jsonable(out)
+        return jsonable(out)
 
 
-def _jsonable(obj):
+def jsonable(obj):
+    """A JSON-ready copy of ``obj``: dict keys as strings, tuples and arrays as lists, numpy scalars as Python
+    numbers."""
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
-        return [_jsonable(v) for v in obj.tolist()]
+        return [jsonable(v) for v in obj.tolist()]
     if isinstance(obj, (np.integer,)):
         return int(obj)
     if isinstance(obj, (np.floating, float)):

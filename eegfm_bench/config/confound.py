@@ -1,4 +1,4 @@
-"""The confound check's section of a cv config (``confound:``; :mod:`eegfm_bench.runs.confound`).
+"""The confound check's section of a cv config (``confound:``; :mod:`eegfm_bench.runs.cv.confound`).
 
 Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / ``Parameters`` blocks are the
 ``--help`` text).
@@ -18,7 +18,7 @@ FT7/FT8) — the electrodes nearest the eyes and the temporal muscles."""
 
 @dataclass(frozen=True)
 class ConfoundConfig(ConfigRecord):
-    """The confound check of a cv (:mod:`eegfm_bench.runs.confound`).
+    """The confound check of a cv (:mod:`eegfm_bench.runs.cv.confound`).
 
     Args:
         enabled: run it after the headline cells; null (default): on whenever the task has default variations

@@ -1,4 +1,4 @@
-"""The negative-control protocol's config (``eegfm-bench controls``; paper 001; :mod:`eegfm_bench.runs.controls`).
+"""The negative-control protocol's config (``eegfm-bench controls``; paper 001; :mod:`eegfm_bench.runs.controls.command`).
 
 Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / ``Parameters`` blocks are the
 ``--help`` text).
@@ -272,7 +272,7 @@ class ControlsConfig(ConfigRecord):
         identity: the dataset-identity probe (null: skip).
         gates: gate settings.
         launcher: where the scrambled-label adaptations run (one job per arm × seed × fold; ``none``: this
-            process), see :mod:`eegfm_bench.runs.launch`; the other steps run in the launching process.
+            process), see :mod:`eegfm_bench.runs.launch.launcher`; the other steps run in the launching process.
         user_models: encoders by import path (:mod:`eegfm_bench.models.user`, as in a cv config); those of the
             ``cv_out_dir`` run are inherited. A user model's weights come from its declaration: its ``models``
             entry gets the declared weights as its pretrained arm and ``init_seeds`` random inits built without

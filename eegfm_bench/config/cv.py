@@ -1,4 +1,4 @@
-"""The cv command's config (``eegfm-bench cv``; :func:`eegfm_bench.runs.cells.load_config` loads and checks it).
+"""The cv command's config (``eegfm-bench cv``; :func:`eegfm_bench.runs.cv.cells.load_config` loads and checks it).
 
 Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / ``Parameters`` blocks are the
 ``--help`` text).
@@ -147,12 +147,12 @@ class CVConfig(ConfigRecord):
         the models to cross-validate.
     launcher
         where the cells run (``none``: this process; ``local`` workers; ``slurm``), see
-        :mod:`eegfm_bench.runs.launch`. Not part of any config hash.
+        :mod:`eegfm_bench.runs.launch.launcher`. Not part of any config hash.
     user_models
         encoders outside this package, by import path, with the declaration the adapter contract
-        needs (:class:`~eegfm_bench.models.user.UserModelConfig`); runs name them like built-in backbones.
+        needs (:class:`~eegfm_bench.config.user_model.UserModelConfig`); runs name them like built-in backbones.
     confound
-        the confound check (:mod:`eegfm_bench.runs.confound`), on by default for every event-locked task:
+        the confound check (:mod:`eegfm_bench.runs.cv.confound`), on by default for every event-locked task:
         every cell again with windows starting 1 s after the cue and in the 4-40 Hz band (the
         task's default variations), beside the headline with a verdict; ``confound: off`` turns it off.
     intra_op_threads

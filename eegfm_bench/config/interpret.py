@@ -125,7 +125,7 @@ class InterpretConfig(ConfigRecord):
         attention: attention maps.
         attribution: attribution maps.
         launcher: where the units run (``none``: this process; ``local`` workers; ``slurm``): one unit is one
-            (model, fold) for ``probe`` and one (cell, fold) for ``attribute``, see :mod:`eegfm_bench.runs.launch`.
+            (model, fold) for ``probe`` and one (cell, fold) for ``attribute``, see :mod:`eegfm_bench.runs.launch.launcher`.
         trainer: every ``lightning.Trainer`` argument plus ``loggers`` (every forward pass runs in a Trainer).
     """
 

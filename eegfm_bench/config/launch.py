@@ -1,4 +1,4 @@
-"""The launcher section of every command (``launcher:``; :mod:`eegfm_bench.runs.launch` submits the jobs).
+"""The launcher section of every command (``launcher:``; :mod:`eegfm_bench.runs.launch.launcher` submits the jobs).
 
 Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / ``Parameters`` blocks are the
 ``--help`` text).

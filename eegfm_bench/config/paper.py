@@ -1,4 +1,4 @@
-"""A paper file's schema (``configs/paper/<id>/paper.yaml``; :func:`eegfm_bench.runs.paper.load_paper`).
+"""A paper file's schema (``configs/paper/<id>/paper.yaml``; :func:`eegfm_bench.runs.plan.paper.load_paper`).
 
 Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / ``Parameters`` blocks are the
 ``--help`` text).
@@ -162,7 +162,7 @@ class ProvenanceRunConfig(ConfigRecord):
         data: the windows and their views.
         split: the whole-subject split.
         encoder: the encoders.
-        audit: the audit's settings (:class:`~eegfm_bench.provenance.audit.AuditConfig`).
+        audit: the audit's settings (:class:`~eegfm_bench.config.audit.AuditConfig`).
         experiment: name.
         trainer: ``lightning.Trainer`` arguments of the encoders' training and embedding passes.
     """

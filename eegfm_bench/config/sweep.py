@@ -38,7 +38,7 @@ class SweepConfig(ConfigRecord):
         mask: random dropout masks: ``paper`` (drawn as the paper's runs, reproducing Table 5's PhysioNet rows) or
             ``hashed`` (one hash per channel name: independent of the channel order).
         launcher: where the (backbone group × fold) units run: ``none`` (this process), ``local`` workers or
-            ``slurm`` (:mod:`eegfm_bench.runs.launch`); not part of any config hash.
+            ``slurm`` (:mod:`eegfm_bench.runs.launch.launcher`); not part of any config hash.
         trainer: every ``lightning.Trainer`` argument plus ``loggers`` (``precision: null``: each cell's training
             precision).
     """

@@ -164,7 +164,7 @@ class TaskSpec(ConfigRecord):
         reference: ``average`` (common average reference) or ``none`` (default: the model's); bipolar or
             already-referenced montages need ``none``.
         strict: every ingestion finding is an error.
-        confound: the default confound variations of the task (:mod:`eegfm_bench.runs.confound`: ``offset``,
+        confound: the default confound variations of the task (:mod:`eegfm_bench.runs.cv.confound`: ``offset``,
             ``band``, ``offset+band``, ``frontal``), run by every cv unless ``confound: off``; null: ``[offset+band]``
             for event-locked windows (``windows.mode: events``), none for fixed windows; ``[]``: none.
         files: source ``files``: ``glob`` (str or list), ``pattern`` (regex with groups subject / session / run /
@@ -215,7 +215,7 @@ class TaskSpec(ConfigRecord):
         """The source's own options (the ``files`` / ``bids`` / ``braindecode`` / ``moabb`` / ``eegmmidb`` mapping,
         validated and filled by the source's ``check_options``) as the source's typed frozen record
         (:attr:`Source.options <eegfm_bench.data.sources.Source.options>`: e.g.
-        :class:`~eegfm_bench.data.sources.files.FilesOptions`); None for a source without options, and for a
+        :class:`~eegfm_bench.config.task.FilesOptions`); None for a source without options, and for a
         source registered outside eegfm_bench (its :class:`~eegfm_bench.data.sources.Source` reads
         :attr:`source_section` typed as its own ``options``)."""
         schema = SOURCE_OPTIONS.get(self.source)

@@ -7,5 +7,5 @@
 * :mod:`.gates` — the four-gate attribution report (§3.6, §5.5).
 
 Paired uncertainty (cluster bootstrap, Wilcoxon, sign-flip) lives in :mod:`eegfm_bench.stats`; the command
-``eegfm-bench controls`` in :mod:`eegfm_bench.runs.controls`, its reports in :mod:`eegfm_bench.reports.controls`.
+``eegfm-bench controls`` in :mod:`eegfm_bench.runs.controls.command`, its reports in :mod:`eegfm_bench.reports.controls`.
 """

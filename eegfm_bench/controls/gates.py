@@ -37,7 +37,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from eegfm_bench.models.catalogue import RELATED_SOURCES, normalize_name  # noqa: F401  (gate iii's names)
 from eegfm_bench.models.catalogue import corpus_overlap as pretraining_overlap
 from eegfm_bench.stats import ClusterStability, leave_one_cluster_out, paired_cluster_bootstrap
 

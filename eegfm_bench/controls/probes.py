@@ -518,7 +518,9 @@ class ProbeResult:
         return rows
 
 
-def _metrics_rows(y_idx, proba, folds, units, level_name, n_classes, ks):
+def metrics_rows(y_idx, proba, folds, units, level_name, n_classes, ks):
+    """Result rows of one probe's out-of-fold probabilities ``proba`` (n_windows, n_classes): per fold and pooled,
+    at window level and, where ``units`` is given, aggregated to ``level_name`` units."""
     rows = []
     pooled = {}
     tested = np.concatenate([te for _, te in folds])
@@ -589,7 +591,7 @@ def evaluate_probe(X: np.ndarray, y: Sequence, folds: Folds, *, spec: ProbeSpec 
     if units is not None and units.shape[0] != X.shape[0]:
         raise ValueError(f"aggregate_by has {units.shape[0]} entries for {X.shape[0]} rows")
     proba, ks = fit_predict_folds(X, y_idx, folds, spec, classes.size)
-    fm, pooled = _metrics_rows(y_idx, proba, folds, units, aggregate_name, classes.size, ks)
+    fm, pooled = metrics_rows(y_idx, proba, folds, units, aggregate_name, classes.size, ks)
     levels = ["window"] + ([aggregate_name] if units is not None else [])
     return ProbeResult(classes, proba, fm, pooled, spec, levels)
 

@@ -172,7 +172,7 @@ def cache_table(entries: list[CacheEntry], root: Path, now: float | None = None)
     return "\n".join(lines)
 
 
-def cache_main(root: str | Path | None = None, *, prune: bool = False, older_than_days: float = 30.0,
+def run_cache(root: str | Path | None = None, *, prune: bool = False, older_than_days: float = 30.0,
                partial_hours: float = 24.0, yes: bool = False) -> int:
     """``eegfm-bench cache``: list the cache root's entries; with ``prune``, the ones a prune would remove, and
     (with ``yes``) remove them. Returns the exit code."""
@@ -195,4 +195,4 @@ def cache_main(root: str | Path | None = None, *, prune: bool = False, older_tha
     return 0
 
 
-__all__ = ["default_cache_dir", "BuildLock", "CacheEntry", "cache_entries", "prune_plan", "remove", "cache_table", "cache_main", "mark_used"]
+__all__ = ["default_cache_dir", "BuildLock", "CacheEntry", "cache_entries", "prune_plan", "remove", "cache_table", "run_cache", "mark_used"]

@@ -1,6 +1,6 @@
 """From a declared task to windows: channel policy, ingestion checks, preprocessing, labels, windows.
 
-:class:`DeclaredTask` is a task built from a :class:`~eegfm_bench.data.spec.TaskSpec` (the registered tasks are
+:class:`DeclaredTask` is a task built from a :class:`~eegfm_bench.config.task.TaskSpec` (the registered tasks are
 declared the same way). :func:`ingest_recording` reads one recording through its source and applies, recording every
 step in its :class:`~eegfm_bench.data.qc.RecordingQC`:
 
@@ -39,7 +39,8 @@ from eegfm_bench.data.montage import ChannelNameError, canonical_name, standard_
 from eegfm_bench.data.qc import (IngestError, RecordingQC, capture_warnings, channel_signal_checks,
                                  edf_annotation_damage, edf_header)
 from eegfm_bench.data.sources import SOURCES, Recording, RecordingReadError, existing_data_root, resolve_data_root
-from eegfm_bench.data.spec import ChannelsSpec, TaskSpec, parse_task_spec, spec_hash
+from eegfm_bench.data.spec import parse_task_spec, spec_hash
+from eegfm_bench.config.task import ChannelsSpec, TaskSpec
 from eegfm_bench.perturb.regions import register_task_regions
 
 BIOSEMI_ABC = re.compile(r"^[A-H]([1-9]|[1-2][0-9]|3[0-2])$")
@@ -53,7 +54,7 @@ NON_EEG_NAME = re.compile(r"(^|[^A-Za-z])(ECG|EKG|EOG|HEOG|VEOG|EMG|RESP|PHOTIC|
 
 @dataclass(frozen=True)
 class DeclaredTask:
-    """A classification task built from a declared :class:`~eegfm_bench.data.spec.TaskSpec`.
+    """A classification task built from a declared :class:`~eegfm_bench.config.task.TaskSpec`.
 
     Attributes
     ----------

@@ -66,7 +66,7 @@ from typing import Any, Literal, Optional, Union
 
 from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed, read_yaml
 from eegfm_bench.data.sources import SOURCES
-from eegfm_bench.config.task import LabelsSpec, BalanceSpec, SpanSpec, WindowsSpec, ChannelsSpec, TaskSpec  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.task import TaskSpec
 
 
 def _task_parser():

@@ -1,7 +1,7 @@
 """Tasks: a registered name (a preset YAML), a YAML file, or a mapping declared in any config.
 
 The presets live in ``eegfm_bench/data/presets/<name>.yaml`` (also reachable as ``configs/data/``), one
-:class:`~eegfm_bench.data.spec.TaskSpec` each: the three tasks on the staged data (``eegmmidb_mi``,
+:class:`~eegfm_bench.config.task.TaskSpec` each: the three tasks on the staged data (``eegmmidb_mi``,
 ``eegmmidb_eyes``, ``eegmat``) and the papers' datasets (TUAB, CHB-MIT, Sleep-EDF, ds004504, CAUEEG, NMT, Siena,
 HGD, KU MI / ERP, PhysioNet MI / movement, digit span, Sleep-HMC). ``eegfm-bench tasks`` lists them.
 

@@ -197,7 +197,7 @@ def resolve_preprocessing(task: Any, prep: Preprocessing, *, band=None, shorten_
 
     1. ``prep``: the model's declared preprocessing (rate, band, scale, reference, native window length);
     2. the task's declarations: its ``window_s`` replaces the window length, its ``reference`` the reference;
-    3. the cv's changes (the confound check's variations, :mod:`eegfm_bench.runs.confound`), applied last to the
+    3. the cv's changes (the confound check's variations, :mod:`eegfm_bench.runs.cv.confound`), applied last to the
        result of 2: ``band`` narrows the band-pass to its intersection with the model's (``l_freq = max(model's,
        lo)``, ``h_freq = min(model's, hi)``), ``shorten_s`` shortens the window by that many seconds. The confound
        ``offset`` moves the start (the task's ``windows.tmin``) by as much as it shortens, so the window keeps its
@@ -323,7 +323,7 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
         on it. Memory holds about one recording's windows per process, whatever the corpus.
     build_missing : bool
         False: only assemble, every recording's entry must be cached already (after a sharded ingest,
-        :func:`eegfm_bench.runs.ingest.run_ingest` with a launcher); a missing one is a :class:`MissingEntryError`
+        :func:`eegfm_bench.runs.launch.ingest.run_ingest` with a launcher); a missing one is a :class:`MissingEntryError`
         naming the recording, never a recording left out.
 
     Returns
@@ -568,7 +568,7 @@ def _fill_recording_entries(task: DeclaredTask, preps: list[Preprocessing], data
 
 def missing_entries(task: DeclaredTask, preps: list[Preprocessing], recs, fps, cache_dir: Path) -> list[int]:
     """Indices (in the order of ``recs``) of the recordings lacking a published per-recording entry under any of
-    ``preps`` in the cache root ``cache_dir`` (what a sharded ingest builds, :mod:`eegfm_bench.runs.ingest`)."""
+    ``preps`` in the cache root ``cache_dir`` (what a sharded ingest builds, :mod:`eegfm_bench.runs.launch.ingest`)."""
     root = Path(cache_dir) / "recordings"
     return [i for i, (rec, fp) in enumerate(zip(recs, fps))
             if any(not (root / f"{task.name}-{recording_key(task, rec, fp, p)}" / "COMPLETE").is_file() for p in preps)]
@@ -685,7 +685,7 @@ def _publish_recording_entry(task: DeclaredTask, rec, qc: RecordingQC, win, root
         np.save(tmp / "y.npy", win[2])
     (tmp / "qc.json").write_text(json.dumps({"qc": qc.to_dict(), "names": win[0] if win else None}, default=str))
     (tmp / "COMPLETE").write_text("ok\n")
-    _publish(tmp, folder)
+    publish_entry(tmp, folder)
 
 
 @dataclass
@@ -924,12 +924,12 @@ def _write_window_set(task: DeclaredTask, final: list[_Part], fps, prep: Preproc
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     report.write(tmp)
     (tmp / "COMPLETE").write_text("ok\n")
-    _publish(tmp, folder)
+    publish_entry(tmp, folder)
     for line in report.summary():  # printed whenever the windows are built (--no-progress included)
         tqdm.write(line)
 
 
-def _publish(tmp: Path, folder: Path) -> None:
+def publish_entry(tmp: Path, folder: Path) -> None:
     """Rename a finished entry into place. Entries are content-keyed, so when another process (a second worker or
     job building the same entry at once) has already published a complete one, that one is kept (its memmaps may be
     open) and ours is discarded; an incomplete leftover is replaced."""

@@ -19,7 +19,7 @@ Backbones (``ATTENTION_BACKBONES``):
   each block's ``nn.MultiheadAttention`` or declared ``lrp.attention`` module (``F.scaled_dot_product_attention``).
 
 ``eegnet`` has no attention modules; ``biot``'s linear attention (separate softmaxes over queries and keys)
-has no ``n_query × n_key`` softmax matrix. Both raise :class:`~eegfm_bench.interpret.lrp.UnsupportedMethodError`.
+has no ``n_query × n_key`` softmax matrix. Both raise :class:`~eegfm_bench.errors.UnsupportedMethodError`.
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from eegfm_bench.data.datamodule import WindowDataset
-from eegfm_bench.interpret.lrp import UnsupportedMethodError, redirect_sdpa, supported_methods
+from eegfm_bench.interpret.lrp import redirect_sdpa, supported_methods
+from eegfm_bench.errors import UnsupportedMethodError
 from eegfm_bench.models.user import LRP_ATTENTION_MARK, dry_run_check, user_spec
 from eegfm_bench.trainer import predict_gathered
 

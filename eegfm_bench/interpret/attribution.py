@@ -35,7 +35,7 @@ and the per-window sanity checks of the selected windows (:func:`attribute_windo
 :class:`~eegfm_bench.perturb.dataset.PerturbedWindows`, so a condition perturbs a window exactly as in the sweep.
 
 Entry points: :class:`~eegfm_bench.callbacks.attribution.Attribution` (Lightning callback, after fit) and
-:func:`eegfm_bench.runs.attribute.run_attribution` (``eegfm-bench attribute --config ...`` over a cv run's fold
+:func:`eegfm_bench.runs.interpret.attribute.run_attribution` (``eegfm-bench attribute --config ...`` over a cv run's fold
 checkpoints).
 
 References
@@ -62,11 +62,11 @@ from torch import nn
 from torch.utils.data import Dataset, Subset
 
 from eegfm_bench.atomic import atomic_path
-from eegfm_bench.interpret.config import AttributionConfig
+from eegfm_bench.config.interpret import AttributionConfig
 from eegfm_bench.interpret.gradcam import check_gradcam, gradcam
-from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, UnsupportedMethodError, attention_ledger, attention_sink,
-                                       get_patch_map, lrp_copy, lrp_patched, supported_methods, user_lrp_problem,
-                                       zero_biases)
+from eegfm_bench.interpret.lrp import (ATTRIBUTION_METHODS, attention_ledger, attention_sink, get_patch_map,
+    lrp_copy, lrp_patched, supported_methods, user_lrp_problem, zero_biases)
+from eegfm_bench.errors import UnsupportedMethodError
 from eegfm_bench.interpret.sanity import CONSERVATION_TOLERANCE
 from eegfm_bench.models.base import ChannelContractError
 from eegfm_bench.models.user import user_spec
@@ -779,7 +779,9 @@ def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acf
                              trainer=trainer)
 
 
-def _fold_rows(base: dict, fm: FoldMaps) -> list[dict]:
+def fold_rows(base: dict, fm: FoldMaps) -> list[dict]:
+    """Result rows of one fold's maps ``fm``: windows selected and correct, and the conservation / randomisation
+    checks it ran, each a row on top of ``base``."""
     rows = [{**base, "metric": f"{fm.method}:n_selected", "value": float(len(fm.y))},
             {**base, "metric": f"{fm.method}:n_correct", "value": float(fm.n_correct)}]
     cons = fm.checks.get("conservation")

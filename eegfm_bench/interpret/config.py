@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from eegfm_bench.config import ConfigError, ConfigRecord
-from eegfm_bench.config.interpret import SelectConfig, ProbeConfig, AttentionConfig, AttributionConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
 
 
 class InterpretConfigError(ConfigError):

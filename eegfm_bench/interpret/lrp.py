@@ -69,13 +69,14 @@ from torchmetrics import Metric, MetricCollection
 from zennit.core import BasicHook, Composite
 from zennit.rules import Epsilon
 
-from eegfm_bench.errors import UnsupportedMethodError  # noqa: F401  (re-exported: its old home)
+from eegfm_bench.errors import UnsupportedMethodError
 from eegfm_bench.interpret.gradcam import GRADCAM_LAYERS
 from eegfm_bench.models.adaptation import import_peft
-from eegfm_bench.models.backbones import labram_qkv
+from eegfm_bench.models.backbones.common import labram_qkv
 from eegfm_bench.models.heads import AttentionHead
-from eegfm_bench.models.user import (LRP_ATTENTION_MARK, UserModelConfig, UserModelError, _import, dry_run_check,
-                                     user_model_config, user_spec)
+from eegfm_bench.models.user import (LRP_ATTENTION_MARK, UserModelError, import_object, dry_run_check, user_model_config,
+    user_spec)
+from eegfm_bench.config.user_model import UserModelConfig
 
 
 def _lxt():
@@ -429,7 +430,7 @@ LeakyReLU it equals the gradient)."""
 
 def _user_map(name: str, um: UserModelConfig) -> PatchMap:
     """The patch map of a user model (:mod:`eegfm_bench.models.user`): the standard rules (see
-    :class:`~eegfm_bench.models.user.UserLRP`) plus the declaration's ``lrp`` types, attention modules and
+    :class:`~eegfm_bench.config.user_model.UserLRP`) plus the declaration's ``lrp`` types, attention modules and
     additive parameters.
 
     Raises
@@ -443,7 +444,7 @@ def _user_map(name: str, um: UserModelConfig) -> PatchMap:
         out = []
         for path in getattr(lrp, key) or []:
             try:
-                t = _import(path, f"user model {name}: lrp.{key} entry")
+                t = import_object(path, f"user model {name}: lrp.{key} entry")
             except UserModelError as err:
                 raise UserModelError(f"{err} (the import path of an nn.Module class)") from None
             if not (isinstance(t, type) and issubclass(t, nn.Module)):

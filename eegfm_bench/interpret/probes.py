@@ -24,7 +24,7 @@ pretrained or random-init weights) and after (``stage = fine-tuned``: the fold's
 ``lora`` run): :mod:`eegfm_bench.reports.probes`.
 
 Entry points: :class:`~eegfm_bench.callbacks.probes.BlockProbe` (Lightning callback, after fit) and
-:func:`eegfm_bench.runs.probe.run_probes` (``eegfm-bench probe --config ...`` over a cv run's fold checkpoints).
+:func:`eegfm_bench.runs.interpret.probe.run_probes` (``eegfm-bench probe --config ...`` over a cv run's fold checkpoints).
 """
 from __future__ import annotations
 

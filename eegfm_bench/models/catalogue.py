@@ -9,7 +9,7 @@ evaluation cohort or a closely related source distribution").
 * :func:`catalogue_table` renders it as Markdown (``eegfm-bench models``), joined with each adapter's declared
   preprocessing (:class:`~eegfm_bench.data.preprocessing.Preprocessing`);
 * :func:`pretraining_corpora` / :func:`pretraining_overlap` answer gate (iii), using the source families of
-  :data:`eegfm_bench.controls.gates.RELATED_SOURCES` (TUAB inside TUEG, ...).
+  :data:`eegfm_bench.models.catalogue.RELATED_SOURCES` (TUAB inside TUEG, ...).
 """
 from __future__ import annotations
 

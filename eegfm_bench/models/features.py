@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 
 from eegfm_bench.data.cache import BuildLock, mark_used
 from eegfm_bench.data.datamodule import WindowDataset
-from eegfm_bench.data.windows import WindowSet, _publish, default_cache_dir
+from eegfm_bench.data.windows import WindowSet, publish_entry, default_cache_dir
 from eegfm_bench.distributed import barrier, broadcast_object, is_global_zero, world_size
 from eegfm_bench.errors import EEGFMError
 from eegfm_bench.models.heads import pool_tokens
@@ -274,7 +274,7 @@ class FeatureWriter(BasePredictionWriter):
                     "world_size": world_size()}
             (self.partial / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
             (self.partial / "COMPLETE").write_text("ok\n")
-            _publish(self.partial, self.folder)  # an entry another job completed meanwhile is kept
+            publish_entry(self.partial, self.folder)  # an entry another job completed meanwhile is kept
         barrier()
 
     def _assemble(self) -> None:

@@ -28,8 +28,8 @@ from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.metrics import classification_metrics
 from eegfm_bench.models.checkpoints import load_pretrained
 from eegfm_bench.models.heads import HEADS
-from eegfm_bench.models.user import (UserModelConfig, hashable_user_spec, register_user_models, user_model_config,
-                                     user_spec)
+from eegfm_bench.models.user import hashable_user_spec, register_user_models, user_model_config, user_spec
+from eegfm_bench.config.user_model import UserModelConfig
 
 
 def _metrics(n_classes: int, prefix: str) -> MetricCollection:

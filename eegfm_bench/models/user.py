@@ -51,10 +51,10 @@ from eegfm_bench.config import ConfigError, ConfigRecord, typed
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.adaptation import LoraTargetError, apply_lora, resolve_targets
 from eegfm_bench.models.backbones import BACKBONES
-from eegfm_bench.models.backbones import _common
-from eegfm_bench.models.backbones._common import NamedChannelContract, _gather
+from eegfm_bench.models.backbones import common
+from eegfm_bench.models.backbones.common import NamedChannelContract, gather
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
-from eegfm_bench.config.user_model import UserChannels, UserPretrained, UserLRP, UserModelConfig  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.user_model import UserChannels, UserPretrained, UserLRP, UserModelConfig
 
 SIGNAL_ARGS = ("n_chans", "n_times", "sfreq", "ch_names", "n_outputs")
 DRY_RUN_CHANNELS = ["Fp1", "Fp2", "F7", "F3", "Fz", "F4", "F8", "T7", "C3", "Cz", "C4", "T8", "P7", "P3", "Pz", "P4",
@@ -75,7 +75,13 @@ _UNIT_SCALE = {"µV": 1e6, "uV": 1e6, "mV": 1e3, "V": 1.0}
 _REGISTERED: dict[str, UserModelConfig] = {}
 
 
-def _import(path: str, what: str = "class_path"):
+def import_object(path: str, what: str = "class_path"):
+    """The object at dotted ``path`` (``package.module.Name``).
+
+    Raises
+    ------
+    UserModelError
+        When ``path`` has no module part, its module does not import or lacks the name (``what`` names the field)."""
     mod, _, name = str(path).rpartition(".")
     if not mod:
         raise UserModelError(f"{what} {path!r} is not an import path; fix: package.module.Class")
@@ -160,10 +166,6 @@ def _check_values(cfg: UserModelConfig, who: str) -> None:
         raise UserModelError(f"{who}: pretraining_corpora must be a list of dataset names, got {pc!r}")
     if cfg.channels.kind not in ("any", "names", "positions"):
         raise UserModelError(f"{who}: channels.kind {cfg.channels.kind!r}; fix: any, names or positions")
-
-
-_normalise = user_model_config
-"""The former name of :func:`user_model_config` (the runs import it)."""
 
 
 def _match(model: nn.Module, pattern: str) -> list[tuple[str, nn.Module]]:
@@ -310,7 +312,7 @@ class _UserBackbone(BackboneAdapter):
         """The declared class built with its ``init_args``, the call's kwargs and the signal arguments its
         constructor takes (``n_chans``, ``n_times``, ``sfreq``, ``ch_names``, ``n_outputs``)."""
         name, um = self.name, self.user_spec
-        cls = _import(um.class_path)
+        cls = import_object(um.class_path)
         args = {**um.init_args, **kwargs}
         params = inspect.signature(cls).parameters
         inputs = self.declared_channels if self.declared_channels is not None else list(self.ch_names)
@@ -385,13 +387,13 @@ class _UserBackbone(BackboneAdapter):
             have = list(ch_names) if ch_names is not None else list(self.ch_names)
             present = {c.lower() for c in have}
             wanted = [c for c in declared if c.lower() in present] if self.declared_contract.variable else declared
-            x, ch_names = _gather(name, x, have, wanted), wanted
+            x, ch_names = gather(name, x, have, wanted), wanted
             if len(wanted) < len(have) and self.data_reference == "average":  # the reference over what it reads
                 x = x - x.mean(dim=1, keepdim=True)
         kw = {"ch_names": list(ch_names)} if self._takes_ch and ch_names is not None else {}
         # torch's fused nn.TransformerEncoder fast path (eval mode) bypasses the layers' Linear modules, so LoRA
         # adapters and attribution hooks on them would see nothing: run the modules one by one
-        with _common._no_mha_fastpath():  # looked up at call time (the dry-run tests swap it)
+        with common.no_mha_fastpath():  # looked up at call time (the dry-run tests swap it)
             if self._hooked is None:
                 out = self._call(x, **kw)
             else:
@@ -444,7 +446,7 @@ def user_code_sha256(class_path: str) -> str | None:
     its cached tokens; code the file imports from elsewhere is not covered (see the README).
     """
     try:
-        path = inspect.getsourcefile(_import(class_path))
+        path = inspect.getsourcefile(import_object(class_path))
     except (TypeError, UserModelError):
         return None
     return _sha256(Path(path)) if path and Path(path).is_file() else None
@@ -624,7 +626,7 @@ def check_user_model(name: str, spec: Mapping | UserModelConfig, *, ch_names: li
             "n_params": sum(p.numel() for p in ad.model.parameters()), **found}
 
 
-__all__ = ["UserModelConfig", "UserChannels", "UserPretrained", "UserLRP", "UserModelError", "register_user_models",
+__all__ = ["UserModelError", "register_user_models",
            "user_model_config",
            "check_user_model", "make_user_adapter", "user_spec", "load_user_weights", "user_init_label",
            "hashable_user_spec"]

@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from eegfm_bench.perturb._array import to_numpy
+from eegfm_bench.perturb.arrays import to_numpy
 from eegfm_bench.registry import UnknownNameError
 
 DROPOUT_PROBS: tuple[float, ...] = (0.1, 0.3, 0.5)

@@ -51,7 +51,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from eegfm_bench.perturb._array import to_numpy
+from eegfm_bench.perturb.arrays import to_numpy
 from eegfm_bench.perturb.channels import DROPOUT_PROBS, check_handling, dropout_mask, drop_channels
 from eegfm_bench.perturb.noise import NOISE_VERSION, FilterSpec, add_noise, check_noise_kind, check_snr_db
 from eegfm_bench.perturb.regions import (

@@ -7,7 +7,7 @@ and every head applied to them), and ``trainer.test`` runs it over one dataloade
 (:class:`~eegfm_bench.perturb.dataset.PerturbedWindows`). The per-window probabilities are collected per condition
 and model; :class:`~eegfm_bench.callbacks.sweep.TestSweep` gathers them across ranks, removes the sampler's padding
 by window index and turns each condition into result rows as soon as its dataloader ends
-(:func:`eegfm_bench.runs.sweep.evaluate_conditions` runs the loops).
+(:func:`eegfm_bench.runs.sweep.command.evaluate_conditions` runs the loops).
 
 The pure pieces the runner and the report share live here too: the noise filters matching a window set's applied
 preprocessing, the not-applicable rule for removed channels, the shared-backbone grouping, the result rows of one
@@ -235,14 +235,18 @@ def shared_backbone_groups(models: Mapping[Any, Any], precision: Mapping[Any, An
     return list(groups.values())
 
 
-def _metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]:
+def probability_metrics(y: np.ndarray, probs: np.ndarray) -> dict[str, float]:
+    """The sweep's metrics (:data:`SWEEP_METRICS`) of labels ``y`` (n,) against class probabilities ``probs`` (n,
+    n_classes); a one-class test set's warning is silenced (the metric says it)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="test set holds one class")
         m = classification_metrics(y, probs)
     return {k: float(m[k]) for k in SWEEP_METRICS}
 
 
-def _details(condition: Condition, ch_names: Sequence[str], ctx: PerturbContext) -> dict:
+def condition_details(condition: Condition, ch_names: Sequence[str], ctx: PerturbContext) -> dict:
+    """What ``condition`` did to a window of ``ch_names`` (its own details) plus ``n_chans``, the channels the model
+    saw."""
     details = dict(condition.details(ch_names, ctx))
     n = len(ch_names)
     if condition.needs_variable_channels:
@@ -353,7 +357,7 @@ class SweepCondition:
     keys : list of str
         The models (keys of :class:`SweepModule`) to run on it; the others are not applicable or done.
     details : dict
-        :func:`_details` of the condition on the montage (written with every row).
+        :func:`condition_details` of the condition on the montage (written with every row).
     """
 
     condition: Condition

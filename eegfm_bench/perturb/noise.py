@@ -57,7 +57,7 @@ import scipy.fft
 import scipy.linalg
 import scipy.signal
 
-from eegfm_bench.perturb._array import as_rng, to_numpy
+from eegfm_bench.perturb.arrays import as_rng, to_numpy
 from eegfm_bench.registry import UnknownNameError
 
 NOISE_KINDS = ("white", "pink")

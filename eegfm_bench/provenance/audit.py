@@ -1,10 +1,10 @@
 """The PhysioTRACE provenance audit over cached embeddings: Recover → Stress → Intervene → Verify (paper 000 §3).
 
-:func:`run_audit` takes frozen-encoder embeddings with their target, provenance, subject, record and split,
+:func:`audit_embeddings` takes frozen-encoder embeddings with their target, provenance, subject, record and split,
 fits the probes and heads it needs on the training split (selected and calibrated on validation), evaluates on
 the identity-disjoint test split, and returns an :class:`AuditReport` ending in one verdict — ``"no reliance"``,
 ``"certified"`` or ``"refused"`` — written as JSON and Markdown in the shape of the paper's App. B worked
-example. ``eegfm-bench audit`` runs it from a config (:func:`eegfm_bench.runs.audit.audit_main`).
+example. ``eegfm-bench audit`` runs it from a config (:func:`eegfm_bench.runs.audit.run_audit`).
 
 Import direction: :meth:`AuditReport.to_markdown` renders through :func:`eegfm_bench.reports.audit.audit_markdown`
 (one of the package's two documented back-edges): every report writer lives in ``reports/``, and an audit writes
@@ -47,9 +47,9 @@ from .recover import linear_provenance_information
 from .stress import (Design, Rotation, StressSet, decision_flip_rate, fit_head, observed_odds,
                      paired_logit_contrast, resolve_odds, stress_weights)
 from .verify import RANDOM_MATCH_MODES, EnergyUnreachable, decide_verdict, has_reliance, random_subspaces
-from eegfm_bench.config.audit import AuditConfig, _jsonable  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.audit import AuditConfig, jsonable
 
-__all__ = ["AuditConfig", "AuditReport", "run_audit", "SCHEMA"]
+__all__ = ["AuditReport", "audit_embeddings", "SCHEMA"]
 
 SCHEMA = "physiotrace-audit/1"
 _SPLITS = ("train", "val", "test")
@@ -121,7 +121,7 @@ class AuditReport:
     def to_dict(self) -> dict:
         """JSON-ready dict (``resumed`` and ``remedy`` excluded)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("resumed", "remedy")}
-        return _jsonable(out)
+        return jsonable(out)
 
     def to_json(self, path) -> Path:
         """Write the report atomically to ``path`` (parent folders created); returns the path."""
@@ -232,7 +232,7 @@ def _check_inputs(emb, y, provenance, subject, record, masks, cfg: AuditConfig):
 # the audit
 
 
-def run_audit(emb, y, provenance, subject, record, split, config: AuditConfig | Mapping | None = None, *,
+def audit_embeddings(emb, y, provenance, subject, record, split, config: AuditConfig | Mapping | None = None, *,
               out_dir=None) -> AuditReport:
     """Run Recover, Stress, Intervene and Verify on cached embeddings and return the verdict.
 

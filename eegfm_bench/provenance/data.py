@@ -1,6 +1,6 @@
 """Data side of the provenance audit: paired reference views of real windows, and metadata provenance.
 
-Two kinds of provenance enter :func:`~eegfm_bench.provenance.audit.run_audit` (paper 000 §3, Table 23):
+Two kinds of provenance enter :func:`~eegfm_bench.provenance.audit.audit_embeddings` (paper 000 §3, Table 23):
 
 * **Induced (paired)** — :func:`make_paired_views` shows every window of a :class:`~eegfm_bench.data.windows.WindowSet`
   under K EEG references (default: the reference the data were *recorded* with, the common average and Cz),

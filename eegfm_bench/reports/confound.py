@@ -1,5 +1,5 @@
 """The confound check's reports (``confound.md``, the rows the page and the README read): the headline beside each
-confound-checked score with its interval and verdict (:mod:`eegfm_bench.runs.confound` computes them)."""
+confound-checked score with its interval and verdict (:mod:`eegfm_bench.runs.cv.confound` computes them)."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ def current_rows(out_dir: Path) -> pd.DataFrame:
 
 def confound_markdown(table: pd.DataFrame, head_cfg) -> str:
     """``confound.md``: the variations' settings (from ``head_cfg``, the headline's typed
-    :class:`~eegfm_bench.runs.cells.CVConfig`) and one row per (cell, variation) of ``table``."""
+    :class:`~eegfm_bench.config.cv.CVConfig`) and one row per (cell, variation) of ``table``."""
     cc = head_cfg.confound
     lines = [f"# Confound check: {head_cfg.experiment}", "",
              "Every headline cell retrained and tested on other windows, same folds and seeds: "

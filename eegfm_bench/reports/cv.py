@@ -70,7 +70,7 @@ def confound_side_by_side(table: pd.DataFrame, confound: pd.DataFrame) -> pd.Dat
     table : DataFrame
         :func:`summary_table` (one row per model × init × regime × head).
     confound : DataFrame
-        ``confound.csv`` rows of the current cells (:func:`eegfm_bench.runs.confound.compare`).
+        ``confound.csv`` rows of the current cells (:func:`eegfm_bench.runs.cv.confound.compare`).
 
     Returns
     -------

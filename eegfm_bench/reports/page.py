@@ -288,7 +288,7 @@ def confound_commands(d: Path, cfg) -> list[str]:
 
     Read from the conditions of ``d/confound.csv`` (``confound=offset1s``, ``confound=band4-40``, ...): the
     variations beyond the config's ``confound.variations`` (``cfg``: the run's typed
-    :class:`~eegfm_bench.runs.cells.CVConfig`, None when it saved none), one command per offset and band they used,
+    :class:`~eegfm_bench.config.cv.CVConfig`, None when it saved none), one command per offset and band they used,
     with ``--offset-s`` / ``--band`` where those differ from the config's. Empty when there are none.
     """
     table = d / "confound.csv"

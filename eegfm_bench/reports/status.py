@@ -1,5 +1,5 @@
 """The ``eegfm-bench status`` text (:func:`status_markdown`) from the states of a cv's cells
-(:class:`~eegfm_bench.runs.progress.CellProgress`)."""
+(:class:`~eegfm_bench.runs.cv.progress.CellProgress`)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -8,7 +8,7 @@ from collections import Counter
 def status_markdown(rows: list[dict], cmd: str, unmerged: bool = False) -> str:
     """The ``eegfm-bench status`` text: counts per state, one table row per cell, the resume (or wait) line.
 
-    ``rows`` and ``cmd`` are :func:`~eegfm_bench.runs.progress.cv_status`'s; ``unmerged``: :meth:`ResultStore.unmerged` of the folder.
+    ``rows`` and ``cmd`` are :func:`~eegfm_bench.runs.cv.progress.cv_status`'s; ``unmerged``: :meth:`ResultStore.unmerged` of the folder.
     """
     n = Counter(r["state"] for r in rows)
     lines = [f"{len(rows)} cells: " + ", ".join(f"{n[s]} {s}" for s in ("done", "running", "pending", "failed",

@@ -1,6 +1,6 @@
 """Sweep report: per-fold degradation, significance marks, ranked tables and curves (paper 003 App. H).
 
-From the rows a sweep wrote (:mod:`eegfm_bench.runs.sweep`):
+From the rows a sweep wrote (:mod:`eegfm_bench.runs.sweep.command`):
 
 * :func:`fold_deltas` — per-fold paired change from clean in percentage points
   (:func:`eegfm_bench.stats.paired_deltas`), one row per model × fold × condition;
@@ -428,7 +428,7 @@ def write_report(out_dir: str | os.PathLike, *, reference: str | None = "eegnet"
     config_hashes : set of str, optional
         Restrict to rows of these config hashes (the current sweep's: rows of cells since retrained are left out).
     config : SweepConfig, optional
-        The sweep's typed config (:class:`~eegfm_bench.runs.sweep.SweepConfig`, what ``sweep.yaml`` holds): its cv
+        The sweep's typed config (:class:`~eegfm_bench.runs.sweep.config.SweepConfig`, what ``sweep.yaml`` holds): its cv
         run, perturbation seed and condition order head the report (without it: ``?`` and the rows' order).
 
     Returns

@@ -1,5 +1,5 @@
 """The depth-truncation report (paper 003 App. I.6): balanced accuracy per last kept block, as a Markdown table, a
-CSV and a curve (:func:`write_depth_report`, written by ``eegfm_bench.runs.truncation``)."""
+CSV and a curve (:func:`write_depth_report`, written by ``eegfm_bench.runs.cv.truncation``)."""
 from __future__ import annotations
 
 from pathlib import Path

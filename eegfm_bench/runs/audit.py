@@ -1,8 +1,8 @@
 """``eegfm-bench audit``: the PhysioTRACE provenance audit (paper 000) over an embeddings npz; resumable.
 
-The audit itself (:func:`eegfm_bench.provenance.audit.run_audit`) runs no network: it reads cached embeddings
+The audit itself (:func:`eegfm_bench.provenance.audit.audit_embeddings`) runs no network: it reads cached embeddings
 (e.g. those of the provenance demo's encoder, extracted by ``Trainer.predict``), so the command has no ``trainer:``
-section. The config is typed (:class:`AuditCommand` plus every :class:`~eegfm_bench.provenance.audit.AuditConfig`
+section. The config is typed (:class:`AuditCommand` plus every :class:`~eegfm_bench.config.audit.AuditConfig`
 field at the top level); unknown keys are refused with the close matches.
 """
 from __future__ import annotations
@@ -16,9 +16,10 @@ import numpy as np
 
 from eegfm_bench.config import ConfigRecord, command_parser, load_typed, typed
 from eegfm_bench.locks import out_dir_lock
-from eegfm_bench.provenance.audit import AuditConfig, AuditReport, run_audit
+from eegfm_bench.provenance.audit import AuditReport, audit_embeddings
+from eegfm_bench.config.audit import AuditConfig
 from eegfm_bench.provenance.views import pair_views
-from eegfm_bench.config.audit import AuditCommand  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.audit import AuditCommand
 
 
 NULLABLE = {f.name for f in dataclasses.fields(AuditConfig) if f.default is None}
@@ -34,14 +35,14 @@ _NPZ_KEYS = ("emb", "y", "provenance", "subject", "record", "split")
 def load_audit_config(source, args: Sequence[str] = ()) -> tuple[AuditCommand, AuditConfig]:
     """Read an audit config (YAML path or mapping, plus dotted overrides) and return its two typed, frozen parts:
     the inputs and outputs (:class:`AuditCommand`) and the audit's settings (every other top-level key,
-    :class:`~eegfm_bench.provenance.audit.AuditConfig`), before any file is read.
+    :class:`~eegfm_bench.config.audit.AuditConfig`), before any file is read.
 
     Raises
     ------
     ConfigError
         Unknown keys (with close matches), wrong types.
     ValueError
-        ``embeddings`` / ``out_dir`` missing, or a setting :class:`~eegfm_bench.provenance.audit.AuditConfig`
+        ``embeddings`` / ``out_dir`` missing, or a setting :class:`~eegfm_bench.config.audit.AuditConfig`
         refuses.
     """
     own = {f.name for f in dataclasses.fields(AuditCommand)}
@@ -59,16 +60,16 @@ def load_audit_config(source, args: Sequence[str] = ()) -> tuple[AuditCommand, A
     return cmd, typed(AuditConfig, {k: v for k, v in raw.items() if k not in own})
 
 
-def audit_main(config, args: Sequence[str] = (), *, wait: bool = True) -> AuditReport:
+def run_audit(config, args: Sequence[str] = (), *, wait: bool = True) -> AuditReport:
     """Run (or resume) an audit described by a config dict; the ``eegfm-bench audit`` hook.
 
     Parameters
     ----------
     config : path or dict
         A YAML file or mapping (typed: :class:`AuditCommand` plus every
-        :class:`~eegfm_bench.provenance.audit.AuditConfig` field at the top level; read by
+        :class:`~eegfm_bench.config.audit.AuditConfig` field at the top level; read by
         :func:`load_audit_config`). ``embeddings``: path to an ``.npz`` with keys ``emb``, ``y``, ``provenance``,
-        ``subject``, ``record``, ``split`` (shapes as in :func:`run_audit`); ``out_dir``: output folder; optional
+        ``subject``, ``record``, ``split`` (shapes as in :func:`audit_embeddings`); ``out_dir``: output folder; optional
         ``paired: true`` when ``emb`` is long-format ``(n_rows, d)`` with one row per (window, view) — rows are then
         paired by :func:`~eegfm_bench.provenance.views.pair_views` on (record, order), with optional ``views``
         giving the view order; every other key is an :class:`AuditConfig` field.
@@ -87,7 +88,7 @@ def audit_main(config, args: Sequence[str] = (), *, wait: bool = True) -> AuditR
     ------
     ValueError
         If ``embeddings``/``out_dir`` are missing, a setting is refused, the npz lacks a key, paired rows disagree
-        in target, subject or split, or any :func:`run_audit` check fails.
+        in target, subject or split, or any :func:`audit_embeddings` check fails.
     FileNotFoundError
         If the npz does not exist.
     """
@@ -111,7 +112,7 @@ def audit_main(config, args: Sequence[str] = (), *, wait: bool = True) -> AuditR
         arr = {"emb": pv.emb, "provenance": np.array(pv.views), **{k: arr[k][first] for k in
                                                                     ("y", "subject", "record", "split")}}
     with out_dir_lock(cmd.out_dir, "audit", wait=wait):
-        return run_audit(arr["emb"], arr["y"], arr["provenance"], arr["subject"], arr["record"], arr["split"],
+        return audit_embeddings(arr["emb"], arr["y"], arr["provenance"], arr["subject"], arr["record"], arr["split"],
                          audit_cfg, out_dir=Path(cmd.out_dir))
 
 

@@ -53,7 +53,7 @@ def test_identity_probe_separates_eegmmidb_from_eegmat(data_root):
     """EEGMMIDB vs eegmat on their 19 shared 10-20 channels, one unit per recording, simple features (173 =
     9·19 + 2): ceiling AUROC in full space and after in-fold PCA, a permuted null near chance."""
     from eegfm_bench.controls.identity import identity_from_windows
-    from eegfm_bench.runs.controls import DEFAULT_FEATURE_PREPROCESSING
+    from eegfm_bench.runs.controls.config import DEFAULT_FEATURE_PREPROCESSING
     from eegfm_bench.data.preprocessing import Preprocessing
     from eegfm_bench.data.windows import load_windows
 
@@ -180,8 +180,8 @@ def test_controls_cli_tiny_end_to_end_and_rerun(tmp_path, capsys, monkeypatch):
 def _count_units(monkeypatch) -> dict:
     """Count the computations of the controls' units (probe fits, permutation tests, adaptation fits, identity
     probes) from now on: ``{kind: calls}``, updated in place."""
-    import eegfm_bench.runs.controls_scrambled as scr
-    import eegfm_bench.runs.controls_steps as steps
+    import eegfm_bench.runs.controls.scrambled as scr
+    import eegfm_bench.runs.controls.steps as steps
 
     calls = {"probe": 0, "permutation": 0, "fit": 0, "identity": 0}
     for mod, name, kind in ((steps, "evaluate_probe", "probe"), (steps, "permutation_test", "permutation"),
@@ -199,14 +199,14 @@ def test_controls_changed_probe_reruns_the_units_that_read_it(tmp_path, monkeypa
     """A unit's hash holds the hashes of the units it reads: another probe reruns the probes and with them the
     permutation test and the paired comparison of the changed representations (their own settings unchanged).
     A unit whose rows exist but whose file was deleted recomputes the file only: its rows are written once."""
-    from eegfm_bench.runs.controls import controls_main
+    from eegfm_bench.runs.controls.command import run_controls
 
     out = tmp_path / "o"
     base = dict(scrambled=[], identity=None, bootstrap={"n_boot": 100})
-    controls_main(_tiny_config(out, **base), progress=False)
+    run_controls(_tiny_config(out, **base), progress=False)
     before = pd.read_csv(out / "results.csv")
     calls = _count_units(monkeypatch)
-    controls_main(_tiny_config(out, probe={"kind": "logreg", "C": 0.1}, **base), progress=False)
+    run_controls(_tiny_config(out, probe={"kind": "logreg", "C": 0.1}, **base), progress=False)
     assert calls == {"probe": 2, "permutation": 2, "fit": 0, "identity": 0}
     after = pd.read_csv(out / "results.csv")
     new = after[~after.config_hash.isin(before.config_hash)]
@@ -214,7 +214,7 @@ def test_controls_changed_probe_reruns_the_units_that_read_it(tmp_path, monkeypa
     assert new.groupby("condition").config_hash.nunique().to_dict() == {
         "clean": 2, "label_permutation_within_subject": 2, "paired_vs_simple": 1}
     # the first config again: found done; then its files deleted: recomputed, the rows not appended again
-    controls_main(_tiny_config(out, **base), progress=False)
+    run_controls(_tiny_config(out, **base), progress=False)
     assert calls == {"probe": 2, "permutation": 2, "fit": 0, "identity": 0}
     index = {c["config_hash"] for c in json.loads((out / "cells.json").read_text())}
     assert index == set(before.config_hash)
@@ -224,7 +224,7 @@ def test_controls_changed_probe_reruns_the_units_that_read_it(tmp_path, monkeypa
     assert len(gone) == 4
     for p in gone:
         p.unlink()
-    controls_main(_tiny_config(out, **base), progress=False)
+    run_controls(_tiny_config(out, **base), progress=False)
     assert calls == {"probe": 4, "permutation": 4, "fit": 0, "identity": 0}
     assert all(p.is_file() for p in gone)
     pd.testing.assert_frame_equal(after, pd.read_csv(out / "results.csv"))
@@ -243,7 +243,7 @@ def test_controls_on_a_cv_run_take_its_windows_split_and_checkpoints(tmp_path, m
     cv`` reuses its checkpoints, so only the scrambled arm trains (with the cv run's seed and init seed)."""
     from eegfm_bench.cli import main
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.controls import load_run_config
+    from eegfm_bench.runs.controls.config import load_run_config
 
     cv = {"experiment": "cvtiny", "task": "eegmat", "out_dir": str(tmp_path / "cv"), "seed": 3,
           "data": {"subjects": [0, 1, 2, 3, 4, 5], "max_windows_per_subject": 4, "batch_size": 16},
@@ -278,8 +278,8 @@ def test_controls_on_a_cv_run_take_its_windows_split_and_checkpoints(tmp_path, m
 
 # ------------------------------------------------------------------------------------------------ bad input
 def test_feature_window_too_short_is_rejected_before_reading_data(tmp_path):
-    from eegfm_bench.runs.controls import load_config
-    from eegfm_bench.runs.cells import ConfigError
+    from eegfm_bench.runs.controls.config import load_config
+    from eegfm_bench.config import ConfigError
 
     cfg = _tiny_config(tmp_path / "o", features={"families": ["simple"], "preprocessing": {"window_s": 1.0}})
     with pytest.raises(ConfigError, match=r"window_s = 1.0 s is shorter .* fix: window_s >= 2"):
@@ -287,8 +287,8 @@ def test_feature_window_too_short_is_rejected_before_reading_data(tmp_path):
 
 
 def test_unknown_keys_and_names_are_rejected(tmp_path):
-    from eegfm_bench.runs.controls import load_config
-    from eegfm_bench.runs.cells import ConfigError
+    from eegfm_bench.runs.controls.config import load_config
+    from eegfm_bench.config import ConfigError
 
     with pytest.raises(ConfigError, match="unknown key permutaton. Did you mean 'permutation'"):
         load_config({**_tiny_config(tmp_path / "o"), "permutaton": {"n": 5}})
@@ -302,36 +302,36 @@ def test_unknown_keys_and_names_are_rejected(tmp_path):
 
 @requires_data
 def test_permutation_scheme_that_does_not_fit_the_labels(tmp_path):
-    from eegfm_bench.runs.controls import controls_main
+    from eegfm_bench.runs.controls.command import run_controls
 
     # eegmat: every subject has a rest and an arithmetic recording, so one label per subject is wrong
     cfg = _tiny_config(tmp_path / "o", permutation={"n": 5, "scheme": "subject_label"}, scrambled=[], identity=None,
                        models=[])
     with pytest.raises(ValueError, match="subject-label permutation needs one label per subject.*"
                                          "fix: every subject holds several classes: use scheme='within_subject'"):
-        controls_main(cfg, progress=False)
+        run_controls(cfg, progress=False)
 
 
 @requires_data
 def test_too_few_subjects_for_folds_or_bootstrap(tmp_path):
-    from eegfm_bench.runs.controls import controls_main
-    from eegfm_bench.runs.cells import ConfigError
+    from eegfm_bench.runs.controls.command import run_controls
+    from eegfm_bench.config import ConfigError
 
     base = dict(scrambled=[], identity=None, models=[])
     few = _tiny_config(tmp_path / "a", data={"subjects": [0, 1, 2], "max_windows_per_subject": 2}, **base)
     few["split"]["k"] = 5
     with pytest.raises(ConfigError, match=r"3 subjects for 5 folds; fix: split.k <= 3"):
-        controls_main(few, progress=False)
+        run_controls(few, progress=False)
     # 5 subjects in 3 folds: one test fold holds a single subject, too few for the within-fold bootstrap
     odd = _tiny_config(tmp_path / "b", data={"subjects": [0, 1, 2, 3, 4], "max_windows_per_subject": 2}, **base)
     with pytest.raises(ConfigError, match=r"too few subjects for the paired within-fold bootstrap.*fix: split.k <= 2"):
-        controls_main(odd, progress=False)
+        run_controls(odd, progress=False)
 
 
 @requires_data
 def test_identity_datasets_without_shared_channels(tmp_path, monkeypatch):
     """Two datasets with no channel in common: the error names what each one has (checked before any probe)."""
-    import eegfm_bench.runs.controls as run
+    import eegfm_bench.runs.controls.command as run
 
     real = run._load_ws
 
@@ -341,10 +341,10 @@ def test_identity_datasets_without_shared_channels(tmp_path, monkeypatch):
             ws.ch_names = [f"{c}-REF" for c in ws.ch_names]
         return ws
 
-    monkeypatch.setattr(run, "_load_ws", renamed)
+    monkeypatch.setattr(run, "load_task_windows", renamed)
     cfg = _tiny_config(tmp_path / "o", scrambled=[], models=[])
     with pytest.raises(ValueError, match=r"share no channel.*eegmmidb.*Fp1-REF.*eegmat.*Fp1"):
-        run.controls_main(cfg, progress=False)
+        run.run_controls(cfg, progress=False)
 
 
 # --------------------------------------------------------------------------------- synthetic, exact answers
@@ -435,13 +435,13 @@ def test_control4_can_fail_an_adaptation_that_ignores_labels(tmp_path):
     on the true training labels. An 'adaptation' that learns nothing (lr = 0) leaves both encoders the same: the
     scrambled arm scores exactly as the correct one and gate (iv) fails. (Scoring the scrambled arm's own head, the
     old way, put it at chance and let 'correct > scrambled' pass.)"""
-    from eegfm_bench.runs.controls import controls_main
+    from eegfm_bench.runs.controls.command import run_controls
 
     entry = {"model": "eegnet", "regime": "full", "head": "flatten", "seeds": [0], "backbone_kwargs": TINY_EEGNET,
              "trainer": {"max_epochs": 1, "patience": 1}, "optim": {"lr": 0.0, "warmup_epochs": 0}}
     cfg = _tiny_config(tmp_path / "o", scrambled=[entry], identity=None, models=[],
                        permutation={"n": 5, "families": "none"})
-    controls_main(cfg, progress=False)
+    run_controls(cfg, progress=False)
     rep = json.loads((tmp_path / "o" / "controls_report.json").read_text())
     s = rep["scrambled"][0]
     assert s["schedule"].startswith("fixed: 1 epochs, no early stopping") and "refitted on the true" in s["scored_by"]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import eegfm_bench.runs.ingest as ingest_mod
+import eegfm_bench.runs.launch.ingest as ingest_mod
 from eegfm_bench.data.windows import MissingEntryError, load_windows
 from eegfm_bench.models.backbones import BACKBONES
-from eegfm_bench.runs.ingest import ShardError, run_ingest, shard_slices
+from eegfm_bench.runs.launch.ingest import ShardError, run_ingest, shard_slices
 
 from eegfm_testutils import requires_data
 

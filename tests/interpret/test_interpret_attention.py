@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from eegfm_bench.interpret.attention import channel_attention, check_attention_support
-from eegfm_bench.interpret.lrp import UnsupportedMethodError
+from eegfm_bench.errors import UnsupportedMethodError
 from eegfm_bench.interpret.topomap import TopomapError, check_positions, plot_topomap_grid
 
 CHS = ["C3", "Cz", "C4", "Pz", "O1", "O2"]

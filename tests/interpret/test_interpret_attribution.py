@@ -10,7 +10,7 @@ from interpret_synth import CHS, SIGNAL, synthetic
 from eegfm_bench.interpret.attribution import (LogitModel, NoWindowsSelectedError, aggregate, attribute_fold,
                                                gxi_linear_check, normalise_maps, predict_proba,
                                                randomisation_test, resolve_method, select_windows)
-from eegfm_bench.interpret.lrp import UnsupportedMethodError
+from eegfm_bench.errors import UnsupportedMethodError
 from eegfm_bench.interpret.sanity import RANDOMISATION_THRESHOLD, sanity_verdict
 
 NOISE = [i for i in range(len(CHS)) if i not in SIGNAL]
@@ -175,7 +175,7 @@ def test_data_randomisation_compares_with_a_model_trained_on_permuted_labels(tra
     the model would correlate 1 (previous test)."""
     from interpret_synth import TINY_EEGNET, build, train
 
-    from eegfm_bench.interpret.attribution import _fold_rows
+    from eegfm_bench.interpret.attribution import fold_rows
 
     X, y = data
     perm = np.random.default_rng(0).permutation(len(y))
@@ -186,7 +186,7 @@ def test_data_randomisation_compares_with_a_model_trained_on_permuted_labels(tra
                          label_randomised=LogitModel.from_classifier(shuffled))
     d = res["gxi"].checks["data_randomisation"]
     assert d["n_windows"] == 6 and d["spearman_signed"] < 0.5 and d["spearman"] < 0.7, d
-    rows = {r["metric"]: r["value"] for r in _fold_rows({"fold": 0}, res["gxi"])}
+    rows = {r["metric"]: r["value"] for r in fold_rows({"fold": 0}, res["gxi"])}
     assert rows["gxi:data_randomisation_spearman"] == pytest.approx(d["spearman"])
 
 

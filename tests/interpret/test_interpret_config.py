@@ -9,7 +9,8 @@ import torch
 import yaml
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.runs.interpret_config import InterpretConfigError, load_interpret_config, worker_config
+from eegfm_bench.runs.interpret.config import load_interpret_config, worker_config
+from eegfm_bench.interpret.config import InterpretConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,8 @@ from torch import nn
 
 from interpret_synth import CHS, TINY_EEGNET, TINY_LABRAM, build
 from eegfm_bench.interpret.attribution import ConservationWarning, LogitModel, attnlrp, conservation_check
-from eegfm_bench.interpret.lrp import (UnsupportedMethodError, UnsupportedModuleError, get_patch_map, lrp_copy,
-                                       lrp_patched, supported_methods)
+from eegfm_bench.interpret.lrp import UnsupportedModuleError, get_patch_map, lrp_copy, lrp_patched, supported_methods
+from eegfm_bench.errors import UnsupportedMethodError
 
 
 def _x(n=3, seed=0):

@@ -6,8 +6,8 @@ import warnings
 import pytest
 import torch
 
-from eegfm_bench.runs.truncation import (TruncationError, blocks_container, depth_configs, truncated_names,
-                                              truncate_blocks)
+from eegfm_bench.runs.cv.truncation import depth_configs, truncated_names
+from eegfm_bench.models.backbones.truncated import TruncationError, blocks_container, truncate_blocks
 from eegfm_bench.models.backbones import BACKBONES
 
 CHS = ["C3", "Cz", "C4", "Pz"]

@@ -236,7 +236,7 @@ def test_biot_bipolar_18_needs_a1_a2():
 def test_reve_builds_offline_from_a_local_position_bank(monkeypatch, tmp_path):
     import os
 
-    from eegfm_bench.models.backbones import reve_positions_dir
+    from eegfm_bench.models.backbones.reve import reve_positions_dir
 
     monkeypatch.delenv("REVE_POSITIONS_PATH", raising=False)
     monkeypatch.setenv("EEGFM_CACHE", str(tmp_path / "cache"))
@@ -251,7 +251,7 @@ def test_reve_builds_offline_from_a_local_position_bank(monkeypatch, tmp_path):
 def test_reve_restructured_layers_and_zscore_match_braindecode(monkeypatch):
     from braindecode.models import REVE
 
-    from eegfm_bench.models.backbones import reve_positions_dir
+    from eegfm_bench.models.backbones.reve import reve_positions_dir
 
     a = build("reve")
     monkeypatch.setenv("REVE_POSITIONS_PATH", str(reve_positions_dir()))

@@ -120,8 +120,8 @@ def test_ridge_mlp_and_lp_ft_in_a_cv(tmp_path, monkeypatch):
     import lightning as L
     import torch
 
-    import eegfm_bench.runs.cv_loop as loop
-    from eegfm_bench.runs.cv import run_cv
+    import eegfm_bench.runs.cv.loop as loop
+    from eegfm_bench.runs.cv.command import run_cv
 
     got = {}
     real_ridge = loop.ridge_probe  # the cell unit's closed-form solve
@@ -168,7 +168,7 @@ def test_ridge_mlp_and_lp_ft_in_a_cv(tmp_path, monkeypatch):
     lpe = rows[(rows.regime == "lp_ft") & (rows.metric == "lp_epochs")].value
     assert lpe.between(1, 2).all()
     # sweep / probe read the lp_ft and ridge checkpoints like any other
-    from eegfm_bench.runs.output import CVRun, load_fold_model
+    from eegfm_bench.runs.cv.output import CVRun, load_fold_model
 
     cks = CVRun(tmp_path / "o").checkpoints(["labram"], None, None, None)
     assert {(c.regime, c.head) for c in cks} == {("head_only", "ridge"), ("head_only", "mlp"), ("lp_ft", "mean")}
@@ -187,7 +187,7 @@ def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
     """head_kwargs per head ({mlp: {...}, ridge: {...}}); a setting a head does not take is refused before any data
     is read with the per-head fix; `eegfm-bench check` runs the ridge head and an lp_ft regime."""
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.cells import check_config, head_kwargs_for, load_config
+    from eegfm_bench.runs.cv.cells import check_config, head_kwargs_for, load_config
 
     base = {"experiment": "hk", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "confound": False,
             "data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 4, "batch_size": 8},
@@ -210,7 +210,7 @@ def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
 def test_a_ridge_cell_hash_ignores_what_cannot_change_a_closed_form_probe():
     """The ridge cell trains no batch: the optimiser, schedule and batch size leave its hash (no needless retrain),
     precision (the tokens' dtype) and the ridge grid do not; a trained head's hash takes them all."""
-    from eegfm_bench.runs.cells import cell_hash, load_config
+    from eegfm_bench.runs.cv.cells import cell_hash, load_config
 
     def hashes(**over):
         cfg = load_config({"task": "eegmmidb_mi", "out_dir": "/tmp/x", "runs": [

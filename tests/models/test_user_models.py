@@ -85,7 +85,7 @@ def test_dry_run_reports_shapes_and_adapter_contract():
 def test_a_broken_declaration_fails_before_any_data_is_read(tmp_path, monkeypatch, over, match):
     import eegfm_bench.data.datamodule  # noqa: F401  (binds the real load_windows before the patch)
     import eegfm_bench.data.windows as W
-    from eegfm_bench.runs.cv import run_cv
+    from eegfm_bench.runs.cv.command import run_cv
 
     monkeypatch.setattr(W, "load_windows", lambda *a, **k: pytest.fail("data read before the declaration was checked"))
     with pytest.raises(Exception, match=match):
@@ -94,7 +94,7 @@ def test_a_broken_declaration_fails_before_any_data_is_read(tmp_path, monkeypatc
 
 def test_lora_without_targets_and_a_builtin_name_are_refused(tmp_path):
     from eegfm_bench.models.user import UserModelError, register_user_models
-    from eegfm_bench.runs.cv import run_cv
+    from eegfm_bench.runs.cv.command import run_cv
 
     spec = {k: v for k, v in SPEC.items() if k != "lora_targets"}
     with pytest.raises(UserModelError, match="regime lora but no lora_targets"):
@@ -108,7 +108,7 @@ def test_a_channel_the_data_lacks_is_named_before_any_cell_trains(tmp_path, monk
     import lightning as L
 
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.cv import run_cv
+    from eegfm_bench.runs.cv.command import run_cv
 
     monkeypatch.setattr(L.Trainer, "fit", lambda *a, **k: pytest.fail("a cell trained"))
     spec = {**SPEC, "channels": {"kind": "names", "names": ["C3", "Cz", "C4", "X9"]}}
@@ -128,7 +128,7 @@ def test_a_channel_the_data_lacks_is_named_before_any_cell_trains(tmp_path, monk
 
 @requires_data
 def test_channels_a_names_model_leaves_out_are_said(tmp_path, capsys):
-    from eegfm_bench.runs.cells import enumerate_cells, load_config
+    from eegfm_bench.runs.cv.cells import enumerate_cells, load_config
 
     spec = {**SPEC, "channels": {"kind": "names", "names": ["C3", "Cz", "C4"]}}
     cfg = load_config(_cv(tmp_path / "o", spec, runs=[{"model": "tiny_tf", "regime": "head_only", "heads": ["mean"]}]))
@@ -248,11 +248,11 @@ def test_lora_adapters_that_would_be_bypassed_are_caught_by_the_dry_run(monkeypa
     the dry run's LoRA check names the adapters that receive no gradient."""
     import contextlib
 
-    import eegfm_bench.models.backbones._common as C
+    import eegfm_bench.models.backbones.common as C
     from eegfm_bench.models.user import UserModelError, check_user_model
 
     assert check_user_model("tiny_tf", SPEC, lora=True)["n_blocks"] == 2
-    monkeypatch.setattr(C, "_no_mha_fastpath", contextlib.nullcontext)
+    monkeypatch.setattr(C, "no_mha_fastpath", contextlib.nullcontext)
     with pytest.raises(UserModelError, match="receive no gradient"):
         check_user_model("tiny_tf", SPEC, lora=True)
 
@@ -302,7 +302,7 @@ def test_attnlrp_refuses_what_a_user_model_does_not_declare(caplog):
     is refused before any data is read, naming the module and the fix; declaring the rule (or lrp_fallback: gxi)
     resolves it. A model whose rules are covered is listed with AttnLRP by the dry run."""
     from eegfm_bench.interpret.attribution import resolve_method
-    from eegfm_bench.interpret.lrp import UnsupportedMethodError
+    from eegfm_bench.errors import UnsupportedMethodError
     from eegfm_bench.models.user import check_user_model, register_user_models
 
     tanh = {**SDPA_SPEC, "init_args": {**SDPA_SPEC["init_args"], "act": "tanh"}}
@@ -389,7 +389,7 @@ def test_controls_take_a_user_model_with_declared_weights(tmp_path):
     # gate (iii)'s evidence: the declared corpora, an overlap with the task's dataset, or none declared (missing)
     from eegfm_bench.data.tasks import get_task
     from eegfm_bench.models.user import register_user_models
-    from eegfm_bench.runs.controls_gates import _provenance
+    from eegfm_bench.runs.controls.gates import _provenance
 
     task = get_task("eegmat")
     assert _provenance("tiny_ctl", label, task)[0] == ["TUEG"]
@@ -406,7 +406,7 @@ def test_controls_user_model_declarations_are_checked_before_any_data_is_read(tm
     model is refused; a broken declaration fails its dry run."""
     from eegfm_bench.config import ConfigError
     from eegfm_bench.models.user import UserModelError
-    from eegfm_bench.runs.controls import load_config
+    from eegfm_bench.runs.controls.config import load_config
 
     cv = tmp_path / "cv"
     cv.mkdir()
@@ -448,7 +448,8 @@ def test_a_declaration_is_typed_and_the_checkpoint_keeps_a_plain_mapping():
     import dataclasses
 
     from eegfm_bench.models.module import FMClassifier
-    from eegfm_bench.models.user import UserModelConfig, hashable_user_spec, user_model_config, user_spec
+    from eegfm_bench.models.user import hashable_user_spec, user_model_config, user_spec
+    from eegfm_bench.config.user_model import UserModelConfig
     from eegfm_bench.results import config_hash
 
     um = user_model_config(SPEC, "tiny_tf")
@@ -474,7 +475,7 @@ def test_attention_maps_of_a_user_model_follow_its_declared_token_layout():
     module) recomputed from the block input; keys grouped by the declared channel-major layout; every softmax row
     sums to 1, so the per-channel values sum to C. Without a token_layout it is refused, naming the fix."""
     from eegfm_bench.interpret.attention import channel_attention
-    from eegfm_bench.interpret.lrp import UnsupportedMethodError
+    from eegfm_bench.errors import UnsupportedMethodError
     from eegfm_bench.models.module import FMClassifier
 
     ch = ["C3", "Cz", "C4"]
@@ -528,7 +529,7 @@ def test_editing_the_encoder_file_or_its_weights_changes_the_cell_hash_and_the_f
     from eegfm_bench.models.backbones import BACKBONES
     from eegfm_bench.models.features import feature_key
     from eegfm_bench.models.user import register_user_models
-    from eegfm_bench.runs.cells import cell_hash, load_config
+    from eegfm_bench.runs.cv.cells import cell_hash, load_config
 
     import user_encoder
 

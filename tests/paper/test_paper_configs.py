@@ -37,7 +37,7 @@ class Papers:
     """Resolved member configs of the three paper files (each member read by its command's own loader)."""
 
     def __init__(self, root: Path = PAPERS):
-        from eegfm_bench.runs.paper import load_paper, member_config
+        from eegfm_bench.runs.plan.paper import load_paper, member_config
 
         typed_papers = {k: load_paper(root / f) for k, f in FILES.items()}
         # each member's typed config as the mapping it saves (config.yaml): the table reads the resolved values

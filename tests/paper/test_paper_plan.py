@@ -30,7 +30,7 @@ def _bench(tmp_path: Path) -> Path:
 def test_plan_paper_counts_cells_jobs_and_hours(tmp_path):
     """Paper 003's Eyes members on the declared dataset (3,270 windows, 109 subjects, 10 folds, 30 epochs): cells,
     jobs of 3 local workers, and the cv member's device-hours from the passes of every cell."""
-    from eegfm_bench.runs.plan_paper import plan_paper
+    from eegfm_bench.runs.plan.paper_plan import plan_paper
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -73,7 +73,7 @@ def test_plan_cli_takes_the_launcher_flags_of_the_command(tmp_path, capsys):
 def test_committed_throughput_costs_every_member(path):
     """The committed CPU throughput table (configs/paper/throughput_cpu.json) prices every member whose windows are
     known, so ``plan`` needs no measurement; a whole paper plans in well under a few minutes."""
-    from eegfm_bench.runs.plan_paper import plan_paper
+    from eegfm_bench.runs.plan.paper_plan import plan_paper
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -88,7 +88,7 @@ def test_committed_throughput_costs_every_member(path):
 def test_check_paper_on_the_staged_data(capsys):
     """Eyes (7 staged subjects) runs one batch of EEGNet and names the missing weights of the others; 4-class motor
     imagery (runs 6/10/14 not staged) and every dataset of papers 001 and 000 are listed, not skipped silently."""
-    from eegfm_bench.runs.paper import check_paper
+    from eegfm_bench.runs.plan.paper import check_paper
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -105,7 +105,7 @@ def test_check_paper_on_the_staged_data(capsys):
 @requires_data
 def test_run_paper_runs_members_in_order_and_resumes(tmp_path, capsys):
     """A paper of one tiny cv member runs as its own ``eegfm-bench cv`` process; a rerun skips its cells."""
-    from eegfm_bench.runs.paper import run_paper
+    from eegfm_bench.runs.plan.paper import run_paper
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "cv.yaml").write_text((ROOT / "configs" / "experiment" / "tiny_ci.yaml").read_text())

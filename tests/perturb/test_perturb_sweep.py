@@ -18,8 +18,8 @@ import torch
 import yaml
 
 from eegfm_bench.cli import main
-from eegfm_bench.runs.cv import run_cv
-from eegfm_bench.runs.cells import ConfigError
+from eegfm_bench.runs.cv.command import run_cv
+from eegfm_bench.config import ConfigError
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.perturb.channels import dropout_mask
@@ -33,8 +33,8 @@ from eegfm_bench.perturb.evaluate import (
 )
 from eegfm_bench.perturb.noise import FilterSpec
 from eegfm_bench.reports.sweep import add_labels, degradation_table, fold_deltas, table_markdown
-from eegfm_bench.runs.output import load_fold_model
-from eegfm_bench.runs.sweep import evaluate_conditions, sweep_main
+from eegfm_bench.runs.cv.output import load_fold_model
+from eegfm_bench.runs.sweep.command import evaluate_conditions, run_sweep
 from eegfm_bench.registry import UnknownNameError
 from eegfm_bench.results import KEY_COLUMNS, ROW_COLUMNS
 
@@ -163,7 +163,7 @@ def test_failure_in_one_condition_keeps_the_others(mi_cv, tmp_path, monkeypatch)
 
     monkeypatch.setattr(ChannelDropout, "apply", broken)
     with pytest.raises(RuntimeError, match="2 condition\\(s\\) failed"):
-        sweep_main(cfg, progress=False)
+        run_sweep(cfg, progress=False)
     df = _rows(out)
     assert sorted(set(df.condition)) == sorted(set(conds) - {"dropout_p=0.3_zero"})
     assert len(df) == 2 * 3 * 3  # 2 folds x 3 conditions x 3 metrics
@@ -175,26 +175,26 @@ def test_failure_in_one_condition_keeps_the_others(mi_cv, tmp_path, monkeypatch)
     monkeypatch.setattr(ChannelDropout, "apply",
                         lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt("simulated kill")))
     with pytest.raises((KeyboardInterrupt, SystemExit)):  # Lightning turns Ctrl-C inside a loop into exit(1)
-        sweep_main({**cfg, "out_dir": str(tmp_path / "killed")}, progress=False)
+        run_sweep({**cfg, "out_dir": str(tmp_path / "killed")}, progress=False)
     killed = _rows(tmp_path / "killed")
     assert set(killed.condition) == {"clean", "white_snr=0dB"} and set(killed.fold) == {0}
     # fixed: the rerun writes only the failed condition, and keeps the earlier rows as they were
     monkeypatch.setattr(ChannelDropout, "apply", real_apply)
-    sweep_main(cfg, progress=False)
+    run_sweep(cfg, progress=False)
     df2 = _rows(out)
     assert len(df2) == 2 * 4 * 3
     pd.testing.assert_frame_equal(df2.iloc[:len(df)].reset_index(drop=True), df.reset_index(drop=True))
     assert set(df2.iloc[len(df):].condition) == {"dropout_p=0.3_zero"}
     assert json.loads((out / "failures.json").read_text()) == []
     before = (out / "results.csv").read_bytes()
-    sweep_main(cfg, progress=False)
+    run_sweep(cfg, progress=False)
     assert (out / "results.csv").read_bytes() == before
 
 
 @requires_data
 def test_removal_on_eegnet_gives_not_applicable_rows(mi_cv, tmp_path):
     out = tmp_path / "sweep"
-    sweep_main(_sweep_cfg(mi_cv, out, conditions=["dropout_p=0.5_removed", "region=primary_removed", "clean"],
+    run_sweep(_sweep_cfg(mi_cv, out, conditions=["dropout_p=0.5_removed", "region=primary_removed", "clean"],
                           save_predictions=False, trainer={"accelerator": "cpu", "loggers": ["csv", "tensorboard"]}),
                progress=False)
     # each condition's metrics reached the trackers (one logger run per fold and model group)
@@ -213,7 +213,7 @@ def test_removal_on_eegnet_gives_not_applicable_rows(mi_cv, tmp_path):
 @requires_data
 def test_white_noise_at_minus_15_db_lowers_balanced_accuracy(eyes_cv, tmp_path):
     out = tmp_path / "sweep"
-    sweep_main(_sweep_cfg(eyes_cv, out, conditions=["clean", "white_snr=10dB", "white_snr=-15dB"], reference=None),
+    run_sweep(_sweep_cfg(eyes_cv, out, conditions=["clean", "white_snr=10dB", "white_snr=-15dB"], reference=None),
                progress=False)
     bacc = _rows(out).query("metric == 'balanced_accuracy'").set_index("condition").value
     assert bacc["clean"] >= 0.75, f"the tiny EEGNet did not learn eyes open/closed (clean {bacc['clean']:.3f})"
@@ -226,29 +226,29 @@ def test_bad_config_fails_before_any_model_runs(mi_cv, tmp_path, monkeypatch):
     def no(*a, **k):
         raise AssertionError("a model or the windows were loaded before the config was validated")
 
-    monkeypatch.setattr("eegfm_bench.runs.output.load_fold_model", no)
-    monkeypatch.setattr("eegfm_bench.runs.sweep.load_fold_model", no)  # the name runs/sweep.py imports
+    monkeypatch.setattr("eegfm_bench.runs.cv.output.load_fold_model", no)
+    monkeypatch.setattr("eegfm_bench.runs.sweep.command.load_fold_model", no)  # the name runs/sweep/command.py imports
     monkeypatch.setattr("eegfm_bench.data.windows.load_windows", no)
     base = _sweep_cfg(mi_cv, tmp_path / "s")
     with pytest.raises(UnknownNameError, match="white_snr=<snr>dB"):
-        sweep_main({**base, "conditions": ["clean", "gaussian_snr=5dB"]})
+        run_sweep({**base, "conditions": ["clean", "gaussian_snr=5dB"]})
     with pytest.raises(UnknownNameError, match="primary, control"):
-        sweep_main({**base, "conditions": ["region=frontal_zero"]})
+        run_sweep({**base, "conditions": ["region=frontal_zero"]})
     from eegfm_bench.perturb.conditions import ConditionError
 
     for bad in ("white_snr=infdB", "pink_snr=nandB"):
         with pytest.raises(ConditionError, match="finite"):
-            sweep_main({**base, "conditions": [bad]})
+            run_sweep({**base, "conditions": [bad]})
     with pytest.raises(ConditionError, match=r"'dropout_p=1.5_zero': dropout probability must be in \(0, 1\).*fix:"):
-        sweep_main({**base, "conditions": ["dropout_p=1.5_zero"]})
+        run_sweep({**base, "conditions": ["dropout_p=1.5_zero"]})
     with pytest.raises(ConfigError, match="attribution-only"):
-        sweep_main({**base, "conditions": ["region_sub=primary"]})
+        run_sweep({**base, "conditions": ["region_sub=primary"]})
     with pytest.raises(ConfigError, match="reference model 'labram'"):
-        sweep_main({**base, "reference": "labram"})
+        run_sweep({**base, "reference": "labram"})
     with pytest.raises(ConfigError, match="exactly one of"):
-        sweep_main({"out_dir": str(tmp_path / "s")})
+        run_sweep({"out_dir": str(tmp_path / "s")})
     with pytest.raises(ConfigError, match="unknown key condition. Did you mean 'conditions'"):
-        sweep_main({**base, "condition": ["clean"]})
+        run_sweep({**base, "condition": ["clean"]})
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({**base, "conditions": ["clean", "white_snr=-5dB", "dropout_p=0.5_gone"]}))
     with pytest.raises(UnknownNameError, match="zero, removed"):
@@ -261,7 +261,9 @@ def test_the_sweep_config_is_typed_and_a_workers_copy_loads_again(tmp_path):
     ``out_dir``) without reading the cv run; a launcher's worker re-reads the parent's config."""
     from dataclasses import FrozenInstanceError
 
-    from eegfm_bench.runs.sweep import SweepConfig, _worker_config, load_sweep_config
+    from eegfm_bench.runs.sweep.command import _worker_config
+    from eegfm_bench.config.sweep import SweepConfig
+    from eegfm_bench.runs.sweep.config import load_sweep_config
 
     cv = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
     path = tmp_path / "cv.yaml"
@@ -282,7 +284,7 @@ def test_perturbation_of_a_window_does_not_depend_on_its_batch(mi_cv):
     from torch.utils.data import DataLoader
 
     cv = yaml.safe_load((mi_cv / "config.yaml").read_text())
-    from eegfm_bench.runs.output import CVRun
+    from eegfm_bench.runs.cv.output import CVRun
 
     run = CVRun(mi_cv)
     ws = run.windows("eegnet")
@@ -484,7 +486,7 @@ def test_a_users_condition_runs_in_a_real_sweep_and_is_labelled_and_plotted(mi_c
     from torch.utils.data import DataLoader
 
     from eegfm_bench.reports.sweep import degradation_panels
-    from eegfm_bench.runs.output import CVRun
+    from eegfm_bench.runs.cv.output import CVRun
     from user_condition import SPIKES
 
     plugin = _install_spikes(tmp_path / "site")

@@ -8,8 +8,8 @@ import pytest
 import yaml
 from scipy.stats import ortho_group
 
-from eegfm_bench.provenance import AuditReport, InfeasibleRegimeError, run_audit
-from eegfm_bench.runs.audit import audit_main
+from eegfm_bench.provenance import AuditReport, InfeasibleRegimeError, audit_embeddings
+from eegfm_bench.runs.audit import run_audit
 from eegfm_bench.locks import OUT_DIR_LOCK
 
 FAST = {"n_boot": 200, "n_random": 10}
@@ -65,13 +65,13 @@ def observational_data(seed=0, n_subj=120, win=4, d=12, shift=2.0, agree=0.75, m
 
 @pytest.fixture(scope="module")
 def certified():
-    return run_audit(*paired_data(), FAST)
+    return audit_embeddings(*paired_data(), FAST)
 
 
 @pytest.fixture(scope="module")
 def refused():
     # the view plane also carries most of the target signal
-    return run_audit(*paired_data(mu_u=0.6, mu_v=2.0), FAST)
+    return audit_embeddings(*paired_data(mu_u=0.6, mu_v=2.0), FAST)
 
 
 def test_shortcut_reader_is_detected_and_removal_certified(certified):
@@ -120,7 +120,7 @@ def test_an_encoder_at_chance_is_not_assessable(certified):
     the stress finding, and the audit stops before Intervene (issue 33: nothing to remove)."""
     cu = certified.stress["control_utility"]
     assert cu["above_chance"] and cu["low"] > 0.6 and certified.verdict == "certified"
-    r = run_audit(*paired_data(seed=2, mu_u=0.0), FAST)  # the target leaves no trace in the embedding
+    r = audit_embeddings(*paired_data(seed=2, mu_u=0.0), FAST)  # the target leaves no trace in the embedding
     cu = r.stress["control_utility"]
     assert cu["low"] <= 0.5 <= cu["high"] and not cu["above_chance"]
     assert r.verdict == "not assessable" and r.intervene is None and r.verify is None
@@ -144,7 +144,7 @@ def test_the_shipped_demo_settings_audit_an_encoder_at_chance_and_one_above(tmp_
     out = {}
     for name, shift, mu_u in (("chance", 6.0, 0.0), ("above", 2.0, 1.5)):
         path = _npz(tmp_path, paired_data(seed=2, shift=shift, mu_u=mu_u), f"{name}.npz")
-        out[name] = audit_main({**SHIPPED_AUDIT, "embeddings": str(path), "out_dir": str(tmp_path / name)})
+        out[name] = run_audit({**SHIPPED_AUDIT, "embeddings": str(path), "out_dir": str(tmp_path / name)})
     r = out["chance"]
     cu = r.stress["control_utility"]
     assert not cu["above_chance"] and cu["low"] <= 0.5 <= cu["high"]
@@ -159,7 +159,7 @@ def test_the_shipped_demo_settings_audit_an_encoder_at_chance_and_one_above(tmp_
 
 
 def test_provenance_absent_from_embedding_gives_zero_lpi_and_no_reliance():
-    r = run_audit(*paired_data(seed=1, shift=0.0), FAST)
+    r = audit_embeddings(*paired_data(seed=1, shift=0.0), FAST)
     assert r.verdict == "no reliance"
     assert r.intervene is None and r.verify is None
     assert abs(r.recover["lpi_bits"]) < 0.02 and r.recover["low"] <= 0 <= r.recover["high"]
@@ -167,7 +167,7 @@ def test_provenance_absent_from_embedding_gives_zero_lpi_and_no_reliance():
 
 
 def test_observational_accessible_but_barely_associated_is_no_reliance():
-    r = run_audit(*observational_data(agree=0.55), FAST)
+    r = audit_embeddings(*observational_data(agree=0.55), FAST)
     assert r.recover["low"] > 0.2  # the device is decodable...
     assert r.verdict == "no reliance"  # ...but the exposed head has little association to exploit
     assert r.stress["G"]["estimate"] < 0.01
@@ -176,7 +176,7 @@ def test_observational_accessible_but_barely_associated_is_no_reliance():
 
 
 def test_observational_device_shortcut_is_certified():
-    r = run_audit(*observational_data(n_subj=200, agree=0.75), FAST)
+    r = audit_embeddings(*observational_data(n_subj=200, agree=0.75), FAST)
     assert r.verdict == "certified"
     assert r.intervene["method"] == "observational" and r.intervene["rank"] == 1
     assert r.stress["rotations"][0]["shortcut"] == "devB"
@@ -186,8 +186,8 @@ def test_observational_device_shortcut_is_certified():
 def test_split_masks_equal_split_labels():
     z, y, prov, subject, record, split = observational_data(agree=0.55)
     masks = {s: split == s for s in ("train", "val", "test")}
-    a = run_audit(z, y, prov, subject, record, split, FAST)
-    b = run_audit(z, y, prov, subject, record, masks, FAST)
+    a = audit_embeddings(z, y, prov, subject, record, split, FAST)
+    b = audit_embeddings(z, y, prov, subject, record, masks, FAST)
     assert a.to_dict() == b.to_dict()
 
 
@@ -198,10 +198,10 @@ def _npz(tmp_path, data, name="emb.npz"):
     return path
 
 
-def test_audit_main_writes_json_and_markdown_and_resumes(tmp_path, monkeypatch):
+def test_run_audit_writes_json_and_markdown_and_resumes(tmp_path, monkeypatch):
     path = _npz(tmp_path, paired_data(seed=2))
     cfg = {"embeddings": str(path), "out_dir": str(tmp_path / "out"), "name": "synthetic-nmt", **FAST}
-    rep = audit_main(cfg)
+    rep = run_audit(cfg)
     files = sorted(p.name for p in (tmp_path / "out").iterdir() if p.name != OUT_DIR_LOCK)  # the out_dir lock: hidden
     stem = f"audit_{rep.config_hash[:16]}"
     assert files == [f"{stem}.json", f"{stem}.md", f"{stem}_remedy.npz"]
@@ -218,52 +218,52 @@ def test_audit_main_writes_json_and_markdown_and_resumes(tmp_path, monkeypatch):
     # resume: the same config and data are read back, nothing is recomputed
     import eegfm_bench.provenance.audit as audit_mod
     monkeypatch.setattr(audit_mod, "_paired", lambda *a, **k: pytest.fail("recomputed"))
-    again = audit_main(cfg)
+    again = run_audit(cfg)
     assert again.resumed and again.to_dict() == rep.to_dict()
     assert AuditReport.from_json(tmp_path / "out" / f"{stem}.json").to_dict() == rep.to_dict()
 
 
-def test_audit_main_pairs_long_format_views(tmp_path):
+def test_run_audit_pairs_long_format_views(tmp_path):
     emb, y, views, subject, record, split = paired_data(seed=3)
     n, K, d = emb.shape
     long = dict(emb=emb.reshape(n * K, d), provenance=np.tile(views, n), y=np.repeat(y, K),
                 subject=np.repeat(subject, K), record=np.repeat(record, K), split=np.repeat(split, K))
     path = tmp_path / "long.npz"
     np.savez(path, **long)
-    rep = audit_main({"embeddings": str(path), "out_dir": str(tmp_path / "o"), "paired": True,
+    rep = run_audit({"embeddings": str(path), "out_dir": str(tmp_path / "o"), "paired": True,
                       "views": list(views), **FAST})
-    direct = run_audit(emb, y, views, subject, record, split, FAST)
+    direct = audit_embeddings(emb, y, views, subject, record, split, FAST)
     assert rep.stress["G"]["estimate"] == pytest.approx(direct.stress["G"]["estimate"], abs=1e-9)
     # drop one view of one record: the views no longer cover the same records
     keep = ~((long["record"] == record[0]) & (long["provenance"] == "Cz"))
     np.savez(path, **{k: v[keep] for k, v in long.items()})
     with pytest.raises(ValueError, match="views are not paired"):
-        audit_main({"embeddings": str(path), "out_dir": str(tmp_path / "o2"), "paired": True, **FAST})
+        run_audit({"embeddings": str(path), "out_dir": str(tmp_path / "o2"), "paired": True, **FAST})
 
 
 def test_bad_inputs_name_the_fix():
     emb, y, views, subject, record, split = paired_data(seed=4)
     z, yo, prov, so, ro, spo = observational_data()
     with pytest.raises(ValueError, match="single group.*fix"):
-        run_audit(z, yo, np.full_like(prov, "devA"), so, ro, spo, FAST)
+        audit_embeddings(z, yo, np.full_like(prov, "devA"), so, ro, spo, FAST)
     with pytest.raises(ValueError, match="single group.*fix"):
-        run_audit(emb[:, :1], y, views[:1], subject, record, split, FAST)
+        audit_embeddings(emb[:, :1], y, views[:1], subject, record, split, FAST)
     shuffled = np.tile(views, (len(y), 1))
     shuffled[5] = shuffled[5][::-1]
     with pytest.raises(ValueError, match="views are not paired.*fix"):
-        run_audit(emb, y, shuffled, subject, record, split, FAST)
+        audit_embeddings(emb, y, shuffled, subject, record, split, FAST)
     with pytest.raises(InfeasibleRegimeError, match=r"feasible agreement lies strictly between .* odds 0 < OR < inf"):
-        run_audit(emb, y, views, subject, record, split, {**FAST, "extra_regimes": {"strong": {"agreement": 0.99}}})
+        audit_embeddings(emb, y, views, subject, record, split, {**FAST, "extra_regimes": {"strong": {"agreement": 0.99}}})
     with pytest.raises(ValueError, match=r"held-out split has 18 subjects, fewer than the 30 .*fix"):
-        run_audit(emb, y, views, subject, record, split, {**FAST, "min_clusters": 30})
+        audit_embeddings(emb, y, views, subject, record, split, {**FAST, "min_clusters": 30})
     leaky = split.copy()
     leaky[np.flatnonzero(subject == 0)[0]] = "test"
     with pytest.raises(ValueError, match="more than one split.*fix"):
-        run_audit(emb, y, views, subject, record, leaky, FAST)
+        audit_embeddings(emb, y, views, subject, record, leaky, FAST)
     with pytest.raises(ValueError, match="binary 0/1"):
-        run_audit(emb, y + 1, views, subject, record, split, FAST)
+        audit_embeddings(emb, y + 1, views, subject, record, split, FAST)
     with pytest.raises(ValueError, match="unknown audit config keys"):
-        run_audit(emb, y, views, subject, record, split, {"n_bootstrap": 10})
+        audit_embeddings(emb, y, views, subject, record, split, {"n_bootstrap": 10})
 
 
 def test_every_verdict_says_whether_one_held_out_subject_decides_it(certified, refused):
@@ -289,7 +289,7 @@ def test_shipped_settings_above_chance_with_views_carrying_the_top_variance(tmp_
     can carry its energy; Verify used to raise. Now it draws the controls in the whole space, energy-matched, and
     the report says so."""
     path = _npz(tmp_path, paired_data(seed=2, shift=6.0, mu_u=1.5), "above_high.npz")
-    r = audit_main({**SHIPPED_AUDIT, "embeddings": str(path), "out_dir": str(tmp_path / "a")})
+    r = run_audit({**SHIPPED_AUDIT, "embeddings": str(path), "out_dir": str(tmp_path / "a")})
     assert r.stress["control_utility"]["above_chance"] and r.stress["reliance"]
     assert r.verdict in ("certified", "refused") and r.verify is not None
     rd = r.verify["random"]

@@ -106,7 +106,7 @@ def test_robustness_captions_promise_intervals_only_when_they_are_shown(tmp_path
     tables, nor the no-marks legend may promise one (they did: "with its 95 % subject-cluster bootstrap
     interval", "the intervals below are the evidence"). Three folds: the legend says "3 folds"."""
     from eegfm_bench.reports.page import robustness_sections
-    from eegfm_bench.runs.report import SAVED_CONFIGS
+    from eegfm_bench.reports.page import SAVED_CONFIGS
 
     rows = (_sweep_rows("eegnet", {"clean": [0.8, 0.7, 0.75], "white_snr=0dB": [0.6, 0.6, 0.6]})
             + _sweep_rows("labram", {"clean": [0.7, 0.7, 0.7], "white_snr=0dB": [0.65, 0.6, 0.62]}))

@@ -22,7 +22,7 @@ def _rows(model: str, drops: np.ndarray) -> list[dict]:
 
 def test_robustness_section_marks_less_and_more_degradation_than_the_reference(tmp_path):
     from eegfm_bench.reports.page import robustness_sections
-    from eegfm_bench.runs.report import SAVED_CONFIGS
+    from eegfm_bench.reports.page import SAVED_CONFIGS
     from eegfm_bench.results import ResultStore
 
     rng = np.random.default_rng(0)

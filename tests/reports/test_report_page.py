@@ -265,7 +265,7 @@ def test_the_controls_page_shows_the_gate_table(experiment, tmp_path):
 
 
 def test_report_of_a_folder_without_results_names_the_fix(tmp_path):
-    from eegfm_bench.runs.report import write_page
+    from eegfm_bench.reports.page import write_page
 
     with pytest.raises(FileNotFoundError, match="nothing to report.*fix: pass the out_dir"):
         write_page([tmp_path])
@@ -305,7 +305,7 @@ def test_the_reproduce_block_names_the_confound_command_that_added_variations(tm
     from dataclasses import replace
 
     from eegfm_bench.reports.page import confound_commands, discover, reproduce_commands
-    from eegfm_bench.runs.report import SAVED_CONFIGS
+    from eegfm_bench.reports.page import SAVED_CONFIGS
 
     saved = {"out_dir": "results/quickstart",
              "confound": {"enabled": True, "variations": ["offset+band"], "offset_s": 1.0, "band": [4.0, 40.0]}}
@@ -341,7 +341,7 @@ def test_a_saved_config_of_another_version_is_a_one_line_error_naming_the_fix(tm
     version does not know (a config.yaml an older version saved) stops the page with one line naming the file, the
     key and the fix, from the Python API and from ``eegfm-bench report`` (no traceback)."""
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.report import write_page
+    from eegfm_bench.reports.page import write_page
 
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"out_dir": str(tmp_path), "old_setting": 1}))
     (tmp_path / "cells.json").write_text("[]")

@@ -60,7 +60,7 @@ def _cfg(tmp_path: Path, task: dict, variations: list[str]) -> dict:
 
 
 def _run(tmp_path, kind, variations):
-    from eegfm_bench.runs.cv import run_cv
+    from eegfm_bench.runs.cv.command import run_cv
 
     task = _write(tmp_path / f"data_{kind}", kind)
     with warnings.catch_warnings():
@@ -80,12 +80,12 @@ def test_offset_removes_a_cue_locked_transient_and_keeps_10hz_power(tmp_path):
     assert {"clean", "confound=offset1s"} <= set(rows.condition)
     assert "confound=offset1s" in (out / "confound.md").read_text()
     # the offset windows start 1 s later and are 1 s shorter (EEGNet takes any length): 3 s at 128 Hz
-    from eegfm_bench.runs.cells import load_config, windows_for
+    from eegfm_bench.runs.cv.cells import load_config, windows_for
 
     dcfg = load_config(out / "confound" / "offset" / "config.yaml")
     assert windows_for(dcfg, "eegnet", {}).n_times == 384
     # a headline retrained since (another config hash) leaves its confound rows off the page and the README
-    from eegfm_bench.runs.confound import current_rows
+    from eegfm_bench.reports.confound import current_rows
 
     assert len(current_rows(out)) == 1
     c = pd.read_csv(out / "confound.csv")
@@ -107,7 +107,7 @@ def test_band_removes_a_label_carried_only_at_2hz(tmp_path):
 def test_confound_settings_are_checked_before_any_data(tmp_path, monkeypatch):
     import eegfm_bench.data.windows as W
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.cv import run_cv
+    from eegfm_bench.runs.cv.command import run_cv
 
     monkeypatch.setattr(W, "load_windows", lambda *a, **k: pytest.fail("data read"))
     task = {"name": "syn", "source": "files", "root": str(tmp_path), "classes": ["a", "b"],
@@ -130,8 +130,9 @@ def test_derived_configs_change_only_their_variation(tmp_path):
     the frontal electrodes from the montage; a preset stays a preset and a task file becomes its full mapping."""
     import yaml
 
-    from eegfm_bench.runs.confound import FRONTAL, derive
-    from eegfm_bench.runs.cells import load_config, model_preprocessing
+    from eegfm_bench.runs.cv.confound import derive
+    from eegfm_bench.config.confound import FRONTAL
+    from eegfm_bench.runs.cv.cells import load_config, model_preprocessing
 
     base = {"experiment": "d", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"),
             "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}], "confound": {"enabled": True}}
@@ -199,7 +200,7 @@ def test_a_real_occipital_alpha_effect_survives_every_variation(tmp_path):
     """Issue 24, the positive control: the check must keep an effect that is real. The label lives in 10 Hz power
     over O1/O2 for the whole trial: above chance and not significantly lower under offset, band, offset+band and
     without the frontal electrodes."""
-    from eegfm_bench.runs.cv import run_cv
+    from eegfm_bench.runs.cv.command import run_cv
 
     task = _write14(tmp_path / "occ", "occipital")
     with warnings.catch_warnings():
@@ -221,7 +222,7 @@ def test_a_frontal_1hz_transient_does_not_survive(tmp_path):
     """The negative counterpart: the label is a cue-locked 1 Hz deflection on the frontal electrodes (what eye
     movements toward a target look like): gone after the offset and outside 4-40 Hz, and without the frontal
     electrodes."""
-    from eegfm_bench.runs.cv import run_cv
+    from eegfm_bench.runs.cv.command import run_cv
 
     task = _write14(tmp_path / "fr", "frontal")
     with warnings.catch_warnings():
@@ -239,7 +240,7 @@ def test_a_frontal_1hz_transient_does_not_survive(tmp_path):
 
 
 def test_the_verdict_rule():
-    from eegfm_bench.runs.confound import confound_verdict
+    from eegfm_bench.runs.cv.confound import confound_verdict
 
     assert confound_verdict(checked_low=0.62, chance=0.5, delta_high=0.01) == "survives"
     assert confound_verdict(checked_low=0.62, chance=0.5, delta_high=0.0) == "survives"  # Δ not significantly < 0
@@ -268,7 +269,7 @@ def test_default_variations_for_every_preset_and_confound_off(tmp_path, monkeypa
     fixed-window preset does; ``confound: off`` (or false) runs none."""
     from eegfm_bench.data.spec import default_confound_variations, parse_task_spec
     from eegfm_bench.data.tasks import preset_names, preset_spec
-    from eegfm_bench.runs.cells import load_config
+    from eegfm_bench.runs.cv.cells import load_config
 
     for name in preset_names():
         spec = parse_task_spec(preset_spec(name), name)
@@ -286,10 +287,10 @@ def test_default_variations_for_every_preset_and_confound_off(tmp_path, monkeypa
     for off in (False, {"enabled": False}):
         assert not load_config({**base, "confound": off}).confound.enabled
     assert not load_config({**base, "task": "eegmat"}).confound.enabled  # fixed windows: nothing by default
-    import eegfm_bench.runs.confound as C
+    import eegfm_bench.runs.cv.confound as C
 
-    monkeypatch.setattr(C, "run_confound", lambda *a, **k: pytest.fail("the confound check ran"))
-    from eegfm_bench.runs.cv import run_cv
+    monkeypatch.setattr(C, "confound_check", lambda *a, **k: pytest.fail("the confound check ran"))
+    from eegfm_bench.runs.cv.command import run_cv
 
     cfg = {**base, "confound": False, "data": {"subjects": [1, 2, 3], "max_windows_per_subject": 2,
                                                "batch_size": 8},
@@ -306,7 +307,7 @@ def test_confound_off_as_the_docs_write_it_works_from_python_too(tmp_path):
     """``confound: off`` in a YAML file is the boolean False; from Python the same word is a string, and reads the
     same (issue 36); another string still names the fix."""
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.cells import load_config
+    from eegfm_bench.runs.cv.cells import load_config
 
     base = {"task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "experiment": "off",
             "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}]}
@@ -340,7 +341,7 @@ def test_delta_is_paired_by_window_on_the_windows_both_runs_hold():
     another order) and is right on 0-3: 2/3 per class. Paired on the 24 windows both hold: Δ = 2/3 − 1 = −1/3 in
     every subject (so the interval is that point), the checked score 2/3 > 0.5 → 'partly', and no subject flips it
     (a two-subject fold keeps its other subject)."""
-    from eegfm_bench.runs.confound import compare_predictions
+    from eegfm_bench.runs.cv.confound import compare_predictions
 
     folds = {"S1": 0, "S2": 0, "S3": 1, "S4": 1}
     head = _pred_table({s: (lambda w: w < 6) for s in folds}, folds, seed=1)
@@ -362,8 +363,8 @@ def test_verdict_reads_the_checked_lower_bound_and_names_the_one_subject_it_rest
     instead, the verdict would be 'survives'). Without S5 every replicate is 1 and Δ is 0: 'survives' — the verdict
     rests on S5 alone; without any other subject the bound is 1 − 3/4 = 0.25: still 'does not survive'."""
     from eegfm_bench.reports.confound import confound_markdown, verdict_text
-    from eegfm_bench.runs.cells import load_config
-    from eegfm_bench.runs.confound import compare_predictions
+    from eegfm_bench.runs.cv.cells import load_config
+    from eegfm_bench.runs.cv.confound import compare_predictions
 
     folds = {f"S{i}": i - 1 for i in range(1, 6)}
     head = _pred_table({s: (lambda w: True) for s in folds}, folds, seed=3)

@@ -60,8 +60,8 @@ def test_a_fit_resumed_mid_way_ends_with_the_weights_and_rows_of_an_uninterrupte
     best checkpoint's weights, the rows and the predictions are bitwise equal. The resumed epochs must shuffle where
     the interrupted fit was (the loader's generator in the checkpoint) and draw the dropout masks it would have."""
     from eegfm_bench.results import FailedCellsError
-    from eegfm_bench.runs import cv_loop
-    from eegfm_bench.runs.cv import run_cv
+    from eegfm_bench.runs.cv import loop as cv_loop
+    from eegfm_bench.runs.cv.command import run_cv
 
     over = {"data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 6, "batch_size": 8},
             "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [1]},
@@ -100,7 +100,7 @@ def test_intra_op_threads_is_a_setting_hashed_only_when_it_is_not_the_default(tm
     """The default (2, not the machine's core count) keeps the hashes of the rows computed before the setting
     existed (this hash was computed by the code before it); another count is another cell; below 1 is refused."""
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.cells import cell_hash, load_config
+    from eegfm_bench.runs.cv.cells import cell_hash, load_config
 
     base = {"runs": [{"model": "eegnet", "heads": ["flatten"]}], "confound": False, "out_dir": str(tmp_path)}
     default = load_config(base)

@@ -27,13 +27,13 @@ import pandas as pd
 import pytest
 import yaml
 
-import eegfm_bench.runs.cv_loop as cv_loop
+import eegfm_bench.runs.cv.loop as cv_loop
 from eegfm_bench import interrupt
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.atomic import unique_tmp
 from eegfm_bench.locks import OUT_DIR_LOCK, OutDirBusyError, out_dir_lock
-from eegfm_bench.runs.confound import confound_main
-from eegfm_bench.runs.cv import run_cv
+from eegfm_bench.runs.cv.confound import run_confound
+from eegfm_bench.runs.cv.command import run_cv
 
 from eegfm_testutils import cli_env, requires_data
 
@@ -172,7 +172,7 @@ def test_confound_on_a_cv_out_dir_another_process_writes_refuses_under_no_wait(t
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(OutDirBusyError, match=rf"{out} is being written by pid {holder.pid} on "):
-            confound_main(out, wait=False)
+            run_confound(out, wait=False)
     finally:
         holder.kill()
         holder.wait()
@@ -249,7 +249,7 @@ def test_a_swallowed_interrupt_stops_the_loop_at_the_next_cell(tmp_path, monkeyp
     """The signal arrives as the first cell ends (recorded; a KeyboardInterrupt raised there could be swallowed by a
     finalizer, ``Exception ignored in ...``): the stop is taken before the second cell, which never trains; the
     first cell's rows and its summary are kept."""
-    real_train, real_test = cv_loop.train_cell, cv_loop.test_cell
+    real_train, real_test = cv_loop.train_cell, cv_loop.evaluate_cell
     trained = []
 
     def train(ctx, cell):
@@ -265,7 +265,7 @@ def test_a_swallowed_interrupt_stops_the_loop_at_the_next_cell(tmp_path, monkeyp
         return rows
 
     monkeypatch.setattr(cv_loop, "train_cell", train)
-    monkeypatch.setattr(cv_loop, "test_cell", test_and_swallow)
+    monkeypatch.setattr(cv_loop, "evaluate_cell", test_and_swallow)
     cfg = {**TINY, "out_dir": str(tmp_path / "out")}
     with interrupt.stop_on_signals():
         with pytest.raises(interrupt.StopRequested) as info:

@@ -40,7 +40,7 @@ def _comparable(df: pd.DataFrame) -> pd.DataFrame:
 @requires_data
 def test_local_workers_give_the_sequential_rows_and_status_resumes_what_is_missing(tmp_path, capsys):
     from eegfm_bench.cli import main
-    from eegfm_bench.runs.progress import cv_status
+    from eegfm_bench.runs.cv.progress import cv_status
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -84,7 +84,7 @@ def test_local_workers_give_the_sequential_rows_and_status_resumes_what_is_missi
 
 def test_slurm_settings_become_sbatch_options():
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.launch import chunks, sbatch_preview, slurm_parameters
+    from eegfm_bench.runs.launch.launcher import chunks, sbatch_preview, slurm_parameters
 
     lc = {"kind": "slurm", "workers": 2, "cells_per_job": 2, "folder": None, "timeout_min": 120,
           "slurm": {"partition": "gpu", "account": "proj", "qos": "high", "gpus_per_node": 4, "cpus_per_task": 16,
@@ -111,7 +111,7 @@ def test_slurm_settings_become_sbatch_options():
 
 
 def test_a_requeued_job_resubmits_itself_with_the_same_cells():
-    from eegfm_bench.runs.launch import CellJob
+    from eegfm_bench.runs.launch.launcher import CellJob
 
     job = CellJob()
     d = job.checkpoint({"x": 1}, ["a/b/c/fold0/h"], 2)
@@ -121,7 +121,7 @@ def test_a_requeued_job_resubmits_itself_with_the_same_cells():
 @requires_data
 def test_plan_counts_cells_jobs_cached_passes_and_hours(tmp_path, capsys):
     from eegfm_bench.cli import main
-    from eegfm_bench.runs.plan import plan_cv
+    from eegfm_bench.runs.plan.command import plan_cv
 
     cfg = _cfg(tmp_path / "p", trainer={"max_epochs": 2, "patience": 1},
                launcher={"kind": "local", "workers": 2}, confound={"enabled": True, "variations": ["band"]},
@@ -176,7 +176,8 @@ def test_launcher_settings_are_checked_before_any_data(tmp_path, monkeypatch):
     from eegfm_bench.config import ConfigError
     import dataclasses
 
-    from eegfm_bench.runs.launch import SlurmConfig, check_launcher
+    from eegfm_bench.runs.launch.launcher import check_launcher
+    from eegfm_bench.config.launch import SlurmConfig
 
     with pytest.raises(ConfigError, match=r"launcher.workers = 0; fix"):
         check_launcher({"kind": "local", "workers": 0, "cells_per_job": 1, "timeout_min": 10})
@@ -191,7 +192,7 @@ def test_launcher_settings_are_checked_before_any_data(tmp_path, monkeypatch):
 
 def test_a_nested_typo_names_the_nested_section(tmp_path):
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.cells import load_config
+    from eegfm_bench.runs.cv.cells import load_config
 
     cfg = _cfg(tmp_path / "t", launcher={"kind": "slurm", "slurm": {"partiton": "gpu"}})
     with pytest.raises(ConfigError, match=r"launcher.slurm.partiton. Did you mean 'partition'.*Valid keys of "

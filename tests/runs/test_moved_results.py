@@ -102,7 +102,7 @@ def test_a_moved_cv_is_read_where_it_is_by_sweep_probe_and_attribute(moved_cv, t
         tar.add(moved, arcname="cv")
     with tarfile.open(tmp_path / "cv.tar") as tar:
         tar.extractall(tmp_path / "restored", filter="data")
-    from eegfm_bench.runs.output import CVRun
+    from eegfm_bench.runs.cv.output import CVRun
 
     ck = CVRun(tmp_path / "restored" / "cv").checkpoints()
     assert [c.path for c in ck] == [(tmp_path / "restored" / "cv" / v).absolute() for v in cv["checkpoint"].unique()]
@@ -114,8 +114,8 @@ def test_a_moved_cv_is_read_where_it_is_by_sweep_probe_and_attribute(moved_cv, t
 def test_a_copy_with_a_damaged_checkpoint_opens_its_own_file(moved_cv, tmp_path, monkeypatch, request):
     """``cp -r`` of a finished cv whose original stays where it was written, the copy's ``best.ckpt`` cut in half:
     ``attribute`` on the copy opens the copy's file (and fails on it), never the intact original's weights."""
-    import eegfm_bench.runs.attribute as attribute
-    import eegfm_bench.runs.output as output
+    import eegfm_bench.runs.interpret.attribute as attribute
+    import eegfm_bench.runs.cv.output as output
 
     moved, original = moved_cv
     shutil.copytree(moved, original)  # the original back where it was written, its rows unchanged
@@ -224,12 +224,12 @@ def test_cvrun_refuses_a_row_that_points_outside_its_folder(moved_cv, tmp_path, 
 def test_confound_on_a_moved_cv_writes_in_the_folder_given(moved_cv, monkeypatch):
     """``eegfm-bench confound --cv <moved>`` checks (and writes) the folder given, not the out_dir its
     ``config.yaml`` names (the place it was written, gone)."""
-    import eegfm_bench.runs.confound as C
+    import eegfm_bench.runs.cv.confound as C
 
     moved, old = moved_cv
     seen = []
-    monkeypatch.setattr(C, "run_confound", lambda cfg, **k: seen.append(cfg.out_dir) or pd.DataFrame())
+    monkeypatch.setattr(C, "confound_check", lambda cfg, **k: seen.append(cfg.out_dir) or pd.DataFrame())
     monkeypatch.setattr(C, "refresh", lambda *a, **k: None)
     (moved / "config.yaml").write_text((moved / "config.yaml").read_text().replace(str(moved), str(old)))
-    C.confound_main(moved, variations=["band"], progress=False)
+    C.run_confound(moved, variations=["band"], progress=False)
     assert seen == [str(moved)] and not old.exists()

@@ -1,4 +1,4 @@
-"""``eegfm-bench plan`` estimates the whole cv command stage by stage (runs/plan_stages.py; issue 35 item 6).
+"""``eegfm-bench plan`` estimates the whole cv command stage by stage (runs/plan/stages.py; issue 35 item 6).
 
 No timing is asserted: the stages' structure and arithmetic are (present, in order, adding to the total, the
 confound variations each counted, parallel jobs dividing the cells' stages only).
@@ -14,7 +14,7 @@ import pytest
 
 from eegfm_testutils import requires_data
 
-from eegfm_bench.runs.plan_stages import (CELL_STAGES, cell_stage_seconds, command_stages, compare_seconds,
+from eegfm_bench.runs.plan.stages import (CELL_STAGES, cell_stage_seconds, command_stages, compare_seconds,
                                           effective_parallel, features_seconds, stages_markdown)
 
 
@@ -92,7 +92,7 @@ def test_cell_stage_seconds_from_known_rates():
 @requires_data
 def test_plan_estimates_the_whole_command(tmp_path, capsys, monkeypatch):
     from eegfm_bench.cli import main
-    from eegfm_bench.runs.plan import plan_cv
+    from eegfm_bench.runs.plan.command import plan_cv
 
     cfg = {"experiment": "ps", "task": "eegmmidb_eyes", "out_dir": str(tmp_path / "p"), "seed": 0,
            "data": {"subjects": [1, 2, 3, 4], "max_windows_per_subject": 3, "batch_size": 16},

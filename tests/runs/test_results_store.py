@@ -109,7 +109,7 @@ def test_append_cost_does_not_grow_with_the_table(tmp_path):
 
 
 def test_window_cache_publish_keeps_an_entry_another_process_completed(tmp_path):
-    from eegfm_bench.data.windows import _publish
+    from eegfm_bench.data.windows import publish_entry
 
     final = tmp_path / "entry"
     a, b = tmp_path / "a.tmp", tmp_path / "b.tmp"
@@ -117,15 +117,15 @@ def test_window_cache_publish_keeps_an_entry_another_process_completed(tmp_path)
         d.mkdir()
         (d / "X.npy").write_text(tag)
         (d / "COMPLETE").write_text("ok\n")
-    _publish(a, final)
-    _publish(b, final)  # a second builder of the same (content-keyed) entry: the published one stays
+    publish_entry(a, final)
+    publish_entry(b, final)  # a second builder of the same (content-keyed) entry: the published one stays
     assert (final / "X.npy").read_text() == "a" and not a.exists() and not b.exists()
     (final / "COMPLETE").unlink()  # an incomplete leftover is replaced
     c = tmp_path / "c.tmp"
     c.mkdir()
     (c / "X.npy").write_text("c")
     (c / "COMPLETE").write_text("ok\n")
-    _publish(c, final)
+    publish_entry(c, final)
     assert (final / "X.npy").read_text() == "c"
 
 
@@ -225,7 +225,7 @@ def test_a_config_hash_of_digits_and_e_round_trips_everywhere(tmp_path):
     """Issue 33 item 3: a hash that reads as a number stays the same string through append, merge, load (parts,
     and a CSV-only folder), keys, the done set and status."""
     from eegfm_bench.reports.status import status_markdown
-    from eegfm_bench.runs.progress import cv_status
+    from eegfm_bench.runs.cv.progress import cv_status
 
     hashes = NUMERIC_LOOKING
     _cv_folder(tmp_path, hashes)

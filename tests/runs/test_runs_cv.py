@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.runs.cv import run_cv
-from eegfm_bench.runs.cells import load_config
+from eegfm_bench.runs.cv.command import run_cv
+from eegfm_bench.runs.cv.cells import load_config
 
 from eegfm_testutils import requires_data
 
@@ -118,9 +118,10 @@ def test_result_store_replaces_rows_of_the_same_key_and_keeps_other_hashes(tmp_p
 @requires_data
 def test_analyses_refuse_a_cv_run_made_with_another_config(tmp_path):
     from eegfm_bench.interpret.config import InterpretConfigError
-    from eegfm_bench.runs.output import StaleCVRunError
-    from eegfm_bench.runs.probe import run_probes
-    from eegfm_bench.runs.sweep import load_sweep_config, plan_sweep
+    from eegfm_bench.runs.cv.output import StaleCVRunError
+    from eegfm_bench.runs.interpret.probe import run_probes
+    from eegfm_bench.runs.sweep.command import plan_sweep
+    from eegfm_bench.runs.sweep.config import load_sweep_config
 
     cfg = _cfg(tmp_path)
     run_cv(cfg, progress=False)
@@ -139,7 +140,7 @@ def test_analyses_refuse_a_cv_run_made_with_another_config(tmp_path):
 
 
 def test_equal_settings_hash_equally():
-    from eegfm_bench.runs.cells import cell_hash, load_config
+    from eegfm_bench.runs.cv.cells import cell_hash, load_config
 
     base = {**TINY, "out_dir": "x"}
     run = base["runs"][0]
@@ -156,8 +157,8 @@ def test_equal_settings_hash_equally():
 
 @requires_data
 def test_probe_and_attribution_reports_show_only_the_current_cv_config(tmp_path):
-    from eegfm_bench.runs.attribute import run_attribution
-    from eegfm_bench.runs.probe import run_probes
+    from eegfm_bench.runs.interpret.attribute import run_attribution
+    from eegfm_bench.runs.interpret.probe import run_probes
 
     icfg = {"cv_dir": str(tmp_path / "out"), "out_dir": str(tmp_path / "i"),
             "probe": {"poolings": ["mean"], "max_epochs": 2}, "attention": {"enabled": False},

@@ -58,8 +58,8 @@ def _squeue(under: Path) -> str:
 
 
 def test_cv_cells_go_out_as_one_throttled_job_array_and_give_the_sequential_rows(slurm_cluster, tmp_path):
-    from eegfm_bench.runs.launch import sbatch_preview
-    from eegfm_bench.runs.progress import cv_status
+    from eegfm_bench.runs.launch.launcher import sbatch_preview
+    from eegfm_bench.runs.cv.progress import cv_status
 
     part = slurm_cluster["partition"]
     seq_cfg, sl_cfg = tmp_path / "seq.yaml", tmp_path / "sl.yaml"
@@ -91,7 +91,7 @@ def test_cv_cells_go_out_as_one_throttled_job_array_and_give_the_sequential_rows
     submitted = scripts[0].read_text()
     assert "#SBATCH --array=0-2%1" in submitted and "#SBATCH --gpus-per-node=0" in submitted
     lc = yaml.safe_load(sl_cfg.read_text())["launcher"]
-    from eegfm_bench.runs.cells import load_config
+    from eegfm_bench.runs.cv.cells import load_config
 
     preview = sbatch_preview(load_config(str(sl_cfg)).launcher, tmp_path / "sl" / "jobs", n_jobs=3)
     sb = lambda text: sorted(line for line in text.splitlines() if line.startswith("#SBATCH"))  # noqa: E731
@@ -133,7 +133,7 @@ def test_refusals_are_one_line_before_any_job_runs(slurm_cluster, tmp_path):
 
 
 def test_accelerator_auto_requests_what_the_partition_has(slurm_cluster):
-    from eegfm_bench.runs.launch import partition_gpus, slurm_parameters
+    from eegfm_bench.runs.launch.launcher import partition_gpus, slurm_parameters
 
     part = slurm_cluster["partition"]
     assert partition_gpus(part) == 0

@@ -21,7 +21,7 @@ from pathlib import Path
 import submitit
 from submitit.slurm.slurm import SlurmInfoWatcher
 
-from eegfm_bench.runs.launch import QueueInfoWatcher, make_executor, sbatch_preview, submit_jobs
+from eegfm_bench.runs.launch.launcher import QueueInfoWatcher, make_executor, sbatch_preview, submit_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = "fix: adapt eegfm_bench.runs.launch (sbatch_preview / QueueInfoWatcher) to it, or keep the pinned range"

@@ -10,8 +10,8 @@ from eegfm_bench.config import ConfigError
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.data.windows import load_windows, resolve_preprocessing
 from eegfm_bench.models.backbones import BACKBONES
-from eegfm_bench.runs.cells import load_config, model_preprocessing, windows_for
-from eegfm_bench.runs.confound import derive
+from eegfm_bench.runs.cv.cells import load_config, model_preprocessing, windows_for
+from eegfm_bench.runs.cv.confound import derive
 
 EEGNET = BACKBONES.get("eegnet").preprocessing  # 128 Hz, 1-40 Hz, 4 s
 RUNS = [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}]
@@ -77,7 +77,7 @@ def test_a_resolved_preprocessing_is_refused_for_another_task(tmp_path):
 
 
 def test_plan_paper_counts_the_resolved_window():
-    from eegfm_bench.runs.plan_paper import n_times
+    from eegfm_bench.runs.plan.paper_plan import n_times
 
     assert n_times("eegmmidb_mi", "labram") == 800  # 4 s at 200 Hz
     assert n_times({"preset": "eegmmidb_mi", "window_s": 3.0}, "labram") == 600

@@ -18,7 +18,7 @@ def test_a_config_that_is_not_a_mapping_is_refused():
 
 
 def test_controls_needs_task_and_out_dir():
-    from eegfm_bench.runs.controls import load_config
+    from eegfm_bench.runs.controls.config import load_config
 
     with pytest.raises(ConfigError, match=r"needs `task` and `out_dir`.*fix: start from"):
         load_config({})

@@ -68,7 +68,7 @@ def _undated(text: str) -> str:
 
 @requires_data
 def test_report_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv, tmp_path):
-    from eegfm_bench.runs.report import write_page
+    from eegfm_bench.reports.page import write_page
 
     out = tmp_path / "page"
     rc, printed, loaded = run_light(["report", str(finished_cv), "--out", str(out)])

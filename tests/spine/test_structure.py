@@ -42,6 +42,28 @@ def test_function_local_imports_are_few_and_say_why(sc):
         assert "reason:" in text or any("reason:" in x for x in above), f"{path}:{line}: {text} (no `# reason:`)"
 
 
+def test_no_private_name_is_imported_across_modules(sc):
+    """Issue 36: a helper two modules share is public, with a docstring, in a module whose name is public; nothing
+    imports ``_name`` from another module, nor a module named ``_x`` (the split controls modules once shared
+    ``_Ctx`` / ``_score``, every backbone the ``_common`` helpers)."""
+    assert sc.private_imports() == []
+
+
+def test_command_entry_points_are_run_star_and_no_public_name_starts_with_test():
+    """Issue 36: one naming style for the commands (``run_cv``, ``run_sweep``, ``run_controls``, ``run_audit``, ...: no
+    ``*_main`` beside ``run_*``), and no module-level public function named ``test_*`` (pytest would collect one
+    imported into a test module)."""
+    import ast
+
+    bad = []
+    for path in (REPO / "eegfm_bench").rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                    node.name.startswith("test_") or (node.name.endswith("_main") and not node.name.startswith("_"))):
+                bad.append(f"{path.relative_to(REPO).as_posix()}:{node.name}")
+    assert bad == []
+
+
 def test_no_function_over_100_lines(sc):
     _, _, _, long_fns, _ = sc.scan()
     assert long_fns == []
@@ -89,7 +111,7 @@ def test_every_schema_lives_in_the_config_package_and_loads_through_the_one_load
 def test_a_config_is_read_by_attribute_only():
     """No key access on a typed config: ``cfg["data"]`` and ``cfg.get("data")`` raise, so a command that still
     read a section by key would fail its tests instead of running on a mapping."""
-    from eegfm_bench.runs.cells import load_config
+    from eegfm_bench.runs.cv.cells import load_config
 
     cfg = load_config(str(REPO / "configs" / "experiment" / "quickstart.yaml"))
     assert cfg.data.batch_size == 64

@@ -134,7 +134,7 @@ class Source:
     """The schema of the source's own options (a frozen :class:`~eegfm_bench.config.ConfigRecord`; None: none)."""
 
     def __init__(self, spec, root: Path):
-        """``spec``: the task's :class:`~eegfm_bench.data.spec.TaskSpec`; ``root``: the folder of its data
+        """``spec``: the task's :class:`~eegfm_bench.config.task.TaskSpec`; ``root``: the folder of its data
         (absolute). ``self.opts`` is the source's options (:attr:`TaskSpec.source_section
         <eegfm_bench.config.task.TaskSpec.source_section>`) as its typed record (:attr:`options`; None without)."""
         self.spec, self.root = spec, Path(root)

@@ -19,7 +19,7 @@ from mne_bids import find_matching_paths, get_bids_path_from_fname, get_entity_v
 
 from eegfm_bench.config import ConfigError, ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
-from eegfm_bench.config.task import BIDSOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.task import BIDSOptions
 
 
 _EEG_EXT = [".edf", ".bdf", ".vhdr", ".set", ".fif", ".eeg"]

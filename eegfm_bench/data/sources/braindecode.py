@@ -19,7 +19,7 @@ from typing import Any, Optional
 from eegfm_bench.config import ConfigError, ConfigRecord, close_matches
 from eegfm_bench.data.sources.base import (DataNotFoundError, Recording, RecordingReadError, Source, download_allowed,
                                       select_subjects)
-from eegfm_bench.config.task import BraindecodeOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.task import BraindecodeOptions
 
 
 def _bd():

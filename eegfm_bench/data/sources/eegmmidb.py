@@ -15,7 +15,7 @@ import mne
 
 from eegfm_bench.config import ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
-from eegfm_bench.config.task import EEGMMIDBOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.task import EEGMMIDBOptions
 
 
 def eegmmidb_dir(root: Path) -> Path:

@@ -27,7 +27,7 @@ import pandas as pd
 
 from eegfm_bench.config import ConfigError, ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
-from eegfm_bench.config.task import FilesOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.task import FilesOptions
 
 
 _COMPANION = {".vmrk", ".eeg", ".fdt", ".tsv", ".json", ".csv", ".txt", ".md", ".locs", ".elc", ".sfp", ".dat"}

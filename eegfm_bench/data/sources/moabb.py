@@ -18,7 +18,7 @@ import mne
 from eegfm_bench.config import ConfigError, ConfigRecord, close_matches
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 from eegfm_bench.data.sources.braindecode import no_network
-from eegfm_bench.config.task import MOABBOptions  # noqa: F401 (the schemas live in eegfm_bench.config)
+from eegfm_bench.config.task import MOABBOptions
 
 
 class MOABBSource(Source):

@@ -81,11 +81,6 @@ from eegfm_bench.models.backbones.luna import LUNAAdapter
 from eegfm_bench.models.backbones.eegdino import EEGDINOAdapter
 from eegfm_bench.models.backbones.codebrain import CodeBrainAdapter
 from eegfm_bench.models.backbones.steegformer import STEEGFormerAdapter
-from eegfm_bench.models.backbones._common import labram_qkv  # noqa: F401  (used by interpret.lrp)
-from eegfm_bench.models.backbones.bendr import BENDR_CHANNELS  # noqa: F401
-from eegfm_bench.models.backbones.eegdino import EEGDINO_CHANNELS  # noqa: F401
-from eegfm_bench.models.backbones.reve import reve_positions_dir  # noqa: F401
-from eegfm_bench.models.backbones.steegformer import steegformer_vocabulary  # noqa: F401
 from eegfm_bench.models.backbones.truncated import TRUNCATABLE, make_truncated
 
 BACKBONES: Registry[type[BackboneAdapter]] = Registry("backbone", entry_points="eegfm_bench.backbones")

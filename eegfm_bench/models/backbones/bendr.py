@@ -9,15 +9,8 @@ from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    NamedChannelContract,
-    _check_reserved,
-    _check_time,
-    _gather,
-    _interpolated,
-    _no_mha_fastpath,
-    _quiet,
-)
+from eegfm_bench.models.backbones.common import (NamedChannelContract, check_reserved, check_time,
+                                                 gather, build_interpolated, no_mha_fastpath, quiet)
 
 
 BENDR_CHANNELS = ("Fp1", "Fp2", "F7", "F3", "Fz", "F4", "F8", "T7", "C3", "Cz", "C4", "T8", "P7", "P3", "Pz", "P4",
@@ -83,7 +76,7 @@ class BENDRAdapter(BackboneAdapter):
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, max_scale: float | None = None,
                  interpolate: bool = False, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         if "final_layer" in kwargs:
             raise TypeError("bendr: final_layer is set by the adapter (BENDR's classifier is not used)")
         scale = None if max_scale is None else float(max_scale)
@@ -95,10 +88,10 @@ class BENDRAdapter(BackboneAdapter):
         self.interpolate = bool(interpolate)
         common = dict(n_times=self.n_times, n_outputs=self.n_outputs, final_layer=False)
         if self.interpolate:
-            self.model, _ = _interpolated(self.name, "InterpolatedBENDR", self.ch_names, **common, **kwargs)
+            self.model, _ = build_interpolated(self.name, "InterpolatedBENDR", self.ch_names, **common, **kwargs)
             self._inputs = list(self.ch_names)
         else:
-            self.model = _quiet(BENDR, n_chans=len(BENDR_CHANNELS) + 1, **common, **kwargs)
+            self.model = quiet(BENDR, n_chans=len(BENDR_CHANNELS) + 1, **common, **kwargs)
             self._inputs = list(BENDR_CHANNELS)
         was = self.model.training
         self.model.eval()
@@ -148,8 +141,8 @@ class BENDRAdapter(BackboneAdapter):
     def model_input(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """The 20-channel model input ``(batch, 20, n_times)``: normalised EEG channels, then SCALE."""
         names = self.ch_names if ch_names is None else list(ch_names)
-        x = _gather(self.name, x, names, self._inputs)
-        _check_time(self.name, x, self.n_times)
+        x = gather(self.name, x, names, self._inputs)
+        check_time(self.name, x, self.n_times)
         scale = self.scale_value(x)
         x = self.minmax(x)
         if self.interpolate:
@@ -160,7 +153,7 @@ class BENDRAdapter(BackboneAdapter):
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """Contextualiser output ``(batch, n_chans, n_times)`` → ``(batch, T' + 1, 512)`` (start token first)."""
         inp = self.model_input(x, ch_names)
-        with _no_mha_fastpath():
+        with no_mha_fastpath():
             context = self.model.contextualizer(self.model.encoder(inp))  # (B, 512, T' + 1)
         return context.transpose(1, 2)
 

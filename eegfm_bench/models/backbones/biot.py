@@ -10,14 +10,8 @@ from torch import nn
 from eegfm_bench.data.montage import BIOT_BIPOLAR_16, BIOT_BIPOLAR_18, bipolar_derivations, bipolar_names
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    NamedChannelContract,
-    _check_reserved,
-    _check_time,
-    _gather,
-    _interpolated,
-    _quiet,
-)
+from eegfm_bench.models.backbones.common import (NamedChannelContract, check_reserved, check_time,
+                                                 gather, build_interpolated, quiet)
 
 
 class _BIOTBlock(nn.ModuleList):
@@ -115,7 +109,7 @@ class BIOTAdapter(BackboneAdapter):
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, percentile_norm: bool = True,
                  interpolate: bool = False, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         # percentile_norm / interpolate are recorded in arch_kwargs (config / checkpoint / token-cache keys)
         extra = {"interpolate": True} if interpolate else {}
         super().__init__(ch_names, n_times, n_outputs, percentile_norm=bool(percentile_norm), **extra, **kwargs)
@@ -130,10 +124,10 @@ class BIOTAdapter(BackboneAdapter):
     def _build(self, kwargs: dict) -> None:
         common = dict(n_times=self.n_times, n_outputs=self.n_outputs, sfreq=int(self.preprocessing.sfreq))
         if self.interpolate:
-            self.model, names = _interpolated(self.name, "InterpolatedBIOT", self.ch_names, **common, **kwargs)
+            self.model, names = build_interpolated(self.name, "InterpolatedBIOT", self.ch_names, **common, **kwargs)
         else:
             names = self._token_names()
-            self.model = _quiet(BIOT, n_chans=len(names), **common, **kwargs)
+            self.model = quiet(BIOT, n_chans=len(names), **common, **kwargs)
         self.model.final_layer = nn.Identity()
         transformer = self.model.encoder.transformer
         transformer.layers = _BIOTLayers(transformer.layers.layers)
@@ -193,7 +187,7 @@ class BIOTAdapter(BackboneAdapter):
             raise ChannelContractError(f"{self.name}: x has shape {tuple(x.shape)} but {len(names)} channel names "
                                        "were given; expected (batch, len(ch_names), n_times)")
         if self.interpolate:  # fixed source montage -> BIOT's 18 canonical (bipolar-midpoint) channels
-            x = self.model.interpolation_layer(_gather(self.name, x, names, self.ch_names))
+            x = self.model.interpolation_layer(gather(self.name, x, names, self.ch_names))
             names = list(self._token_list)
         return self._encode(x, names)
 
@@ -285,7 +279,7 @@ class BIOTBipolarAdapter(BIOTAdapter):
         if kwargs.get("interpolate"):
             raise ValueError("biot_bipolar builds its derivations by subtraction; use `biot` with interpolate=true "
                              "for braindecode's InterpolatedBIOT")
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         self._pairs = tuple(pairs)
         self._n_channel_tokens = int(n_channel_tokens)
         BackboneAdapter.__init__(self, ch_names, n_times, n_outputs, derivations=derivations,
@@ -357,7 +351,7 @@ class BIOTBipolarAdapter(BIOTAdapter):
 
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """Monopolar ``(batch, n_chans, n_times)`` → derivations → ``(batch, D·F, d_model)`` (derivation-major)."""
-        _check_time(self.name, x, self.n_times)
+        check_time(self.name, x, self.n_times)
         xb, names = self.bipolar(x, ch_names)
         return self._encode(xb, names)
 

@@ -9,14 +9,10 @@ from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    _FixedMontageMixin,
-    _check_reserved,
-    _quiet,
-)
+from eegfm_bench.models.backbones.common import FixedMontageMixin, check_reserved, quiet
 
 
-class CBraModAdapter(_FixedMontageMixin, BackboneAdapter):
+class CBraModAdapter(FixedMontageMixin, BackboneAdapter):
     """braindecode ``CBraMod`` [Wang2025]_: criss-cross transformer over 1-s patches, fixed montage.
 
     ``tokens`` returns the encoder output ``(batch, C, P, 200)`` flattened channel-major to
@@ -60,11 +56,11 @@ class CBraModAdapter(_FixedMontageMixin, BackboneAdapter):
     checkpoint_drop: ClassVar[tuple[str, ...]] = ("final_layer.", "proj_out.")
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         if kwargs.get("patch_size", 200) != 200:
             raise ValueError("cbramod: patch_size must be 200 (braindecode's CBraMod hard-codes 101 rFFT bins)")
         super().__init__(ch_names, n_times, n_outputs, **kwargs)
-        self.model = _quiet(CBraMod, n_chans=len(self.ch_names), n_times=self.n_times, n_outputs=self.n_outputs,
+        self.model = quiet(CBraMod, n_chans=len(self.ch_names), n_times=self.n_times, n_outputs=self.n_outputs,
                             **kwargs)
         self.model.final_layer = nn.Identity()
         self.model.proj_out = nn.Identity()

@@ -10,15 +10,10 @@ from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    _FixedMontageMixin,
-    _check_reserved,
-    _check_time,
-    _quiet,
-)
+from eegfm_bench.models.backbones.common import FixedMontageMixin, check_reserved, check_time, quiet
 
 
-class CodeBrainAdapter(_FixedMontageMixin, BackboneAdapter):
+class CodeBrainAdapter(FixedMontageMixin, BackboneAdapter):
     """braindecode ``CodeBrain`` [Ding2025]_ (EEGSSM backbone): patch embedding, SGConv SSM + sliding attention.
 
     The window is cut into 1-s patches (200 samples) per channel, embedded by a convolutional + spectral
@@ -67,9 +62,9 @@ class CodeBrainAdapter(_FixedMontageMixin, BackboneAdapter):
     checkpoint_drop: ClassVar[tuple[str, ...]] = ("final_layer.", "lm_head_t.", "lm_head_f.")
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         super().__init__(ch_names, n_times, n_outputs, **kwargs)
-        self.model = _quiet(CodeBrain, n_chans=len(self.ch_names), n_times=self.n_times, n_outputs=self.n_outputs,
+        self.model = quiet(CodeBrain, n_chans=len(self.ch_names), n_times=self.n_times, n_outputs=self.n_outputs,
                             **kwargs)
         self.model.final_layer = nn.Identity()
         self.model.lm_head_t = nn.Identity()
@@ -93,7 +88,7 @@ class CodeBrainAdapter(_FixedMontageMixin, BackboneAdapter):
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """``(batch, n_chans, n_times)`` → ``(batch, C·P, 200)``."""
         self._check_same_montage(x, ch_names)
-        _check_time(self.name, x, self.n_times)
+        check_time(self.name, x, self.n_times)
         return self.model(x, return_features=True)["features"].flatten(1, 2)
 
     @property

@@ -10,16 +10,8 @@ from torch import nn
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
 from eegfm_bench.models.backbones.bendr import BENDR_CHANNELS
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    NamedChannelContract,
-    _check_reserved,
-    _check_time,
-    _gather,
-    _patch_qkv_attention,
-    _patched_attention,
-    _quiet,
-    _resolve_channels,
-)
+from eegfm_bench.models.backbones.common import (NamedChannelContract, check_reserved, check_time, gather,
+                                                 patch_qkv_attention, patched_attention, quiet, resolve_channels)
 
 
 EEGDINO_CHANNELS = BENDR_CHANNELS
@@ -80,21 +72,21 @@ class EEGDINOAdapter(BackboneAdapter):
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, channels=None,
                  include_cls: bool = False, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         arch: dict = {"include_cls": bool(include_cls)}  # recorded as arch_kwargs: the options given
         if channels is not None:
             arch["channels"] = list(channels)
         super().__init__(ch_names, n_times, n_outputs, **arch, **kwargs)
         self.include_cls = bool(include_cls)
         self.model_ch_names = self._selected()
-        self.model = _quiet(EEGDINO, n_chans=len(self.model_ch_names), n_times=self.n_times,
+        self.model = quiet(EEGDINO, n_chans=len(self.model_ch_names), n_times=self.n_times,
                             n_outputs=self.n_outputs, **kwargs)
         self.model.final_layer = nn.Identity()
-        _patch_qkv_attention(self.model, _patched_attention("eegdino"))
+        patch_qkv_attention(self.model, patched_attention("eegdino"))
         self._n_patches = self.n_times // 200
 
     def _selected(self) -> list[str]:
-        return _resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names,
+        return resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names,
                                  default=list(EEGDINO_CHANNELS))
 
     @property
@@ -120,8 +112,8 @@ class EEGDINOAdapter(BackboneAdapter):
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """Patch tokens ``(batch, n_chans, n_times)`` → ``(batch, C·P [+1], 200)``."""
         names = self.ch_names if ch_names is None else list(ch_names)
-        x = _gather(self.name, x, names, self.model_ch_names)
-        _check_time(self.name, x, self.n_times)
+        x = gather(self.name, x, names, self.model_ch_names)
+        check_time(self.name, x, self.n_times)
         out = self.model(x, return_features=True)
         feats = out["features"]
         if self.include_cls:

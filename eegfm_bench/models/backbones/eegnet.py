@@ -8,14 +8,10 @@ from braindecode.models import EEGNet
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    _FromScratchBaseline,
-    _check_reserved,
-    _quiet,
-)
+from eegfm_bench.models.backbones.common import FromScratchBaseline, check_reserved, quiet
 
 
-class EEGNetAdapter(_FromScratchBaseline):
+class EEGNetAdapter(FromScratchBaseline):
     """braindecode ``EEGNet`` (v4) trained from scratch: the supervised baseline [Lawhern2018]_.
 
     Tokens are EEGNet's feature map before its final classifier, ``(batch, F2, 1, T')`` after the second
@@ -52,9 +48,9 @@ class EEGNetAdapter(_FromScratchBaseline):
         source="Lawhern et al. 2018 (EEGNet), data section: resampled to 128 Hz, band-pass 1-40 Hz (P300/ERN); µV")
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         super().__init__(ch_names, n_times, n_outputs, **kwargs)
-        self.model = _quiet(EEGNet, n_chans=len(self.ch_names), n_times=self.n_times, n_outputs=self.n_outputs,
+        self.model = quiet(EEGNet, n_chans=len(self.ch_names), n_times=self.n_times, n_outputs=self.n_outputs,
                             **kwargs)
         self._probe_shape(time_axis=-1)
 

@@ -10,16 +10,8 @@ from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    NamedChannelContract,
-    _check_reserved,
-    _check_time,
-    _chs_info,
-    _gather,
-    _interpolated,
-    _quiet,
-    _resolve_channels,
-)
+from eegfm_bench.models.backbones.common import (NamedChannelContract, check_reserved, check_time, channel_info,
+                                                 gather, build_interpolated, quiet, resolve_channels)
 
 
 class EEGPTAdapter(BackboneAdapter):
@@ -82,7 +74,7 @@ class EEGPTAdapter(BackboneAdapter):
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, channels=None,
                  chan_proj_type: str = "none", interpolate: bool = False, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         arch = {"chan_proj_type": chan_proj_type}  # recorded as arch_kwargs: the options given
         if channels is not None:
             arch["channels"] = channels if isinstance(channels, str) else list(channels)
@@ -91,22 +83,22 @@ class EEGPTAdapter(BackboneAdapter):
         super().__init__(ch_names, n_times, n_outputs, **arch, **kwargs)
         self.interpolate = bool(interpolate)
         if self.interpolate:
-            self.model, self.model_ch_names = _interpolated(self.name, "InterpolatedEEGPT", self.ch_names,
+            self.model, self.model_ch_names = build_interpolated(self.name, "InterpolatedEEGPT", self.ch_names,
                                                             n_times=self.n_times, n_outputs=self.n_outputs,
                                                             chan_proj_type="none", **kwargs)
             self._inputs = list(self.ch_names)
         else:
             self.model_ch_names = self._selected()
             self._inputs = self.model_ch_names
-            self.model = _quiet(EEGPT, n_chans=len(self.model_ch_names), n_times=self.n_times,
-                                n_outputs=self.n_outputs, chs_info=_chs_info(self.model_ch_names),
+            self.model = quiet(EEGPT, n_chans=len(self.model_ch_names), n_times=self.n_times,
+                                n_outputs=self.n_outputs, chs_info=channel_info(self.model_ch_names),
                                 chan_proj_type=chan_proj_type, **kwargs)
         self.model.final_layer = nn.Identity()
 
     def _selected(self) -> list[str]:
         proj = self.arch_kwargs.get("chan_proj_type", "none")
         vocab = EEGPT_CHANNELS if proj == "none" else None
-        return _resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names, vocab)
+        return resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names, vocab)
 
     @property
     def input_channels(self) -> list[str]:
@@ -134,8 +126,8 @@ class EEGPTAdapter(BackboneAdapter):
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """Summary tokens ``(batch, n_chans, n_times)`` → ``(batch, P, S·D)``."""
         names = self.ch_names if ch_names is None else list(ch_names)
-        x = _gather(self.name, x, names, self._inputs)
-        _check_time(self.name, x, self.n_times)
+        x = gather(self.name, x, names, self._inputs)
+        check_time(self.name, x, self.n_times)
         return self.model(x, return_features=True)["features"]
 
     @property

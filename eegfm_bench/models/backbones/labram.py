@@ -10,15 +10,8 @@ from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    NamedChannelContract,
-    _check_reserved,
-    _gather,
-    _interpolated,
-    _patch_qkv_attention,
-    _patched_attention,
-    _quiet,
-)
+from eegfm_bench.models.backbones.common import (NamedChannelContract, check_reserved, gather,
+                                                 build_interpolated, patch_qkv_attention, patched_attention, quiet)
 
 
 class LabramAdapter(BackboneAdapter):
@@ -77,21 +70,21 @@ class LabramAdapter(BackboneAdapter):
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, include_cls: bool = False,
                  interpolate: bool = False, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         # include_cls / interpolate are recorded in arch_kwargs (config / checkpoint / token-cache keys)
         extra = {"interpolate": True} if interpolate else {}
         super().__init__(ch_names, n_times, n_outputs, include_cls=bool(include_cls), **extra, **kwargs)
         self.include_cls = bool(include_cls)
         self.interpolate = bool(interpolate)
         if self.interpolate:
-            self.model, self._targets = _interpolated(self.name, "InterpolatedLaBraM", self.ch_names,
+            self.model, self._targets = build_interpolated(self.name, "InterpolatedLaBraM", self.ch_names,
                                                       n_times=self.n_times, n_outputs=self.n_outputs, **kwargs)
         else:
-            self.model = _quiet(Labram, n_chans=len(self.ch_names), n_times=self.n_times,
+            self.model = quiet(Labram, n_chans=len(self.ch_names), n_times=self.n_times,
                                 n_outputs=self.n_outputs, **kwargs)
             self._targets = None
         self.model.final_layer = nn.Identity()
-        _patch_qkv_attention(self.model, _patched_attention("labram"))
+        patch_qkv_attention(self.model, patched_attention("labram"))
         self._patch = int(self.model.patch_size)
         self._n_patches = self.n_times // self._patch
 
@@ -132,7 +125,7 @@ class LabramAdapter(BackboneAdapter):
         if x.shape[2] != self.n_times:
             raise ChannelContractError(f"labram was built for windows of {self.n_times} samples, got {x.shape[2]}")
         if self._targets is not None:  # interpolated: fixed source montage -> LaBraM's 128 channels
-            x = _gather(self.name, x, names, self.ch_names)
+            x = gather(self.name, x, names, self.ch_names)
             out = self.model(x, ch_names=self._targets, return_features=True)
         else:
             self.channel_contract.check(names, self.preprocessing.sfreq, x.shape[2], self.name)

@@ -9,16 +9,8 @@ from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    NamedChannelContract,
-    _check_reserved,
-    _chs_info,
-    _no_mha_fastpath,
-    _positions_tensor,
-    _quiet,
-    _resolve_channels,
-    _variable_inputs,
-)
+from eegfm_bench.models.backbones.common import (NamedChannelContract, check_reserved, channel_info, no_mha_fastpath,
+                                                 positions_tensor, quiet, resolve_channels, variable_inputs)
 
 
 class LUNAAdapter(BackboneAdapter):
@@ -69,12 +61,12 @@ class LUNAAdapter(BackboneAdapter):
     checkpoint_drop: ClassVar[tuple[str, ...]] = ("final_layer.", "decoder_head.", "channel_emb.")
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, channels=None, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         opts = {"channels": list(channels)} if channels is not None else {}
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
-        self.model_ch_names = _resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names)
-        self.model = _quiet(LUNA, n_chans=len(self.model_ch_names), n_times=self.n_times,
-                            n_outputs=max(int(self.n_outputs), 1), chs_info=_chs_info(self.model_ch_names), **kwargs)
+        self.model_ch_names = resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names)
+        self.model = quiet(LUNA, n_chans=len(self.model_ch_names), n_times=self.n_times,
+                            n_outputs=max(int(self.n_outputs), 1), chs_info=channel_info(self.model_ch_names), **kwargs)
         self.model.final_layer = nn.Identity()
 
     @property
@@ -99,9 +91,9 @@ class LUNAAdapter(BackboneAdapter):
 
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """Latent tokens ``(batch, n_chans, n_times)`` → ``(batch, P, Q·D)``."""
-        x, names = _variable_inputs(self, x, ch_names)
-        with _no_mha_fastpath():  # its channel-unification block uses torch's TransformerEncoder
-            return self.model(x, channel_locations=_positions_tensor(names, x.shape[0], x))
+        x, names = variable_inputs(self, x, ch_names)
+        with no_mha_fastpath():  # its channel-unification block uses torch's TransformerEncoder
+            return self.model(x, channel_locations=positions_tensor(names, x.shape[0], x))
 
     @property
     def blocks(self) -> list[nn.Module]:

@@ -16,14 +16,8 @@ from eegfm_bench.data.cache import default_cache_dir
 from eegfm_bench.data.montage import standard_1005
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    NamedChannelContract,
-    _check_reserved,
-    _positions_tensor,
-    _quiet,
-    _resolve_channels,
-    _variable_inputs,
-)
+from eegfm_bench.models.backbones.common import (NamedChannelContract, check_reserved, positions_tensor,
+                                                 quiet, resolve_channels, variable_inputs)
 
 
 def reve_positions_dir(folder: str | os.PathLike | None = None) -> Path:
@@ -140,7 +134,7 @@ class REVEAdapter(BackboneAdapter):
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, zscore_clip: float | None = 15.0,
                  channels=None, n_layers: int | None = None, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         if n_layers is not None and "depth" in kwargs:  # n_layers: braindecode's `depth` (reve_truncated's cut)
             raise ValueError("reve: give the number of layers as n_layers or depth, not both")
         kwargs_arch = {} if n_layers is None else {"depth": int(n_layers)}
@@ -155,12 +149,12 @@ class REVEAdapter(BackboneAdapter):
             arch["n_layers"] = int(n_layers)
         super().__init__(ch_names, n_times, n_outputs, **arch, **kwargs)
         self.zscore_clip = clip
-        self.model_ch_names = _resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names)
+        self.model_ch_names = resolve_channels(self.name, self.arch_kwargs.get("channels"), self.ch_names)
         folder = reve_positions_dir()
         saved = os.environ.get("REVE_POSITIONS_PATH")
         os.environ["REVE_POSITIONS_PATH"] = str(folder)
         try:
-            self.model = _quiet(REVE, n_chans=len(self.model_ch_names), n_times=self.n_times,
+            self.model = quiet(REVE, n_chans=len(self.model_ch_names), n_times=self.n_times,
                                 n_outputs=self.n_outputs, **kwargs, **kwargs_arch)
         finally:
             if saved is None:
@@ -209,7 +203,7 @@ class REVEAdapter(BackboneAdapter):
         return z.clamp(-self.zscore_clip, self.zscore_clip)
 
     def _names_in(self, x: torch.Tensor, ch_names: list[str] | None) -> tuple[torch.Tensor, list[str]]:
-        return _variable_inputs(self, x, ch_names)
+        return variable_inputs(self, x, ch_names)
 
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """Transformer output ``(batch, n_chans, n_times)`` → ``(batch, C·P, d_model)`` (channel-major).
@@ -220,7 +214,7 @@ class REVEAdapter(BackboneAdapter):
             If a channel has no 10-05 position, or the window length differs from the build.
         """
         x, names = self._names_in(x, ch_names)
-        pos = _positions_tensor(names, x.shape[0], x)
+        pos = positions_tensor(names, x.shape[0], x)
         feats = self.model(self.normalise(x), pos=pos, return_features=True)["features"]  # (B, C, P, D)
         return feats.flatten(1, 2)
 

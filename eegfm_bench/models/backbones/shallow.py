@@ -8,15 +8,10 @@ from braindecode.models import ShallowFBCSPNet
 from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    _FromScratchBaseline,
-    _check_reserved,
-    _check_time,
-    _quiet,
-)
+from eegfm_bench.models.backbones.common import FromScratchBaseline, check_reserved, check_time, quiet
 
 
-class ShallowFBCSPNetAdapter(_FromScratchBaseline):
+class ShallowFBCSPNetAdapter(FromScratchBaseline):
     """braindecode ``ShallowFBCSPNet`` trained from scratch: the second supervised baseline [Schirrmeister2017]_.
 
     Temporal convolution → spatial convolution → batch norm → square → mean pooling → log → dropout, then
@@ -57,16 +52,16 @@ class ShallowFBCSPNetAdapter(_FromScratchBaseline):
                "braindecode's MI tutorial; µV (exponential moving standardisation not applied)")
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         super().__init__(ch_names, n_times, n_outputs, **kwargs)
-        self.model = _quiet(ShallowFBCSPNet, n_chans=len(self.ch_names), n_times=self.n_times,
+        self.model = quiet(ShallowFBCSPNet, n_chans=len(self.ch_names), n_times=self.n_times,
                             n_outputs=self.n_outputs, **kwargs)
         self._probe_shape(time_axis=2)
 
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """``(batch, n_chans, n_times)`` → ``(batch, T', n_filters)``."""
         self._check_same_montage(x, ch_names)
-        _check_time(self.name, x, self.n_times)
+        check_time(self.name, x, self.n_times)
         return self.block_to_tokens(self.model(x))
 
     @property

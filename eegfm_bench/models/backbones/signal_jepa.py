@@ -9,16 +9,8 @@ from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    NamedChannelContract,
-    _check_reserved,
-    _check_time,
-    _chs_info,
-    _gather,
-    _interpolated,
-    _no_mha_fastpath,
-    _quiet,
-)
+from eegfm_bench.models.backbones.common import (NamedChannelContract, check_reserved, check_time, channel_info,
+                                                 gather, build_interpolated, no_mha_fastpath, quiet)
 
 
 class SignalJEPAAdapter(BackboneAdapter):
@@ -75,16 +67,16 @@ class SignalJEPAAdapter(BackboneAdapter):
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, interpolate: bool = False,
                  **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         opts = {"interpolate": True} if interpolate else {}
         super().__init__(ch_names, n_times, n_outputs, **opts, **kwargs)
         self.interpolate = bool(interpolate)
         common = dict(n_times=self.n_times, sfreq=self.preprocessing.sfreq, n_outputs=self.n_outputs)
         if self.interpolate:
-            self.model, self.model_ch_names = _interpolated(self.name, "InterpolatedSignalJEPA", self.ch_names,
+            self.model, self.model_ch_names = build_interpolated(self.name, "InterpolatedSignalJEPA", self.ch_names,
                                                             **common, **kwargs)
         else:
-            self.model = _quiet(SignalJEPA_Contextual, chs_info=_chs_info(self.ch_names), **common, **kwargs)
+            self.model = quiet(SignalJEPA_Contextual, chs_info=channel_info(self.ch_names), **common, **kwargs)
             self.model_ch_names = list(self.ch_names)
         self.model.final_layer = nn.Identity()
         self.model.transformer.decoder = nn.Identity()
@@ -111,9 +103,9 @@ class SignalJEPAAdapter(BackboneAdapter):
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """Contextual features ``(batch, n_chans, n_times)`` → ``(batch, C·P, 64)``."""
         names = self.ch_names if ch_names is None else list(ch_names)
-        x = _gather(self.name, x, names, self.ch_names)
-        _check_time(self.name, x, self.n_times)
-        with _no_mha_fastpath():
+        x = gather(self.name, x, names, self.ch_names)
+        check_time(self.name, x, self.n_times)
+        with no_mha_fastpath():
             return self.model(x, return_features=True)["features"]
 
     @property

@@ -13,12 +13,7 @@ from torch import nn
 
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.models.base import BackboneAdapter, ChannelContract, ChannelContractError, checkpoint_dir
-from eegfm_bench.models.backbones._common import (  # noqa: F401
-    _check_reserved,
-    _check_time,
-    _gather,
-    _quiet,
-)
+from eegfm_bench.models.backbones.common import check_reserved, check_time, gather, quiet
 
 
 STEEGFORMER_REPO = "braindecode/STEEGFormer-small"
@@ -111,7 +106,7 @@ class STEEGFormerAdapter(BackboneAdapter):
 
     def __init__(self, ch_names: list[str], n_times: int, n_outputs: int = 2, channel_slots="vocabulary",
                  vocabulary_path: str | None = None, standardize: bool = True, **kwargs: Any):
-        _check_reserved(self.name, kwargs)
+        check_reserved(self.name, kwargs)
         if "chan_pos_idx" in kwargs:
             raise TypeError("steegformer: set channel_slots instead of chan_pos_idx")
         slots_opt = channel_slots if isinstance(channel_slots, str) else [int(i) for i in channel_slots]
@@ -136,7 +131,7 @@ class STEEGFormerAdapter(BackboneAdapter):
         else:
             raise ValueError(f"steegformer: channel_slots must be 'vocabulary', 'build_order' or a list of ints, "
                              f"got {channel_slots!r}")
-        self.model = _quiet(STEEGFormer, n_chans=len(self.ch_names), n_times=self.n_times,
+        self.model = quiet(STEEGFormer, n_chans=len(self.ch_names), n_times=self.n_times,
                             n_outputs=self.n_outputs, chan_pos_idx=slots, **kwargs)
         self.model.final_layer = nn.Identity()
         self._n_patches = self.n_times // int(self.model.patch_size)
@@ -187,8 +182,8 @@ class STEEGFormerAdapter(BackboneAdapter):
     def tokens(self, x: torch.Tensor, ch_names: list[str] | None = None) -> torch.Tensor:
         """Patch tokens ``(batch, n_chans, n_times)`` → ``(batch, C·P, d_model)`` (channel-major)."""
         names = self.ch_names if ch_names is None else list(ch_names)
-        x = _gather(self.name, x, names, self.ch_names)
-        _check_time(self.name, x, self.n_times)
+        x = gather(self.name, x, names, self.ch_names)
+        check_time(self.name, x, self.n_times)
         return self._channel_major(self.model(self.normalise(x), return_features=True)["features"])
 
     @property

@@ -12,7 +12,7 @@ The package registers the truncated variants as backbones ``<name>_truncated`` (
 (the number of layers) is given as ``n_layers`` to ``reve_truncated``. They inherit the base adapter's preprocessing and channel
 contract, keep its ``name`` (so checkpoints of the base backbone load), and drop the removed blocks' weights
 from a pretrained checkpoint before the strict load (reported by the loader like LaBraM's temporal-embedding
-cut). The depth sweep itself is :func:`eegfm_bench.runs.truncation.run_depth_sweep`.
+cut). The depth sweep itself is :func:`eegfm_bench.runs.cv.truncation.run_depth_sweep`.
 
 EEGNet's ``blocks`` are two dropout layers of one flat ``nn.Sequential`` (no block list to cut): it has no
 truncated variant.
