@@ -19,18 +19,30 @@ EXAMPLES = REPO / "docs" / "extending"
 
 @pytest.fixture(scope="module")
 def examples():
-    """The four example modules, imported as a user's own modules are (their registrations run on import)."""
+    """The four example modules, imported as a user's own modules are (their registrations run on import); the
+    registrations and the modules are removed afterwards, so other tests see the built-in names only."""
+    from eegfm_bench.data.sources import SOURCES
+    from eegfm_bench.models.backbones import BACKBONES
+    from eegfm_bench.models.heads import HEADS
+    from eegfm_bench.perturb.conditions import CONDITION_KINDS
+
+    names = ("my_head", "my_condition", "my_backbone", "my_source")
     sys.path.insert(0, str(EXAMPLES))
     try:
-        yield {n: importlib.import_module(n) for n in ("my_head", "my_condition", "my_backbone", "my_source")}
+        yield {n: importlib.import_module(n) for n in names}
     finally:
         sys.path.remove(str(EXAMPLES))
+        for registry, name in ((HEADS, "rms"), (CONDITION_KINDS, "flat"), (BACKBONES, "patch_conv"),
+                               (SOURCES, "named_edf")):
+            registry._items.pop(name, None)
+        for n in names:
+            sys.modules.pop(n, None)
 
 
 def test_every_example_is_included_in_the_guide():
     guide = (REPO / "docs" / "guide" / "extending.md").read_text()
     for name in ("my_head", "my_condition", "my_source", "my_backbone"):
-        assert f"literalinclude:: ../extending/{name}.py" in guide, name
+        assert f"```{{literalinclude}} ../extending/{name}.py" in guide, name
 
 
 def test_the_head_and_the_backbone_have_the_shapes_and_poolings_they_declare(examples):
@@ -45,6 +57,24 @@ def test_the_head_and_the_backbone_have_the_shapes_and_poolings_they_declare(exa
     t = np.array([[[3.0, -1.0], [4.0, 1.0]]])  # rms over tokens: [5/sqrt(2), 1]
     np.testing.assert_allclose(pool_tokens(t, "rms"), [[5 / np.sqrt(2), 1.0]])
     assert "rms" in token_poolings()
+
+
+def test_the_condition_flattens_k_channels_drawn_per_window(examples):
+    from eegfm_bench.perturb.conditions import parse_condition
+    from eegfm_bench.perturb.rng import WindowRNG
+
+    cond = parse_condition("flat=3")
+    assert type(cond).__name__ == "FlatChannels" and cond.name == "flat=3" and cond.plot[1] == 3.0
+    x = np.random.default_rng(0).normal(size=(6, 8, 100)).astype(np.float32)
+    names, uids = [f"c{i}" for i in range(8)], [10, 11, 12, 13, 14, 15]
+    out, kept = cond.apply(x, names, WindowRNG.for_windows(0, cond.name, uids), None)
+    flat = np.ptp(out, axis=-1) == 0  # (window, channel): a constant line
+    assert kept == names and flat.sum(axis=1).tolist() == [3] * 6
+    np.testing.assert_allclose(out[flat][:, 0], x.mean(axis=-1)[flat], rtol=1e-5)  # each at its own mean
+    np.testing.assert_array_equal(out[~flat], x[~flat])  # the other channels untouched
+    assert len({tuple(np.flatnonzero(r)) for r in flat}) > 1  # each window draws its own channels
+    alone, _ = cond.apply(x[2:3], names, WindowRNG.for_windows(0, cond.name, uids[2:3]), None)
+    np.testing.assert_array_equal(alone[0], out[2])  # a window's perturbation ignores its batch
 
 
 @requires_data
