@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "_ext"))  # this folder's extensions
 if os.environ.get("EEGFM_DATA"):
     os.environ["EEGFM_DATA"] = str((ROOT / os.environ["EEGFM_DATA"]).resolve())
 os.environ.setdefault("EEGFM_OFFLINE", "1")

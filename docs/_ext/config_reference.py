@@ -81,6 +81,15 @@ def _nested(tp) -> list[tuple[type, bool]]:
     return out
 
 
+ROOT_KEYS = {"TaskSpec": "task", "UserModelConfig": "user_models.<name>"}
+"""Schemas read from a section of another file (a cv's ``task:`` and each ``user_models:`` entry; the cv schema types
+them as mappings) or from a file of their own (a task YAML, a user-model declaration)."""
+
+
+FIELD_SCHEMAS = {"task": "TaskSpec", "user_models": "UserModelConfig"}
+"""Fields typed as a mapping whose keys another schema declares: their row links to it."""
+
+
 def key_paths(classes: list[type]) -> dict[type, list[str]]:
     """Class -> the YAML keys it is written under (``split``, ``runs[]``, ``task.labels``; ``""``: a file's top)."""
     children: dict[type, list[tuple[str, type]]] = {}
@@ -109,7 +118,7 @@ def key_paths(classes: list[type]) -> dict[type, list[str]]:
 
     for cls in classes:
         if cls not in referenced:
-            walk(cls, "task" if cls.__name__ == "TaskSpec" else "")
+            walk(cls, ROOT_KEYS.get(cls.__name__, ""))
     return paths
 
 
@@ -200,9 +209,14 @@ def render() -> str:
             docs = field_docs(cls)
             lines += [".. list-table::", "   :header-rows: 1", "   :widths: 22 22 16 40", "",
                       "   * - key", "     - type", "     - default", "     - what it does"]
+            names = {c.__name__ for c in classes}
             for f in dataclasses.fields(cls):
+                text = _cell(docs.get(f.name, ""))
+                schema = FIELD_SCHEMAS.get(f.name)
+                if schema in names and schema != cls.__name__ and not _nested(typing.get_type_hints(cls)[f.name]):
+                    text += f" Its keys: :ref:`{schema} <config-{schema}>`."
                 lines += [f"   * - ``{prefix}{f.name}``", f"     - ``{type_text(f)}``",
-                          f"     - ``{default_text(f)}``", f"     - {_cell(docs.get(f.name, ''))}"]
+                          f"     - ``{default_text(f)}``", f"     - {text}"]
             lines.append("")
     return "\n".join(lines) + "\n"
 
