@@ -64,8 +64,9 @@ def field_docs(cls: type) -> dict[str, str]:
 def summary(cls: type) -> str:
     """The class docstring's text before its ``Args:`` / ``Parameters`` block."""
     doc = docstring_parser.parse(_docstring(cls))
-    parts = [doc.short_description or "", doc.long_description or ""]
-    return "\n\n".join(p.strip() for p in parts if p and p.strip())
+    parts = [p.strip() for p in (doc.short_description or "", doc.long_description or "") if p and p.strip()]
+    joint = "\n\n" if doc.blank_after_short_description else " "  # a first sentence over two lines stays one
+    return joint.join(parts)
 
 
 def _nested(tp) -> list[tuple[type, bool]]:
@@ -85,6 +86,13 @@ ROOT_KEYS = {"TaskSpec": "task", "UserModelConfig": "user_models.<name>"}
 """Schemas read from a section of another file (a cv's ``task:`` and each ``user_models:`` entry; the cv schema types
 them as mappings) or from a file of their own (a task YAML, a user-model declaration)."""
 
+
+ALSO_TOP_LEVEL = {"AuditConfig"}
+"""Sections that are also the top level of a command's own file (``eegfm-bench audit`` reads the audit's settings
+from its top-level keys; a paper's provenance run nests them under ``audit:``)."""
+
+ORDER = ["cv", "task", "user_model", "launch", "confound", "sweep", "interpret", "controls", "audit", "paper"]
+"""Page order of the schema modules (by their last name; a module not listed comes after, by name)."""
 
 FIELD_SCHEMAS = {"task": "TaskSpec", "user_models": "UserModelConfig"}
 """Fields typed as a mapping whose keys another schema declares: their row links to it."""
@@ -117,7 +125,7 @@ def key_paths(classes: list[type]) -> dict[type, list[str]]:
             walk(sub, f"{prefix}.{key}" if prefix else key)
 
     for cls in classes:
-        if cls not in referenced:
+        if cls not in referenced or cls.__name__ in ALSO_TOP_LEVEL:
             walk(cls, ROOT_KEYS.get(cls.__name__, ""))
     return paths
 
@@ -190,7 +198,12 @@ def render() -> str:
     by_module: dict[str, list[type]] = {}
     for cls in classes:
         by_module.setdefault(cls.__module__, []).append(cls)
-    for module, members in by_module.items():
+
+    def order(module: str) -> tuple:  # the cv and what it reads first, then the other commands
+        last = module.rsplit(".", 1)[-1]
+        return (ORDER.index(last) if last in ORDER else len(ORDER), module)
+
+    for module, members in sorted(by_module.items(), key=lambda kv: order(kv[0])):
         mod = importlib.import_module(module)
         title = f"``{module}``"
         lines += [title, "-" * len(title), ""]
@@ -202,7 +215,8 @@ def render() -> str:
             lines += [plain(summary(cls)), ""]
             where = [p for p in paths.get(cls, []) if p]
             if where:
-                lines += ["Written as: " + ", ".join(f"``{p}:``" for p in where) + ".", ""]
+                top = "the top level of its command's file, or " if "" in paths.get(cls, []) else ""
+                lines += ["Written as: " + top + ", ".join(f"``{p}:``" for p in where) + ".", ""]
             else:
                 lines += ["The top level of its config file.", ""]
             prefix = where[0] + "." if where else ""
