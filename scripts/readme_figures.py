@@ -10,7 +10,7 @@ Runs (unless ``--render-only``) the README's quickstart commands, each as its ow
     eegfm-bench confound  --cv results/quickstart --variations offset band offset+band
     eegfm-bench cv        --config configs/experiment/positive_control_eegmmidb_eyes.yaml
 
-then rewrites the README's and docs/guide/quickstart.md's blocks between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` from the result
+then rewrites the README's blocks between ``<!-- figures:<name> -->`` and ``<!-- /figures:<name> -->`` from the result
 files those commands wrote (``results/quickstart/...``): the quickstart table and its cost, the condensed robustness
 table, the block-probe ranges and the attribution checks. Timings are kept in ``results/quickstart/readme_timings.json``
 so that ``--render-only`` can rewrite the blocks without rerunning. Every number in those blocks comes from a file a
@@ -326,7 +326,7 @@ BLOCKS = {"quickstart": block_quickstart, "sweep": block_sweep, "probes": block_
           "attribution": block_attribution, "confound": block_confound, "eyes": block_eyes}
 
 
-PAGES = (REPO / "README.md", REPO / "docs" / "guide" / "quickstart.md")  # the files that hold figure blocks
+PAGES = (REPO / "README.md",)  # the files that hold figure blocks
 
 
 def render(timings: dict) -> list[str]:

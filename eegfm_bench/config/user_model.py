@@ -32,7 +32,13 @@ class UserChannels(ConfigRecord):
 
 @dataclass(frozen=True)
 class UserPretrained(ConfigRecord):
-    """Local pretrained weights: a ``.safetensors`` or ``.pt`` state dict of the module, and its sha256."""
+    """Local pretrained weights: a ``.safetensors`` or ``.pt`` state dict of the module, and its sha256.
+
+    Args:
+        path: the weights file (relative paths are read from the working directory).
+        sha256: the file's expected sha256 (hex); a file with another digest is refused. Null: not checked, and the
+            rows record the digest computed from the file.
+    """
 
     path: str
     sha256: Optional[str] = None

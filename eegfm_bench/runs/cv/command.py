@@ -48,9 +48,9 @@ def run_cv(config, *, args: Sequence[str] = (), progress: bool = True, force: bo
     Returns
     -------
     DataFrame
-        The headline summary table; ``attrs["confound"]`` the confound table (:func:`~eegfm_bench.runs.cv.confound.
-        compare` rows) and ``attrs["side_by_side"]`` the headline beside the confound-checked scores, when the
-        check ran.
+        The headline summary table; ``attrs["confound"]`` the confound table
+        (:func:`~eegfm_bench.runs.cv.confound.compare` rows) and ``attrs["side_by_side"]`` the headline beside the
+        confound-checked scores, when the check ran.
 
     Raises
     ------
