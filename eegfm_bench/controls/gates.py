@@ -313,7 +313,7 @@ def evaluate_gates(ev: ClaimEvidence, related: Mapping[str, Sequence[str]] | Non
     ----------
     ev : ClaimEvidence
     related : mapping, optional
-        Source families for gate (iii) (default :data:`RELATED_SOURCES`).
+        Source families for gate (iii) (default :data:`~eegfm_bench.models.catalogue.RELATED_SOURCES`).
 
     Returns
     -------
