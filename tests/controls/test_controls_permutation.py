@@ -117,7 +117,7 @@ def test_draws_that_leave_a_fold_unscorable_are_redrawn_and_counted():
 
 
 def test_feature_preprocessing_is_paper_001_section_3_3():
-    from eegfm_bench.runs.controls.command import DEFAULT_FEATURE_PREPROCESSING as P
+    from eegfm_bench.runs.controls.config import DEFAULT_FEATURE_PREPROCESSING as P
 
     assert (P["sfreq"], P["l_freq"], P["h_freq"], P["reference"], P["window_s"]) == (200.0, 0.5, 70.0, "average", 4.0)
     assert "§3.3" in P["source"] and "0.5-70 Hz" in P["source"]
