@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from eegfm_bench.provenance.audit import AuditReport, run_audit
+from eegfm_bench.provenance.audit import AuditReport, audit_embeddings
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -21,7 +21,7 @@ def _load(name: str, path: Path):
 def test_summary_marks_a_verdict_that_rests_on_one_subject():
     demo = _load("provenance_demo", ROOT / "scripts" / "provenance_demo.py")
     synth = _load("provenance_audit_synth", HERE / "test_provenance_audit.py")
-    rep = run_audit(*synth.paired_data(seed=2), synth.FAST)  # a view shortcut removed: certified, all steps run
+    rep = audit_embeddings(*synth.paired_data(seed=2), synth.FAST)  # a view shortcut removed: certified, all steps run
     assert rep.verdict == "certified"
     views = ["original", "average", "Cz"]
     enc = {**{v: 0.7 for v in views}, "heads_train": 0.9}
