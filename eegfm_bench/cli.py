@@ -91,7 +91,8 @@ def _stopped(argv: list[str], kept: str | None) -> int:
     :data:`~eegfm_bench.interrupt.EXIT_STOPPED` (130)."""
     if kept is None:
         dirs = locked_out_dirs()
-        kept = (f"what had finished in {dirs[0]} (a rerun skips it)" if dirs else "nothing was being written")
+        kept = (f"what had finished in {dirs[0]} (a rerun skips it)" if dirs else
+                "every cache entry that had finished (entries are published whole; a rerun skips them)")
     cmd = argv[0] if argv else ""
     print(f"eegfm-bench {cmd}: stopped by {stop_requested() or 'SIGINT'}; kept {kept}; resume: "
           f"eegfm-bench {shlex.join(argv)}", file=sys.stderr, flush=True)
