@@ -15,7 +15,7 @@ ingest so every run reads from the page cache.
 
 Run it on an idle machine; on a shared one the figures are not idle figures::
 
-    EEGFM_DATA=../shared/data python scripts/bench_corpus.py                 # 4, 16, 64 recordings
+    EEGFM_DATA=../shared/data python scripts/bench_corpus.py                 # 64, 256, 1024 recordings (about 8 min idle here)
     EEGFM_DATA=../shared/data python scripts/bench_corpus.py --sizes 8 32 128
     EEGFM_DATA=../shared/data python scripts/bench_corpus.py --quick         # 2 and 4 recordings: checks it works
 """
@@ -119,7 +119,8 @@ def ingest(task: Path, data_root: Path, cache: Path, model: str, n_jobs: int, hi
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", nargs="+", type=int, default=[4, 16, 64], help="recordings per corpus")
+    ap.add_argument("--sizes", nargs="+", type=int, default=[64, 256, 1024],
+                    help="recordings per corpus (default 64 256 1024: 2.2, 8.7 and 34.7 h of EEG)")
     ap.add_argument("--quick", action="store_true", help="sizes 2 and 4 (checks that the script works)")
     ap.add_argument("--model", default="labram", help="whose preprocessing the windows get (default labram)")
     ap.add_argument("--n-jobs", type=int, default=2, help="the parallel run's data.n_jobs (default 2)")
