@@ -60,3 +60,16 @@ def cfg_near_threshold(out: Path, **over) -> dict:
            "runs": [{"model": "eegnet", "regime": "full", "heads": ["flatten"]}]}
     cfg.update(over)
     return cfg
+
+
+def install_plugin(site: Path, package: str, code: str, group: str, name: str, target: str) -> None:
+    """Write a real installed distribution under ``site`` (a folder to put on ``PYTHONPATH``): the package
+    ``package`` (its ``__init__.py`` is ``code``) and a ``dist-info`` whose ``entry_points.txt`` declares
+    ``name = package:target`` in the entry-point group ``group`` (what ``pip install`` of a plug-in leaves)."""
+    (site / package).mkdir(parents=True)
+    (site / package / "__init__.py").write_text(code)
+    info = site / f"{package}-0.1.dist-info"
+    info.mkdir()
+    dist = package.replace("_", "-")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{name} = {package}:{target}\n")

@@ -20,7 +20,7 @@ from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.data.sources import SOURCES
 from eegfm_bench.data.spec import parse_task_spec
 from eegfm_bench.data.windows import load_windows
-from eegfm_testutils import REPO, cli_env, requires_data
+from eegfm_testutils import REPO, cli_env, install_plugin, requires_data
 
 PREP = Preprocessing(sfreq=80.0, l_freq=1.0, h_freq=30.0, scale=1e6, unit="µV", window_s=4.0)
 
@@ -110,12 +110,7 @@ def test_an_unknown_source_is_refused_in_one_line_naming_the_known_ones_and_how_
 
 
 def _install(site) -> None:
-    (site / "eegfm_named_edf").mkdir(parents=True)
-    (site / "eegfm_named_edf" / "__init__.py").write_text(PLUGIN)
-    info = site / "eegfm_named_edf-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: eegfm-named-edf\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[eegfm_bench.sources]\nnamed_edf = eegfm_named_edf:NamedEDFSource\n")
+    install_plugin(site, "eegfm_named_edf", PLUGIN, "eegfm_bench.sources", "named_edf", "NamedEDFSource")
 
 
 @requires_data

@@ -12,7 +12,7 @@ import sys
 import pandas as pd
 import yaml
 
-from eegfm_testutils import REPO, cli_env, requires_data
+from eegfm_testutils import REPO, cli_env, install_plugin, requires_data
 
 PACKAGE = '''
 from eegfm_bench.models.heads import PoolingHead
@@ -27,12 +27,7 @@ class SumHead(PoolingHead):
 
 
 def _install(site) -> None:
-    (site / "eegfm_sum_head").mkdir(parents=True)
-    (site / "eegfm_sum_head" / "__init__.py").write_text(PACKAGE)
-    info = site / "eegfm_sum_head-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: eegfm-sum-head\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[eegfm_bench.heads]\nsum_ep = eegfm_sum_head:SumHead\n")
+    install_plugin(site, "eegfm_sum_head", PACKAGE, "eegfm_bench.heads", "sum_ep", "SumHead")
 
 
 @requires_data
