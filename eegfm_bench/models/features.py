@@ -631,7 +631,9 @@ def assemble_stage(entry: FeatureEntry, ranges: Sequence[tuple[int, int]], *, bl
 
     Each chunk is copied into the entry's memmaps at its range, ``block_rows`` rows at a time (memory bounded by
     one block, whatever the corpus); the arrays equal a sequential :func:`extract_features`'s bit for bit. The
-    entry is written in ``<entry>.partial-<writer>`` and renamed; the stage folder is then removed.
+    entry is written in ``<entry>.partial-<writer>`` and renamed; the stage folder is then removed. An entry that
+    is already complete (a second command running the same stage, whose first finisher assembled it and removed
+    the chunks) is returned as it is.
 
     Raises
     ------
@@ -639,6 +641,9 @@ def assemble_stage(entry: FeatureEntry, ranges: Sequence[tuple[int, int]], *, bl
         A shard without a finished chunk of exactly its range (named, with its windows), or ranges that do not
         cover the entry's rows once each in order.
     """
+    if (entry.folder / "COMPLETE").is_file():  # another process running the same stage published it meanwhile
+        shutil.rmtree(entry.stage, ignore_errors=True)
+        return open_entry(entry.folder)
     cover = [p for r in ranges for p in range(*r)]
     if cover != list(range(len(entry.rows))):
         raise FeatureShardError(f"the stage's ranges {list(ranges)} do not cover the {len(entry.rows)} windows of "
@@ -648,8 +653,6 @@ def assemble_stage(entry: FeatureEntry, ranges: Sequence[tuple[int, int]], *, bl
         raise FeatureShardError("; ".join(f"shard {k} has no finished chunk of windows {a}..{b - 1}" for k, a, b in missing)
                                 + f" ({entry.name} features {entry.folder.name}); fix: rerun the same command: it "
                                 "extracts only the shards still missing")
-    if (entry.folder / "COMPLETE").is_file():
-        return open_entry(entry.folder)
     partial = entry.folder.with_name(f"{entry.folder.name}.partial-{socket.gethostname()}-{os.getpid()}-"
                                      f"{uuid.uuid4().hex[:8]}")
     partial.mkdir(parents=True)
@@ -677,7 +680,7 @@ def assemble_stage(entry: FeatureEntry, ranges: Sequence[tuple[int, int]], *, bl
             "stage": {"shards": len(ranges), "ranges": [list(r) for r in ranges]}}
     (partial / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     (partial / "COMPLETE").write_text("ok\n")
-    _publish(partial, entry.folder)  # an entry another process completed meanwhile is kept
+    publish_entry(partial, entry.folder)  # an entry another process completed meanwhile is kept
     shutil.rmtree(entry.stage, ignore_errors=True)
     return open_entry(entry.folder, from_cache=False)
 

@@ -115,8 +115,30 @@ def test_a_killed_stage_resumes_only_its_missing_shard_and_a_short_shard_is_refu
 
 
 @requires_data
+def test_a_second_command_of_the_same_stage_takes_the_entry_the_first_published(sequential, tmp_path, monkeypatch):
+    """Two identical ``features`` commands at once: whichever assembles second finds the chunks gone (the first
+    assembled the entry and removed them) and must take the published entry, not refuse the missing chunks."""
+    cfg = load_config(_cfg(tmp_path / "o", tmp_path / "c", launcher={"kind": "local", "workers": 2}))
+    calls: list = []
+    run_in_process = _in_process(calls)
+
+    def other_command_finishes_first(lc, job_cfg, units, out, **kw):
+        failures = run_in_process(lc, job_cfg, units, out, **kw)
+        for b in job_cfg.backbones:  # the other command's assembly: entry published, stage folder removed
+            entry = stage_mod._entry(cfg, b.run, {})[0]
+            assert str(entry.folder) == b.folder
+            stage_mod.assemble_stage(entry, b.ranges)
+        return failures
+
+    monkeypatch.setattr(stage_mod, "run_jobs", other_command_finishes_first)
+    (folder,) = run_feature_stage(cfg, shards=2, progress=False)
+    _same_arrays(sequential, folder)
+    assert not list((tmp_path / "c" / "features").glob("*.partial-*"))
+
+
+@requires_data
 def test_cv_under_a_local_launcher_extracts_in_the_stage_and_gives_the_sequential_rows(tmp_path, capsys):
-    from eegfm_bench.runs.cv import run_cv
+    from eegfm_bench.runs.cv.command import run_cv
 
     split = {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0]}  # one cell; the stage: 2 jobs
     run_cv(_cfg(tmp_path / "seq", tmp_path / "cs", split=split), progress=False)
