@@ -333,7 +333,7 @@ def test_identity_datasets_without_shared_channels(tmp_path, monkeypatch):
     """Two datasets with no channel in common: the error names what each one has (checked before any probe)."""
     import eegfm_bench.runs.controls.command as run
 
-    real = run._load_ws
+    real = run.load_task_windows
 
     def renamed(cfg, task, prep, progress, **kw):
         ws = real(cfg, task, prep, progress, **kw)
