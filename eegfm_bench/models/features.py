@@ -388,6 +388,15 @@ class FeatureStore:
 
 
 def open_entry(folder: Path, from_cache: bool = True) -> FeatureStore:
+    """The complete feature cache entry in ``folder`` as a :class:`FeatureStore` (its arrays memory-mapped, not
+    read): ``rows.npy`` (the WindowSet rows, ``(n,)`` int) and ``meta.json``; ``from_cache`` says whether this run
+    found it (True) or has just written it (False), for the run's report.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``folder`` lacks ``meta.json`` or ``rows.npy`` (not an entry; a complete one has ``COMPLETE`` as well).
+    """
     meta = json.loads((folder / "meta.json").read_text())
     return FeatureStore(folder, np.load(folder / "rows.npy"), meta, from_cache)
 
