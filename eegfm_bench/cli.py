@@ -255,7 +255,7 @@ def _add_tool_commands(sub) -> None:
     ing.add_argument("--no-progress", action="store_true")
     fe = sub.add_parser("features", help="extract the frozen tokens of a cv config's head-only runs once, as a stage",
                         description="Cache the frozen backbone tokens every head-only (and LP-FT probing) cell of a "
-                                    "cv config reads (runs/launch/feature_stage.py); with a launcher the windows are cut "
+                                    "cv config reads (runs/cv/feature_stage.py); with a launcher the windows are cut "
                                     "into --shards ranges, one job each, and this process assembles the entry. "
                                     "cv under a launcher runs this stage itself before its cells.")
     fe.add_argument("--config", action="append", required=True, help="a cv config (repeatable: later files override)")

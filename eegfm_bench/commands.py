@@ -40,8 +40,8 @@ from eegfm_bench.runs.cv.confound import run_confound
 from eegfm_bench.reports.confound import VERDICT_LEGEND
 from eegfm_bench.runs.controls.command import run_controls
 from eegfm_bench.config.controls import controls_parser
-from eegfm_bench.runs.cv.command import run_cv
-from eegfm_bench.runs.launch.ingest import ingest_from_config, run_ingest
+from eegfm_bench.runs.cv.command import ingest_from_config, run_cv
+from eegfm_bench.runs.launch.ingest import run_ingest
 from eegfm_bench.config.interpret import interpret_parser
 from eegfm_bench.runs.plan.paper import check_paper, is_paper_config
 from eegfm_bench.runs.plan.command import plan_cv
@@ -51,7 +51,7 @@ from eegfm_bench.runs.interpret.probe import run_probes
 from eegfm_bench.reports.page import refresh
 from eegfm_bench.runs.sweep.command import run_sweep
 from eegfm_bench.config.sweep import sweep_parser
-from eegfm_bench.runs.launch.feature_stage import features_from_config
+from eegfm_bench.runs.cv.feature_stage import features_from_config
 
 
 def lightning_cli(args: list[str]) -> None:
@@ -214,7 +214,7 @@ def _ingest(p, a, extra) -> int:
 
 
 def _features(p, a, extra) -> int:
-    """``features --config``: the feature stage of a cv config (:mod:`eegfm_bench.runs.launch.feature_stage`)."""
+    """``features --config``: the feature stage of a cv config (:mod:`eegfm_bench.runs.cv.feature_stage`)."""
     if a.shards is not None and a.shards < 1:
         raise ConfigError(f"--shards {a.shards}; fix: a number of jobs >= 1")
     overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra + _launcher_args(a)

@@ -55,8 +55,8 @@ from eegfm_bench.runs.launch.ingest import sharded_fill
 from eegfm_bench.runs.launch.launcher import run_jobs
 from eegfm_bench.runs.cv.progress import CellProgress
 from eegfm_bench.reports.page import refresh
-from eegfm_bench.runs.cv.running import running_marker
-from eegfm_bench.runs.launch.feature_stage import TOKEN_REGIMES, run_feature_stage
+from eegfm_bench.runs.launch.running import running_marker
+from eegfm_bench.runs.cv.feature_stage import TOKEN_REGIMES, run_feature_stage
 from eegfm_bench.trainer import (build_trainer, close_loggers, fit_callbacks, fixed_numerics, quiet_lightning,
                                  selection_metric)
 
@@ -417,7 +417,7 @@ class CVLoop:
     def _feature_stage(self) -> None:
         """Under a launcher, the frozen tokens of every run whose cells left to train read them (head-only, LP-FT's
         probing stage) are extracted as a stage of jobs of their own before the cells
-        (:func:`~eegfm_bench.runs.launch.feature_stage.run_feature_stage`: window ranges, one job each, logs under
+        (:func:`~eegfm_bench.runs.cv.feature_stage.run_feature_stage`: window ranges, one job each, logs under
         ``<out_dir>/features/jobs``); each cell then opens the entry instead of extracting. Entries already
         cached: no job."""
         runs = sorted({self.cfg.runs.index(c.run) for c in self.todo if c.regime in TOKEN_REGIMES})
