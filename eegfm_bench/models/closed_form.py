@@ -1,7 +1,8 @@
 """Heads solved in closed form on a frozen backbone's cached tokens, without a training loop (``ridge``).
 
-One registry kind (:data:`CLOSED_FORM`, open to the ``eegfm_bench.closed_form_heads`` entry points): a cv cell asks
-once whether its head is one (:func:`closed_form_head`), and such a head then takes one path everywhere — checked
+One registry (:data:`CLOSED_FORM`; the package's own, not an extension point of docs/guide/extending.md: a new
+closed-form head is an entry here with its carrier and its solver): a cv cell asks once whether its head is one
+(:func:`closed_form_head`), and such a head then takes one path everywhere — checked
 against its regime and its settings, hashed without the optimiser and the training-only trainer settings, built as
 its *carrier* (a registered trainable head, :data:`~eegfm_bench.models.heads.HEADS`, whose weights receive the
 solution), solved instead of fitted, and tested and checkpointed as every head.
@@ -46,7 +47,7 @@ class ClosedFormHead:
     solve: Callable[..., dict[str, Any]]
 
 
-CLOSED_FORM: Registry[ClosedFormHead] = Registry("closed-form head", entry_points="eegfm_bench.closed_form_heads")
+CLOSED_FORM: Registry[ClosedFormHead] = Registry("closed-form head")
 """Heads solved in closed form (``ridge``), by name."""
 
 
