@@ -114,8 +114,9 @@ OVERRIDES_HELP = ("Any config key can be set on the command line after --config:
                   "--trainer.strategy ddp --trainer.precision bf16-mixed --data.batch_size 32 ... ; --keys lists every "
                   "key with its type and default, --print-config prints the resolved config.")
 
-LIGHT_COMMANDS = ("status", "report")
-"""Commands whose handler (:mod:`eegfm_bench.light_commands`) imports no deep-learning stack."""
+LIGHT_COMMANDS = ("status", "report", "plan")
+"""Commands whose handler (:mod:`eegfm_bench.light_commands`) imports no deep-learning stack (``plan``: of a finished
+run; any other plan is handed to :mod:`eegfm_bench.commands`)."""
 
 NO_WAIT_HELP = ("refuse at once (one line, exit 2) when another eegfm-bench command is writing the same out_dir, "
                 "instead of waiting for it (the out_dir's lock: <out_dir>/.eegfm-bench.lock)")
@@ -151,7 +152,9 @@ def _main(argv: list[str]) -> int:
     if a.cmd in LIGHT_COMMANDS:
         from eegfm_bench import light_commands  # reason: lazy start-up (the store's readers load only for a command)
 
-        return light_commands.HANDLERS[a.cmd](p, a, extra)
+        code = light_commands.HANDLERS[a.cmd](p, a, extra)
+        if code is not None:  # None: this command needs the whole stack after all (a plan with cells to run)
+            return code
     from eegfm_bench import commands  # reason: lazy start-up (Lightning, torch and MNE load only for a command)
 
     if a.cmd in commands.HANDLERS:
@@ -252,7 +255,7 @@ def _add_tool_commands(sub) -> None:
     ing.add_argument("--no-progress", action="store_true")
     fe = sub.add_parser("features", help="extract the frozen tokens of a cv config's head-only runs once, as a stage",
                         description="Cache the frozen backbone tokens every head-only (and LP-FT probing) cell of a "
-                                    "cv config reads (runs/launch/feature_stage.py); with a launcher the windows are cut "
+                                    "cv config reads (runs/cv/feature_stage.py); with a launcher the windows are cut "
                                     "into --shards ranges, one job each, and this process assembles the entry. "
                                     "cv under a launcher runs this stage itself before its cells.")
     fe.add_argument("--config", action="append", required=True, help="a cv config (repeatable: later files override)")

@@ -35,21 +35,23 @@ from eegfm_bench.runs.interpret.attribute import run_attribution
 from eegfm_bench.runs.audit import run_audit, audit_parser, load_audit_config
 from eegfm_bench.runs.cv.cells import check_config, load_config
 from eegfm_bench.config.cv import cv_parser
+from eegfm_bench.config.launch import launcher_overrides
 from eegfm_bench.runs.cv.confound import run_confound
 from eegfm_bench.reports.confound import VERDICT_LEGEND
 from eegfm_bench.runs.controls.command import run_controls
 from eegfm_bench.config.controls import controls_parser
-from eegfm_bench.runs.cv.command import run_cv
-from eegfm_bench.runs.launch.ingest import ingest_from_config, run_ingest
+from eegfm_bench.runs.cv.command import ingest_from_config, run_cv
+from eegfm_bench.runs.launch.ingest import run_ingest
 from eegfm_bench.config.interpret import interpret_parser
 from eegfm_bench.runs.plan.paper import check_paper, is_paper_config
-from eegfm_bench.runs.plan.command import plan_cv, plan_markdown
+from eegfm_bench.runs.plan.command import plan_cv
+from eegfm_bench.runs.plan.text import plan_markdown
 from eegfm_bench.runs.plan.paper_plan import plan_paper, plan_paper_markdown
 from eegfm_bench.runs.interpret.probe import run_probes
 from eegfm_bench.reports.page import refresh
 from eegfm_bench.runs.sweep.command import run_sweep
 from eegfm_bench.config.sweep import sweep_parser
-from eegfm_bench.runs.launch.feature_stage import features_from_config
+from eegfm_bench.runs.cv.feature_stage import features_from_config
 
 
 def lightning_cli(args: list[str]) -> None:
@@ -212,7 +214,7 @@ def _ingest(p, a, extra) -> int:
 
 
 def _features(p, a, extra) -> int:
-    """``features --config``: the feature stage of a cv config (:mod:`eegfm_bench.runs.launch.feature_stage`)."""
+    """``features --config``: the feature stage of a cv config (:mod:`eegfm_bench.runs.cv.feature_stage`)."""
     if a.shards is not None and a.shards < 1:
         raise ConfigError(f"--shards {a.shards}; fix: a number of jobs >= 1")
     overrides = [x for c in a.config[1:] for x in ("--config", c)] + extra + _launcher_args(a)
@@ -257,23 +259,18 @@ def config_command(p, a, extra) -> int:
 
 
 def _launcher_args(a) -> list[str]:
-    """``--launcher X --workers N`` as the dotted overrides of the config's ``launcher:`` section (``--workers``
-    alone means ``--launcher local``).
+    """``--launcher X --workers N`` as the dotted overrides of the config's ``launcher:`` section
+    (:func:`~eegfm_bench.config.launch.launcher_overrides`), printing its note on ``--workers`` alone.
 
     Raises
     ------
     ConfigError
         ``--workers`` below 1.
     """
-    launcher, workers = getattr(a, "launcher", None), getattr(a, "workers", None)
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers {workers}; fix: a number of worker processes >= 1")
-    if workers is not None and launcher is None:
-        print(f"--workers {workers} without --launcher: running the cells on {workers} local workers "
-              "(--launcher local)")
-        launcher = "local"
-    return ((["--launcher.kind", launcher] if launcher else [])
-            + (["--launcher.workers", str(workers)] if workers is not None else []))
+    args, note = launcher_overrides(getattr(a, "launcher", None), getattr(a, "workers", None))
+    if note:
+        print(note)
+    return args
 
 
 def _run(a, source, overrides) -> int:

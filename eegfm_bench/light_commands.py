@@ -1,18 +1,23 @@
-"""The handlers of the light commands: ``eegfm-bench status`` and ``report`` (and, as it is made light, ``plan`` of
-a finished run).
+"""The handlers of the light commands: ``eegfm-bench status``, ``report`` and ``plan`` of a finished run.
 
 A light command reads what a run left on disk (config.yaml, cells.json, splits.json, the result store's key columns)
 and imports no deep-learning stack: neither torch, Lightning, MNE nor braindecode (docs/guide/architecture.md, house
 rules; ``tests/spine/test_light_commands.py`` checks it). :mod:`eegfm_bench.cli` imports this module once the command
 line is parsed, instead of :mod:`eegfm_bench.commands`; its handlers have the same signature,
-``handler(parser, args, extra) -> exit code``.
+``handler(parser, args, extra) -> exit code``, or None when the command needs the whole stack after all (``plan`` of
+a run with cells left), which the CLI then runs through :mod:`eegfm_bench.commands`.
 """
 from __future__ import annotations
 
+import json
+
+from eegfm_bench.config.launch import launcher_overrides
 from eegfm_bench.reports.status import status_markdown
 from eegfm_bench.results import ResultStore
 from eegfm_bench.runs.cv.progress import cv_status
 from eegfm_bench.reports.page import write_page
+from eegfm_bench.runs.plan.finished import finished_plan
+from eegfm_bench.runs.plan.text import plan_markdown
 
 
 def _status(p, a, extra) -> int:
@@ -30,7 +35,21 @@ def _report(p, a, extra) -> int:
     return 0
 
 
-HANDLERS = {"status": _status, "report": _report}
+def _plan(p, a, extra) -> int | None:
+    """The plan of a finished cv run, read from its files (:func:`finished_plan`); None for any other plan (cells
+    left, a paper file, another config): :mod:`eegfm_bench.cli` then hands it to :mod:`eegfm_bench.commands`, which
+    loads the whole stack."""
+    launch, note = launcher_overrides(a.launcher, a.workers)
+    plan = finished_plan(a.config, [*extra, *launch])
+    if plan is None:
+        return None
+    if note:
+        print(note)
+    print(json.dumps(plan, indent=1, default=str) if a.json else plan_markdown(plan))
+    return 0
+
+
+HANDLERS = {"status": _status, "report": _report, "plan": _plan}
 """The light commands, each ``handler(parser, args, extra)``."""
 
 

@@ -40,3 +40,16 @@ class ConfoundConfig(ConfigRecord):
     band: list[float] = field(default_factory=lambda: [4.0, 40.0])
     frontal_channels: list[str] = field(default_factory=lambda: list(FRONTAL))
     n_boot: int = 2000
+
+
+def label(variation: str, cc: ConfoundConfig) -> str:
+    """The ``condition`` of a variation's rows: ``confound=offset1s``, ``confound=band4-40``, ..."""
+    parts = []
+    for v in variation.split("+"):
+        if v == "offset":
+            parts.append(f"offset{cc.offset_s:g}s")
+        elif v == "band":
+            parts.append(f"band{cc.band[0]:g}-{cc.band[1]:g}")
+        else:
+            parts.append(v)
+    return "confound=" + "+".join(parts)

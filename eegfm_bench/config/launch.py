@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from eegfm_bench.config import ConfigRecord
+from eegfm_bench.config import ConfigError, ConfigRecord
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,23 @@ class LauncherConfig(ConfigRecord):
     timeout_min: int = 240
     threads: Optional[int] = None
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+
+
+def launcher_overrides(launcher: str | None, workers: int | None) -> tuple[list[str], str | None]:
+    """The command-line options ``--launcher X --workers N`` as dotted overrides of the ``launcher:`` section, and
+    the note to print when ``--workers`` comes alone (it means ``--launcher local``), else None.
+
+    Raises
+    ------
+    ConfigError
+        ``--workers`` below 1.
+    """
+    note = None
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers {workers}; fix: a number of worker processes >= 1")
+    if workers is not None and launcher is None:
+        note = (f"--workers {workers} without --launcher: running the cells on {workers} local workers "
+                "(--launcher local)")
+        launcher = "local"
+    return ((["--launcher.kind", launcher] if launcher else [])
+            + (["--launcher.workers", str(workers)] if workers is not None else [])), note

@@ -120,12 +120,12 @@ def test_ridge_mlp_and_lp_ft_in_a_cv(tmp_path, monkeypatch):
     import lightning as L
     import torch
 
-    import eegfm_bench.runs.cv.loop as loop
+    import eegfm_bench.models.closed_form as closed_form
     from eegfm_bench.runs.cv.command import run_cv
 
     got = {}
-    real_ridge = loop.ridge_probe  # the cell unit's closed-form solve
-    monkeypatch.setattr(loop, "ridge_probe", lambda *a, **k: got.setdefault(len(got), real_ridge(*a, **k)))
+    real_ridge = closed_form.ridge_probe  # the ridge head's closed-form solve (CLOSED_FORM's "ridge" entry)
+    monkeypatch.setattr(closed_form, "ridge_probe", lambda *a, **k: got.setdefault(len(got), real_ridge(*a, **k)))
     fits = []
     real_fit = L.Trainer.fit
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
-import eegfm_bench.runs.launch.feature_stage as stage_mod
+import eegfm_bench.runs.cv.feature_stage as stage_mod
 from eegfm_bench.models.features import FeatureShardError, window_ranges
 from eegfm_bench.runs.cv.cells import load_config
-from eegfm_bench.runs.launch.feature_stage import feature_shard, run_feature_stage
+from eegfm_bench.runs.cv.feature_stage import feature_shard, run_feature_stage
 
 from eegfm_testutils import assert_bitwise_same_runs, requires_data
 

@@ -1,11 +1,13 @@
-"""Light commands stay light (issue 36, item 3; docs/guide/architecture.md, house rules): ``status`` and ``report``
-of a finished cv and every ``--help`` run in a fresh interpreter that, at exit, holds neither torch, Lightning, MNE
+"""Light commands stay light (issue 36, item 3; docs/guide/architecture.md, house rules): ``status``, ``report``
+and ``plan`` of a finished cv and every ``--help`` run in a fresh interpreter that, at exit, holds neither torch, Lightning, MNE
 nor braindecode. The run is real (staged EEGMMIDB, one tiny EEGNet, two folds); each command's output is checked too,
 so a light path that printed nothing would not pass, and the light ``report`` page must equal the page written in a
-process that holds the whole stack."""
+process that holds the whole stack; the light ``plan`` must give the cells, hashes and held-out subjects the
+whole plan computes from the windows."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -84,6 +86,31 @@ def test_report_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv, tmp_p
     write_page([finished_cv], out)
     for name, text in light.items():
         assert _undated((out / name).read_text()) == text, f"{name}: the light page differs from the heavy one"
+
+
+@requires_data
+def test_plan_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv):
+    from eegfm_bench.runs.plan.command import plan_cv
+    from eegfm_bench.runs.plan.finished import finished_plan
+
+    config = str(finished_cv.parent / "cv.yaml")
+    rc, printed, loaded = run_light(["plan", "--config", config, "--json"])
+    assert rc == 0 and loaded == []
+    light = json.loads(printed)
+    assert light["finished"] is True and light["n_cells"] == light["n_done"] == 2 and light["todo"] == []
+    rc, printed, loaded = run_light(["plan", "--config", config])
+    assert rc == 0 and loaded == []
+    assert "2 cells (2 already have rows of their config hash, 0 to run); launcher none: 0 job(s)" in printed
+    assert "nothing to run: every cell has rows of its config hash" in printed
+    # the whole plan (windows read, cells enumerated and hashed) agrees with what the light one read from the files
+    heavy = plan_cv(config, measure=False)
+    for key in ("n_cells", "n_done", "todo", "heads", "detectable", "confound", "launcher", "n_jobs"):
+        assert light[key] == heavy[key], key
+    # a config the run did not run is not finished: plan then takes the whole way
+    assert finished_plan([config], ["--data.batch_size", "8"]) is None
+    assert finished_plan([config], ["--trainer.max_epochs", "2"]) is None
+    assert finished_plan([config], ["--split.folds", "[0, 1, 2]"]) is None
+    assert finished_plan([config], ["--trainer.max_epochs", "1", "--launcher.kind", "local"])["launcher"] == "local"
 
 
 @pytest.mark.parametrize("args", [["--help"], ["status", "--help"], ["report", "--help"], ["plan", "--help"],

@@ -34,6 +34,19 @@ def test_no_import_cycle_and_only_the_named_back_edges(sc):
             assert "back-edge" in path.read_text(), f"{path}: imports {high} with no reason in its docstring"
 
 
+def test_runs_launch_sits_below_every_command_package(sc):
+    """Imports between ``runs/`` packages go one way (issue 36): the commands (``runs/cv``, ``sweep``, ...) import
+    ``runs/launch`` to run their units as jobs; nothing in ``runs/launch`` imports a command's package (a command's
+    own stage over jobs, the cv's feature stage, lives in its package). The launcher reaches each command's worker
+    entry by name only (``WORKER_ENTRY``)."""
+    *_, edges = sc.scan()
+    launch = {m: sorted(t for t in ts if t.startswith("eegfm_bench.runs.")
+                        and not t.startswith("eegfm_bench.runs.launch"))
+              for m, ts in edges.items() if m.startswith("eegfm_bench.runs.launch")}
+    assert launch and all(v == [] for v in launch.values()), {m: v for m, v in launch.items() if v}
+    assert any(t.startswith("eegfm_bench.runs.launch") for t in edges["eegfm_bench.runs.cv.loop"])
+
+
 def test_function_local_imports_are_few_and_say_why(sc):
     found = sc.local_imports()
     assert len(found) <= 40, found

@@ -55,6 +55,7 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.models.adaptation import check_lora_section, check_regime
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.base import ChannelContractError
+from eegfm_bench.models.closed_form import CLOSED_FORM, closed_form_head
 from eegfm_bench.models.heads import HEADS
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.models.user import (UserModelError, user_model_config, check_user_model, hashable_user_spec,
@@ -84,30 +85,6 @@ def compiled(model, spec):
 
 LP_FT = {"lp_ft": "full", "lp_lora": "lora"}
 """LP-FT regimes (linear probe first, then fine-tuning from that head) and the regime of their second stage."""
-
-RIDGE_ALPHAS = tuple(float(a) for a in np.logspace(-2, 6, 9))
-"""The ``ridge`` head's regularisation grid (``head_kwargs.alphas`` overrides it)."""
-
-
-def load_ridge(head, r: dict, n_classes: int) -> None:
-    """Put a ridge solution (:func:`~eegfm_bench.models.ridge.ridge_probe` with ``coef=True``) into a flatten
-    head's classifier, so that its logits are the ridge decision values: two classes as ``[-d, d]``.
-
-    Raises
-    ------
-    ValueError
-        If a class has no training or validation window (the ridge targets would miss it).
-    """
-    W, b = np.asarray(r["coef"]), np.asarray(r["intercept"])
-    if len(r["classes"]) != n_classes:
-        raise ValueError(f"ridge head: the training and validation windows hold classes {list(r['classes'])} of "
-                         f"{n_classes}; fix: folds whose training subjects cover every class")
-    if W.shape[0] == 1:
-        W, b = np.vstack([-W, W]), np.concatenate([-b, b])
-    with torch.no_grad():
-        head.classifier.weight.copy_(torch.as_tensor(W, dtype=head.classifier.weight.dtype))
-        head.classifier.bias.copy_(torch.as_tensor(b, dtype=head.classifier.bias.dtype))
-
 
 AUTO_MARGIN = 0.05
 """Fraction the batch-size finder takes off the largest size that fitted (headroom for memory fragmentation)."""
@@ -303,12 +280,12 @@ def _check_run(cfg: CVConfig, run: RunConfig, i: int) -> None:
         raise ConfigError(f"runs[{i}]: {run.model} declares no lora_targets (a supervised baseline trained "
                           "from scratch); fix: use regime `full` for it, or give `lora: {target_modules: [...]}`")
     for h in run.heads:
-        if h == "ridge":
-            if run.regime != "head_only":
-                raise ConfigError(f"runs[{i}]: the ridge head is a closed-form probe of frozen tokens; fix: regime "
-                                  f"head_only for it (got {run.regime})")
-            continue
-        HEADS.get(h)
+        cf = closed_form_head(h)
+        if cf is None:
+            HEADS.get(h)
+        elif run.regime != cf.regime:
+            raise ConfigError(f"runs[{i}]: the {h} head is a closed-form probe of frozen tokens; fix: regime "
+                              f"{cf.regime} for it (got {run.regime})")
     check_head_kwargs(run, i)
     bad_lp = sorted(set(run.lp_ft or {}) - {"lp_max_epochs"})
     if bad_lp or (run.lp_ft and run.regime not in LP_FT):
@@ -399,7 +376,7 @@ def cell_hash(cfg: CVConfig, run: RunConfig, head: str, data_key: str | None) ->
     ``deterministic``), so changing the schedule of the other cells does not retrain it.
     """
     d = cfg.data
-    closed_form = head == "ridge"  # trains no batch: the optimiser, schedule and batch size cannot change it
+    closed_form = closed_form_head(head) is not None  # trains no batch: optimiser, schedule, batch size change nothing
     user = (cfg.user_models or {}).get(run.model)
     blob = {"task": cfg.task, "model": run.model, "regime": run.regime, "head": head,
             "pretrained": run.pretrained, "init_seed": run_init_seed(cfg, run),
@@ -420,9 +397,19 @@ def head_kwargs_for(run: RunConfig, head: str) -> dict | None:
     """The ``head_kwargs`` of one head of a run: per head when every key names a head (``{mlp: {hidden: [256]},
     ridge: {alphas: [...]}}``), else the run's one mapping for all its heads (``None`` when unset)."""
     hk = run.head_kwargs
-    if hk and set(hk) <= set(HEADS.names()) | {"ridge"} and all(isinstance(v, dict) or v is None for v in hk.values()):
+    if hk and set(hk) <= set(HEADS.names()) | set(CLOSED_FORM.names()) and all(isinstance(v, dict) or v is None for v in hk.values()):
         return hk.get(head) or None
     return hk
+
+
+def head_args(run: RunConfig, head: str) -> dict:
+    """The ``head`` and ``head_kwargs`` a cell's :class:`~eegfm_bench.models.module.FMClassifier` is built with: the
+    head and its settings, or for a closed-form head (:func:`~eegfm_bench.models.closed_form.closed_form_head`) its
+    carrier without settings (the solution fills the carrier's weights; its settings are the solver's)."""
+    cf = closed_form_head(head)
+    if cf is not None:
+        return {"head": cf.carrier, "head_kwargs": None}
+    return {"head": head, "head_kwargs": head_kwargs_for(run, head)}
 
 
 def check_head_kwargs(run: RunConfig, i: int) -> None:
@@ -435,7 +422,8 @@ def check_head_kwargs(run: RunConfig, i: int) -> None:
     """
     for h in run.heads:
         kw = head_kwargs_for(run, h) or {}
-        valid = {"alphas"} if h == "ridge" else set(inspect.signature(HEADS.get(h).__init__).parameters) - {
+        cf = closed_form_head(h)
+        valid = set(cf.settings) if cf else set(inspect.signature(HEADS.get(h).__init__).parameters) - {
             "self", "n_tokens", "d_model", "n_classes"}
         bad = sorted(set(kw) - valid)
         if bad:
@@ -599,11 +587,9 @@ def check_config(config, args: Sequence[str] = (), *, progress: bool = True) -> 
                            subjects=subjects, max_windows_per_subject=d.max_windows_per_subject)
         for head in run.heads:
             m = FMClassifier(backbone=run.model, user_model=(cfg.user_models or {}).get(run.model),
-                             head="flatten" if head == "ridge" else head, regime=LP_FT.get(run.regime, run.regime),
-                             ch_names=dm.ch_names, n_times=dm.n_times, n_classes=dm.n_classes,
-                             pretrained=run.pretrained, backbone_kwargs=run.backbone_kwargs,
-                             head_kwargs=None if head == "ridge" else head_kwargs_for(run, head),
-                             lora=run.lora, **run_optim(cfg, run))
+                             regime=LP_FT.get(run.regime, run.regime), ch_names=dm.ch_names, n_times=dm.n_times,
+                             n_classes=dm.n_classes, pretrained=run.pretrained, backbone_kwargs=run.backbone_kwargs,
+                             lora=run.lora, **head_args(run, head), **run_optim(cfg, run))
             tr = run_trainer(cfg, run)
             t = build_trainer({**tr, "enable_progress_bar": bool(progress and tr.get("enable_progress_bar"))},
                               loggers=False, fast_dev_run=1)

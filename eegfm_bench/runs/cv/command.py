@@ -23,6 +23,7 @@ from eegfm_bench.reports.cv import confound_side_by_side, write_summary
 from eegfm_bench.runs.cv.cells import load_config
 from eegfm_bench.runs.cv.loop import run_cells
 from eegfm_bench.runs.cv.confound import confound_check
+from eegfm_bench.runs.launch.ingest import run_ingest
 from eegfm_bench.reports.page import refresh
 
 
@@ -91,4 +92,16 @@ def _headline_and_confound(cfg, *, progress: bool, force: bool):
     return table
 
 
-__all__ = ["run_cv"]
+def ingest_from_config(config, overrides=(), progress: bool = True, shards: int | None = None) -> Path | None:
+    """``eegfm-bench ingest --config <cv config>``: the cv's ingest stage alone
+    (:func:`~eegfm_bench.runs.launch.ingest.run_ingest`): the config's task, data selection, every run's model and
+    its ``launcher:`` section (``kind: local`` / ``slurm`` shards the reading,
+    :func:`~eegfm_bench.runs.launch.ingest.sharded_fill`)."""
+    cfg = load_config(config, overrides)
+    d = cfg.data
+    models = list(dict.fromkeys(r.model for r in cfg.runs))
+    return run_ingest(cfg.task, models, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
+                      out_dir=cfg.out_dir, progress=progress, n_jobs=d.n_jobs, launcher=cfg.launcher, shards=shards)
+
+
+__all__ = ["ingest_from_config", "run_cv"]

@@ -13,19 +13,6 @@ from eegfm_bench.config.confound import ConfoundConfig
 VARIATIONS = ("offset", "band", "offset+band", "frontal")
 
 
-def label(variation: str, cc: ConfoundConfig) -> str:
-    """The ``condition`` of a variation's rows: ``confound=offset1s``, ``confound=band4-40``, ..."""
-    parts = []
-    for v in variation.split("+"):
-        if v == "offset":
-            parts.append(f"offset{cc.offset_s:g}s")
-        elif v == "band":
-            parts.append(f"band{cc.band[0]:g}-{cc.band[1]:g}")
-        else:
-            parts.append(v)
-    return "confound=" + "+".join(parts)
-
-
 ALL_ON_REQUEST = ["offset", "band", "offset+band"]
 """What ``eegfm-bench confound --cv`` runs for a task without default variations (nothing declared, fixed windows
 excepted): each of offset and band alone and together."""

@@ -42,21 +42,21 @@ from eegfm_bench.metrics import classification_metrics
 from eegfm_bench.models.base import state_dict_sha256
 from eegfm_bench.models.features import extract_features
 from eegfm_bench.models.module import FMClassifier
-from eegfm_bench.models.ridge import ridge_probe
+from eegfm_bench.models.closed_form import closed_form_head
 from eegfm_bench.reports.cv import current_summary, write_summary
 from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.results import (Cell, FailedCellsError, ResultStore, cell_dir_name, code_version, library_versions,
                                  run_label)
-from eegfm_bench.runs.cv.cells import (LP_FT, RIDGE_ALPHAS, compiled, enumerate_cells, find_batch_size,
-    fixed_batch_size, head_kwargs_for, load_config, load_ridge, model_preprocessing, run_init_seed, run_optim,
-    run_trainer, shared_batch_size, windows_for)
+from eegfm_bench.runs.cv.cells import (LP_FT, compiled, enumerate_cells, find_batch_size, fixed_batch_size,
+    head_args, head_kwargs_for, load_config, model_preprocessing, run_init_seed, run_optim, run_trainer,
+    shared_batch_size, windows_for)
 from eegfm_bench.config.cv import CVConfig
 from eegfm_bench.runs.launch.ingest import sharded_fill
 from eegfm_bench.runs.launch.launcher import run_jobs
 from eegfm_bench.runs.cv.progress import CellProgress
 from eegfm_bench.reports.page import refresh
-from eegfm_bench.runs.cv.running import running_marker
-from eegfm_bench.runs.launch.feature_stage import TOKEN_REGIMES, run_feature_stage
+from eegfm_bench.runs.launch.running import running_marker
+from eegfm_bench.runs.cv.feature_stage import TOKEN_REGIMES, run_feature_stage
 from eegfm_bench.trainer import (build_trainer, close_loggers, fit_callbacks, fixed_numerics, quiet_lightning,
                                  selection_metric)
 
@@ -92,6 +92,7 @@ class TrainedCell:
     extra: dict
     t0: float
     start: dict
+    closed_form: bool = False
 
 
 def _cdir(cell: Cell) -> str:
@@ -106,8 +107,7 @@ def _build_model(ctx: CellContext, cell: Cell, dm: EEGDataModule, ws, head: str,
                         init_seed=run_init_seed(cfg, run), class_weights=dm.class_weights,
                         backbone_kwargs=run.backbone_kwargs, lora=run.lora,
                         data_reference=(ws.meta.get("reference") or {}).get("reference"),
-                        head="flatten" if head == "ridge" else head, regime=regime,
-                        head_kwargs=None if head == "ridge" else head_kwargs_for(run, head), **run_optim(cfg, run))
+                        regime=regime, **head_args(run, head), **run_optim(cfg, run))
 
 
 def _datamodule(ctx: CellContext, cell: Cell, ws) -> EEGDataModule:
@@ -202,6 +202,7 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
         Whatever training raises; :class:`CVLoop` records it as the cell's failure.
     """
     cfg, out, run, fold, head = ctx.cfg, ctx.out, cell.run, cell.fold, cell.head
+    closed_form = closed_form_head(head)  # asked once: a closed-form head (ridge) is solved, not fitted
     tr = run_trainer(cfg, run)
     ws = windows_for(cfg, cell.model, ctx.windows)
     L.seed_everything(cfg.seed + fold, workers=True, verbose=False)
@@ -216,7 +217,7 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
                                  batch_size=fixed_batch_size(cfg.data), cache_dir=cfg.data.cache_dir,
                                  progress=ctx.progress)
         dm.use_tokens(feats.array("tokens"))
-    if cfg.data.batch_size == "auto" and head != "ridge":  # a closed-form ridge cell trains no batch
+    if cfg.data.batch_size == "auto" and closed_form is None:  # a closed-form cell trains no batch
         _auto_batch_size(ctx, cell, model, dm)
     folder = out / "checkpoints" / _cdir(cell) / f"fold{fold}"
     monitor, mode, note = selection_metric(ws.y[dm.val_idx]) if len(dm.val_idx) else ("val/bacc", "max", "")
@@ -233,16 +234,14 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
         lg.log_hyperparams({**model.parameter_counts, "init": model.init, "config_hash": cell.chash, "fold": fold})
     t0 = time.time()
     fitted = model
-    if head == "ridge":  # closed form on the cached tokens; the solution is the flatten head's weights
-        r = ridge_probe(feats.array("tokens"), ws.y, dm.train_idx, dm.val_idx, dm.test_idx,
-                        alphas=(head_kwargs_for(run, "ridge") or {}).get("alphas") or RIDGE_ALPHAS, coef=True)
-        load_ridge(model.head, r, dm.n_classes)
-        extra.update(ridge_alpha=r["alpha"], ridge_val_bacc=max(r["val_scores"].values()))
+    if closed_form is not None:  # solved on the cached tokens into the carrier head's weights
+        extra.update(closed_form.solve(model.head, feats.array("tokens"), ws.y, dm.train_idx, dm.val_idx, dm.test_idx,
+                                       dm.n_classes, **(head_kwargs_for(run, head) or {})))
     else:
         fitted = compiled(model, cfg.compile)
         with deferred():  # a stop request waits for a batch end: never a half-written last.ckpt
             trainer.fit(fitted, dm, ckpt_path=resume)
-    return TrainedCell(model, fitted, dm, ws, trainer, ckpt, feats, extra, t0, start)
+    return TrainedCell(model, fitted, dm, ws, trainer, ckpt, feats, extra, t0, start, closed_form is not None)
 
 
 def evaluate_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
@@ -261,7 +260,7 @@ def evaluate_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
     """
     cfg, out, fold = ctx.cfg, ctx.out, cell.fold
     folder = out / "checkpoints" / _cdir(cell) / f"fold{fold}"
-    if cell.head == "ridge":
+    if t.closed_form:
         t.trainer.test(t.model, t.dm, verbose=False)  # the test loop and the checkpoint, as for every head
         t.trainer.save_checkpoint(folder / "best.ckpt", weights_only=True)
         t.ckpt.best_model_path = str(folder / "best.ckpt")
@@ -417,7 +416,7 @@ class CVLoop:
     def _feature_stage(self) -> None:
         """Under a launcher, the frozen tokens of every run whose cells left to train read them (head-only, LP-FT's
         probing stage) are extracted as a stage of jobs of their own before the cells
-        (:func:`~eegfm_bench.runs.launch.feature_stage.run_feature_stage`: window ranges, one job each, logs under
+        (:func:`~eegfm_bench.runs.cv.feature_stage.run_feature_stage`: window ranges, one job each, logs under
         ``<out_dir>/features/jobs``); each cell then opens the entry instead of extracting. Entries already
         cached: no job."""
         runs = sorted({self.cfg.runs.index(c.run) for c in self.todo if c.regime in TOKEN_REGIMES})

@@ -21,7 +21,7 @@ from eegfm_bench.config import read_saved
 from eegfm_bench.config.cv import CVConfig, cv_parser
 from eegfm_bench.errors import NotAResultFolderError
 from eegfm_bench.results import Cell, CellKey, ResultStore, done_cells
-from eegfm_bench.runs.cv.running import running_cells
+from eegfm_bench.runs.launch.running import running_cells
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.interpret.attribution import NoWindowsSelectedError, fold_rows, cond_dir, explain_fold, resolve_method
+from eegfm_bench.models.closed_form import closed_form_head
 from eegfm_bench.config.interpret import AttributionConfig
 from eegfm_bench.interpret.topomap import check_positions, plot_topomap_grid
 from eegfm_bench.reports.attribution import method_label, write_cell_maps
@@ -64,9 +65,10 @@ def label_randomised_model(run, ck, ws, root: Path, seed: int):
     ConfigError
         A ridge cell (the fix: leave it out of ``select.heads`` or turn data_randomisation off).
     """
-    if ck.head == "ridge":
-        raise ConfigError(f"{ck.cell}: data_randomisation retrains the cell, and a ridge head has no training loop; "
-                          "fix: leave ridge cells out of select.heads, or attribution.data_randomisation: false")
+    if closed_form_head(ck.head) is not None:
+        raise ConfigError(f"{ck.cell}: data_randomisation retrains the cell, and a {ck.head} head has no training "
+                          f"loop; fix: leave {ck.head} cells out of select.heads, or attribution.data_randomisation: "
+                          "false")
     folder = root / "data_randomisation"
     tag = f"{ck.cell}-{ck.config_hash[:8]}"
     best = folder / "adaptation" / tag / f"fold{ck.fold}" / "best.ckpt"

@@ -38,7 +38,6 @@ from eegfm_bench.data.windows import (WindowPreprocessing, fill_entries, load_wi
                                       recording_fingerprints, resolve_preprocessing)
 from eegfm_bench.reports.ingest import write_ingest_reports
 from eegfm_bench.models.backbones import BACKBONES
-from eegfm_bench.runs.cv.cells import load_config
 from eegfm_bench.runs.launch.launcher import as_launcher, check_launcher, run_jobs
 
 
@@ -237,13 +236,3 @@ def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, 
     if out_dir is None:
         return None
     return write_ingest_reports(out_dir, list(used.values()))
-
-
-def ingest_from_config(config, overrides=(), progress: bool = True, shards: int | None = None) -> Path | None:
-    """``eegfm-bench ingest --config <cv config>``: the config's task, data selection, every run's model and its
-    ``launcher:`` section (``kind: local`` / ``slurm`` shards the reading, :func:`sharded_fill`)."""
-    cfg = load_config(config, overrides)
-    d = cfg.data
-    models = list(dict.fromkeys(r.model for r in cfg.runs))
-    return run_ingest(cfg.task, models, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
-                      out_dir=cfg.out_dir, progress=progress, n_jobs=d.n_jobs, launcher=cfg.launcher, shards=shards)

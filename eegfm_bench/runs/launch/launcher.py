@@ -53,7 +53,7 @@ from tqdm.auto import tqdm
 from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import ConfigError, ConfigRecord, typed
 from eegfm_bench.config.launch import LauncherConfig
-from eegfm_bench.runs.cv.running import pid_alive, write_queue
+from eegfm_bench.runs.launch.running import pid_alive, write_queue
 
 
 def as_launcher(lc) -> LauncherConfig:
@@ -232,7 +232,7 @@ WORKER_ENTRY = {
     "attribute": ("eegfm_bench.runs.interpret.attribute", "run_attribution", "worker_units"),
     "controls": ("eegfm_bench.runs.controls.command", "run_controls", "worker_units"),
     "ingest": ("eegfm_bench.runs.launch.ingest", "ingest_shard", "worker_units"),
-    "features": ("eegfm_bench.runs.launch.feature_stage", "feature_shard", "worker_units"),
+    "features": ("eegfm_bench.runs.cv.feature_stage", "feature_shard", "worker_units"),
 }
 """Job kind -> (module, function, keyword): the function runs only the named units of a resolved config as a
 worker (rows as part files, no merge, no report) and returns its failures (one dict per failed unit)."""

@@ -46,7 +46,8 @@ from eegfm_bench.runs.launch.launcher import chunks
 from eegfm_bench.runs.plan.paper import load_paper, local_copy, member_config, missing_weights
 from eegfm_bench.config.paper import PaperConfig, PaperDataset, PaperMember, ProvenanceRunConfig
 from eegfm_bench.runs.plan.command import (lightning_overhead, measure_backbone, parallel_jobs, cell_passes, cell_seconds, lookup,
-                                   read_bench, throughput_key, throughput_line, throughput_summary)
+                                   read_bench, throughput_key)
+from eegfm_bench.runs.plan.text import throughput_line, throughput_summary
 
 TEN_TWENTY = ["F4", "C4", "O2", "C3", "Fp1", "Fp2", "F7", "F8", "F3", "T7", "T8", "P7", "P8", "P3", "P4", "O1", "Fz",
               "Cz", "Pz"]
