@@ -63,8 +63,13 @@ def test_fast_build_has_no_warning_and_no_unresolved_reference(tmp_path):
     ext = (out / "guide" / "extending.html").read_text()
     for cls in ("class RMSHead", "class FlatChannels", "class NamedEDFSource", "class PatchConvAdapter"):
         assert cls in re.sub(r"<[^>]+>", "", ext), cls  # each example file included
-    quick = re.sub(r"<[^>]+>", "", (out / "guide" / "quickstart.html").read_text())
+    quick_html = (out / "guide" / "quickstart.html").read_text()
+    quick = re.sub(r"<[^>]+>", "", quick_html)
     assert "eegfm-bench cv --config configs/experiment/quickstart.yaml" in quick and "README" not in quick
+    # a guide page's left sidebar lists the other guide pages (docs/guide/index.md holds their toctree)
+    sidenav = quick_html[quick_html.index("bd-sidenav"):].split("</nav>")[0]
+    for guide in ("data", "models", "protocols", "scaling", "extending", "commands", "architecture"):
+        assert f'href="{guide}.html"' in sidenav, guide
 
 
 @requires_data
@@ -86,5 +91,6 @@ def test_sphinx_build_with_warnings_as_errors(tmp_path):
     assert "identical arms" in example and "[+0.000, +0.000]" in example
     cv = (out / "auto_examples" / "plot_02_tiny_cv.html").read_text()
     assert "confound=offset1s+band4-40" in cv and "verdict" in cv
-    for guide in ("quickstart", "data", "models", "protocols", "scaling", "commands", "architecture", "extending"):
+    for guide in ("index", "quickstart", "data", "models", "protocols", "scaling", "commands", "architecture",
+                  "extending"):
         assert (out / "guide" / f"{guide}.html").is_file(), guide
