@@ -1,0 +1,132 @@
+"""A new user's launcher mistakes, each answered in one line naming the fix, before any data work:
+
+* a mistyped ``launcher.kind`` (``slurn``), from the command line of ``ingest --task`` and from a config: the kinds,
+  the closest first, before a recording is listed;
+* a mistyped ``--launcher.slurm.<key>``: its key path and the valid keys, closest first (not a class name);
+* a SLURM controller that does not answer: the real messages of ``sbatch``, ``squeue`` and ``sinfo`` are
+  classified (the controller's fix is ``scontrol ping``, the ``slurm.conf`` read and its controller host, not the
+  partition's); with the installed SLURM commands pointed (``SLURM_CONF``) at a controller on a closed local port,
+  ``check_launcher`` and a submission refuse with that fix, and a job-state poll that cannot ask the controller
+  does not take the jobs for finished.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from eegfm_bench.config import ConfigError
+from eegfm_bench.runs.launch.launcher import (QueueInfoWatcher, SlurmUnreachableError, SubmissionError, as_launcher,
+                                              check_launcher, make_executor, slurm_failure, submit_jobs)
+from eegfm_bench.runs.launch.ingest import run_ingest
+
+REAL_MESSAGES = {  # as SLURM 22.05 prints them
+    "controller": ["sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+                   "slurm_load_jobs error: Unable to contact slurm controller (connect failure)",
+                   "slurm_load_partitions: Unable to contact slurm controller (connect failure)",
+                   "squeue: error: slurm_receive_msg: Socket timed out on send/recv operation"],
+    "partition": ["sbatch: error: Batch job submission failed: Invalid partition name specified"],
+    "account": ["sbatch: error: Batch job submission failed: Invalid account or account/partition combination "
+                "specified"],
+    "limit": ["sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission failed: Job violates "
+              "accounting/QOS policy (job submit limit, user's size and/or time limits)"],
+    "memory": ["sbatch: error: Memory specification can not be satisfied\nsbatch: error: Batch job submission "
+               "failed: Requested node configuration is not available"],
+    "auth": ["sbatch: error: Batch job submission failed: Invalid authentication credential"],
+}
+
+
+def test_a_mistyped_launcher_kind_is_refused_before_any_recording_is_listed(tmp_path):
+    # the data root holds nothing: listing recordings would fail with a data error, so the kind is checked first
+    with pytest.raises(ConfigError) as err:
+        run_ingest("eegmmidb_mi", ["eegnet"], data_root=tmp_path / "no_data", cache_dir=tmp_path / "c",
+                   launcher={"kind": "slurn"}, progress=False)
+    msg = str(err.value)
+    assert msg.startswith("launcher.kind 'slurn' is not a launcher. Did you mean 'slurm'? fix: --launcher.kind "
+                          "slurm / "), msg
+    assert "\n" not in msg and "none" in msg and "local" in msg
+
+
+def test_a_mistyped_launcher_kind_in_a_config_names_the_kinds(capsys):
+    from eegfm_bench.cli import main
+
+    with pytest.raises(ConfigError, match=r"launcher\.kind 'slurn' is not one of none, local, slurm\. Did you mean "
+                                          r"'slurm'\? fix: launcher\.kind: slurm / "):
+        main(["cv", "--config", "configs/experiment/quickstart.yaml", "--launcher.kind", "slurn", "--print-config"])
+
+
+def test_a_mistyped_slurm_key_names_its_path_and_the_valid_keys_closest_first(tmp_path, monkeypatch, capsys):
+    with pytest.raises(ConfigError) as err:
+        as_launcher({"kind": "slurm", "slurm": {"partitoin": "debug"}})
+    msg = str(err.value)
+    assert msg.startswith("unknown key launcher.slurm.partitoin. Did you mean 'partition'"), msg
+    assert "fix: one of partition, " in msg and "cpus_per_task" in msg and "SlurmConfig" not in msg, msg
+    # the console script: one line, exit 2, before any data
+    from eegfm_bench.cli import main
+
+    monkeypatch.delenv("EEGFM_TRACEBACK", raising=False)
+    monkeypatch.setattr(sys, "argv", ["eegfm-bench", "ingest", "--task", "eegmmidb_mi", "--data-root",
+                                      str(tmp_path / "no_data"), "--launcher", "slurm",
+                                      "--launcher.slurm.partitoin", "debug"])
+    assert main() == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eegfm-bench ingest: ConfigError: unknown key launcher.slurm.partitoin. Did you mean "
+                          "'partition'"), err
+    assert len(err.strip().splitlines()) == 2 and "Traceback" not in err  # the line and the EEGFM_TRACEBACK hint
+
+
+@pytest.mark.parametrize("cause", sorted(REAL_MESSAGES))
+def test_slurm_failure_messages_are_classified(cause, monkeypatch, tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=ctl-node-7(10.0.0.7)\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    for message in REAL_MESSAGES[cause]:
+        got, fix = slurm_failure(message)
+        assert got == cause, (message, got)
+        if cause == "controller":
+            assert "scontrol ping" in fix and str(conf) in fix and "ctl-node-7(10.0.0.7)" in fix, fix
+            assert "partition" not in fix, fix
+    assert slurm_failure("sbatch: error: something new")[0] == "other"
+
+
+@pytest.fixture
+def unreachable_controller(tmp_path, monkeypatch) -> Path:
+    """SLURM's commands pointed at a controller on a closed local port (connection refused at once)."""
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        pytest.skip("SLURM's commands are not installed")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=gone\nSlurmctldHost=localhost\nSlurmctldPort=9\nAuthType=auth/munge\n"
+                    "MessageTimeout=2\nNodeName=localhost CPUs=1 State=UNKNOWN\n"
+                    "PartitionName=debug Nodes=localhost Default=YES State=UP\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    return conf
+
+
+LC = {"kind": "slurm", "timeout_min": 5, "slurm": {"partition": "debug", "cpus_per_task": 1, "mem_gb": 1}}
+
+
+def test_an_unreachable_controller_is_named_before_any_data_and_at_submission(unreachable_controller, tmp_path):
+    with pytest.raises(SlurmUnreachableError) as err:
+        check_launcher(LC, trainer={"accelerator": "cpu", "devices": 1})
+    msg = str(err.value)
+    assert "Unable to contact slurm controller" in msg and "scontrol ping" in msg, msg
+    assert str(unreachable_controller) in msg and "(localhost)" in msg and "sinfo -s" not in msg, msg
+    # sbatch's own refusal (the controller went away after the check): the same fix, no partition advice
+    ex = make_executor(LC, tmp_path / "jobs", accelerator="cpu")
+    with pytest.raises(SubmissionError) as err:
+        submit_jobs(ex, LC, [(print, "x")])
+    msg = str(err.value)
+    assert isinstance(err.value, SlurmUnreachableError), msg
+    assert msg.startswith("sbatch refused the job array of 1 job(s): ") and "Unable to contact slurm controller" in msg
+    assert "scontrol ping" in msg and "no job was started" in msg and "sacctmgr" not in msg, msg
+
+
+def test_a_job_state_poll_that_cannot_reach_the_controller_does_not_end_the_jobs(unreachable_controller, capsys):
+    w = QueueInfoWatcher(delay_s=60)
+    w.register_job("4242")
+    w._start_time = 0.0  # registered long ago: a job missing from a successful squeue would count as ended
+    w.update()
+    assert w._info_dict.get("4242", {}).get("State") != "COMPLETED"
+    assert "squeue cannot reach the controller" in capsys.readouterr().out
