@@ -7,20 +7,33 @@
   classified (the controller's fix is ``scontrol ping``, the ``slurm.conf`` read and its controller host, not the
   partition's); with the installed SLURM commands pointed (``SLURM_CONF``) at a controller on a closed local port,
   ``check_launcher`` and a submission refuse with that fix, and a job-state poll that cannot ask the controller
-  does not take the jobs for finished.
+  does not take the jobs for finished;
+* Ctrl-C under ``--launcher local``: one stop line, no worker traceback, the workers stopped, finished cells kept.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pandas as pd
+import psutil
 import pytest
+import yaml
 
 from eegfm_bench.config import ConfigError
 from eegfm_bench.runs.launch.launcher import (QueueInfoWatcher, SlurmUnreachableError, SubmissionError, as_launcher,
                                               check_launcher, make_executor, slurm_failure, submit_jobs)
+from eegfm_bench.interrupt import EXIT_STOPPED
 from eegfm_bench.runs.launch.ingest import run_ingest
+
+from eegfm_testutils import REPO, cli_env, requires_data
+
+TINY = yaml.safe_load((REPO / "configs" / "experiment" / "tiny_ci.yaml").read_text())
 
 REAL_MESSAGES = {  # as SLURM 22.05 prints them
     "controller": ["sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
@@ -130,3 +143,36 @@ def test_a_job_state_poll_that_cannot_reach_the_controller_does_not_end_the_jobs
     w.update()
     assert w._info_dict.get("4242", {}).get("State") != "COMPLETED"
     assert "squeue cannot reach the controller" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------- Ctrl-C under --launcher local
+@requires_data
+def test_ctrl_c_under_local_workers_prints_one_line_stops_the_workers_and_keeps_finished_cells(tmp_path):
+    """A terminal's Ctrl-C reaches the whole foreground process group (the command, submitit's controller and the
+    worker): sent so (``killpg``) once the one worker has finished its first cell and started the second, the
+    command prints one stop line, no traceback (submitit's controller writes to the same terminal), exits 130, the
+    worker processes are gone when it has exited, and the first cell's rows are kept."""
+    cfg = {**TINY, "out_dir": str(tmp_path / "o"), "trainer": {"max_epochs": 8, "patience": 8}}
+    path = tmp_path / "cv.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    with open(tmp_path / "stdout", "w") as o, open(tmp_path / "stderr", "w") as e:
+        proc = subprocess.Popen([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(path), "--launcher",
+                                 "local", "--workers", "1", "--no-progress"], env=cli_env(), cwd=REPO, stdout=o,
+                                stderr=e, start_new_session=True)  # its own process group, as a terminal's job
+    ckpts = tmp_path / "o" / "checkpoints"
+    while not list(ckpts.glob("*/fold1/last.ckpt")):  # the worker finished fold 0 and trains fold 1 (an epoch done)
+        assert proc.poll() is None, (tmp_path / "stderr").read_text()[-3000:]
+        time.sleep(0.05)
+    controllers = [c for c in psutil.Process(proc.pid).children() if "submitit.local._local" in c.cmdline()]
+    workers = controllers + [w for c in controllers for w in c.children(recursive=True)]
+    assert len(controllers) == 1 and len(workers) >= 2, [w.cmdline() for w in workers]  # the controller, the worker
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait() == EXIT_STOPPED
+    err = (tmp_path / "stderr").read_text()
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("eegfm-bench cv: stopped by SIGINT; kept the rows of 1 of 2 cells"), err
+    alive = [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, [w.cmdline() for w in alive]  # stopped by the command, before it exited
+    rows = pd.read_csv(tmp_path / "o" / "results.csv")
+    assert sorted(rows["fold"].unique()) == [0]
