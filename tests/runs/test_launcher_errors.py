@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -166,6 +167,10 @@ def test_ctrl_c_under_local_workers_prints_one_line_stops_the_workers_and_keeps_
     controllers = [c for c in psutil.Process(proc.pid).children() if "submitit.local._local" in c.cmdline()]
     workers = controllers + [w for c in controllers for w in c.children(recursive=True)]
     assert len(controllers) == 1 and len(workers) >= 2, [w.cmdline() for w in workers]  # the controller, the worker
+    for w in workers:  # each ignores the terminal's SIGINT (bit 2 - 1 of SigIgn): the command stops them itself
+        ignored = int(next(x for x in Path(f"/proc/{w.pid}/status").read_text().splitlines()
+                           if x.startswith("SigIgn:")).split()[1], 16)
+        assert ignored & (1 << (signal.SIGINT - 1)), w.cmdline()
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait() == EXIT_STOPPED
     err = (tmp_path / "stderr").read_text()
@@ -176,3 +181,60 @@ def test_ctrl_c_under_local_workers_prints_one_line_stops_the_workers_and_keeps_
     assert not alive, [w.cmdline() for w in alive]  # stopped by the command, before it exited
     rows = pd.read_csv(tmp_path / "o" / "results.csv")
     assert sorted(rows["fold"].unique()) == [0]
+
+
+# ------------------------------------------------------------------------------------- shards: reduced, reused
+@requires_data
+def test_a_reduced_shards_count_is_said_and_in_the_ingest_report(tmp_path, monkeypatch, capsys):
+    """``--shards 8`` over 3 recordings (subject 1's runs 4, 8, 12) runs 3 jobs: said, and in the report. The jobs
+    run in this process (run_jobs replaced): the count is decided before any job."""
+    import eegfm_bench.runs.launch.ingest as ingest_mod
+
+    monkeypatch.setattr(ingest_mod, "run_jobs", lambda lc, cfg, units, out, **kw:
+                        ingest_mod.ingest_shard(cfg, worker_units=units)["failures"])
+    report = run_ingest("eegmmidb_mi", ["eegnet"], cache_dir=tmp_path / "c", subjects=[1], out_dir=tmp_path / "o",
+                        launcher={"kind": "local", "workers": 2}, shards=8, progress=False)
+    note = "--shards 8 reduced to 3: only 3 recording(s) lack their entry (of 3)"
+    assert f"ingest: {note}" in capsys.readouterr().out
+    assert f"- {note}" in report.read_text()
+    (entry,) = json.loads(report.with_suffix(".json").read_text()).values()
+    assert entry["launcher_notes"] == [note]
+
+
+@requires_data
+def test_the_feature_stage_says_a_reduced_shards_count_and_the_shards_it_reused(tmp_path, monkeypatch, capsys):
+    """24 windows in batches of 4 are at most 6 shards: ``--shards 8`` is said reduced; a stage killed after shard 0
+    (the in-process jobs run only it) is resumed with shard 0 reused and said so, in the output, the stage's
+    ``feature_stage.json`` and the entry's ``meta.json``."""
+    import eegfm_bench.runs.launch.feature_stage as stage_mod
+    from eegfm_bench.runs.launch.feature_stage import feature_shard, run_feature_stage
+    from eegfm_bench.models.features import FeatureShardError
+    from eegfm_bench.runs.cv.cells import load_config
+
+    cfg = load_config({"experiment": "fs", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "seed": 0,
+                       "confound": False, "data": {"subjects": [1, 2, 3], "max_windows_per_subject": 4,
+                                                   "batch_size": 4, "cache_dir": str(tmp_path / "c")},
+                       "split": {"scheme": "kfold", "k": 3, "seed": 0, "n_val_groups": 1, "folds": [0]},
+                       "trainer": {"max_epochs": 1}, "launcher": {"kind": "local", "workers": 2},
+                       "runs": [{"model": "labram", "regime": "head_only", "heads": ["mean"],
+                                 "backbone_kwargs": {"num_layers": 2, "num_heads": 2, "conv_out_channels": 4}}]})
+    only: dict = {"shards": {0}}
+
+    def in_process(lc, job_cfg, units, out, **kw):
+        return feature_shard(job_cfg, worker_units=[u for u in units if int(u.split(":")[1]) in only["shards"]])[
+            "failures"]
+
+    monkeypatch.setattr(stage_mod, "run_jobs", in_process)
+    with pytest.raises(FeatureShardError, match="shard 1 has no finished chunk"):  # "killed" after shard 0
+        run_feature_stage(cfg, shards=8, progress=False)
+    first = capsys.readouterr().out
+    assert "feature stage: --shards 8 reduced to 6: only 6 batch(es) of 4 windows (24 windows of labram)" in first
+    assert "reused" not in first
+    only["shards"] = set(range(6))
+    (folder,) = run_feature_stage(cfg, shards=8, progress=False)
+    second = capsys.readouterr().out
+    assert "feature stage: 1 of 6 shards reused (shard(s) 0, finished by an earlier run), 5 to extract" in second
+    stage = json.loads((folder / "meta.json").read_text())["stage"]
+    assert stage["shards"] == 6 and stage["reused"] == [0] and stage["extracted"] == [1, 2, 3, 4, 5]
+    (record,) = json.loads((tmp_path / "o" / "features" / "feature_stage.json").read_text())
+    assert record["reused"] == [0] and record["shards_asked"] == 8 and record["model"] == "labram"
