@@ -234,7 +234,8 @@ def test_the_feature_stage_says_a_reduced_shards_count_and_the_shards_it_reused(
     (folder,) = run_feature_stage(cfg, shards=8, progress=False)
     second = capsys.readouterr().out
     assert "feature stage: 1 of 6 shards reused (shard(s) 0, finished by an earlier run), 5 to extract" in second
-    stage = json.loads((folder / "meta.json").read_text())["stage"]
-    assert stage["shards"] == 6 and stage["reused"] == [0] and stage["extracted"] == [1, 2, 3, 4, 5]
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["stage"]["shards"] == 6 and meta["stage_run"]["reused"] == [0]
+    assert meta["stage_run"]["extracted"] == [1, 2, 3, 4, 5]
     (record,) = json.loads((tmp_path / "o" / "features" / "feature_stage.json").read_text())
     assert record["reused"] == [0] and record["shards_asked"] == 8 and record["model"] == "labram"
