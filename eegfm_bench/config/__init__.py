@@ -81,6 +81,12 @@ def close_matches(word: str, options: Iterable[str], n: int = 3) -> str:
     return f" Did you mean {', '.join(map(repr, got))}?" if got else ""
 
 
+def closest_first(word: str, options: Iterable[str]) -> list[str]:
+    """``options`` ordered by their likeness to ``word`` (:class:`difflib.SequenceMatcher`'s ratio), the closest
+    first; ties in alphabetical order."""
+    return sorted(set(options), key=lambda o: (-difflib.SequenceMatcher(None, str(word), o).ratio(), o))
+
+
 def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = None, training: bool = True) -> None:
     """Add every ``lightning.Trainer.__init__`` argument under ``key`` plus :data:`TRAINER_EXTRAS` (``patience``
     only for commands that train: ``training``)."""
@@ -197,6 +203,12 @@ def _explain(err: Exception, parser, where: str) -> ConfigError:
         near = [d for d in dests if d.rpartition(".")[0] == sec] or dests
         hint = close_matches(leaf, [d.rpartition(".")[2] for d in near]) if sec else close_matches(key, near)
         return ConfigError(f"command line: unknown option --{key}.{hint} fix: correct it (`--keys` lists every key)")
+    m = re.search(r'Parser key "([\w.]+)":\s*Expected a typing\.Literal\[(.*?)\]\.\s*Got value: (\S+)', msg)
+    if m:  # a value outside a fixed set (launcher.kind: slurn)
+        key, value = m.group(1), m.group(3)
+        opts = [o.strip().strip("'\"") for o in m.group(2).split(",")]
+        return ConfigError(f"{where}: {key} {value!r} is not one of {', '.join(opts)}.{close_matches(value, opts)} "
+                           f"fix: {key}: {' / '.join(closest_first(value, opts))}")
     msg = re.sub(r"\s+", " ", msg)
     return ConfigError(f"{where}: {msg}")
 
@@ -433,44 +445,51 @@ class ConfigRecord:
         return asdict(self)
 
 
-def typed(schema: type, values: Any) -> Any:
+def typed(schema: type, values: Any, where: str = "") -> Any:
     """The validated mapping ``values`` of ``schema`` (a dataclass, usually a frozen :class:`ConfigRecord`) as an
     instance, nested sections included: a field typed as a dataclass, ``Optional`` of one, ``Union`` of one and
     ``bool`` (``confound: off``), ``list`` of one or ``dict`` of them by name is built recursively; free-form mappings (``trainer``,
     ``backbone_kwargs``, ...) stay dicts. Keys the schema lacks are refused (they were refused by the parser).
 
+    ``where`` is the section's key path in messages (``launcher`` for a ``launcher:`` mapping; its nested sections
+    follow: ``launcher.slurm``); default: the schema's name.
+
     Raises
     ------
     ConfigError
-        A key that is not a field of ``schema`` (a programming error: parse first).
+        A key that is not a field of ``schema`` (a mapping not parsed first, e.g. ``ingest --task``'s
+        ``--launcher.<key>`` pairs): one line naming its key path, the closest field and every field, closest first.
     """
     if is_dataclass(values) and isinstance(values, schema):
         return values
     hints = typing.get_type_hints(schema)
     names = {f.name for f in fields(schema)}
     extra = sorted(set(values) - names)
+    where = where or schema.__name__
     if extra:
-        raise ConfigError(f"{schema.__name__} has no field(s) {extra}{close_matches(extra[0], names)}")
-    return schema(**{k: _typed_value(hints[k], v) for k, v in values.items()})
+        key = f"{where}.{extra[0]}"
+        raise ConfigError(f"unknown key {key}.{close_matches(extra[0], names)} fix: one of "
+                          f"{', '.join(closest_first(extra[0], names))} (the keys of {where}, closest first)")
+    return schema(**{k: _typed_value(hints[k], v, f"{where}.{k}") for k, v in values.items()})
 
 
-def _typed_value(tp: Any, v: Any) -> Any:
+def _typed_value(tp: Any, v: Any, where: str = "") -> Any:
     if v is None:
         return None
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if is_dataclass(tp) and isinstance(v, dict):
-        return typed(tp, v)
+        return typed(tp, v, where)
     if origin is typing.Union or (sys.version_info >= (3, 10) and origin is types.UnionType):
         for a in args:
             if is_dataclass(a) and isinstance(v, dict):
-                return typed(a, v)
+                return typed(a, v, where)
             if typing.get_origin(a) is list and isinstance(v, list):
-                return _typed_value(a, v)
+                return _typed_value(a, v, where)
         return v
     if origin is list and args and isinstance(v, list):
-        return [_typed_value(args[0], x) for x in v]
+        return [_typed_value(args[0], x, f"{where}[{i}]") for i, x in enumerate(v)]
     if origin is dict and len(args) == 2 and is_dataclass(args[1]) and isinstance(v, dict):
-        return {k: _typed_value(args[1], x) for k, x in v.items()}  # e.g. a paper's datasets by name
+        return {k: _typed_value(args[1], x, f"{where}.{k}") for k, x in v.items()}  # e.g. a paper's datasets by name
     return v
 
 

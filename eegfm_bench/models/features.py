@@ -635,8 +635,12 @@ def extract_shard(adapter: nn.Module, ws: WindowSet, entry: FeatureEntry, shard:
     return chunk
 
 
-def assemble_stage(entry: FeatureEntry, ranges: Sequence[tuple[int, int]], *, block_rows: int = 4096) -> FeatureStore:
+def assemble_stage(entry: FeatureEntry, ranges: Sequence[tuple[int, int]], *, block_rows: int = 4096,
+                   record: dict | None = None) -> FeatureStore:
     """The feature stage's cheap last step: the cache entry from its shards' chunks, then ``COMPLETE``.
+
+    ``record`` (how the stage ran: the shards asked for, those reused from an earlier run, ...) is the entry's
+    ``meta.json``'s ``stage_run``, beside its ``stage`` (``shards`` and ``ranges``).
 
     Each chunk is copied into the entry's memmaps at its range, ``block_rows`` rows at a time (memory bounded by
     one block, whatever the corpus); the arrays equal a sequential :func:`extract_features`'s bit for bit. The
@@ -686,7 +690,8 @@ def assemble_stage(entry: FeatureEntry, ranges: Sequence[tuple[int, int]], *, bl
     arrays.clear()
     np.save(partial / "rows.npy", entry.rows)
     meta = {**entry.meta, "n_rows": int(len(entry.rows)), "seconds": round(seconds, 2), "world_size": 1,
-            "stage": {"shards": len(ranges), "ranges": [list(r) for r in ranges]}}
+            "stage": {"shards": len(ranges), "ranges": [list(r) for r in ranges]},
+            **({"stage_run": record} if record else {})}
     (partial / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     (partial / "COMPLETE").write_text("ok\n")
     publish_entry(partial, entry.folder)  # an entry another process completed meanwhile is kept

@@ -21,6 +21,7 @@ extracting. Without a launcher the entries are extracted here, as the first cell
 """
 from __future__ import annotations
 
+import json
 import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -34,7 +35,8 @@ from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.config.cv import CVConfig
 from eegfm_bench.runs.cv.cells import (LP_FT, fixed_batch_size, load_config, model_preprocessing, run_init_seed,
                                        run_trainer, windows_for)
-from eegfm_bench.runs.launch.ingest import default_shards, sharded_fill
+from eegfm_bench.atomic import atomic_write_text
+from eegfm_bench.runs.launch.ingest import default_shards, sharded_fill, shards_note
 from eegfm_bench.runs.launch.launcher import as_launcher, run_jobs
 from eegfm_bench.trainer import fixed_numerics
 
@@ -166,8 +168,16 @@ def run_feature_stage(cfg: CVConfig, *, runs: Sequence[int] | None = None, shard
                                  batch_size=fixed_batch_size(cfg.data), cache_dir=cfg.data.cache_dir,
                                  progress=progress)
             continue
-        ranges = stage_plan(entry, shards or default_shards(lc), fixed_batch_size(cfg.data))
-        specs.append((StageBackbone(i, cfg.runs[i].model, str(entry.folder), entry.weights, ranges), entry))
+        asked, resumed = int(shards or default_shards(lc)), (entry.stage / "plan.json").is_file()
+        ranges = stage_plan(entry, asked, fixed_batch_size(cfg.data))
+        bs = fixed_batch_size(cfg.data)
+        note = (f"--shards {asked} not applied: the earlier stage's {len(ranges)} range(s) are kept" if resumed and
+                shards and len(ranges) != asked else "" if resumed else
+                shards_note(asked, -(-len(entry.rows) // bs), len(ranges),
+                            f"batch(es) of {bs} windows ({len(entry.rows)} windows of {cfg.runs[i].model})",
+                            bool(shards)))
+        specs.append((StageBackbone(i, cfg.runs[i].model, str(entry.folder), entry.weights, ranges), entry,
+                      {"shards_asked": asked, **({"note": note} if note else {})}))
     if specs:
         _run_stage(cfg, lc, specs, out_dir, progress)
     for folder in entries:
@@ -177,18 +187,30 @@ def run_feature_stage(cfg: CVConfig, *, runs: Sequence[int] | None = None, shard
 
 
 def _run_stage(cfg: CVConfig, lc, specs: list, out_dir, progress: bool) -> None:
-    """Submit the shards without a finished chunk as one job each, wait, and assemble every entry."""
-    units = [f"{b}:{k}" for b, (s, e) in enumerate(specs) for k, (a, stop) in enumerate(s.ranges)
+    """Submit the shards without a finished chunk as one job each, wait, and assemble every entry; say (and
+    record in each entry's ``meta.json`` and ``<out>/feature_stage.json``) which shards an earlier, killed run had
+    finished and were reused, and a ``--shards`` reduced."""
+    units = [f"{b}:{k}" for b, (s, e, _) in enumerate(specs) for k, (a, stop) in enumerate(s.ranges)
              if not chunk_done(e, k, a, stop)]
-    for s, e in specs:
-        done = sum(chunk_done(e, k, a, b) for k, (a, b) in enumerate(s.ranges))
-        print(f"features: {s.model} tokens of {len(e.rows)} windows in {len(s.ranges)} shard(s) of windows "
-              f"{', '.join(f'{a}..{b - 1}' for a, b in s.ranges)}"
-              + (f"; {done} finished earlier (kept)" if done else "") + f" (launcher {lc.kind})", flush=True)
     out = Path(out_dir) if out_dir else Path(cfg.out_dir) / "features"
+    for s, e, record in specs:
+        reused = [k for k, (a, b) in enumerate(s.ranges) if chunk_done(e, k, a, b)]
+        record.update(reused=reused, extracted=[k for k in range(len(s.ranges)) if k not in reused])
+        print(f"features: {s.model} tokens of {len(e.rows)} windows in {len(s.ranges)} shard(s) of windows "
+              f"{', '.join(f'{a}..{b - 1}' for a, b in s.ranges)} (launcher {lc.kind})", flush=True)
+        if record.get("note"):
+            print(f"feature stage: {record['note']}", flush=True)
+        if reused:
+            print(f"feature stage: {len(reused)} of {len(s.ranges)} shards reused (shard(s) "
+                  f"{', '.join(map(str, reused))}, finished by an earlier run), {len(record['extracted'])} to extract",
+                  flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "feature_stage.json", json.dumps(
+        [{"model": s.model, "entry": s.folder, "shards": len(s.ranges), "ranges": [list(r) for r in s.ranges], **r}
+         for s, _, r in specs], indent=1))
     failures = []
     if units:
-        job_cfg = FeatureShards(replace(cfg, launcher=replace(cfg.launcher, kind="none")), [s for s, _ in specs],
+        job_cfg = FeatureShards(replace(cfg, launcher=replace(cfg.launcher, kind="none")), [s for s, _, _ in specs],
                                 dict(cfg.trainer or {}))
         workers = min(int(lc.workers), len(units)) if lc.kind == "local" else len(units)
         failures = run_jobs(replace(lc, workers=workers, cells_per_job=1), job_cfg, units, out, progress=progress,
@@ -198,8 +220,8 @@ def _run_stage(cfg: CVConfig, lc, specs: list, out_dir, progress: bool) -> None:
                                           for f in failures)
                                 + f" (job logs under {lc.folder or out / 'jobs'}); fix: see the error, then rerun "
                                 "the same command: it extracts only the shards still missing")
-    for s, e in specs:
-        assemble_stage(e, s.ranges)
+    for s, e, record in specs:
+        assemble_stage(e, s.ranges, record=record)
 
 
 def features_from_config(config, overrides: Sequence[str] = (), progress: bool = True,

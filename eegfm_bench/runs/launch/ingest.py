@@ -108,6 +108,14 @@ def shard_slices(n_items: int, shards: int) -> list[list[int]]:
     return [a.tolist() for a in np.array_split(np.arange(n_items), n) if len(a)]
 
 
+def shards_note(asked: int, given: int, got: int, what: str, explicit: bool = True) -> str:
+    """The line saying that fewer jobs than asked run (empty when ``got >= asked``): ``--shards 8 reduced to 3:
+    only 3 recordings lack their entry``; ``explicit`` False: the count came from the launcher (one per job slot)."""
+    if got >= asked:
+        return ""
+    return (f"{'--shards' if explicit else 'shards (one per job slot)'} {asked} reduced to {got}: only {given} {what}")
+
+
 def default_shards(lc) -> int:
     """Shards when none is given: one per job slot (local ``workers``; SLURM ``array_parallelism``)."""
     lc = as_launcher(lc)
@@ -116,7 +124,7 @@ def default_shards(lc) -> int:
 
 def sharded_fill(task: Any, preps: list, launcher, *, data_root=None, cache_dir=None, subjects=None,
                  shards: int | None = None, n_jobs: int | None = None, out_dir: str | Path | None = None,
-                 progress: bool = True) -> int:
+                 progress: bool = True, notes: list | None = None) -> int:
     """Build the per-recording entries the window sets of ``preps`` need as jobs of ``launcher`` (pass 1 of the
     build on the cluster), one CPU job per shard of the missing recordings; wait for them.
 
@@ -134,6 +142,9 @@ def sharded_fill(task: Any, preps: list, launcher, *, data_root=None, cache_dir=
         Recordings read at once inside a job (default: a local worker's ``threads`` / the job's ``cpus_per_task``).
     out_dir : path, optional
         Where the jobs' pickles and logs go (``<out_dir>/jobs``; default ``<cache>/.jobs/ingest-<task>/jobs``).
+    notes : list, optional
+        Receives the lines the ingest report adds (printed too): ``--shards 8 reduced to 3: only 3 recordings lack
+        their entry``.
 
     Returns
     -------
@@ -164,8 +175,14 @@ def sharded_fill(task: Any, preps: list, launcher, *, data_root=None, cache_dir=
         if progress:
             tqdm.write(f"ingest: every recording's entry is cached ({len(recs)}); assembling here")
         return 0
-    slices = [[missing[i] for i in s] for s in shard_slices(len(missing), shards or default_shards(lc))]
+    asked = int(shards or default_shards(lc))
+    slices = [[missing[i] for i in s] for s in shard_slices(len(missing), asked)]
     n = len(slices)
+    note = shards_note(asked, len(missing), n, f"recording(s) lack their entry (of {len(recs)})", bool(shards))
+    if note:
+        print(f"ingest: {note}", flush=True)
+        if notes is not None:
+            notes.append(note)
     if n_jobs is None or int(n_jobs) == -1:
         n_jobs = (int(lc.threads) if lc.threads else max(1, (os.cpu_count() or 1) // n)) if lc.kind == "local" \
             else int(lc.slurm.cpus_per_task)
@@ -221,11 +238,12 @@ def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, 
     """
     t = get_task(task)
     sharded = launcher is not None and as_launcher(launcher).kind != "none"
+    used: dict[str, tuple[list[str], Any]] = {}
+    notes: list[str] = []
     if sharded:
         sharded_fill(t, [BACKBONES.get(m).preprocessing for m in models], launcher, data_root=data_root,
                      cache_dir=cache_dir, subjects=subjects, shards=shards, n_jobs=n_jobs, out_dir=out_dir,
-                     progress=progress)
-    used: dict[str, tuple[list[str], Any]] = {}
+                     progress=progress, notes=notes)
     for m in models:
         ws = load_windows(t, BACKBONES.get(m).preprocessing, data_root=data_root, subjects=subjects,
                           cache_dir=cache_dir, progress=progress, n_jobs=n_jobs, build_missing=not sharded)
@@ -235,4 +253,4 @@ def run_ingest(task: Any, models: list[str], *, data_root=None, cache_dir=None, 
               f"report {ws.meta['ingest_report']}")
     if out_dir is None:
         return None
-    return write_ingest_reports(out_dir, list(used.values()))
+    return write_ingest_reports(out_dir, list(used.values()), notes=notes)

@@ -34,13 +34,16 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence
 
+import psutil
 import submitit
 import torch
 from submitit.core.utils import FailedJobError
@@ -51,21 +54,31 @@ from submitit.slurm.slurm import SlurmInfoWatcher, _make_sbatch_string
 from tqdm.auto import tqdm
 
 from eegfm_bench.atomic import atomic_write_text
-from eegfm_bench.config import ConfigError, ConfigRecord, typed
+from eegfm_bench.config import ConfigError, ConfigRecord, close_matches, closest_first, typed
 from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.runs.launch.running import pid_alive, write_queue
 
 
+LAUNCHER_KINDS = typing.get_args(typing.get_type_hints(LauncherConfig)["kind"])
+"""The launchers ``launcher.kind`` names: ``none``, ``local``, ``slurm``."""
+
+
 def as_launcher(lc) -> LauncherConfig:
     """A ``launcher:`` section as the typed, frozen :class:`LauncherConfig`: a mapping (a hand-written section, a
-    test's) is typed, with the defaults for what it leaves out.
+    test's, ``ingest --task``'s ``--launcher.<key>`` pairs) is typed, with the defaults for what it leaves out; its
+    ``kind`` is checked before anything else reads it.
 
     Raises
     ------
     ConfigError
-        A key that is not a launcher setting.
+        A key that is not a launcher setting (its key path, e.g. ``launcher.slurm.partitoin``, and the valid keys,
+        closest first), or a ``kind`` that is no launcher (the kinds, and the closest).
     """
-    return lc if isinstance(lc, LauncherConfig) else typed(LauncherConfig, dict(lc))
+    lc = lc if isinstance(lc, LauncherConfig) else typed(LauncherConfig, dict(lc), "launcher")
+    if lc.kind not in LAUNCHER_KINDS:
+        raise ConfigError(f"launcher.kind {lc.kind!r} is not a launcher.{close_matches(str(lc.kind), LAUNCHER_KINDS)} "
+                          f"fix: --launcher.kind {' / '.join(closest_first(str(lc.kind), LAUNCHER_KINDS))}")
+    return lc
 
 
 def check_launcher(lc, where: str = "launcher", trainer: dict | None = None) -> None:
@@ -75,8 +88,10 @@ def check_launcher(lc, where: str = "launcher", trainer: dict | None = None) -> 
     Raises
     ------
     ConfigError
-        ``workers`` or ``cells_per_job`` below 1; ``slurm`` without a partition, on a machine without SLURM, or
-        requesting GPUs on a partition that has none.
+        A ``kind`` that is no launcher (:func:`as_launcher`); ``workers`` or ``cells_per_job`` below 1; ``slurm``
+        without a partition, on a machine without SLURM, or requesting GPUs on a partition that has none.
+    SlurmUnreachableError
+        ``slurm``, and the controller does not answer ``sinfo`` (:func:`slurm_partitions`).
     """
     if not lc:
         return
@@ -89,7 +104,7 @@ def check_launcher(lc, where: str = "launcher", trainer: dict | None = None) -> 
             slurm_parameters(lc, gpus_on_partition=None)  # the partition
             raise ConfigError(f"{where}.kind: slurm, but this machine has no SLURM (sbatch is not on PATH); fix: "
                               "launch from a SLURM login node, or use --launcher local --workers N here")
-        known = slurm_partitions()
+        known = slurm_partitions(where)
         if known and lc.slurm.partition and lc.slurm.partition not in known:
             raise ConfigError(f"{where}.slurm.partition {lc.slurm.partition!r} is not a partition of this "
                               f"cluster; fix: one of {', '.join(known)} (sinfo lists them)")
@@ -98,15 +113,100 @@ def check_launcher(lc, where: str = "launcher", trainer: dict | None = None) -> 
         slurm_parameters(lc, devices, str(tr.get("accelerator", "auto")))  # partition, GPUs the partition has
 
 
-def slurm_partitions() -> list[str]:
-    """The partitions ``sinfo`` lists (empty when it cannot be asked)."""
+def slurm_partitions(where: str = "launcher") -> list[str]:
+    """The partitions ``sinfo`` lists (empty when it cannot be asked).
+
+    Raises
+    ------
+    SlurmUnreachableError
+        ``sinfo`` answers that the SLURM controller cannot be reached (:func:`slurm_failure`): no job could be
+        submitted, so the command stops before it reads any data.
+    """
     if shutil.which("sinfo") is None:
         return []
     try:
         out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return sorted({p.strip().rstrip("*") for p in out.stdout.split() if p.strip()}) if out.returncode == 0 else []
+    if out.returncode != 0:
+        cause, fix = slurm_failure(out.stderr)
+        if cause == "controller":
+            raise SlurmUnreachableError(f"{where}.kind: slurm, but the SLURM controller does not answer: "
+                                        f"{' '.join(out.stderr.split())[:300]}; fix: {fix}")
+        return []
+    return sorted({p.strip().rstrip("*") for p in out.stdout.split() if p.strip()})
+
+
+def slurm_conf_path() -> str:
+    """The ``slurm.conf`` SLURM's commands read: ``SLURM_CONF``, else ``/etc/slurm/slurm.conf``."""
+    return os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+
+
+def controller_hosts(conf: str | os.PathLike | None = None) -> list[str]:
+    """The controller hosts a ``slurm.conf`` names (``SlurmctldHost`` / the older ``ControlMachine``; empty when
+    the file cannot be read)."""
+    try:
+        text = Path(conf or slurm_conf_path()).read_text(errors="replace")
+    except OSError:
+        return []
+    return re.findall(r"^\s*(?:SlurmctldHost|ControlMachine)\s*=\s*(\S+)", text, flags=re.M | re.I)
+
+
+SLURM_FAILURES: list[tuple[str, str, str]] = [
+    ("controller", r"unable to contact slurm controller|slurm_?ctld.*(?:down|not respond)|"
+                   r"socket timed out on send/recv|zero bytes were transmitted or received|connection refused|"
+                   r"could not establish a configuration source|unable to establish controller machine", ""),
+    ("auth", r"invalid authentication credential|protocol authentication error|munge|auth/munge|"
+             r"authentication failure",
+     "SLURM refused this node's credentials: check that munged runs here (`munge -n | unmunge`) with the "
+     "cluster's munge key, and that this node's clock is right"),
+    ("partition", r"invalid partition name|invalid partition",
+     "launcher.slurm.partition: one `sinfo -s` lists"),
+    ("account", r"invalid account|account/partition combination",
+     "launcher.slurm.account: one `sacctmgr show assoc user=$USER` lists for that partition"),
+    ("qos", r"invalid qos",
+     "launcher.slurm.qos: one `sacctmgr show assoc user=$USER format=qos` lists (or null)"),
+    ("limit", r"maxsubmit|job limit|job violates accounting/qos policy|qosmax|assocmax|array size|maxarraysize",
+     "COUNT"),
+    ("time", r"time limit|requested time",
+     "launcher.timeout_min within the partition's MaxTime (`sinfo -o '%P %l'`)"),
+    ("memory", r"memory required by task is not available|memory specification",
+     "launcher.slurm.mem_gb within the nodes' memory (`sinfo -o '%P %m'`)"),
+    ("resources", r"requested node configuration is not available|invalid generic resource|gres|"
+                  r"more processors requested than permitted|cpu count",
+     "launcher.slurm cpus_per_task / gpus_per_node / mem_gb / additional within what the partition's nodes have "
+     "(`sinfo -o '%P %c %m %G'`)"),
+]
+"""(cause, pattern of SLURM's message, fix) in the order tried; the controller's fix names the ``slurm.conf`` read
+and its controller host (:func:`slurm_failure`), a limit's the job count (``COUNT``: the caller's)."""
+
+
+def slurm_failure(message: str) -> tuple[str, str]:
+    """What an ``sbatch`` / ``squeue`` / ``sinfo`` error message means, as ``(cause, fix)``.
+
+    ``cause`` is one of :data:`SLURM_FAILURES`' (``controller``: slurmctld cannot be reached; ``auth``,
+    ``partition``, ``account``, ``qos``, ``limit``, ``time``, ``memory``, ``resources``) or ``other``; ``fix`` is the
+    line a user acts on (``COUNT`` for ``limit``: the caller names its job count).
+
+    Examples
+    --------
+    >>> slurm_failure("sbatch: error: Batch job submission failed: Unable to contact slurm controller "
+    ...               "(connect failure)")[0]
+    'controller'
+    """
+    text = " ".join(str(message).split()).lower()
+    for cause, pattern, fix in SLURM_FAILURES:
+        if re.search(pattern, text):
+            if cause == "controller":
+                hosts = controller_hosts()
+                fix = (f"check that the SLURM controller answers (`scontrol ping`; slurmctld down? ask the cluster's "
+                       f"admins), that the slurm.conf read ({slurm_conf_path()}: "
+                       f"{'SLURM_CONF' if os.environ.get('SLURM_CONF') else 'SLURM_CONF unset'}) is your cluster's, "
+                       f"and that its controller host ({', '.join(hosts) or 'SlurmctldHost, not found in it'}) is reachable from "
+                       "this node; then rerun")
+            return cause, fix
+    return "other", ("check launcher.slurm (partition, account, qos, mem_gb, cpus_per_task, gpus_per_node) against "
+                     "`sinfo` / `sacctmgr show assoc`")
 
 
 def partition_gpus(partition: str) -> Optional[int]:
@@ -274,7 +374,13 @@ def _watch_parent(pid: int, every_s: float = 2.0) -> None:
 
 
 class SubmissionError(ConfigError):
-    """SLURM refused a job array (a job limit, a bad partition or account, an impossible request); nothing runs."""
+    """SLURM refused a job array (a job limit, a bad partition or account, an impossible request, a controller that
+    cannot be reached); nothing runs. The fix follows the cause (:func:`slurm_failure`)."""
+
+
+class SlurmUnreachableError(SubmissionError):
+    """The SLURM controller (slurmctld) does not answer this node: nothing can be submitted or watched; the message
+    names ``scontrol ping``, the ``slurm.conf`` read and its controller host."""
 
 
 def submit_jobs(ex, lc, calls: list[tuple], stage: str = "") -> list:
@@ -298,11 +404,55 @@ def submit_jobs(ex, lc, calls: list[tuple], stage: str = "") -> list:
         msg = " ".join(str(err).split())[:400]
         count = ("fewer --shards" if stage else
                  "lower cells_per_job's job count under your job limit (launcher.cells_per_job packs more cells per job)")
-        raise SubmissionError(f"sbatch refused the {stage + ' ' if stage else ''}job array of {len(calls)} job(s): "
-                              f"{msg}; fix: check launcher.slurm (partition, account, qos, mem_gb, cpus_per_task, "
-                              f"gpus_per_node) against `sinfo` / `sacctmgr show assoc`, or {count}; no job was "
-                              "started") from None
+        cause, fix = slurm_failure(str(err))
+        fix = {"limit": f"{count} (your job limit: `sacctmgr show assoc user=$USER format=maxsubmit,grpsubmit`)",
+               "other": f"{fix}, or {count}"}.get(cause, fix)
+        error = SlurmUnreachableError if cause == "controller" else SubmissionError
+        raise error(f"sbatch refused the {stage + ' ' if stage else ''}job array of {len(calls)} job(s): {msg}; "
+                    f"fix: {fix}; no job was started") from None
     return jobs
+
+
+@contextlib.contextmanager
+def sigint_ignored_by_children(active: bool = True):
+    """Start local workers (submitit's controller processes, and the job processes they start) with SIGINT ignored:
+    a terminal's Ctrl-C goes to the whole foreground process group, and a worker that took it would print
+    ``KeyboardInterrupt`` tracebacks (submitit's controller writes to this terminal). The command alone takes the
+    signal (:mod:`eegfm_bench.interrupt`) and stops its workers itself (:func:`stop_local_workers`). The ignored
+    disposition is inherited across ``exec`` (Python installs its ``KeyboardInterrupt`` handler only over
+    ``SIG_DFL``); this process's own handler is back once the workers are started."""
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def stop_local_workers(folder: str | os.PathLike) -> int:
+    """Kill the local workers this process started for the jobs of ``folder`` (submitit's controllers of
+    ``python -m submitit.local._local <folder>`` and every process under them) and wait until they are gone; returns
+    how many processes were stopped.
+
+    A worker's finished cells are already in the result store (part files published whole) and an unfinished cell's
+    ``last.ckpt`` is written whole or not at all (:class:`~eegfm_bench.trainer.VerifiedCheckpointIO`), so a kill
+    loses only the unfinished cell's current epoch; a rerun resumes it.
+    """
+    procs = []
+    for child in psutil.Process().children():
+        try:
+            cmd = child.cmdline()
+            if "submitit.local._local" in cmd and Path(cmd[-1]).resolve() == Path(folder).resolve():
+                procs += child.children(recursive=True) + [child]
+        except psutil.Error:  # already gone
+            continue
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=60)
+    return len(procs)
 
 
 _ACCOUNTING_NOTED = False
@@ -333,6 +483,15 @@ class QueueInfoWatcher(SlurmInfoWatcher):
             text = out.stdout if out.returncode == 0 else ""
         except (OSError, subprocess.TimeoutExpired):
             return
+        if out.returncode != 0 and slurm_failure(out.stderr)[0] in ("controller", "auth"):
+            # squeue could not ask: the jobs' states are unknown, not ended (a controller restart must not fail them)
+            if not getattr(self, "_unreachable_said", False):
+                tqdm.write(f"launcher slurm: squeue cannot reach the controller ({' '.join(out.stderr.split())[:200]}); "
+                           f"waiting for it: {slurm_failure(out.stderr)[1]}")
+                self._unreachable_said = True
+            self._last_status_check = time.time()
+            return
+        self._unreachable_said = False
         present = self.read_info("JobID|State|NodeList\n" + text)
         self._info_dict.update(present)
         if time.time() - self._start_time > 5:  # a job registered a moment ago may not be in squeue's view yet
@@ -391,13 +550,24 @@ def run_jobs(lc, cfg: ConfigRecord, cell_ids: list[str], out: Path, *, devices: 
     threads = (int(lc.threads) if lc.threads else max(1, (os.cpu_count() or 1) // max(1, len(parts)))) \
         if lc.kind == "local" else int(lc.slurm.cpus_per_task)
     parent = os.getpid() if lc.kind == "local" else None
-    jobs = submit_jobs(ex, lc, [(CellJob(), cfg, p, threads, kind, parent) for p in parts], stage)
+    with sigint_ignored_by_children(lc.kind == "local"):
+        jobs = submit_jobs(ex, lc, [(CellJob(), cfg, p, threads, kind, parent) for p in parts], stage)
     if lc.kind == "slurm":
         write_queue(out, jobs, parts)
         quiet_submitit_without_accounting(progress)
     if progress:
         tqdm.write(f"launcher {lc.kind}: {len(cell_ids)} cells in {len(jobs)} jobs "
                    f"({', '.join(str(j.job_id) for j in jobs)}); logs under {folder}")
+    try:
+        return _wait(jobs, parts, progress, collect)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM (eegfm_bench.interrupt): the local workers stop with this command
+        if lc.kind == "local":
+            stop_local_workers(folder)
+        raise
+
+
+def _wait(jobs: list, parts: list[list[str]], progress: bool, collect: dict | None) -> list[dict]:
+    """Wait for every job (:func:`run_jobs`); its failures, one dict per failed cell."""
     failures = []
     for job, p in tqdm(list(zip(jobs, parts)), desc="jobs", disable=not progress, unit="job"):
         try:
@@ -416,5 +586,6 @@ def run_jobs(lc, cfg: ConfigRecord, cell_ids: list[str], out: Path, *, devices: 
     return failures
 
 
-__all__ = ["CellJob", "SubmissionError", "chunks", "make_executor", "partition_gpus",
-           "run_jobs", "sbatch_preview", "slurm_parameters", "submit_jobs"]
+__all__ = ["CellJob", "LAUNCHER_KINDS", "SLURM_FAILURES", "SlurmUnreachableError", "SubmissionError", "chunks",
+           "controller_hosts", "make_executor", "partition_gpus", "run_jobs", "sbatch_preview", "sigint_ignored_by_children",
+           "slurm_conf_path", "slurm_failure", "slurm_parameters", "stop_local_workers", "submit_jobs"]
