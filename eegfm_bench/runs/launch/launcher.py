@@ -39,9 +39,8 @@ import subprocess
 import threading
 import time
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence
+from typing import Optional, Sequence
 
 import psutil
 import submitit
@@ -53,7 +52,6 @@ from submitit.core.utils import FailedJobError
 from submitit.slurm.slurm import SlurmInfoWatcher, _make_sbatch_string
 from tqdm.auto import tqdm
 
-from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import ConfigError, ConfigRecord, close_matches, closest_first, typed
 from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.runs.launch.running import pid_alive, write_queue
