@@ -7,6 +7,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+HANG_S = 3600
+"""The subprocess guard of a whole command run by a test (and the suite's ``--timeout``): a guard against a hang,
+not a deadline. It is many times a command's idle time, because CI may run the suite beside other work; at stop 40
+two copies of the suite beside five other jobs on 2 cores took the full documentation build past a 900 s guard."""
+
 REPO = Path(__file__).resolve().parents[1]
 _default = REPO.parent / "shared" / "data"
 if not os.environ.get("EEGFM_DATA") and _default.is_dir():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eegfm_testutils import REPO, cli_env, requires_data
+from eegfm_testutils import HANG_S, REPO, cli_env, requires_data
 
 
 def _third_party(w) -> bool:
@@ -76,7 +76,7 @@ def test_importing_and_calling_the_api_shows_no_third_party_warning(tmp_path):
     found = {}
     for k, call in calls.items():
         r = subprocess.run([sys.executable, "-c", code.format(call=call)], env={**cli_env(), "PYTHONWARNINGS": ""},
-                           cwd=REPO, capture_output=True, text=True, timeout=600)
+                           cwd=REPO, capture_output=True, text=True, timeout=HANG_S)
         assert r.returncode == 0, r.stderr[-2000:]
         recs = json.loads(r.stdout.strip().splitlines()[-1])
         found[k] = [m for c, f, m in recs

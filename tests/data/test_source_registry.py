@@ -20,7 +20,7 @@ from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.data.sources import SOURCES
 from eegfm_bench.data.spec import parse_task_spec
 from eegfm_bench.data.windows import load_windows
-from eegfm_testutils import REPO, cli_env, install_plugin, requires_data
+from eegfm_testutils import HANG_S, REPO, cli_env, install_plugin, requires_data
 
 PREP = Preprocessing(sfreq=80.0, l_freq=1.0, h_freq=30.0, scale=1e6, unit="µV", window_s=4.0)
 
@@ -126,7 +126,7 @@ def test_a_source_from_an_installed_package_is_named_in_a_task_and_ingests(tmp_p
             "'sum': float(np.asarray(ws.X, dtype='float64').sum())}))")
     env = cli_env()
     env["PYTHONPATH"] = f"{site}:{env['PYTHONPATH']}"
-    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     ref = load_windows(FILES_TASK, PREP, subjects=[0], cache_dir=tmp_path / "c", progress=False)
@@ -134,5 +134,5 @@ def test_a_source_from_an_installed_package_is_named_in_a_task_and_ingests(tmp_p
     assert got["sum"] == pytest.approx(float(np.asarray(ref.X, dtype="float64").sum()), rel=1e-9)
     # without the package the name is unknown, and the error lists the registered sources
     r = subprocess.run([sys.executable, "-c", code], env=cli_env(), cwd=REPO, capture_output=True, text=True,
-                       timeout=600)
+                       timeout=HANG_S)
     assert r.returncode != 0 and "unknown data source 'named_edf'" in r.stderr and "eegmmidb" in r.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eegfm_testutils import DATA, REPO, requires_data
+from eegfm_testutils import HANG_S, DATA, REPO, requires_data
 
 DOCS = REPO / "docs"
 
@@ -53,7 +53,7 @@ def test_fast_build_has_no_warning_and_no_unresolved_reference(tmp_path):
     out = tmp_path / "html"
     env = {**os.environ, "EEGFM_CACHE": str(tmp_path / "cache"), "MPLBACKEND": "Agg"}
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-D", "plot_gallery=0", "-b",
-                           "html", str(src), str(out)], capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
+                           "html", str(src), str(out)], capture_output=True, text=True, env=env, cwd=REPO, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "WARNING" not in proc.stderr, proc.stderr[-4000:]
     conf = (out / "reference" / "config.html").read_text()
@@ -82,7 +82,7 @@ def test_sphinx_build_with_warnings_as_errors(tmp_path):
            "MPLBACKEND": "Agg"}
     out = tmp_path / "html"
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(src),
-                           str(out)], capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
+                           str(out)], capture_output=True, text=True, env=env, cwd=REPO, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "WARNING" not in proc.stderr, proc.stderr[-4000:]
     page = (out / "generated" / "eegfm_bench.paired_cluster_bootstrap.html").read_text()

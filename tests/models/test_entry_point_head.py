@@ -12,7 +12,7 @@ import sys
 import pandas as pd
 import yaml
 
-from eegfm_testutils import REPO, cli_env, install_plugin, requires_data
+from eegfm_testutils import HANG_S, REPO, cli_env, install_plugin, requires_data
 
 PACKAGE = '''
 from eegfm_bench.models.heads import PoolingHead
@@ -44,7 +44,7 @@ def test_a_head_from_an_installed_package_runs_in_a_cv_and_is_a_probe_pooling(tm
     env = cli_env()
     env["PYTHONPATH"] = f"{site}:{env['PYTHONPATH']}"
     r = subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(tmp_path / "cv.yaml"),
-                        "--no-progress"], env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
+                        "--no-progress"], env=env, cwd=REPO, capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = pd.read_parquet(tmp_path / "cv" / "results.parquet")
     assert set(rows["head"]) == {"sum_ep"}
@@ -54,10 +54,10 @@ def test_a_head_from_an_installed_package_runs_in_a_cv_and_is_a_probe_pooling(tm
     code = ("from eegfm_bench.models.heads import token_poolings, pool_tokens\nimport numpy as np\n"
             "print(token_poolings(), pool_tokens(np.ones((1, 3, 2)), 'sum_ep').tolist())")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
-                         timeout=300, check=True).stdout.strip().splitlines()[-1]
+                         timeout=HANG_S, check=True).stdout.strip().splitlines()[-1]
     assert out == "['flatten', 'max', 'mean', 'sum_ep'] [[3.0, 3.0]]"
     # without the package on the path the name is unknown, and the error lists the installed heads
     r = subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(tmp_path / "cv.yaml"),
                         "--out_dir", str(tmp_path / "cv2"), "--no-progress"], env=cli_env(), cwd=REPO,
-                       capture_output=True, text=True, timeout=900)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 2 and "sum_ep" in r.stderr and "mean_tile" in r.stderr

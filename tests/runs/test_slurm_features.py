@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eegfm_testutils import REPO, requires_data
+from eegfm_testutils import HANG_S, REPO, requires_data
 
 pytestmark = [pytest.mark.slurm, requires_data]
 
@@ -34,7 +34,7 @@ def _cfg(path: Path, cache: Path) -> Path:
 
 def _cli(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "features", "--no-progress", *args],
-                          capture_output=True, text=True, cwd=REPO, timeout=900,
+                          capture_output=True, text=True, cwd=REPO, timeout=HANG_S,
                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from eegfm_testutils import REPO, requires_data
+from eegfm_testutils import HANG_S, REPO, requires_data
 
 pytestmark = [pytest.mark.slurm, requires_data]
 
@@ -24,7 +24,7 @@ FILES = ("X.npy", "labels.npz", "meta.json", "ingest_report.json", "ingest_repor
 def _cli(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "ingest", "--task", "eegmmidb_mi",
                            "--subjects", "1", "2", "--no-progress", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=900, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                          timeout=HANG_S, env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
 
 def _window_set(cache: Path) -> Path:
@@ -77,7 +77,7 @@ def test_cv_under_slurm_reads_the_recordings_in_an_ingest_array_before_the_cells
 
     def cv(path: Path) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(path)],
-                              capture_output=True, text=True, cwd=REPO, timeout=900,
+                              capture_output=True, text=True, cwd=REPO, timeout=HANG_S,
                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
     seq = cv(cfg(tmp_path / "seq", tmp_path / "cache_seq"))

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from eegfm_testutils import REPO, assert_bitwise_same_runs, cfg_near_threshold, requires_data
+from eegfm_testutils import HANG_S, REPO, assert_bitwise_same_runs, cfg_near_threshold, requires_data
 
 pytestmark = [pytest.mark.slurm, requires_data]
 
@@ -186,7 +186,7 @@ def test_a_preempted_or_timed_out_job_resumes_from_its_last_checkpoint(slurm_clu
     assert len(interrupted) == 2, "a cell finished before it could be interrupted"
     for job in interrupted.values():
         _make_eligible_now(job)
-    printed = proc.communicate(timeout=600)[0]
+    printed = proc.communicate(timeout=HANG_S)[0]
     assert proc.returncode == 0, printed[-3000:]
     for k, job in interrupted.items():
         log = (tmp_path / "sl" / "jobs" / f"{job}_0_log.out").read_text() + \
@@ -204,7 +204,7 @@ def test_the_near_threshold_fold_through_slurm_equals_the_sequential_run_bitwise
     sl_cfg.write_text(yaml.safe_dump(cfg_near_threshold(tmp_path / "sl", launcher=_slurm(slurm_cluster["partition"],
                                                                                         array_parallelism=2))))
     r = subprocess.run([sys.executable, "-m", "eegfm_bench.cli", "cv", "--config", str(seq_cfg), "--no-progress"],
-                       capture_output=True, text=True, cwd=REPO, timeout=600,
+                       capture_output=True, text=True, cwd=REPO, timeout=HANG_S,
                        env={**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "3"})
     assert r.returncode == 0, r.stderr[-3000:]
     r = _cli(["cv", "--config", str(sl_cfg), "--no-progress"])
