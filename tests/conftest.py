@@ -48,7 +48,8 @@ def data_root() -> Path:
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """A real single-node SLURM cluster (``tests/slurm_cluster.py``), started once per session and stopped after.
+    """A real single-node SLURM cluster (``tests/slurm_cluster.py``), started once per session (or found running)
+    and left running: another copy of the suite may share it.
 
     Skipped where SLURM's packages or root are missing, unless ``EEGFM_REQUIRE_SLURM=1`` (CI), which fails instead.
     """

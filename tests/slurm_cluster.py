@@ -3,7 +3,7 @@
 :func:`start` writes a munge key and a ``slurm.conf`` for this host (``proctrack/linuxproc``, ``task/none``,
 ``select/cons_tres`` with ``CR_Core_Memory``, the machine's cores and most of its memory, one default partition
 ``debug``, no accounting storage), starts ``munged``, ``slurmctld`` and ``slurmd`` and waits until ``sinfo`` shows
-the node idle; :func:`stop` stops what it started. A cluster that already answers is reused and left running.
+the node up. A cluster that already answers is reused, and the cluster is left running (:func:`stop`).
 Needs root (the daemons) and the packages: ``apt-get install -y slurm-wlm munge`` (``.ci/run`` installs them).
 """
 from __future__ import annotations
@@ -30,12 +30,14 @@ def available() -> str:
 
 
 def idle() -> bool:
-    """Whether ``sinfo`` answers and shows an idle (or mixed) node."""
+    """Whether ``sinfo`` answers and shows the node up: idle, mixed or allocated (another copy of the suite, or
+    another test, may be running jobs on it; a job of this suite then queues behind them)."""
     try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return out.returncode == 0 and any(s.strip().rstrip("*") in ("idle", "mix") for s in out.stdout.split())
+    return out.returncode == 0 and any(s.strip().rstrip("*") in ("idle", "mix", "alloc", "comp")
+                                       for s in out.stdout.split())
 
 
 def _conf(host: str) -> str:
@@ -54,7 +56,7 @@ def _conf(host: str) -> str:
         f"PartitionName={PARTITION} Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO", ""])
 
 
-def start(timeout_s: float = 90.0) -> dict:
+def start(timeout_s: float = 600.0) -> dict:
     """Start the cluster (or find it running); return ``{"partition", "started", "cpus", "mem_mb"}``.
 
     Raises
@@ -96,10 +98,7 @@ def start(timeout_s: float = 90.0) -> dict:
 
 
 def stop(info: dict) -> None:
-    """Stop the daemons :func:`start` started (none when it found a cluster running)."""
-    if not info.get("started"):
-        return
-    subprocess.run(["scancel", "--full", "--quiet", "--user", "root"], capture_output=True)
-    for daemon in ("slurmd", "slurmctld"):
-        if daemon in info.get("daemons", []):
-            subprocess.run(["pkill", "-x", daemon], capture_output=True)
+    """Leave the cluster running. Another copy of the suite on this machine may be using it (one ``slurmctld`` per
+    host): stopping its daemons, or cancelling root's jobs, as this function did until stop 40, would fail that
+    copy's SLURM tests. The daemons end with the machine; the next session finds the cluster answering."""
+    return None
