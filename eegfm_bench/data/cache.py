@@ -6,7 +6,9 @@ The cache root (``$EEGFM_CACHE`` or ``~/.cache/eegfm_bench``; a config's ``data.
 :mod:`eegfm_bench.models.features`), the file-digest index ``sha256.jsonl`` and the ingest reports of failed builds
 (``failed/``). Entries are keyed by content, so an entry of an old config or an edited file is never served again,
 but it stays on disk until pruned. Each open from the cache touches the entry's ``LAST_USED`` file, so pruning goes
-by when an entry was last read, not when it was built. Builds in progress (``<entry>.tmp*``,
+by when an entry was last read, not when it was built. A window set stores no window of its own: it reads them from
+the recordings' entries through its index (``index.npz``, :class:`eegfm_bench.data.windows.EntryWindows`), so a
+prune keeps every recording entry that a window set it keeps reads, however long ago the entry was built. Builds in progress (``<entry>.tmp*``,
 ``<entry>.partial-*``) are left alone until they are older than ``partial_hours``: a leftover of a killed run.
 
 **One builder per entry** (:class:`BuildLock`): any number of processes or SLURM jobs that need the same missing
@@ -19,13 +21,18 @@ from __future__ import annotations
 
 import os
 import shutil
+import zipfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from eegfm_bench.locks import ExclusiveLock
 
 USED = "LAST_USED"
+WINDOW_INDEX = "index.npz"
+"""A window set's index of its windows in the recordings' entries (:class:`eegfm_bench.data.windows.EntryWindows`)."""
 LOCKS = ".locks"
 """The folder beside the entries that holds their build locks (``<parent>/.locks/<entry>.lock``; not an entry)."""
 
@@ -136,7 +143,8 @@ def cache_entries(root: str | Path) -> list[CacheEntry]:
 def prune_plan(entries: list[CacheEntry], *, older_than_days: float, partial_hours: float = 24.0,
                now: float | None = None) -> list[CacheEntry]:
     """The entries a prune removes: complete entries (and failed-build reports) not read for ``older_than_days``
-    days, and unfinished builds untouched for ``partial_hours`` hours.
+    days, and unfinished builds untouched for ``partial_hours`` hours; never a recording entry that a window set it
+    keeps reads (:func:`entries_read_by`).
 
     Raises
     ------
@@ -146,9 +154,22 @@ def prune_plan(entries: list[CacheEntry], *, older_than_days: float, partial_hou
     if older_than_days < 0 or partial_hours < 0:
         raise ValueError(f"ages must be >= 0 (got older_than_days={older_than_days}, partial_hours={partial_hours})")
     now = time.time() if now is None else now
-    return [e for e in entries
-            if (e.kind == "partial" and now - e.last_used > partial_hours * 3600)
-            or (e.kind != "partial" and now - e.last_used > older_than_days * 86400)]
+    doomed = [e for e in entries
+              if (e.kind == "partial" and now - e.last_used > partial_hours * 3600)
+              or (e.kind != "partial" and now - e.last_used > older_than_days * 86400)]
+    gone = {e.path for e in doomed}
+    read = set().union(*(entries_read_by(e.path) for e in entries if e.kind == "windows" and e.path not in gone))
+    return [e for e in doomed if not (e.kind == "recording" and e.path.name in read)]
+
+
+def entries_read_by(window_set: Path) -> set[str]:
+    """The names of the recording entries (``recordings/<name>``) a window set reads its windows from (empty when
+    its index is unreadable)."""
+    try:
+        with np.load(Path(window_set) / WINDOW_INDEX) as ix:
+            return set(ix["entry"].astype(str).tolist())
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return set()
 
 
 def remove(entries: list[CacheEntry]) -> int:
@@ -195,4 +216,5 @@ def run_cache(root: str | Path | None = None, *, prune: bool = False, older_than
     return 0
 
 
-__all__ = ["default_cache_dir", "BuildLock", "CacheEntry", "cache_entries", "prune_plan", "remove", "cache_table", "run_cache", "mark_used"]
+__all__ = ["default_cache_dir", "BuildLock", "CacheEntry", "cache_entries", "prune_plan", "remove", "cache_table", "run_cache", "mark_used", "entries_read_by",
+           "WINDOW_INDEX"]

@@ -2,14 +2,26 @@
 
 :func:`load_windows` turns a task's recordings into a :class:`WindowSet` — ``X`` of shape
 ``(n_windows, n_chans, n_times)`` float32 in the backbone's unit (see ``meta["preprocessing"]``), labels,
-subject / recording / window index per window, channel names and provenance — and caches it as memory-mapped
-``.npy`` with its ingest report (``ingest_report.json`` / ``.md``, :class:`~eegfm_bench.data.qc.IngestReport`).
+subject / recording / window index per window, channel names and provenance — and caches it with its ingest report
+(``ingest_report.json`` / ``.md``, :class:`~eegfm_bench.data.qc.IngestReport`).
 
 A window set is built in two passes so that memory does not grow with the corpus (:func:`_build_cache`): every
-recording's windows go to their own cache entry as soon as they are cut (``n_jobs`` recordings at once, each in its
-own process), keeping only their labels; the channel set, the reference and ``windows.balance`` are then decided on
-the labels, and ``X.npy`` is written entry by entry. The windows, their order and the report equal the serial
+recording's windows go to their own cache entry (``<cache>/recordings/<task>-<key>/X.npy``) as soon as they are cut
+(``n_jobs`` recordings at once, each in its own process), keeping only their labels; the channel set, the reference
+and ``windows.balance`` are then decided on the labels. The windows, their order and the report equal the serial
 build's whatever ``n_jobs``.
+
+**The corpus is on disk once** (issue 35): the per-recording entries are the store. A window set's folder holds
+its labels, meta, ingest report and an index (``index.npz``: per window, its entry and its row there; per entry, the
+columns the channel set keeps), never the windows again; its ``X`` is an :class:`EntryWindows`, a read-only array
+that gathers the rows it is asked for from the entries' memmaps and applies the set's reference to them, the same
+operations on the same float32 values as the assembly used to write, so every window is bit for bit what the
+assembled ``X.npy`` held. Why this design rather than streaming every window into one final memmap: the entries
+are shared by every window set built from them (another subject subset, another reference, channel set or balance,
+the resumed or sharded build), so they must stay; a final copy is what doubled the disk. The assembly reads only
+the entries' headers, so it is cheap (the one step after a sharded ingest). A window set whose entry is missing or
+damaged (its ``X.npy`` absent or not the size recorded in the index) is rebuilt, with a line naming the entry;
+``eegfm-bench cache --prune`` keeps every entry a kept window set reads (:mod:`eegfm_bench.data.cache`).
 
 The preprocessing the windows are built with is resolved once, model → task → cv, by :func:`resolve_preprocessing`
 (a :class:`WindowPreprocessing`; the cv, ``plan`` and the paper plan read the same record).
@@ -17,7 +29,7 @@ The preprocessing the windows are built with is resolved once, model → task �
 The cache key is the sha256 of (the task's resolved spec, every recording's content hash — the sha256 of its
 bytes, remembered per file version by path + size + mtime + ctime + inode, :func:`~eegfm_bench.data.qc.file_sha256`
 — the preprocessing, the cache version). A file whose content changes gets a new key, so its windows are rebuilt,
-even when the edit keeps its size and restores its mtime. A second call with the same inputs opens the memmap and
+even when the edit keeps its size and restores its mtime. A second call with the same inputs opens the index and
 reads no recording.
 """
 from __future__ import annotations
@@ -40,7 +52,7 @@ from tqdm.auto import tqdm
 from eegfm_bench.config import ConfigError
 from eegfm_bench.data.ingest import (BENIGN_WARNINGS, DeclaredTask, balance_windows, cut_windows, ingest_recording,
                                      recording_label)
-from eegfm_bench.data.cache import BuildLock, default_cache_dir, mark_used
+from eegfm_bench.data.cache import WINDOW_INDEX as INDEX, BuildLock, default_cache_dir, mark_used
 from eegfm_bench.data.preprocessing import (Preprocessing, bandpass_native, capped_band, filter_native, notch_native,
                                             reference_windows, resample_to)
 from eegfm_bench.data.qc import IngestError, IngestReport, RecordingQC, capture_warnings, companion_files, file_sha256
@@ -48,6 +60,8 @@ from eegfm_bench.data.sources import DataNotFoundError, RecordingReadError
 from eegfm_bench.data.tasks import get_task
 
 CACHE_VERSION = 3
+LAYOUT = "entries-index"
+"""How a window set is stored (in its cache key, so a folder of another layout is never opened as this one)."""
 
 
 class NonFiniteWindowError(IngestError):
@@ -59,14 +73,182 @@ class MissingEntryError(IngestError):
     recording is named, never left out of the window set."""
 
 
+class DamagedEntryError(IngestError):
+    """A per-recording entry that a window set reads is gone or not what its index recorded (its ``X.npy`` of
+    another shape or size): the entry is named; loading the windows again rebuilds it."""
+
+
+class EntryWindows:
+    """The windows of a cached window set, read from the per-recording entries that store them (the corpus is on
+    disk once, module docstring): a read-only array of shape ``(n_windows, n_chans, n_times)``, float32.
+
+    Indexing as numpy's (an int, a slice, an integer or boolean array on the window axis, optionally followed by
+    indices of the channel and time axes) reads only the windows asked for: per entry, its rows from the entry's
+    memmap, the window set's columns, then the window set's reference (:func:`reference_windows`) — the operations
+    the assembly applied when it wrote an ``X.npy`` of its own, on the same float32 values, so every window is bit
+    for bit the same. ``np.asarray(X)`` reads them all. A pickled copy (a DataLoader worker) reopens the memmaps.
+
+    Parameters
+    ----------
+    root : path
+        The folder of the entries (``<cache>/recordings``).
+    entries : sequence of str
+        Entry folder names, one per recording (part) of the window set, in its order.
+    start : array of int, shape (n_parts + 1,)
+        The window index of each part's first window; ``start[-1]`` is ``n_windows``.
+    rows : array of int, shape (n_windows,)
+        Each window's row in its entry's ``X.npy``.
+    cols : array of int, shape (n_parts, n_chans)
+        The entry columns of each part's channels, in the window set's channel order.
+    entry_shape : array of int, shape (n_parts, 3)
+        The shape of each entry's ``X.npy`` (checked when it is opened).
+    entry_bytes : array of int, shape (n_parts,)
+        The size of each entry's ``X.npy`` in bytes (:meth:`damaged`).
+    reference : {"average", "none"}
+        The window set's reference, over its ``n_chans`` channels.
+
+    Raises
+    ------
+    DamagedEntryError
+        On reading: an entry whose ``X.npy`` is gone, unreadable or of another shape than the index recorded.
+    """
+
+    dtype = np.dtype(np.float32)
+    ndim = 3
+
+    def __init__(self, root, entries, start, rows, cols, entry_shape, entry_bytes, reference: str):
+        self.root = Path(root)
+        self.entries = [str(e) for e in entries]
+        self.start = np.asarray(start, dtype=np.int64)
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.cols = np.asarray(cols, dtype=np.int64)
+        self.entry_shape = np.asarray(entry_shape, dtype=np.int64)
+        self.entry_bytes = np.asarray(entry_bytes, dtype=np.int64)
+        self.reference = reference
+        self.shape = (int(self.start[-1]), int(self.cols.shape[1]), int(self.entry_shape[0, 2]))
+        n_ch = self.shape[1]
+        self._all_cols = (self.entry_shape[:, 1] == n_ch) & (self.cols == np.arange(n_ch)).all(axis=1)
+        self._maps: dict[int, np.ndarray] = {}
+
+    @classmethod
+    def open(cls, folder: Path, reference: str) -> "EntryWindows":
+        """The windows of the window set in ``folder``, from its ``index.npz`` (entries under
+        ``folder.parent / "recordings"``)."""
+        with np.load(Path(folder) / INDEX) as ix:
+            return cls(Path(folder).parent / "recordings", ix["entry"].astype(str), ix["start"], ix["row"],
+                       ix["cols"], ix["entry_shape"], ix["entry_bytes"], reference)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the windows once read (float32)."""
+        return self.size * self.dtype.itemsize
+
+    def damaged(self) -> list[tuple[Path, str]]:
+        """The entries whose ``X.npy`` is gone or not the size the index recorded: ``[(entry folder, why)]`` (stat
+        calls only, no window read)."""
+        out = []
+        for name, size in zip(self.entries, self.entry_bytes):
+            path = self.root / name / "X.npy"
+            try:
+                got = path.stat().st_size
+            except OSError:
+                out.append((path.parent, "its X.npy is gone"))
+                continue
+            if got != int(size):
+                out.append((path.parent, f"its X.npy holds {got} bytes, the index recorded {int(size)}"))
+        return out
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_maps": {}}
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        X = self._gather(np.arange(self.shape[0]))
+        return X if dtype is None else X.astype(dtype, copy=False)
+
+    def __getitem__(self, key) -> np.ndarray:
+        rest: tuple = ()
+        if isinstance(key, tuple):
+            key, rest = (key[0], key[1:]) if key else (slice(None), ())
+        rows, local = self._rows_of(key)
+        return self._gather(rows)[(local,) + rest]
+
+    def _rows_of(self, key) -> tuple[np.ndarray, Any]:
+        """The sorted windows that ``key`` (on the window axis) reads, and ``key`` on the array of those windows."""
+        n = self.shape[0]
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + (n if int(key) < 0 else 0)
+            if not 0 <= i < n:
+                raise IndexError(f"index {int(key)} is out of bounds for axis 0 with size {n}")
+            return np.array([i], dtype=np.int64), 0
+        if isinstance(key, slice):
+            return np.arange(n, dtype=np.int64)[key], slice(None)
+        if key is Ellipsis or key is None:
+            return np.arange(n, dtype=np.int64), key
+        idx = np.asarray(key)
+        if idx.dtype == bool:
+            if idx.shape != (n,):
+                raise IndexError(f"boolean index of shape {idx.shape} does not match axis 0 of size {n}")
+            return np.flatnonzero(idx), slice(None)
+        if idx.dtype.kind not in "iu":
+            raise IndexError(f"only integers, slices, Ellipsis, None and integer or boolean arrays are valid indices "
+                             f"(got {idx.dtype})")
+        idx = np.where(idx < 0, idx + n, idx).astype(np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise IndexError(f"index {int(idx.max() if idx.max() >= n else idx.min())} is out of bounds for axis 0 "
+                             f"with size {n}")
+        uniq, inv = np.unique(idx, return_inverse=True)
+        if idx.ndim == 1 and len(uniq) == len(idx) and np.array_equal(uniq, idx):
+            return uniq, slice(None)
+        return uniq, inv.reshape(idx.shape)
+
+    def _gather(self, rows: np.ndarray) -> np.ndarray:
+        """Windows ``rows`` (window indices) read entry by entry, shape ``(len(rows), n_chans, n_times)``."""
+        out = np.empty((len(rows),) + self.shape[1:], dtype=np.float32)
+        if not len(rows):
+            return out
+        part = np.searchsorted(self.start, rows, side="right") - 1
+        order = np.argsort(part, kind="stable")
+        for sel in np.split(order, np.flatnonzero(np.diff(part[order])) + 1):
+            p = int(part[sel[0]])
+            X = np.asarray(self._entry(p)[self.rows[rows[sel]]])
+            if not self._all_cols[p]:
+                X = X[:, self.cols[p]]
+            out[sel] = reference_windows(np.ascontiguousarray(X, dtype=np.float32), self.reference)
+        return out
+
+    def _entry(self, p: int) -> np.ndarray:
+        """Part ``p``'s entry ``X.npy``, memory-mapped once and checked against the index."""
+        X = self._maps.get(p)
+        if X is None:
+            path = self.root / self.entries[p] / "X.npy"
+            fix = "fix: load the windows again (the same command), which rebuilds the damaged entry"
+            try:
+                X = np.load(path, mmap_mode="r")
+            except (OSError, ValueError) as err:
+                raise DamagedEntryError(f"{path} cannot be read ({err}); {fix}") from err
+            if X.shape != tuple(self.entry_shape[p]) or X.dtype != self.dtype:
+                raise DamagedEntryError(f"{path} holds {X.dtype} {X.shape}, the window set's index recorded float32 "
+                                        f"{tuple(int(v) for v in self.entry_shape[p])}; {fix}")
+            self._maps[p] = X
+        return X
+
+
 @dataclass
 class WindowSet:
     """All windows of one task under one preprocessing.
 
     Attributes
     ----------
-    X : ndarray, shape (n_windows, n_chans, n_times), float32
-        Windows in ``meta["preprocessing"]["unit"]`` (memory-mapped when loaded from the cache).
+    X : ndarray or EntryWindows, shape (n_windows, n_chans, n_times), float32
+        Windows in ``meta["preprocessing"]["unit"]``; loaded from the cache, an :class:`EntryWindows` that reads
+        the rows asked for from the per-recording entries (``np.asarray(X)`` reads them all).
     y : ndarray, shape (n_windows,), int64
     subject, recording : ndarray of str, shape (n_windows,)
     window_index : ndarray of int64, shape (n_windows,)
@@ -287,7 +469,7 @@ def recording_fingerprints(src, recs, cache_dir: Path | None) -> list[dict]:
 def cache_key(task: DeclaredTask, fingerprints: list[dict], prep: Preprocessing) -> str:
     """sha256 (16 hex) of (task spec, recordings' content hashes, preprocessing, cache version)."""
     blob = json.dumps({"task": task.key, "files": [[f["recording"], f["sha256"], f["extra"]] for f in fingerprints],
-                       "prep": prep.to_dict(), "version": CACHE_VERSION}, sort_keys=True)
+                       "prep": prep.to_dict(), "version": CACHE_VERSION, "layout": LAYOUT}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -359,13 +541,14 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
     key = cache_key(task, fps, prep)
     folder = cdir / f"{task.name}-{key}"
     built = False
-    if not (folder / "COMPLETE").is_file():
+    if not (folder / "COMPLETE").is_file() or _damaged_entries(folder):
         with BuildLock(folder, f"the window set {folder.name}"):  # one builder, others wait
+            _drop_damaged(folder)
             if not (folder / "COMPLETE").is_file():
                 _build_cache(task, src, recs, fps, prep, folder, key, progress, listing.warnings, dict(src.skipped),
                              ingest_workers(n_jobs), build_missing)
                 built = True
-    ws = _open_cache(folder)
+    ws = open_window_set(folder)
     if not built:
         mark_used(folder)
     if progress and not built:
@@ -379,6 +562,30 @@ def load_windows(task: Any, prep: Preprocessing, *, data_root: str | os.PathLike
                 keep.extend(np.flatnonzero((ws.subject == s) & (ws.y == c))[:max_windows_per_subject])
         ws = ws.subset(np.sort(np.array(keep, dtype=np.int64)))
     return ws
+
+
+def _damaged_entries(folder: Path) -> list[tuple[Path, str]]:
+    """The per-recording entries a published window set reads that are gone or damaged (:meth:`EntryWindows.damaged`;
+    an unreadable index counts as the window set's own folder damaged)."""
+    if not (folder / "COMPLETE").is_file():
+        return []
+    try:
+        return EntryWindows.open(folder, "none").damaged()
+    except (OSError, ValueError, KeyError) as err:
+        return [(folder, f"its index {INDEX} cannot be read ({err})")]
+
+
+def _drop_damaged(folder: Path) -> None:
+    """A window set that reads a gone or damaged entry is removed with that entry (one line each, printed), so that
+    it is built again: the entry from its recording (or, in an assembly only, :class:`MissingEntryError`)."""
+    bad = _damaged_entries(folder)
+    for entry, why in bad:
+        tqdm.write(f"the window set {folder.name} reads {entry}, which is damaged ({why}): both are built again")
+        if entry != folder:
+            with BuildLock(entry, quiet=True):
+                shutil.rmtree(entry, ignore_errors=True)
+    if bad:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _dataset_preprocessing(per_rec: dict[str, dict]) -> dict:
@@ -692,7 +899,8 @@ def _publish_recording_entry(task: DeclaredTask, rec, qc: RecordingQC, win, root
 class _Part:
     """One recording's windows in an assembly, by reference: the entry holding them on disk and the selection the
     assembly makes (channels by ``channels.montage``, rows by ``windows.balance``). Only ``y`` is in memory; the
-    windows are read, one recording at a time, when the window set is written (:meth:`windows`)."""
+    window set's index records the selection (:func:`_write_window_set`) and :class:`EntryWindows` applies it when
+    the windows are read."""
 
     rec: Any
     names: list[str]
@@ -701,19 +909,10 @@ class _Part:
     cols: list[int] | None = None
     rows: np.ndarray | None = None
 
-    def windows(self) -> np.ndarray:
-        """The selected windows, shape ``(n_kept, len(names), n_times)`` float32, read from the entry."""
-        X = np.load(self.folder / "X.npy")
-        if self.rows is not None:
-            X = X[self.rows]
-        if self.cols is not None:
-            X = X[:, self.cols]
-        return X
-
 
 def _apply_reference(task: DeclaredTask, parts: list[_Part], qcs: dict[str, RecordingQC], reference: str) -> None:
     """The common average reference over each part's final channels, recorded per recording (the windows are
-    referenced as they are written, :func:`_write_window_set`); a reference over fewer than
+    referenced as they are read, :class:`EntryWindows`); a reference over fewer than
     ``channels.min_reference_channels`` channels is a finding."""
     least = int(task.spec.channels.min_reference_channels or 0)
     for part in parts:
@@ -884,32 +1083,40 @@ def _balance(task: DeclaredTask, parts: list[_Part], qcs: dict[str, RecordingQC]
 
 def _write_window_set(task: DeclaredTask, final: list[_Part], fps, prep: Preprocessing, folder: Path, key: str,
                       report: IngestReport) -> None:
-    """Write the assembled windows (``X.npy``, labels, meta, the ingest report) and publish them.
+    """Write the window set (its index, labels, meta and ingest report) and publish it.
 
-    ``X.npy`` is created at its final size (:func:`numpy.lib.format.open_memmap`, a sparse file) and filled entry by
-    entry with plain writes, each recording's windows read, selected and referenced on their own: memory holds one
-    recording's windows (a write through a shared mapping would keep every written page resident in this process).
+    No window is copied: the per-recording entries are the store (module docstring). ``index.npz`` records, per
+    window, its entry and row there, and per entry, the columns of the channel set and the shape and size of its
+    ``X.npy`` (read from the header: the assembly reads no window), which :class:`EntryWindows` reads through.
+
+    Raises
+    ------
+    DamagedEntryError
+        An entry whose ``X.npy`` cannot be read or does not hold its recording's windows and channels.
     """
     ch_names = final[0].names
     n = sum(len(p.y) for p in final)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp", dir=folder.parent))
-    X_all = np.lib.format.open_memmap(tmp / "X.npy", mode="w+", dtype=np.float32,
-                                      shape=(n, len(ch_names), prep.n_times))
-    offset = X_all.offset
-    del X_all
+    index: dict[str, list] = {"entry": [], "row": [], "cols": [], "entry_shape": [], "entry_bytes": []}
     rows = {"y": [], "subject": [], "recording": [], "window_index": []}
-    with open(tmp / "X.npy", "r+b") as f:
-        f.seek(offset)
-        for p in final:
-            X = reference_windows(np.ascontiguousarray(p.windows(), dtype=np.float32), prep.reference)
-            f.write(X.data)
-            del X
-            y, rec = p.y, p.rec
-            rows["y"].append(y)
-            rows["subject"] += [rec.subject] * len(y)
-            rows["recording"] += [rec.recording] * len(y)
-            rows["window_index"].append(np.arange(len(y)))
+    for p in final:
+        shape = _entry_shape(p, prep)
+        index["entry"].append(p.folder.name)
+        index["row"].append(np.flatnonzero(p.rows) if p.rows is not None else np.arange(len(p.y)))
+        index["cols"].append(list(p.cols) if p.cols is not None else list(range(shape[1])))
+        index["entry_shape"].append(shape)
+        index["entry_bytes"].append((p.folder / "X.npy").stat().st_size)
+        y, rec = p.y, p.rec
+        rows["y"].append(y)
+        rows["subject"] += [rec.subject] * len(y)
+        rows["recording"] += [rec.recording] * len(y)
+        rows["window_index"].append(np.arange(len(y)))
+    np.savez(tmp / INDEX, entry=np.array(index["entry"]),
+             start=np.concatenate([[0], np.cumsum([len(p.y) for p in final])]).astype(np.int64),
+             row=np.concatenate(index["row"]).astype(np.int64), cols=np.array(index["cols"], dtype=np.int64),
+             entry_shape=np.array(index["entry_shape"], dtype=np.int64),
+             entry_bytes=np.array(index["entry_bytes"], dtype=np.int64))
     np.savez(tmp / "labels.npz", y=np.concatenate(rows["y"]).astype(np.int64),
              subject=np.array(rows["subject"]), recording=np.array(rows["recording"]),
              window_index=np.concatenate(rows["window_index"]).astype(np.int64))
@@ -987,11 +1194,47 @@ def _check_montage(task: DeclaredTask, parts: list[_Part], qcs: dict[str, Record
     return out
 
 
-def _open_cache(folder: Path) -> WindowSet:
+def _entry_shape(p: _Part, prep: Preprocessing) -> tuple[int, int, int]:
+    """The shape of part ``p``'s entry ``X.npy`` from its header, checked against the part's windows and channels.
+
+    Raises
+    ------
+    DamagedEntryError
+        Unreadable, or not ``(windows of the recording, its channels, prep.n_times)`` float32.
+    """
+    path = p.folder / "X.npy"
+    try:
+        X = np.load(path, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        raise DamagedEntryError(f"{p.rec.recording}: its entry {path} cannot be read ({err}); fix: delete "
+                                f"{p.folder} and load the windows again") from err
+    n_rows = len(p.rows) if p.rows is not None else len(p.y)
+    if X.dtype != np.float32 or X.ndim != 3 or X.shape[0] != n_rows or X.shape[2] != prep.n_times or (
+            p.cols is None and X.shape[1] != len(p.names)) or (p.cols is not None and max(p.cols) >= X.shape[1]):
+        raise DamagedEntryError(f"{p.rec.recording}: its entry {path} holds {X.dtype} {X.shape}, not its {n_rows} "
+                                f"windows of {len(p.names)} channels x {prep.n_times} samples; fix: delete "
+                                f"{p.folder} and load the windows again")
+    return tuple(int(v) for v in X.shape)
+
+
+def open_window_set(folder: str | os.PathLike) -> WindowSet:
+    """A published window set of the cache (``<cache>/<task>-<key>/``), its ``X`` an :class:`EntryWindows` over
+    the per-recording entries (nothing is read but the labels and the index).
+
+    Parameters
+    ----------
+    folder : path
+
+    Returns
+    -------
+    WindowSet
+        ``meta["ingest_report"]`` is the path of its ``ingest_report.md``.
+    """
+    folder = Path(folder)
     meta = json.loads((folder / "meta.json").read_text())
     meta["ingest_report"] = str(folder / "ingest_report.md")
     arrays = np.load(folder / "labels.npz")
-    X = np.load(folder / "X.npy", mmap_mode="r")
+    X = EntryWindows.open(folder, (meta.get("reference") or {}).get("reference") or "none")
     return WindowSet(X, arrays["y"], arrays["subject"].astype(str), arrays["recording"].astype(str),
                      arrays["window_index"], np.full(len(arrays["y"]), meta["dataset"]), meta["ch_names"], float(meta["sfreq"]),
                      meta["class_names"], meta)

@@ -68,15 +68,20 @@ def test_a_second_window_builder_waits_and_opens_the_published_set(data_root, tm
     waiting.wait()
     assert t.is_alive(), box  # waiting on the lock
     assert not list((tmp_path / "b").glob(f"{name}.tmp*")) and not (tmp_path / "b" / "recordings").exists()
-    shutil.copytree(tmp_path / "a" / name, tmp_path / "b" / name)  # what the holder publishes
+    # what the holder publishes: the recordings' entries, then the window set (its index into them)
+    shutil.copytree(tmp_path / "a" / "recordings", tmp_path / "b" / "recordings")
+    shutil.copytree(tmp_path / "a" / name, tmp_path / "b" / name)
+    inodes = {f: f.stat().st_ino for f in (tmp_path / "b" / "recordings").rglob("X.npy")}
     lock.release()
     t.join()  # no deadline: a hang is pytest-timeout's
     assert "error" not in box, box.get("error")
     ws = box["value"]
-    np.testing.assert_array_equal(ws.X, first.X)
-    assert not (tmp_path / "b" / "recordings").exists()  # it read no recording of its own
+    np.testing.assert_array_equal(np.asarray(ws.X), np.asarray(first.X))
+    assert {f: f.stat().st_ino for f in (tmp_path / "b" / "recordings").rglob("X.npy")} == inodes  # none rebuilt
+    assert ws.X.root == tmp_path / "b" / "recordings"  # read from the published entries
     assert f"waiting for another process that is building the window set {name}" in capfd.readouterr().out
-    assert [e.kind for e in cache_entries(tmp_path / "b")] == ["windows"]  # the lock file is not an entry
+    kinds = sorted(e.kind for e in cache_entries(tmp_path / "b"))
+    assert kinds == ["recording"] * 3 + ["windows"]  # the lock files are not entries
 
 
 class ToyAdapter(nn.Module):

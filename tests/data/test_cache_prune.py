@@ -1,9 +1,12 @@
 """``eegfm-bench cache``: the cache root's entries are listed, and a prune removes those not read for N days and
-unfinished builds of killed runs, keeping an old entry that was read recently (its LAST_USED file)."""
+unfinished builds of killed runs, keeping an old entry that was read recently (its LAST_USED file) and the recording
+entries that a kept window set reads its windows from (the corpus is on disk once: the window set has no copy)."""
 from __future__ import annotations
 
 import os
 import time
+
+import numpy as np
 
 from eegfm_testutils import requires_data
 
@@ -35,12 +38,16 @@ def test_prune_removes_unread_entries_and_leftover_builds_but_keeps_recently_rea
     ws = load_windows("eegmat", prep128, **kw)
     read_now = ws.meta["ingest_report"].split(os.sep)[-2]
     doomed = {e.path.name for e in prune_plan(cache_entries(root), older_than_days=30)}
-    assert doomed == {n for n in entries if n != read_now} and "eegmat-dead.tmpab12" in doomed
+    reads = {str(n) for n in ws.X.entries}  # the 128 Hz window set's 4 recording entries, built 90 days ago
+    assert len(reads) == 4 and all(entries[n].kind == "recording" for n in reads)
+    assert doomed == {n for n in entries if n != read_now and n not in reads} and "eegmat-dead.tmpab12" in doomed
     assert main(["cache", "--cache-dir", str(root), "--prune", "--older-than", "30"]) == 0  # dry run
     assert "dry run: pass --yes" in capsys.readouterr().out and (root / first).exists() and (root / kept_name).exists()
     assert main(["cache", "--cache-dir", str(root), "--prune", "--older-than", "30", "--yes"]) == 0
     assert f"deleted {len(doomed)} entries" in capsys.readouterr().out
     assert [p.name for p in root.iterdir() if p.is_dir() and p.name.startswith("eegmat")] == [read_now]
     assert main(["cache", "--cache-dir", str(root)]) == 0
-    assert "1 entries" in capsys.readouterr().out
-    load_windows("eegmat", prep128, **kw)  # the surviving entry still serves
+    assert "5 entries" in capsys.readouterr().out  # the window set and the 4 recordings it reads
+    assert {p.name for p in (root / "recordings").iterdir() if not p.name.startswith(".")} == reads
+    again = load_windows("eegmat", prep128, **kw)  # the surviving entry still serves, its windows unchanged
+    np.testing.assert_array_equal(np.asarray(again.X), np.asarray(ws.X))

@@ -7,7 +7,7 @@ import pytest
 from eegfm_bench.data.montage import ChannelNameError, canonical_name, canonical_names
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.data.tasks import DataNotFoundError, Recording, RecordingReadError, get_task
-from eegfm_bench.data.windows import NonFiniteWindowError, load_windows
+from eegfm_bench.data.windows import EntryWindows, NonFiniteWindowError, load_windows
 from eegfm_bench.registry import UnknownNameError
 
 PREP = Preprocessing(sfreq=80.0, l_freq=1.0, h_freq=30.0, scale=1e6, unit="µV", window_s=4.0)
@@ -34,7 +34,7 @@ def test_eyes_windows_labels_car_and_cache_hit(data_root, tmp_path, monkeypatch)
     assert sorted(set(ws.subject)) == ["S001", "S002"]
     assert ws.ch_names[:4] == ["FC5", "FC3", "FC1", "FCz"] and "Iz" in ws.ch_names
     # common average reference: the channel mean is zero at every sample (float32 precision, µV)
-    assert np.abs(ws.X.mean(axis=1)).max() < 1e-3
+    assert np.abs(np.asarray(ws.X).mean(axis=1)).max() < 1e-3
     # plausible EEG amplitude in µV after band-pass
     assert 2 < np.abs(ws.X).mean() < 200
     assert ws.meta["preprocessing"]["notch"] == 60.0 and ws.meta["preprocessing"]["reference"] == "average"
@@ -43,7 +43,7 @@ def test_eyes_windows_labels_car_and_cache_hit(data_root, tmp_path, monkeypatch)
         raise AssertionError("EDF read on a cached run")
     monkeypatch.setattr(mne.io, "read_raw_edf", boom)
     ws2 = load_windows("eegmmidb_eyes", PREP, data_root=data_root, subjects=[1, 2], cache_dir=tmp_path, progress=False)
-    assert isinstance(ws2.X, np.memmap)
+    assert isinstance(ws2.X, EntryWindows)  # read from the per-recording entries
     np.testing.assert_array_equal(np.asarray(ws2.X), np.asarray(ws.X))
 
 

@@ -21,12 +21,12 @@ from eegfm_testutils import requires_data
 
 EEGNET = Preprocessing(sfreq=128.0, l_freq=1.0, h_freq=40.0, scale=1e6, unit="µV", window_s=4.0)
 LABRAM = Preprocessing(sfreq=200.0, l_freq=0.1, h_freq=75.0, scale=1e4, unit="100 µV", window_s=4.0)
-FILES = ("X.npy", "labels.npz", "meta.json", "ingest_report.json", "ingest_report.md")
+FILES = ("index.npz", "labels.npz", "meta.json", "ingest_report.json", "ingest_report.md")
 
 
 def _files(ws) -> dict[str, bytes]:
     folder = Path(ws.meta["ingest_report"]).parent
-    return {f: (folder / f).read_bytes() for f in FILES}
+    return {**{f: (folder / f).read_bytes() for f in FILES}, "X": np.asarray(ws.X).tobytes()}
 
 
 @requires_data
@@ -36,7 +36,7 @@ def test_parallel_ingestion_gives_the_serial_files_byte_for_byte(data_root, tmp_
     parallel = load_windows("eegmmidb_mi", EEGNET, cache_dir=tmp_path / "two", n_jobs=2, **kw)
     assert len(serial) == 90 and list(np.unique(serial.subject)) == ["S001", "S002"]  # 45 cues per subject
     a, b = _files(serial), _files(parallel)
-    for f in FILES:  # windows, labels / subjects / recordings in order, meta and the ingest report
+    for f in FILES + ("X",):  # windows, labels / subjects / recordings in order, meta and the ingest report
         assert a[f] == b[f], f
     # one read for two preprocessings (the per-recording entries filled in parallel), then assembled
     one = load_window_sets("eegmmidb_mi", [EEGNET, LABRAM], cache_dir=tmp_path / "sets", n_jobs=2, **kw)
@@ -53,7 +53,7 @@ def test_n_jobs_resolves_to_the_cores_of_the_job_or_is_refused():
 @requires_data
 def test_assembly_holds_one_recording_not_the_corpus(data_root, tmp_path):
     """With every recording's entry cached, assembling 9 recordings peaks at about what assembling 3 does: the
-    windows stream entry by entry into X.npy (an assembly that gathers them in RAM peaks ~3x higher)."""
+    assembly reads the entries' headers and writes the index (an assembly that gathers them in RAM peaks ~3x higher)."""
     cache = tmp_path / "c"
     kw = dict(data_root=data_root, cache_dir=cache, progress=False)
     load_windows("eegmmidb_mi", LABRAM, subjects=[1, 2, 3], **kw)  # fills the 9 per-recording entries

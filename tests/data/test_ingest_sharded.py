@@ -11,22 +11,23 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import eegfm_bench.runs.launch.ingest as ingest_mod
-from eegfm_bench.data.windows import MissingEntryError, load_windows
+from eegfm_bench.data.windows import MissingEntryError, load_windows, open_window_set
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.runs.launch.ingest import ShardError, run_ingest, shard_slices
 
 from eegfm_testutils import requires_data
 
-FILES = ("X.npy", "labels.npz", "meta.json", "ingest_report.json", "ingest_report.md")
+FILES = ("index.npz", "labels.npz", "meta.json", "ingest_report.json", "ingest_report.md")
 EEGNET = BACKBONES.get("eegnet").preprocessing
 
 
 def _files(ws_or_folder) -> dict[str, bytes]:
     folder = ws_or_folder if isinstance(ws_or_folder, Path) else Path(ws_or_folder.meta["ingest_report"]).parent
-    return {f: (folder / f).read_bytes() for f in FILES}
+    return {**{f: (folder / f).read_bytes() for f in FILES}, "X": np.asarray(open_window_set(folder).X).tobytes()}
 
 
 def _window_set(cache: Path) -> Path:
@@ -50,7 +51,7 @@ def test_local_two_shards_give_the_serial_files_byte_for_byte(data_root, tmp_pat
     assert "6 of 6 recordings lack their entry: 2 shard(s) of 3-3 recordings" in printed, printed
     assert len(list((tmp_path / "out" / "jobs").glob("*_result.pkl"))) == 2  # two jobs ran
     a, b = _files(serial), _files(_window_set(tmp_path / "sharded"))
-    for f in FILES:  # windows, labels / subjects / recordings in order, meta and the ingest report
+    for f in FILES + ("X",):  # windows, labels / subjects / recordings in order, meta and the ingest report
         assert a[f] == b[f], f
     assert len(serial) == 90
 

@@ -12,13 +12,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from eegfm_bench.data.windows import open_window_set
 
 from eegfm_testutils import HANG_S, REPO, requires_data
 
 pytestmark = [pytest.mark.slurm, requires_data]
 
-FILES = ("X.npy", "labels.npz", "meta.json", "ingest_report.json", "ingest_report.md")
+FILES = ("index.npz", "labels.npz", "meta.json", "ingest_report.json", "ingest_report.md")
 
 
 def _cli(args: list[str]) -> subprocess.CompletedProcess:
@@ -50,6 +53,7 @@ def test_ingest_as_a_two_shard_job_array_gives_the_sequential_files(slurm_cluste
     a, b = _window_set(tmp_path / "seq"), _window_set(tmp_path / "sl")
     for f in FILES:
         assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    assert np.asarray(open_window_set(a).X).tobytes() == np.asarray(open_window_set(b).X).tobytes()  # the windows
     again = _cli(["--cache-dir", str(tmp_path / "sl"), "--launcher", "slurm",
                   "--launcher.slurm.partition", slurm_cluster["partition"]])
     assert again.returncode == 0 and "lack their entry" not in again.stdout, again.stdout  # nothing to shard
