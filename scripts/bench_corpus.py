@@ -43,6 +43,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -236,6 +237,7 @@ def run_size(n: int, where: Path, data_root: Path, a) -> dict:
               f"s wall", flush=True)
     row["disk_total_bytes"] = du(where / "cache1")
     row["disk_windows_bytes"] = du(where / "cache1", skip="features")
+    shutil.rmtree(where)  # the next size's caches never sit beside this one's (the largest alone takes gigabytes)
     return row
 
 
