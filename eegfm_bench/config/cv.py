@@ -37,6 +37,11 @@ class DataConfig(ConfigRecord):
             one BLAS / OpenMP thread (joblib, loky): ``null`` or ``-1`` for every core the job may run on (what the
             launcher or SLURM gives it), or a whole number. The windows, their order and the ingest report do not
             depend on it (:func:`~eegfm_bench.data.windows.load_windows`).
+        feature_dtype: storage dtype of the frozen backbone's cached tokens (head-only cells, LP-FT's probing
+            stage, the ``features`` stage): ``float32``, or ``float16`` for half the feature cache's disk; the head
+            reads them cast back to float32. Part of the feature cache key (a float16 entry is never read as a
+            float32 one) and, when not ``float32``, of those cells' config hash; tokens beyond float16's range
+            (65504) are refused. Its measured effect on a head-only result: ``docs/guide/scaling.md``.
     """
 
     data_root: Optional[str] = None
@@ -49,6 +54,7 @@ class DataConfig(ConfigRecord):
     band: Optional[list[float]] = None
     window_shorten_s: float = 0.0
     n_jobs: Optional[int] = None
+    feature_dtype: Literal["float32", "float16"] = "float32"
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,13 @@ files of one cache entry. So feature extraction inherits devices, DDP and precis
 ``rows``), ``rows.npy`` (WindowSet row indices), ``meta.json`` and ``COMPLETE``. ``key`` hashes the backbone
 name and architecture, the sha256 of its weights (:func:`state_hash`: the same weights give the same entry
 whichever checkpoint file they came from), the window set's cache key, the rows' identities
-(recording, window index), the channel names, the requested parts, the storage dtypes, the Trainer precision and
-:data:`CACHE_VERSION`. An entry is written to ``<entry>.partial-<writer>`` and renamed when complete, so an interrupted run
+(recording, window index), the channel names, the requested parts, the storage dtypes (the tokens' dtype when it
+is not float32: a float16 entry is never opened for float32 tokens), the Trainer precision and :data:`CACHE_VERSION`. An entry is written to ``<entry>.partial-<writer>`` and renamed when complete, so an interrupted run
 never leaves a half entry that looks finished.
 
-**Parts**: ``tokens`` — ``tokens(x, ch_names)`` ``(n, n_tokens, d_model)`` float32; ``blocks`` — for every block
+**Parts**: ``tokens`` — ``tokens(x, ch_names)`` ``(n, n_tokens, d_model)``, stored float32, or float16 with
+``dtype="float16"`` (the cv's ``data.feature_dtype``: half the disk; readers cast each batch back to float32, and a
+value beyond float16's range is refused, never stored as ``inf``); ``blocks`` — for every block
 ``i`` the output reshaped by the adapter's ``block_to_tokens`` to ``(n, n_tokens_b, d_b)``, stored as
 ``block_tokens_XX`` (float16; only with ``store_block_tokens``) and its mean over tokens ``block_mean_XX``
 ``(n, d_b)`` (float32, pooled before the cast).
@@ -57,10 +59,17 @@ from eegfm_bench.trainer import build_trainer, pad_to_ranks, predict_gathered
 
 CACHE_VERSION = 3
 PARTS = ("tokens", "blocks")
+TOKEN_DTYPES = ("float32", "float16")
+"""Storage dtypes of the cached ``tokens`` (``data.feature_dtype``)."""
 
 
 class FeatureCacheError(RuntimeError):
     """A feature cache entry is missing a part, or the extraction's hooks did not fire."""
+
+
+class FeatureDtypeError(FeatureCacheError, EEGFMError):
+    """Tokens that do not fit the requested storage dtype (float16's largest finite value is 65504): refused
+    rather than stored as ``inf``; the message names the setting to change."""
 
 
 def state_hash(module: nn.Module) -> str:
@@ -85,9 +94,12 @@ def rows_hash(ws: WindowSet, rows: np.ndarray) -> str:
 
 
 def feature_key(adapter: nn.Module, ws: WindowSet, rows: np.ndarray, parts: Sequence[str], *,
-                store_block_tokens: bool = True, precision: Any = "32-true", weights: str | None = None) -> str:
+                store_block_tokens: bool = True, precision: Any = "32-true", weights: str | None = None,
+                dtype: str = "float32") -> str:
     """sha256 (16 hex) of everything that changes a cache entry (see the module docstring); a user model's
-    declaration and source file (:func:`~eegfm_bench.models.user.hashable_user_spec`) too."""
+    declaration and source file (:func:`~eegfm_bench.models.user.hashable_user_spec`) too. ``dtype`` (the tokens'
+    storage dtype) is hashed when it is not float32, so float32 entries keep the keys they had before the setting
+    existed."""
     user = getattr(adapter, "user_spec", None)
     if user is not None:
         user = {"user": hashable_user_spec(user)}
@@ -95,7 +107,8 @@ def feature_key(adapter: nn.Module, ws: WindowSet, rows: np.ndarray, parts: Sequ
                        "arch": getattr(adapter, "arch_kwargs", {}), "weights": weights or state_hash(adapter),
                        "ws": ws.meta.get("cache_key"), "rows": rows_hash(ws, rows), "ch_names": list(ws.ch_names),
                        "parts": sorted(parts), "block_tokens": bool(store_block_tokens) and "blocks" in parts,
-                       "precision": str(precision), "version": CACHE_VERSION}, sort_keys=True, default=str)
+                       "precision": str(precision), "version": CACHE_VERSION,
+                       **({"tokens_dtype": str(dtype)} if str(dtype) != "float32" else {})}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -190,8 +203,20 @@ class FeatureExtractor(L.LightningModule):
 
 
 # ============================================================================================ the writer
-def _dtype_for(part: str) -> np.dtype:
+def _dtype_for(part: str, tokens_dtype: str = "float32") -> np.dtype:
+    if part == "tokens":
+        return np.dtype(tokens_dtype)
     return np.dtype(np.float16) if part.startswith("block_tokens_") else np.dtype(np.float32)
+
+
+def _cast(part: str, v: np.ndarray, tokens_dtype: str) -> np.ndarray:
+    """``v`` in ``part``'s storage dtype; tokens that overflow a float16 store are refused."""
+    with np.errstate(over="ignore"):  # an overflow is refused below, with the fix
+        out = v.astype(_dtype_for(part, tokens_dtype))
+    if part == "tokens" and out.dtype != v.dtype and not np.array_equal(np.isfinite(out), np.isfinite(v)):
+        raise FeatureDtypeError(f"tokens up to {float(np.nanmax(np.abs(v))):.4g} do not fit {out.dtype} (largest "
+                                f"{float(np.finfo(out.dtype).max):.4g}); fix: data.feature_dtype: float32")
+    return out
 
 
 class FeatureWriter(BasePredictionWriter):
@@ -204,7 +229,7 @@ class FeatureWriter(BasePredictionWriter):
     rows : ndarray of int, shape (n,)
         Sorted WindowSet row indices the entry holds (row ``k`` of every array is window ``rows[k]``).
     meta : dict
-        Recorded in ``meta.json``.
+        Recorded in ``meta.json``; its ``tokens_dtype`` (default float32) is the tokens' storage dtype.
     """
 
     def __init__(self, folder: str | os.PathLike, rows: np.ndarray, meta: dict):
@@ -213,6 +238,7 @@ class FeatureWriter(BasePredictionWriter):
         self.partial = self.folder.with_name(self.folder.name + ".partial")
         self.rows = np.asarray(rows, dtype=np.int64)
         self.meta = dict(meta)
+        self.tokens_dtype = str(self.meta.get("tokens_dtype", "float32"))
         self._arrays: dict[str, np.ndarray] = {}
         self._written = np.zeros(len(self.rows), dtype=bool)
         self._chunks = 0
@@ -245,15 +271,16 @@ class FeatureWriter(BasePredictionWriter):
             for k, v in arrays.items():
                 if k not in self._arrays:
                     self._arrays[k] = np.lib.format.open_memmap(self.partial / f"{k}.npy", mode="w+",
-                                                                dtype=_dtype_for(k), shape=(len(self.rows),) + v.shape[1:])
-                self._arrays[k][pos] = v.astype(_dtype_for(k))
+                                                                dtype=_dtype_for(k, self.tokens_dtype),
+                                                                shape=(len(self.rows),) + v.shape[1:])
+                self._arrays[k][pos] = _cast(k, v, self.tokens_dtype)
             self._written[pos] = True
         else:
             d = self.partial / f"rank{trainer.global_rank}"
             d.mkdir(parents=True, exist_ok=True)
             np.save(d / f"index_{self._chunks:06d}.npy", index)
             for k, v in arrays.items():
-                np.save(d / f"{k}_{self._chunks:06d}.npy", v.astype(_dtype_for(k)))
+                np.save(d / f"{k}_{self._chunks:06d}.npy", _cast(k, v, self.tokens_dtype))
             self._chunks += 1
 
     def on_predict_epoch_end(self, trainer, pl_module) -> None:
@@ -292,7 +319,7 @@ class FeatureWriter(BasePredictionWriter):
                     v = np.load(f)
                     if k not in self._arrays:
                         self._arrays[k] = np.lib.format.open_memmap(self.partial / f"{k}.npy", mode="w+",
-                                                                    dtype=_dtype_for(k),
+                                                                    dtype=_dtype_for(k, self.tokens_dtype),
                                                                     shape=(len(self.rows),) + v.shape[1:])
                     self._arrays[k][pos[new]] = v[new]
                 self._written[pos] = True
@@ -354,7 +381,8 @@ class FeatureStore:
         return pos
 
     def tokens(self, block: int | None = None) -> np.ndarray:
-        """``(n, n_tokens, d)``: the backbone's tokens (``block=None``) or block ``block``'s (float16)."""
+        """``(n, n_tokens, d)``: the backbone's tokens (``block=None``; float32, or float16 in an entry extracted with
+        ``dtype="float16"``: a reader casts what it takes to float32) or block ``block``'s (float16)."""
         if block is None:
             return self.array("tokens")
         self._check(block)
@@ -439,7 +467,8 @@ class FeatureEntry:
 
 def feature_entry(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] = ("tokens",),
                   trainer: dict | None = None, rows: np.ndarray | None = None, store_block_tokens: bool = True,
-                  cache_dir: str | os.PathLike | None = None, weights: str | None = None) -> FeatureEntry:
+                  cache_dir: str | os.PathLike | None = None, weights: str | None = None,
+                  dtype: str = "float32") -> FeatureEntry:
     """The cache entry :func:`extract_features` reads or writes for these arguments (same meaning); nothing is
     computed but the weights hash.
 
@@ -447,7 +476,11 @@ def feature_entry(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] = (
     ------
     TypeError
         ``blocks`` requested from an adapter without ``block_to_tokens``.
+    ValueError
+        ``dtype`` not one of :data:`TOKEN_DTYPES`.
     """
+    if str(dtype) not in TOKEN_DTYPES:
+        raise ValueError(f"feature dtype {dtype!r}; valid: {TOKEN_DTYPES}")
     tr = dict(trainer or {"accelerator": "auto", "devices": 1, "precision": "32-true"})
     rows = np.arange(len(ws), dtype=np.int64) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
     if "blocks" in parts:
@@ -455,12 +488,13 @@ def feature_entry(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] = (
     name = getattr(adapter, "name", type(adapter).__name__)
     w = weights or state_hash(adapter)
     key = feature_key(adapter, ws, rows, parts, store_block_tokens=store_block_tokens,
-                      precision=tr.get("precision", "32-true"), weights=w)
+                      precision=tr.get("precision", "32-true"), weights=w, dtype=dtype)
     root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     n_blocks = len(list(adapter.blocks)) if "blocks" in parts else 0
     meta = {"backbone": name, "arch": getattr(adapter, "arch_kwargs", {}), "weights": w, "parts": list(parts),
             "n_blocks": n_blocks, "store_block_tokens": bool(store_block_tokens), "ws_cache_key": ws.meta.get("cache_key"),
-            "ch_names": list(ws.ch_names), "precision": str(tr.get("precision", "32-true")), "version": CACHE_VERSION}
+            "ch_names": list(ws.ch_names), "precision": str(tr.get("precision", "32-true")), "version": CACHE_VERSION,
+            "tokens_dtype": str(dtype)}
     return FeatureEntry(root / "features" / f"{name}-{key}", name, w, rows, tuple(parts), tr, bool(store_block_tokens),
                         meta)
 
@@ -468,7 +502,8 @@ def feature_entry(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] = (
 def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] = ("tokens",),
                      trainer: dict | None = None, rows: np.ndarray | None = None, batch_size: int = 32,
                      store_block_tokens: bool = True, cache_dir: str | os.PathLike | None = None,
-                     weights: str | None = None, progress: bool = False, num_workers: int = 0) -> FeatureStore:
+                     weights: str | None = None, progress: bool = False, num_workers: int = 0,
+                     dtype: str = "float32") -> FeatureStore:
     """A frozen backbone's features on windows of ``ws``, from the cache or computed by ``Trainer.predict``.
 
     Parameters
@@ -490,6 +525,9 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
         Cache root (default ``$EEGFM_CACHE``); entries go to ``<root>/features/``.
     weights : str, optional
         Precomputed :func:`state_hash` of the adapter.
+    dtype : {"float32", "float16"}
+        Storage dtype of ``tokens`` (part of the key): float16 halves the entry's tokens on disk; readers cast them
+        back to float32 batch by batch.
 
     Returns
     -------
@@ -499,11 +537,13 @@ def extract_features(adapter: nn.Module, ws: WindowSet, *, parts: Sequence[str] 
     ------
     FeatureCacheError
         A block hook that did not fire; windows not predicted.
+    FeatureDtypeError
+        Tokens beyond float16's range with ``dtype="float16"``.
     TypeError
         ``blocks`` requested from an adapter without ``block_to_tokens``.
     """
     entry = feature_entry(adapter, ws, parts=parts, trainer=trainer, rows=rows, store_block_tokens=store_block_tokens,
-                          cache_dir=cache_dir, weights=weights)
+                          cache_dir=cache_dir, weights=weights, dtype=dtype)
     folder = entry.folder
     # one builder per entry across jobs: rank 0 holds the entry's lock while its ranks build; a job that finds the
     # lock taken waits, then opens what the holder published

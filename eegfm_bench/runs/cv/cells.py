@@ -86,6 +86,9 @@ def compiled(model, spec):
 LP_FT = {"lp_ft": "full", "lp_lora": "lora"}
 """LP-FT regimes (linear probe first, then fine-tuning from that head) and the regime of their second stage."""
 
+TOKEN_REGIMES = ("head_only", *LP_FT)
+"""Regimes whose cells read the frozen backbone's cached ``tokens`` (LP-FT's first stage too)."""
+
 AUTO_MARGIN = 0.05
 """Fraction the batch-size finder takes off the largest size that fitted (headroom for memory fragmentation)."""
 
@@ -368,8 +371,9 @@ def cell_hash(cfg: CVConfig, run: RunConfig, head: str, data_key: str | None) ->
     settings, the optimiser, the trainer settings that change training
     (:func:`~eegfm_bench.trainer.hashable_trainer`: devices and precision included, progress bars and
     loggers not), the data selection and batch size, the window set's cache key (files, their sizes and times, the
-    preprocessing), the split, the seed and ``intra_op_threads`` when it is not the default (rows computed before
-    the setting existed keep their hashes). Not hashed: paths (``data_root``, ``cache_dir``, ``out_dir``),
+    preprocessing), the split, the seed, ``intra_op_threads`` when it is not the default (rows computed before
+    the setting existed keep their hashes) and ``data.feature_dtype`` when it is not float32 and the cell reads
+    cached tokens (:data:`TOKEN_REGIMES`). Not hashed: paths (``data_root``, ``cache_dir``, ``out_dir``),
     ``num_workers``, ``data.n_jobs`` (the windows do not depend on it), the run's other heads; a user model's ``lrp`` and ``pretraining_corpora`` (they change no number). A ``ridge``
     cell (closed form on the cached tokens) hashes neither the optimiser, the batch size nor the training-only
     trainer settings: only those an inference pass depends on (``precision``, ``inference_mode``,
@@ -389,6 +393,8 @@ def cell_hash(cfg: CVConfig, run: RunConfig, head: str, data_key: str | None) ->
                      **({} if closed_form else {"batch_size": d.batch_size}), "windows": data_key},
             "split": {k: v for k, v in cfg.split.to_dict().items() if k != "folds"}, "seed": cfg.seed,
             **({"intra_op_threads": int(cfg.intra_op_threads)} if int(cfg.intra_op_threads) != INTRA_OP_THREADS
+               else {}),
+            **({"feature_dtype": d.feature_dtype} if d.feature_dtype != "float32" and run.regime in TOKEN_REGIMES
                else {})}
     return config_hash(blob)
 

@@ -33,15 +33,12 @@ from eegfm_bench.models.features import (FeatureEntry, FeatureShardError, assemb
                                          extract_features, extract_shard, feature_entry, stage_plan)
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.config.cv import CVConfig
-from eegfm_bench.runs.cv.cells import (LP_FT, fixed_batch_size, load_config, model_preprocessing, run_init_seed,
-                                       run_trainer, windows_for)
+from eegfm_bench.runs.cv.cells import (TOKEN_REGIMES, fixed_batch_size, load_config, model_preprocessing,
+                                       run_init_seed, run_trainer, windows_for)
 from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.runs.launch.ingest import default_shards, sharded_fill, shards_note
 from eegfm_bench.runs.launch.launcher import as_launcher, run_jobs
 from eegfm_bench.trainer import fixed_numerics
-
-TOKEN_REGIMES = ("head_only", *LP_FT)
-"""Regimes whose cells read the frozen backbone's cached ``tokens`` (LP-FT's first stage too)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +87,7 @@ def _entry(cfg: CVConfig, run_index: int, windows: dict) -> tuple[FeatureEntry, 
     ws = windows_for(cfg, run.model, windows)
     backbone = stage_backbone(cfg, run, ws)
     return feature_entry(backbone, ws, parts=("tokens",), trainer=run_trainer(cfg, run),
-                         cache_dir=cfg.data.cache_dir), backbone, ws
+                         cache_dir=cfg.data.cache_dir, dtype=cfg.data.feature_dtype), backbone, ws
 
 
 def feature_shard(cfg: FeatureShards, progress: bool = False, worker_units: Sequence[str] = ()) -> dict:
@@ -166,7 +163,7 @@ def run_feature_stage(cfg: CVConfig, *, runs: Sequence[int] | None = None, shard
             with fixed_numerics(cfg.intra_op_threads):
                 extract_features(backbone, ws, parts=("tokens",), trainer=entry.trainer,
                                  batch_size=fixed_batch_size(cfg.data), cache_dir=cfg.data.cache_dir,
-                                 progress=progress)
+                                 progress=progress, dtype=cfg.data.feature_dtype)
             continue
         asked, resumed = int(shards or default_shards(lc)), (entry.stage / "plan.json").is_file()
         ranges = stage_plan(entry, asked, fixed_batch_size(cfg.data))

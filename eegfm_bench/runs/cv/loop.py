@@ -124,7 +124,7 @@ def _linear_probe_stage(ctx: CellContext, cell: Cell, model: FMClassifier, ws) -
     tr = run_trainer(cfg, run)
     lp = _build_model(ctx, cell, _datamodule(ctx, cell, ws), ws, cell.head, "head_only")
     lp_feats = extract_features(lp.backbone, ws, parts=("tokens",), trainer=tr, batch_size=fixed_batch_size(cfg.data),
-                                cache_dir=cfg.data.cache_dir, progress=ctx.progress)
+                                cache_dir=cfg.data.cache_dir, progress=ctx.progress, dtype=cfg.data.feature_dtype)
     lp_dm = _datamodule(ctx, cell, ws)
     lp_dm.use_tokens(lp_feats.array("tokens"))
     callbacks, ckpt = fit_callbacks(out / "checkpoints" / _cdir(cell) / f"fold{fold}", filename="lp",
@@ -215,7 +215,7 @@ def train_cell(ctx: CellContext, cell: Cell) -> TrainedCell:
     if cell.regime == "head_only":
         feats = extract_features(model.backbone, ws, parts=("tokens",), trainer=tr,
                                  batch_size=fixed_batch_size(cfg.data), cache_dir=cfg.data.cache_dir,
-                                 progress=ctx.progress)
+                                 progress=ctx.progress, dtype=cfg.data.feature_dtype)
         dm.use_tokens(feats.array("tokens"))
     if cfg.data.batch_size == "auto" and closed_form is None:  # a closed-form cell trains no batch
         _auto_batch_size(ctx, cell, model, dm)
