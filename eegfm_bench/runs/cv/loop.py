@@ -410,7 +410,7 @@ class CVLoop:
         window sets. Nothing to read: no job."""
         cfg, d = self.cfg, self.cfg.data
         preps = list(dict.fromkeys(model_preprocessing(cfg, r.model) for r in cfg.runs))
-        sharded_fill(cfg.task, preps, cfg.launcher, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
+        sharded_fill(cfg.resolved_task, preps, cfg.launcher, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
                      n_jobs=d.n_jobs, out_dir=self.out / "ingest", progress=self.progress)
 
     def _feature_stage(self) -> None:
