@@ -546,7 +546,7 @@ def identity_control(ctx: ControlsContext) -> dict:
                                  seed=int(idc.seed), progress=ctx.progress, subjects_a=wss[0].subject,
                                  subjects_b=wss[1].subject, group_by=idc.group_by)
     record = res.to_dict()
-    record.update(tasks=[ta, tb], shared_channels=shared, n_windows=[len(wss[0]), len(wss[1])],
+    record.update(tasks=list(idc.tasks), shared_channels=shared, n_windows=[len(wss[0]), len(wss[1])],
                   n_subjects=[int(np.unique(w.subject).size) for w in wss], family=idc.family,
                   seconds=time.time() - t0,
                   note="one unit per recording (mean feature vector); preprocessing "
