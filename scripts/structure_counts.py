@@ -1,5 +1,6 @@
 """The package's structure in numbers: function-local imports, config lookups by string, long functions,
-import cycles between modules, package-level back-edges and private names imported across modules.
+import cycles between modules, package-level back-edges, private names imported across modules and the calls that
+resolve a task (``get_task``, ``task_name``).
 
 Usage::
 
@@ -176,6 +177,18 @@ def private_imports() -> list[tuple[str, int, str]]:
     return out
 
 
+def task_resolutions(name: str = "get_task") -> list[tuple[str, int]]:
+    """Every call of ``name`` (``get_task``, or ``task_name``, which calls it) in the package: (file relative to the
+    package's parent, line). A command's loader resolves its task once and the typed config carries it
+    (``cfg.resolved_task``); code downstream takes that object instead of resolving the task again."""
+    out = []
+    for p in sorted(PKG.rglob("*.py")):
+        for x in ast.walk(ast.parse(p.read_text())):
+            if isinstance(x, ast.Call) and (getattr(x.func, "id", None) == name or getattr(x.func, "attr", None) == name):
+                out.append((str(p.relative_to(PKG.parent)), x.lineno))
+    return sorted(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--list", action="store_true")
@@ -196,6 +209,9 @@ def main(argv=None) -> int:
     print(f"package-level back-edges: {len(back)}")
     private = private_imports()
     print(f"private names imported across modules: {len(private)}")
+    for fn in ("get_task", "task_name"):
+        calls = task_resolutions(fn)
+        print(f"{fn} calls: {len(calls)} in {len({f for f, _ in calls})} files")
     if a.lookups:
         for m, n in sorted(LOOKUPS_PER_FILE.items(), key=lambda kv: -kv[1]):
             print(f"  lookups {n:4d}  {m}")
@@ -208,6 +224,9 @@ def main(argv=None) -> int:
             print(f"  back  {s} -> {t}")
         for f, line, what in private:
             print(f"  private  {f}:{line}  {what}")
+        for fn in ("get_task", "task_name"):
+            for f, line in task_resolutions(fn):
+                print(f"  {fn}  {f}:{line}")
     return 0
 
 

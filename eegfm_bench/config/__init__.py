@@ -24,7 +24,7 @@ import re
 import sys
 import types
 import typing
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import InitVar, asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence, Union
 
@@ -123,8 +123,8 @@ def command_parser(prog: str, schema: type | None = None, *, trainer: bool | dic
                        print_config=None)  # eegfm-bench has its own --print-config
     p.add_argument("--config", action=ActionConfigFile, help="YAML config file(s); later ones override earlier")
     if schema is not None:  # a schema's own `trainer` field (the typed record's) is the trainer section below
-        p.add_class_arguments(schema, None, fail_untyped=False,
-                              skip={"trainer"} if trainer and "trainer" in {f.name for f in fields(schema)} else None)
+        skip = ({"trainer"} if trainer and "trainer" in {f.name for f in fields(schema)} else set()) | resolved_names(schema)
+        p.add_class_arguments(schema, None, fail_untyped=False, skip=skip or None)
     for cls in extra:
         p.add_class_arguments(cls, None, fail_untyped=False)
     if trainer:
@@ -427,6 +427,14 @@ def merge_config(base: dict, over: dict | None, where: str = "", error: type[Val
 
 
 # ------------------------------------------------------------------------------------------ typed configs
+def resolved_names(schema: type) -> set[str]:
+    """The names of a schema's init-only fields (``dataclasses.InitVar``): what the command's loader resolves once
+    and the typed record carries (``CVConfig.resolved_task``: the task's
+    :class:`~eegfm_bench.data.ingest.DeclaredTask`). None of them is a key of the config: no option, not in
+    :meth:`ConfigRecord.to_dict` (so neither saved nor hashed), not compared; ``dataclasses.replace`` keeps them."""
+    return {k for k, t in typing.get_type_hints(schema).items() if isinstance(t, InitVar)}
+
+
 @dataclass(frozen=True)
 class ConfigRecord:
     """Base of the frozen config dataclasses (one per section: ``data``, ``split``, ``runs[i]``, ...).

@@ -5,7 +5,7 @@ Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Literal, Optional, Union
 
 from eegfm_bench.config import ConfigRecord, command_parser
@@ -252,6 +252,11 @@ class ControlsSplit(ConfigRecord):
 class ControlsConfig(ConfigRecord):
     """``eegfm-bench controls``: the negative-control suite of paper 001 on one task.
 
+    :func:`~eegfm_bench.runs.controls.config.load_config` resolves the tasks once: ``cfg.resolved_task`` is
+    ``task``'s :class:`~eegfm_bench.data.ingest.DeclaredTask` and ``cfg.resolved_identity`` the identity probe's two
+    (``None`` without one); neither is a key of the config, saved or hashed (``None`` on a config read back with
+    :func:`~eegfm_bench.config.read_saved`).
+
     Args:
         experiment: name in the rows.
         task: registered task (required).
@@ -302,6 +307,12 @@ class ControlsConfig(ConfigRecord):
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     trainer: dict[str, Any] = field(default_factory=dict)
+    resolved_task: InitVar[Any] = None  # DeclaredTask objects (data.ingest imports MNE: not imported here)
+    resolved_identity: InitVar[Any] = None
+
+    def __post_init__(self, resolved_task, resolved_identity):  # init-only: kept by `replace`, not fields
+        object.__setattr__(self, "resolved_task", resolved_task)
+        object.__setattr__(self, "resolved_identity", resolved_identity)
 
 
 SCRAMBLED_OPTIONAL = ("trainer", "optim", "backbone_kwargs", "head_kwargs", "lora", "pretrained")

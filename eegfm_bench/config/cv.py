@@ -5,7 +5,7 @@ Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Literal, Optional, Union
 
 from eegfm_bench.config import INTRA_OP_THREADS, ConfigRecord, command_parser
@@ -132,6 +132,11 @@ class RunConfig(ConfigRecord):
 class CVConfig(ConfigRecord):
     """``eegfm-bench cv``: cross-validate models × heads × regimes on one task.
 
+    :func:`~eegfm_bench.runs.cv.cells.load_config` resolves ``task`` once: ``cfg.resolved_task`` is its
+    :class:`~eegfm_bench.data.ingest.DeclaredTask` (what every cell, window and confound step reads; not a key of the
+    config, neither saved nor hashed: ``to_dict`` and the config hashes see ``task`` as written; ``None`` on a
+    config read back without the loader, :func:`~eegfm_bench.config.read_saved`).
+
     Parameters
     ----------
     experiment
@@ -191,6 +196,10 @@ class CVConfig(ConfigRecord):
     user_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     confound: Union[ConfoundConfig, bool] = field(default_factory=ConfoundConfig)
     trainer: dict[str, Any] = field(default_factory=dict)
+    resolved_task: InitVar[Any] = None  # a DeclaredTask (data.ingest imports MNE: not imported here)
+
+    def __post_init__(self, resolved_task):
+        object.__setattr__(self, "resolved_task", resolved_task)  # init-only: kept by `replace`, not a field
 
 
 def cv_parser(saved: bool = False):

@@ -5,7 +5,7 @@ Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Literal, Optional, Union
 
 from eegfm_bench.config import ConfigRecord
@@ -154,7 +154,8 @@ class ProvenanceEncoder(ConfigRecord):
 @dataclass(frozen=True)
 class ProvenanceRunConfig(ConfigRecord):
     """A provenance member's file (``scripts/provenance_demo.py --config``; paper 000), typed for planning and
-    checking (the script reads the same file).
+    checking (the script reads the same file). :func:`~eegfm_bench.runs.plan.paper.load_provenance_config` resolves
+    ``task`` once: ``cfg.resolved_task`` is its :class:`~eegfm_bench.data.ingest.DeclaredTask` (not a key).
 
     Args:
         task: registered task or task mapping.
@@ -175,3 +176,7 @@ class ProvenanceRunConfig(ConfigRecord):
     audit: AuditConfig
     experiment: str = "provenance"
     trainer: Optional[dict[str, Any]] = None
+    resolved_task: InitVar[Any] = None  # a DeclaredTask (data.ingest imports MNE: not imported here)
+
+    def __post_init__(self, resolved_task):
+        object.__setattr__(self, "resolved_task", resolved_task)  # init-only: kept by `replace`, not a field

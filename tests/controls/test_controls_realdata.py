@@ -337,7 +337,7 @@ def test_identity_datasets_without_shared_channels(tmp_path, monkeypatch):
 
     def renamed(cfg, task, prep, progress, **kw):
         ws = real(cfg, task, prep, progress, **kw)
-        if task == "eegmmidb_mi":  # pretend this dataset were recorded in a bipolar montage
+        if task.name == "eegmmidb_mi":  # (the task the loader resolved) pretend this dataset were recorded bipolar
             ws.ch_names = [f"{c}-REF" for c in ws.ch_names]
         return ws
 

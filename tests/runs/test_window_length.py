@@ -77,11 +77,14 @@ def test_a_resolved_preprocessing_is_refused_for_another_task(tmp_path):
 
 
 def test_plan_paper_counts_the_resolved_window():
+    from eegfm_bench.data.tasks import get_task
     from eegfm_bench.runs.plan.paper_plan import n_times
 
-    assert n_times("eegmmidb_mi", "labram") == 800  # 4 s at 200 Hz
-    assert n_times({"preset": "eegmmidb_mi", "window_s": 3.0}, "labram") == 600
-    assert n_times("ku_erp", "eegnet") == 128
+    # n_times takes the task a member's loader resolved (its config's resolved_task)
+    assert n_times(get_task("eegmmidb_mi"), "labram") == 800  # 4 s at 200 Hz
+    assert n_times(get_task({"preset": "eegmmidb_mi", "window_s": 3.0}), "labram") == 600
+    assert n_times(get_task("ku_erp"), "eegnet") == 128
+    assert n_times(load_config({"task": "eegmmidb_mi", "runs": [{"model": "eegnet"}]}).resolved_task, "labram") == 800
 
 
 def test_a_user_event_locked_task_gets_the_offset_band_check(tmp_path):

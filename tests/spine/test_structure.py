@@ -132,3 +132,41 @@ def test_a_config_is_read_by_attribute_only():
         cfg["data"]
     with pytest.raises(AttributeError):
         cfg.get("data")
+
+
+# The calls that resolve a task (``get_task``; ``task_name`` calls it) and where they may stay: each command's loader
+# resolves its task once and the typed config carries it (``cfg.resolved_task``); cells, windows, confound, controls
+# steps and the paper plan take that object. Each entry says why the file resolves.
+GET_TASK_ALLOWED = {
+    "eegfm_bench/data/tasks.py": 1,  # task_name: the public helper that names a task by resolving it
+    "eegfm_bench/data/windows.py": 3,  # the public window API (load_windows, load_window_sets, resolve_preprocessing)
+    #                                    takes a name, a mapping or a resolved task: a no-op on the latter
+    "eegfm_bench/commands.py": 1,  # `eegfm-bench tasks`: lists every preset
+    "eegfm_bench/runs/cv/cells.py": 1,  # the cv loader (load_config)
+    "eegfm_bench/runs/controls/config.py": 1,  # the controls loader (the task and the identity probe's two)
+    "eegfm_bench/runs/plan/paper.py": 1,  # a paper's provenance member's loader (load_provenance_config)
+    "eegfm_bench/reports/page.py": 1,  # the class names of a run saved before ingest reports kept them (read_saved)
+    "eegfm_bench/provenance/data.py": 1,  # the public subject_metadata(task, ...)
+    "eegfm_bench/runs/launch/ingest.py": 2,  # `eegfm-bench ingest` and the sharded fill (they take a name too)
+}
+TASK_NAME_ALLOWED = {  # a window set's meta names its task; these fall back to resolving when it does not
+    "eegfm_bench/data/datamodule.py": 1,
+    "eegfm_bench/callbacks/attribution.py": 1,
+    "eegfm_bench/callbacks/probes.py": 1,
+}
+
+
+def test_a_task_is_resolved_once_by_the_loaders(sc):
+    """Issue 36 item 2: the task is resolved once, by each command's loader, and the typed config carries it
+    (``CVConfig.resolved_task``, ``ControlsConfig.resolved_task`` / ``resolved_identity``,
+    ``ProvenanceRunConfig.resolved_task``). Before: 34 ``get_task`` calls in 13 files (and 10 ``task_name`` calls in
+    7) re-resolved it from ``cfg.task`` in cells, confound, controls steps, the paper plan, ...; a new call outside
+    :data:`GET_TASK_ALLOWED` (or more than it allows) fails here: take ``cfg.resolved_task`` instead."""
+    from collections import Counter
+
+    for fn, allowed in (("get_task", GET_TASK_ALLOWED), ("task_name", TASK_NAME_ALLOWED)):
+        calls = sc.task_resolutions(fn)
+        per_file = Counter(f for f, _ in calls)
+        over = {f: n for f, n in per_file.items() if n > allowed.get(f, 0)}
+        assert over == {}, f"{fn} called outside the loaders: {[c for c in calls if c[0] in over]}; fix: read the " \
+                           "resolved task the config carries (cfg.resolved_task)"

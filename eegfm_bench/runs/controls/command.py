@@ -82,7 +82,6 @@ from eegfm_bench.controls.identity import shared_channels
 from eegfm_bench.controls.permutation import check_scheme, infer_scheme
 from eegfm_bench.controls.probes import ProbeSpec, encode_labels
 from eegfm_bench.data.splits import SplitConfigError, SplitSpec, make_split, save_or_verify
-from eegfm_bench.data.tasks import get_task
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import check_stop
 from eegfm_bench.locks import out_dir_lock
@@ -187,8 +186,8 @@ def _build_context(cfg: ControlsConfig, cv_cfg: CVConfig | None, out: Path, *, p
     SplitMismatchError
         The cv run's ``splits.json`` does not match these windows.
     """
-    task = get_task(cfg.task)
-    ws = load_task_windows(cfg, cfg.task, cfg.features.preprocessing, progress, subjects=cfg.data.subjects,
+    task = cfg.resolved_task
+    ws = load_task_windows(cfg, task, cfg.features.preprocessing, progress, subjects=cfg.data.subjects,
                   max_windows=cfg.data.max_windows_per_subject)
     y_idx, classes = encode_labels(ws.y)
     subjects = np.asarray(ws.subject).astype(str)
@@ -296,12 +295,12 @@ def _check_model_windows(ctx: ControlsContext) -> None:
 def _check_identity_channels(cfg: ControlsConfig, *, progress: bool) -> None:
     """The identity probe's two datasets share channels (the error names each dataset's channels)."""
     idc = cfg.identity
-    ta, tb = idc.tasks
-    wa = load_task_windows(cfg, ta, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(get_task(ta).name),
+    ta, tb = cfg.resolved_identity
+    wa = load_task_windows(cfg, ta, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(ta.name),
                   max_windows=idc.max_windows_per_subject)
-    wb = load_task_windows(cfg, tb, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(get_task(tb).name),
+    wb = load_task_windows(cfg, tb, cfg.features.preprocessing, progress, subjects=(idc.subjects or {}).get(tb.name),
                   max_windows=idc.max_windows_per_subject)
-    shared_channels(wa.ch_names, wb.ch_names, (get_task(ta).dataset, get_task(tb).dataset))
+    shared_channels(wa.ch_names, wb.ch_names, (ta.dataset, tb.dataset))
 
 
 def _launch_adaptations(ctx: ControlsContext, cv_cfg: CVConfig | None, *, progress: bool) -> None:

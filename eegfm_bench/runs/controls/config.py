@@ -10,7 +10,7 @@ cv run) declares are registered and dry-run here too.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -32,7 +32,7 @@ from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.runs.cv.output import CVRun
 from eegfm_bench.trainer import check_trainer
 from eegfm_bench.config.controls import (controls_parser, ControlsFeatures, ControlsProbe, ControlsScrambled,
-    ControlsIdentity, ControlsConfig)
+    ControlsConfig)
 
 DEFAULT_FEATURE_PREPROCESSING = {
     "sfreq": 200.0, "l_freq": 0.5, "h_freq": 70.0, "scale": 1e6, "unit": "µV", "window_s": 4.0,
@@ -112,8 +112,7 @@ def _loaded(source, args, with_cv: bool) -> tuple[ControlsConfig, CVConfig | Non
         return _resolved(raw, cv_of[0])
 
     cfg = load_typed(controls_parser(), ControlsConfig, source, args, prepare=prepare)
-    _check_controls(cfg)
-    return cfg, cv_of[0]
+    return _check_controls(cfg), cv_of[0]
 
 
 def _required(raw: dict) -> None:
@@ -228,11 +227,13 @@ def _resolved_model(raw: dict, i: int, m: dict) -> dict:
 
 
 # ================================================================================== checks on the typed config
-def _check_controls(cfg: ControlsConfig) -> None:
+def _check_controls(cfg: ControlsConfig) -> ControlsConfig:
     """The checks that need no data: the trainer, launcher and task, the user models (one batch through each), the
     features (:func:`_check_features`), the probe and statistics (:func:`_check_probe_and_statistics`,
     :func:`check_probe_overrides`), the models (:func:`_check_models`), the cv claims, each scrambled-label entry
     (:func:`_check_scrambled`) and the identity probe (:func:`_check_identity`).
+
+    Returns the config with its tasks resolved once (:func:`_resolve_tasks`).
 
     Raises
     ------
@@ -240,7 +241,7 @@ def _check_controls(cfg: ControlsConfig) -> None:
     """
     check_trainer(cfg.trainer, "trainer")
     check_launcher(cfg.launcher, trainer=cfg.trainer)
-    get_task(cfg.task)
+    cfg = _resolve_tasks(cfg)
     _check_user_models(cfg)
     _check_features(cfg.features)
     _check_probe_and_statistics(cfg)
@@ -249,7 +250,8 @@ def _check_controls(cfg: ControlsConfig) -> None:
     _check_cv_claims(cfg)
     for i, s in enumerate(cfg.scrambled):
         _check_scrambled(cfg, i, s)
-    _check_identity(cfg.identity)
+    _check_identity(cfg)
+    return cfg
 
 
 def _check_user_models(cfg: ControlsConfig) -> None:
@@ -355,15 +357,29 @@ def _check_scrambled(cfg: ControlsConfig, i: int, s: ControlsScrambled) -> None:
         raise ConfigError(f"scrambled[{i}].scheme {s.scheme!r}; fix: auto or one of {SCHEMES}")
 
 
-def _check_identity(idc: ControlsIdentity | None) -> None:
+def _resolve_tasks(cfg: ControlsConfig) -> ControlsConfig:
+    """The controls' one resolution of its tasks (validated): ``cfg`` with ``resolved_task`` (``task``'s
+    :class:`~eegfm_bench.data.ingest.DeclaredTask`) and ``resolved_identity`` (the identity probe's two, or None).
+
+    Raises
+    ------
+    ConfigError, UnknownNameError
+        An invalid task, or ``identity.tasks`` not a list of two.
+    """
+    idc = cfg.identity
+    if idc is not None and (not isinstance(idc.tasks, list) or len(idc.tasks) != 2):
+        raise ConfigError("identity.tasks must name two tasks (e.g. [eegmmidb_mi, eegmat])")
+    tasks = [get_task(t) for t in [cfg.task, *(idc.tasks if idc is not None else [])]]
+    return replace(cfg, resolved_task=tasks[0], resolved_identity=tuple(tasks[1:]) if idc is not None else None)
+
+
+def _check_identity(cfg: ControlsConfig) -> None:
     """The identity probe names two tasks of two datasets and a handcrafted family."""
+    idc = cfg.identity
     if idc is None:
         return
-    if not isinstance(idc.tasks, list) or len(idc.tasks) != 2:
-        raise ConfigError("identity.tasks must name two tasks (e.g. [eegmmidb_mi, eegmat])")
-    for t in idc.tasks:
-        get_task(t)
-    if get_task(idc.tasks[0]).dataset == get_task(idc.tasks[1]).dataset:
+    ta, tb = cfg.resolved_identity
+    if ta.dataset == tb.dataset:
         raise ConfigError(f"identity.tasks {idc.tasks} come from the same dataset; fix: two datasets")
     if idc.family not in FAMILIES:
         raise ConfigError(f"identity.family {idc.family!r}; fix: one of {list(FAMILIES)}")

@@ -37,7 +37,6 @@ from eegfm_bench.controls.identity import dataset_identity_probe, shared_channel
 from eegfm_bench.controls.permutation import permutation_test
 from eegfm_bench.controls.probes import ProbeResult, metrics_rows, evaluate_probe, paired_comparison
 from eegfm_bench.data.preprocessing import Preprocessing, reference_windows
-from eegfm_bench.data.tasks import get_task
 from eegfm_bench.data.windows import load_windows, select_channels, window_reference
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.features import extract_features
@@ -238,7 +237,7 @@ def model_windows(ctx: ControlsContext, model: str):
     prep = BACKBONES.get(model).preprocessing
     k = json.dumps(prep.to_dict(), sort_keys=True)
     if k not in ctx.ws_cache:
-        ctx.ws_cache[k] = load_task_windows(ctx.cfg, ctx.cfg.task, prep.to_dict(), ctx.progress, subjects=ctx.cfg.data.subjects,
+        ctx.ws_cache[k] = load_task_windows(ctx.cfg, ctx.cfg.resolved_task, prep.to_dict(), ctx.progress, subjects=ctx.cfg.data.subjects,
                                    max_windows=ctx.cfg.data.max_windows_per_subject)
     return ctx.ws_cache[k]
 
@@ -520,8 +519,8 @@ def permutation_control(ctx: ControlsContext, rep: Rep, get_X) -> dict:
 def identity_control(ctx: ControlsContext) -> dict:
     """Dataset-identity probe (§4.4) on the handcrafted family of two tasks' recordings, resumable."""
     idc = ctx.cfg.identity
-    ta, tb = idc.tasks
-    names = (get_task(ta).dataset, get_task(tb).dataset)
+    ta, tb = ctx.cfg.resolved_identity
+    names = (ta.dataset, tb.dataset)
     chash = config_hash({"step": "identity", "identity": idc.to_dict(), "features": ctx.cfg.features.to_dict()})
     unit = ctx.store.unit(chash, task=f"identity:{names[0]}-vs-{names[1]}", model=f"handcrafted_{idc.family}",
                           init="none", regime="frozen_probe", head="probe_logreg", seed=int(idc.seed),
@@ -533,21 +532,21 @@ def identity_control(ctx: ControlsContext) -> dict:
         record["encoders"] = [_identity_encoder(ctx, m, record["shared_channels"], names) for m in ctx.cfg.models]
         return record
     subj = idc.subjects or {}
-    wss = [load_task_windows(ctx.cfg, t, ctx.cfg.features.preprocessing, ctx.progress, subjects=subj.get(get_task(t).name),
+    wss = [load_task_windows(ctx.cfg, t, ctx.cfg.features.preprocessing, ctx.progress, subjects=subj.get(t.name),
                     max_windows=idc.max_windows_per_subject) for t in (ta, tb)]
     shared = shared_channels(wss[0].ch_names, wss[1].ch_names, names)  # raises, listing each dataset's channels
     t0 = time.time()
     Fs = []
     for t, w in zip((ta, tb), wss):
         names_w = {c.lower(): c for c in w.ch_names}
-        Fs.append(_features(ctx, idc.family, w, [names_w[c.lower()] for c in shared], f"identity-{get_task(t).name}"))
+        Fs.append(_features(ctx, idc.family, w, [names_w[c.lower()] for c in shared], f"identity-{t.name}"))
     res = dataset_identity_probe(Fs[0], wss[0].recording, Fs[1], wss[1].recording, names=names,
                                  n_folds=int(idc.n_folds), pca_k=int(idc.pca_k), C=float(idc.C),
                                  n_permutations=int(idc.n_permutations), n_balanced=int(idc.n_balanced),
                                  seed=int(idc.seed), progress=ctx.progress, subjects_a=wss[0].subject,
                                  subjects_b=wss[1].subject, group_by=idc.group_by)
     record = res.to_dict()
-    record.update(tasks=[ta, tb], shared_channels=shared, n_windows=[len(wss[0]), len(wss[1])],
+    record.update(tasks=list(idc.tasks), shared_channels=shared, n_windows=[len(wss[0]), len(wss[1])],
                   n_subjects=[int(np.unique(w.subject).size) for w in wss], family=idc.family,
                   seconds=time.time() - t0,
                   note="one unit per recording (mean feature vector); preprocessing "
@@ -594,8 +593,8 @@ def _identity_encoder(ctx: ControlsContext, m: ControlsModel, shared: list[str],
     subj = idc.subjects or {}
     feats, units, subjects = [], [], []
     adapter = None
-    for t in idc.tasks:
-        ws = load_task_windows(cfg, t, prep, ctx.progress, subjects=subj.get(get_task(t).name),
+    for t in cfg.resolved_identity:
+        ws = load_task_windows(cfg, t, prep, ctx.progress, subjects=subj.get(t.name),
                       max_windows=idc.max_windows_per_subject)
         low = {c.lower(): i for i, c in enumerate(ws.ch_names)}
         idx = [low[c.lower()] for c in shared]

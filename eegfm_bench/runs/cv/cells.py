@@ -49,7 +49,7 @@ from eegfm_bench.config import (INTRA_OP_THREADS, ConfigError, ConfigRecord, che
                                 command_parser, load_typed, parse_config, typed)
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
-from eegfm_bench.data.tasks import get_task, resolve_task_path, task_name
+from eegfm_bench.data.tasks import get_task, resolve_task_path
 from eegfm_bench.data.windows import WindowPreprocessing, load_window_sets, resolve_preprocessing
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.models.adaptation import check_lora_section, check_regime
@@ -196,15 +196,18 @@ def load_config(source, args: Sequence[str] = ()) -> CVConfig:
     ConfigError, UnknownNameError
         Naming the bad key or value, the close matches and the fix.
     """
+    task: list = [None]
+
     def prepare(raw: dict) -> dict:  # the parsing step: a task path next to its config, the confound defaults
         if isinstance(source, (str, Path)):
             raw["task"] = resolve_task_path(raw["task"], Path(source).parent)
-        raw["confound"] = resolve_confound(raw.get("confound"), get_task(raw["task"]).spec)
+        task[0] = get_task(raw["task"])  # the cv's one resolution of its task: cfg.resolved_task
+        raw["confound"] = resolve_confound(raw.get("confound"), task[0].spec)
         return raw
 
     # a CVConfig (a launcher's worker) is parsed again, so its user models register in the worker too
     cfg = load_typed(cv_parser(), CVConfig, source, args, prepare=prepare)
-    cfg = replace(cfg, runs=[replace(run, optim=check_section(run.optim, OptimConfig, f"runs[{i}].optim") or None,
+    cfg = replace(cfg, resolved_task=task[0], runs=[replace(run, optim=check_section(run.optim, OptimConfig, f"runs[{i}].optim") or None,
                                      trainer=check_trainer_section(run.trainer, f"runs[{i}].trainer") or None)
                              for i, run in enumerate(cfg.runs)])
     _check_cv(cfg)
@@ -220,7 +223,7 @@ def _check_cv(cfg: CVConfig) -> None:
     ------
     ConfigError, UnknownNameError
     """
-    task = get_task(cfg.task)  # a declared task is validated here, before any data is read
+    task = cfg.resolved_task  # validated by the loader, before any data is read
     if task.class_names and len(task.class_names) < 2:
         raise ConfigError(f"task {task.name!r} has one class ({list(task.class_names)}): nothing to classify; fix: "
                           "list every class in `classes:` and map each to its events or labels")
@@ -262,7 +265,7 @@ def _check_offset_windows(cfg: CVConfig) -> None:
         return
     for run in cfg.runs:
         try:
-            resolve_preprocessing(get_task(cfg.task), BACKBONES.get(run.model).preprocessing, shorten_s=cc.offset_s,
+            resolve_preprocessing(cfg.resolved_task, BACKBONES.get(run.model).preprocessing, shorten_s=cc.offset_s,
                                   model=run.model)
         except ConfigError as err:
             raise ConfigError(f"confound: the offset variation of {run.model}: {err}") from None
@@ -456,7 +459,7 @@ def model_preprocessing(cfg: CVConfig, model: str) -> WindowPreprocessing:
         to nothing.
     """
     d = cfg.data
-    return resolve_preprocessing(get_task(cfg.task), BACKBONES.get(model).preprocessing, band=d.band,
+    return resolve_preprocessing(cfg.resolved_task, BACKBONES.get(model).preprocessing, band=d.band,
                                  shorten_s=d.window_shorten_s, model=model)
 
 
@@ -481,7 +484,7 @@ def windows_for_models(cfg: CVConfig, models: Sequence[str], cache: dict, progre
     preps = [p for p in dict.fromkeys(model_preprocessing(cfg, m) for m in models) if _prep_key(p) not in cache]
     if not preps:
         return
-    sets = load_window_sets(cfg.task, preps, data_root=d.data_root, subjects=d.subjects, cache_dir=d.cache_dir,
+    sets = load_window_sets(cfg.resolved_task, preps, data_root=d.data_root, subjects=d.subjects, cache_dir=d.cache_dir,
                             max_windows_per_subject=d.max_windows_per_subject, progress=progress and is_global_zero(),
                             n_jobs=d.n_jobs)
     for p, ws in zip(preps, sets):
@@ -504,7 +507,7 @@ def enumerate_cells(cfg: CVConfig, windows: dict, progress: bool = False, *, spl
     """
     sp = cfg.split
     spec = SplitSpec(sp.scheme, sp.k, sp.seed, sp.n_val_groups, sp.group_by)
-    tname = task_name(cfg.task)
+    tname = cfg.resolved_task.name
     split = None
     cells: list[Cell] = []
     current: dict[tuple, str] = {}
@@ -555,7 +558,7 @@ def check_subjects(cfg: CVConfig) -> tuple[list | None, int]:
     task's recordings the check reads.
     """
     d = cfg.data
-    recs = get_task(cfg.task).source(d.data_root).recordings(d.subjects)
+    recs = cfg.resolved_task.source(d.data_root).recordings(d.subjects)
     order = list(dict.fromkeys(r.subject for r in recs))
     if len(order) < CHECK_SUBJECTS:
         return d.subjects, 0

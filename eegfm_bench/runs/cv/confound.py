@@ -36,7 +36,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from eegfm_bench.atomic import atomic_path, atomic_write_text
-from eegfm_bench.data.tasks import get_task, preset_names, resolve_task_spec
+from eegfm_bench.data.tasks import preset_names, resolve_task_spec
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.metrics import classification_metrics
@@ -63,7 +63,7 @@ def derive(cfg: CVConfig, variation: str) -> CVConfig:
     out = cfg.to_dict()
     out["confound"] = {**cc.to_dict(), "enabled": False}
     out["out_dir"] = str(Path(cfg.out_dir) / "confound" / variation.replace("+", "_"))
-    spec = get_task(cfg.task).spec
+    spec = cfg.resolved_task.spec
     # the changed task is a mapping, parsed again by load_config: a preset's name plus the changed sections
     # (merged key by key); a declared task (mapping or YAML file): its mapping with the changed sections
     task = {"preset": spec.name} if cfg.task in preset_names() else copy.deepcopy(resolve_task_spec(cfg.task))
@@ -244,7 +244,7 @@ def confound_check(cfg: CVConfig, *, progress: bool = True, variations: Optional
         As :func:`check_confound`.
     """
     cc = cfg.confound
-    check_confound(replace(cc, enabled=True), get_task(cfg.task).spec)
+    check_confound(replace(cc, enabled=True), cfg.resolved_task.spec)
     out = Path(cfg.out_dir)
     zero = is_global_zero()
     rows, store = [], ResultStore(out, write=zero)
@@ -300,7 +300,7 @@ def run_confound(cv_dir, *, variations: Optional[Sequence[str]] = None, offset_s
             **({"offset_s": float(offset_s)} if offset_s is not None else {}),
             **({"band": [float(x) for x in band]} if band else {})}
     cfg = replace(cfg, confound=replace(cfg.confound, **over))
-    check_confound(cfg.confound, get_task(cfg.task).spec)
+    check_confound(cfg.confound, cfg.resolved_task.spec)
     with out_dir_lock(cv_dir, "confound", wait=wait, enabled=is_global_zero()):
         table = confound_check(cfg, progress=progress)
         refresh([cv_dir])

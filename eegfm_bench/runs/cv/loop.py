@@ -35,7 +35,6 @@ from eegfm_bench.atomic import (DamagedCheckpointError, atomic_path, atomic_writ
 from eegfm_bench.callbacks.stop import StopAtSafePoint
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import Split
-from eegfm_bench.data.tasks import task_name
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interrupt import StopRequested, check_stop, deferred, stop_requested
 from eegfm_bench.metrics import classification_metrics
@@ -281,7 +280,7 @@ def evaluate_cell(ctx: CellContext, cell: Cell, t: TrainedCell) -> list[dict]:
              head_params=float(counts["head_params"]), batch_size=float(t.dm.hparams.batch_size))
     m.update(t.extra)
     m["trainable_fraction"] = counts["trainable_params"] / counts["total_params"]
-    key = dict(experiment=cfg.experiment, task=task_name(cfg.task), model=cell.model, init=t.model.init,
+    key = dict(experiment=cfg.experiment, task=cfg.resolved_task.name, model=cell.model, init=t.model.init,
                regime=cell.regime, head=cell.head, fold=fold, seed=cfg.seed, condition="clean")
     rows = [{**key, "metric": k, "value": v, "n_windows": int(len(pred)), "n_subjects": int(pred["subject"].nunique()),
              "fold_unit": ctx.split.spec.group_by, "config_hash": cell.chash, "code_version": ctx.code,
@@ -352,7 +351,7 @@ class CVLoop:
         if done:
             self._write_failures()
             write_summary(self.out / "summary.md", current_summary(self.store, self.cfg.experiment, self.current),
-                          experiment=self.cfg.experiment, task=task_name(self.cfg.task),
+                          experiment=self.cfg.experiment, task=self.cfg.resolved_task.name,
                           scheme=self.ctx.split.spec.scheme, fold_unit=self.ctx.split.spec.group_by)
         resumable = [c for c in left
                      if (self.out / "checkpoints" / _cdir(c) / f"fold{c.fold}" / "last.ckpt").is_file()]
@@ -410,7 +409,7 @@ class CVLoop:
         window sets. Nothing to read: no job."""
         cfg, d = self.cfg, self.cfg.data
         preps = list(dict.fromkeys(model_preprocessing(cfg, r.model) for r in cfg.runs))
-        sharded_fill(cfg.task, preps, cfg.launcher, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
+        sharded_fill(cfg.resolved_task, preps, cfg.launcher, data_root=d.data_root, cache_dir=d.cache_dir, subjects=d.subjects,
                      n_jobs=d.n_jobs, out_dir=self.out / "ingest", progress=self.progress)
 
     def _feature_stage(self) -> None:
@@ -490,7 +489,7 @@ class CVLoop:
         if self.zero and self.store.unmerged():  # rows of workers (this run's, or of a run killed before its merge)
             self.store.merge()
         table = current_summary(self.store, cfg.experiment, self.current)
-        labels = {"experiment": cfg.experiment, "task": task_name(cfg.task), "scheme": self.ctx.split.spec.scheme,
+        labels = {"experiment": cfg.experiment, "task": cfg.resolved_task.name, "scheme": self.ctx.split.spec.scheme,
                   "fold_unit": self.ctx.split.spec.group_by}
         if self.zero:
             self._write_failures()

@@ -25,7 +25,6 @@ import torch
 
 from eegfm_bench.atomic import verify_checkpoint
 from eegfm_bench.config import ConfigError
-from eegfm_bench.data.tasks import task_name
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.results import read_results_csv, resolve_row_path
@@ -127,7 +126,7 @@ class CVRun:
     @property
     def task(self) -> str:
         """The task's name (a declared task's ``name``; its region assignment is registered on the way)."""
-        return task_name(self.config.task)
+        return self.config.resolved_task.name
 
     @property
     def experiment(self) -> str:

@@ -40,7 +40,7 @@ import yaml
 
 from eegfm_bench.config import ConfigError, ConfigRecord, close_matches, command_parser, load_typed, typed
 from eegfm_bench.data.sources import DataNotFoundError
-from eegfm_bench.data.tasks import get_task
+from eegfm_bench.data.tasks import DeclaredTask, get_task
 from eegfm_bench.models.checkpoints import CheckpointError, resolve
 from eegfm_bench.config.audit import AuditConfig
 from eegfm_bench.runs.cv.cells import check_config, load_config
@@ -161,7 +161,8 @@ def load_provenance_config(path: str | os.PathLike) -> ProvenanceRunConfig:
         audit = AuditConfig.from_dict(raw["audit"])
     except ValueError as err:
         raise ConfigError(f"{path}: audit: {err}") from None
-    return typed(ProvenanceRunConfig, {**raw, "audit": audit})
+    cfg = typed(ProvenanceRunConfig, {**raw, "audit": audit})
+    return replace(cfg, resolved_task=get_task(cfg.task))  # the member's one resolution of its task
 
 
 def member_config(member: PaperMember, launcher_args: Sequence[str] = ()):
@@ -214,38 +215,39 @@ def member_argv(member: PaperMember, launcher_args: Sequence[str] = ()) -> list[
 
 
 def member_task(member: PaperMember, cfg, paper: PaperConfig):
-    """The task a member reads: its own, or (sweep / probe / attribute) that of the member it comes ``after``."""
+    """The task a member reads (the :class:`~eegfm_bench.data.ingest.DeclaredTask` its loader resolved): its own,
+    or (sweep / probe / attribute) that of the member it comes ``after``; None when neither."""
     if member.command in ("cv", "controls", "provenance"):
-        return cfg.task
+        return cfg.resolved_task
     if member.command == "truncation":
-        return cfg[0][1].task
+        return cfg[0][1].resolved_task
     byname = {m.name: m for m in paper.members}
     for a in member.after:
         if a in byname and byname[a].command == "cv":
-            return member_config(byname[a]).task
+            return member_config(byname[a]).resolved_task
     return None
 
 
 # ------------------------------------------------------------------------------------------------------ check
-def local_copy(task, data_root=None) -> str | None:
+def local_copy(task: DeclaredTask, data_root=None) -> str | None:
     """Whether a task's recordings are on disk: ``None`` when its first recording reads, else the reason (one line).
 
     Offline (``EEGFM_OFFLINE=1``) nothing is downloaded; a MOABB dataset counts as present only when its files are.
+    ``task``: a resolved task (a member config's ``resolved_task``).
     """
-    t = get_task(task)
     try:
-        recs = t.recordings(data_root)
+        recs = task.recordings(data_root)
         if not recs:
-            return f"no recordings of task {t.name} under the data root"
-        t.source(data_root).read(recs[0])
+            return f"no recordings of task {task.name} under the data root"
+        task.source(data_root).read(recs[0])
     except (DataNotFoundError, OSError) as err:
         return str(err).strip().splitlines()[0][:240]
     return None
 
 
-def local_subjects(task, data_root=None) -> int:
+def local_subjects(task: DeclaredTask, data_root=None) -> int:
     """Subjects of a task's local copy (from its recordings' list; nothing is read)."""
-    return len({r.subject for r in get_task(task).recordings(data_root)})
+    return len({r.subject for r in task.recordings(data_root)})
 
 
 def missing_weights(ids: Sequence[str]) -> list[str]:
@@ -266,7 +268,7 @@ def _check_cv(cfg, say) -> None:
     """One batch of every run of a cv config (a typed :class:`~eegfm_bench.config.cv.CVConfig`) whose weights are on
     disk (the others are named, not checked), on the local copy: a k-fold split with more folds than the copy has
     subjects is checked with one fold per subject."""
-    n = local_subjects(cfg.task)
+    n = local_subjects(cfg.resolved_task)
     sp = cfg.split
     if sp.scheme == "kfold" and sp.group_by == "subject" and int(sp.k) > n >= 2:
         say(f"the local copy has {n} subjects: checked with k = {n} (the run keeps k = {sp.k})")
@@ -286,7 +288,7 @@ def _check_member(member: PaperMember, paper: PaperConfig, say, seen: dict) -> s
     :func:`local_copy` (a MOABB dataset's offline probe alone takes its index client's retries: tens of seconds)."""
     cfg = member_config(member)
     task = member_task(member, cfg, paper)
-    key = json.dumps(task, sort_keys=True, default=str)
+    key = json.dumps(task.spec.to_dict() if task is not None else None, sort_keys=True, default=str)
     if task is not None and key not in seen:
         seen[key] = local_copy(task)
     why = seen.get(key)

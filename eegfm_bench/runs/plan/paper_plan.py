@@ -36,7 +36,7 @@ import torch
 
 from eegfm_bench.atomic import atomic_write_text
 from eegfm_bench.config import ConfigError
-from eegfm_bench.data.tasks import get_task, task_name
+from eegfm_bench.data.tasks import DeclaredTask
 from eegfm_bench.data.windows import load_windows, resolve_preprocessing
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.catalogue import load_catalogue
@@ -111,10 +111,11 @@ class Ctx:
 
 
 # --------------------------------------------------------------------------------------------- data and rates
-def task_size(ctx: Ctx, task) -> Size:
-    """The windows of a task: the paper file's ``datasets`` entry when it gives windows, else the local copy's
-    (read under EEGNet's preprocessing and cached), else the declared channels and subjects with unknown windows."""
-    name = task_name(task)
+def task_size(ctx: Ctx, task: DeclaredTask) -> Size:
+    """The windows of a task (resolved: a member config's ``resolved_task``): the paper file's ``datasets`` entry
+    when it gives windows, else the local copy's (read under EEGNet's preprocessing and cached), else the declared
+    channels and subjects with unknown windows."""
+    name = task.name
     if name in ctx.sizes:
         return ctx.sizes[name]
     d = ctx.paper.datasets.get(name) or PaperDataset()
@@ -131,10 +132,11 @@ def task_size(ctx: Ctx, task) -> Size:
     return size
 
 
-def n_times(task, model: str) -> int:
-    """Samples of one window of ``task`` under ``model``'s preprocessing, resolved as the cache resolves it
-    (:func:`~eegfm_bench.data.windows.resolve_preprocessing`: the task's ``window_s`` when it sets one)."""
-    return resolve_preprocessing(get_task(task), BACKBONES.get(model).preprocessing, model=model).n_times
+def n_times(task: DeclaredTask, model: str) -> int:
+    """Samples of one window of ``task`` (resolved: a member config's ``resolved_task``) under ``model``'s
+    preprocessing, resolved as the cache resolves it (:func:`~eegfm_bench.data.windows.resolve_preprocessing`: the
+    task's ``window_s`` when it sets one)."""
+    return resolve_preprocessing(task, BACKBONES.get(model).preprocessing, model=model).n_times
 
 
 def rate(ctx: Ctx, model: str, n_chans: int | None, n: int, kwargs: dict | None = None) -> dict | None:
@@ -237,7 +239,7 @@ def _cv_cost(ctx: Ctx, cfg, size: Size) -> tuple[int, int, np.ndarray, bool]:
     tr_fold = _fold_windows(w, folds, size, int(cfg.split.n_val_groups))
     for run in cfg.runs:
         epochs = int(run_trainer(cfg, run).get("max_epochs") or 1)
-        tput = rate(ctx, run.model, size.n_chans, n_times(cfg.task, run.model), run.backbone_kwargs)
+        tput = rate(ctx, run.model, size.n_chans, n_times(cfg.resolved_task, run.model), run.backbone_kwargs)
         key = (run.model, json.dumps(run.backbone_kwargs, sort_keys=True), run.pretrained)
         for _head in run.heads:
             for _f in range(folds):
@@ -251,7 +253,7 @@ def _cv_cost(ctx: Ctx, cfg, size: Size) -> tuple[int, int, np.ndarray, bool]:
 
 def plan_cv_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """A cv member: its cells and jobs, costed on the declared dataset (or the local copy's windows)."""
-    size = task_size(ctx, cfg.task)
+    size = task_size(ctx, cfg.resolved_task)
     cells, folds, seconds, known = _cv_cost(ctx, cfg, size)
     jobs, par, kind = _jobs(ctx, cfg, cells)
     return _row(m.name, "cv", size, cells, jobs, par, kind, seconds, known,
@@ -260,7 +262,7 @@ def plan_cv_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
 
 def plan_truncation_member(ctx: Ctx, m: PaperMember, cfgs: list) -> dict:
     """A truncation member: one cv per depth, run one after the other in one process."""
-    size = task_size(ctx, cfgs[0][1].task)
+    size = task_size(ctx, cfgs[0][1].resolved_task)
     cells, seconds, known = 0, np.zeros(3), True
     for _k, cfg in cfgs:
         c, _f, s, known = _cv_cost(ctx, cfg, size)
@@ -287,10 +289,10 @@ def _selected(cvcfg, models=None, regimes=None, heads=None) -> list[tuple]:
 def plan_sweep_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """A sweep member: cell × applicable condition pairs, one forward per test window and condition."""
     cv = _cv_of(ctx, m)
-    size = task_size(ctx, cv.task)
+    size = task_size(ctx, cv.resolved_task)
     w, known = _windows(size)
     folds = len(cfg.folds) if cfg.folds else _folds(cv.split, size)
-    conds = resolve_conditions(cfg.conditions, task_name(cv.task))
+    conds = resolve_conditions(cfg.conditions, cv.resolved_task.name)
     cat = load_catalogue(check_registry=False)
     test = w // folds
     pairs, conds_of, rate_of = 0, {}, {}
@@ -302,7 +304,7 @@ def plan_sweep_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
         g = (run.model, json.dumps(kw, sort_keys=True), run.pretrained) if run.regime == "head_only" \
             else (run.model, run.regime, head)  # head-only heads share their frozen backbone's forward
         conds_of[g] = max(conds_of.get(g, 0), n_cond)
-        rate_of[g] = rate(ctx, run.model, size.n_chans, n_times(cv.task, run.model), kw)
+        rate_of[g] = rate(ctx, run.model, size.n_chans, n_times(cv.resolved_task, run.model), kw)
     seconds = np.zeros(3)
     for g, n_cond in conds_of.items():
         seconds += cell_seconds(folds * test * n_cond, 0, rate_of[g], None, 0)
@@ -317,13 +319,13 @@ def plan_sweep_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
 def plan_probe_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """A probe member: block outputs of every window per fine-tuned fold (and of the pre-trained model once)."""
     cv = _cv_of(ctx, m)
-    size = task_size(ctx, cv.task)
+    size = task_size(ctx, cv.resolved_task)
     w, known = _windows(size)
     folds = _folds(cv.split, size)
     sel, pr, att = cfg.select, cfg.probe, cfg.attention
     seconds, fits, units, frozen = np.zeros(3), 0, 0, set()
     for run, _head in _selected(cv, sel.models, sel.regimes, sel.heads):
-        tput = rate(ctx, run.model, size.n_chans, n_times(cv.task, run.model), run.backbone_kwargs)
+        tput = rate(ctx, run.model, size.n_chans, n_times(cv.resolved_task, run.model), run.backbone_kwargs)
         blocks = int((tput or {}).get("n_blocks") or 0)
         passes = folds * w + (w if pr.include_frozen and run.model not in frozen else 0)
         if att.enabled and (att.models is None or run.model in att.models):
@@ -340,7 +342,7 @@ def plan_probe_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
 def plan_attribute_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """An attribute member: a prediction pass per condition and forward + backward passes for selected windows."""
     cv = _cv_of(ctx, m)
-    size = task_size(ctx, cv.task)
+    size = task_size(ctx, cv.resolved_task)
     w, known = _windows(size)
     folds = _folds(cv.split, size)
     a, sel = cfg.attribution, cfg.select
@@ -351,7 +353,7 @@ def plan_attribute_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     n_c, n_m = len(a.conditions), len(a.methods)
     seconds, units = np.zeros(3), 0
     for run, _head in _selected(cv, sel.models, sel.regimes, sel.heads):
-        tput = rate(ctx, run.model, size.n_chans, n_times(cv.task, run.model), run.backbone_kwargs)
+        tput = rate(ctx, run.model, size.n_chans, n_times(cv.resolved_task, run.model), run.backbone_kwargs)
         bwd = folds * (n_c * n_m * chosen + n_m * (a.conservation_windows + a.randomisation_windows))
         seconds += cell_seconds(folds * n_c * test, bwd, tput, None, 0)
         units += folds
@@ -363,14 +365,14 @@ def plan_attribute_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
 
 def plan_controls_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     """A controls member: embeddings per encoder and initialisation, probe fits, and the scrambled adaptations."""
-    size = task_size(ctx, cfg.task)
+    size = task_size(ctx, cfg.resolved_task)
     w, known = _windows(size)
     folds = _folds(cfg.split, size)
     seconds, reps, encoders = np.zeros(3), len(cfg.features.families), 0
     for mod in cfg.models:
         arms = (1 if mod.pretrained else 0) + len(mod.init_seeds)
         reps, encoders = reps + arms, encoders + (1 if mod.pretrained else 0)
-        tput = rate(ctx, mod.model, size.n_chans, n_times(cfg.task, mod.model), mod.backbone_kwargs)
+        tput = rate(ctx, mod.model, size.n_chans, n_times(cfg.resolved_task, mod.model), mod.backbone_kwargs)
         seconds += cell_seconds(arms * w, 0, tput, None, 0)
     fits = reps * folds + int(cfg.permutation.n) * folds * (encoders + 1)
     if cfg.identity:
@@ -379,7 +381,7 @@ def plan_controls_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     units = 0
     for s in cfg.scrambled:
         epochs = int((s.trainer or {}).get("max_epochs") or cfg.trainer.get("max_epochs") or 1)
-        tput = rate(ctx, s.model, size.n_chans, n_times(cfg.task, s.model), s.backbone_kwargs)
+        tput = rate(ctx, s.model, size.n_chans, n_times(cfg.resolved_task, s.model), s.backbone_kwargs)
         n_tr, n_va, n_te = _fold_windows(w, folds, size, int(cfg.split.n_val_groups))
         per = cell_seconds(epochs * n_va + n_te + w, epochs * n_tr, tput, ctx.over, epochs)
         seconds += per * 2 * len(s.seeds) * folds
@@ -393,7 +395,7 @@ def plan_controls_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
 
 def plan_provenance_member(ctx: Ctx, m: PaperMember, cfg: ProvenanceRunConfig) -> dict:
     """A provenance member: one encoder per seed on every view of the training windows, then every view embedded."""
-    size = task_size(ctx, cfg.task)
+    size = task_size(ctx, cfg.resolved_task)
     w, known = _windows(size)
     enc, sp = cfg.encoder, cfg.split
     k = len(cfg.data.views or ("original", "average", "Cz"))
@@ -401,7 +403,7 @@ def plan_provenance_member(ctx: Ctx, m: PaperMember, cfg: ProvenanceRunConfig) -
     n_tr = int(w * (1 - held / size.subjects)) if size.subjects else w
     n_va = int(w * int(sp.n_val or 0) / size.subjects) if size.subjects else 0
     model = enc.backbone
-    tput = rate(ctx, model, size.n_chans, n_times(cfg.task, model), enc.backbone_kwargs)
+    tput = rate(ctx, model, size.n_chans, n_times(cfg.resolved_task, model), enc.backbone_kwargs)
     epochs = int(enc.max_epochs or 1)
     per_seed = cell_seconds(k * (epochs * n_va + w), k * epochs * n_tr, tput, ctx.over, epochs)
     seeds = len(enc.seeds)
