@@ -19,7 +19,7 @@ from eegfm_bench.data.datamodule import WindowDataset
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.models.features import FeatureDtypeError, extract_features
 from eegfm_bench.runs.cv.cells import cell_hash, load_config
-from eegfm_bench.runs.launch.feature_stage import run_feature_stage
+from eegfm_bench.runs.cv.feature_stage import run_feature_stage
 
 from eegfm_testutils import requires_data
 

@@ -206,8 +206,8 @@ def test_the_feature_stage_says_a_reduced_shards_count_and_the_shards_it_reused(
     """24 windows in batches of 4 are at most 6 shards: ``--shards 8`` is said reduced; a stage killed after shard 0
     (the in-process jobs run only it) is resumed with shard 0 reused and said so, in the output, the stage's
     ``feature_stage.json`` and the entry's ``meta.json``."""
-    import eegfm_bench.runs.launch.feature_stage as stage_mod
-    from eegfm_bench.runs.launch.feature_stage import feature_shard, run_feature_stage
+    import eegfm_bench.runs.cv.feature_stage as stage_mod
+    from eegfm_bench.runs.cv.feature_stage import feature_shard, run_feature_stage
     from eegfm_bench.models.features import FeatureShardError
     from eegfm_bench.runs.cv.cells import load_config
 

@@ -8,7 +8,7 @@ tokens (``head_only``, and the probing stage of ``lp_ft`` / ``lp_lora``)::
     eegfm-bench features --config my_cv.yaml --launcher local --workers 2 --shards 2
     eegfm-bench features --config my_cv.yaml --launcher slurm --launcher.slurm.partition gpu --shards 8
 
-With a launcher (``local`` or ``slurm``: :func:`~eegfm_bench.runs.launch.run_jobs`, the same machinery and options
+With a launcher (``local`` or ``slurm``: :func:`~eegfm_bench.runs.launch.launcher.run_jobs`, the same machinery and options
 as ``cv``'s and ``ingest``'s) the entry's windows are cut into ``shards`` contiguous ranges that begin on a batch
 boundary (:func:`~eegfm_bench.models.features.window_ranges`); each range is one job (a SLURM array task, or a local
 worker process) that rebuilds the run's backbone from the config (its weights hash checked against the entry's),
@@ -62,7 +62,7 @@ class FeatureShards:
         The cv config (launcher ``none``): each job rebuilds the runs' windows (from the cache) and backbones.
     backbones : list of StageBackbone
     trainer : dict
-        Sizes the jobs (:func:`~eegfm_bench.runs.launch.run_jobs`): the cv's ``trainer`` section.
+        Sizes the jobs (:func:`~eegfm_bench.runs.launch.launcher.run_jobs`): the cv's ``trainer`` section.
     """
 
     cv: Any
@@ -131,12 +131,12 @@ def run_feature_stage(cfg: CVConfig, *, runs: Sequence[int] | None = None, shard
         Indices into ``cfg.runs`` (default: every run of a token-reading regime); runs sharing a backbone share
         one entry.
     shards : int, optional
-        Jobs per entry (default :func:`~eegfm_bench.runs.ingest.default_shards`); a resumed stage keeps its
+        Jobs per entry (default :func:`~eegfm_bench.runs.launch.ingest.default_shards`); a resumed stage keeps its
         earlier ranges.
     out_dir : path, optional
         Where the jobs' pickles and logs go (``<out_dir>/jobs``; default ``<cfg.out_dir>/features``).
     windows : dict, optional
-        Window sets already loaded (:func:`~eegfm_bench.runs.cells.windows_for`'s cache).
+        Window sets already loaded (:func:`~eegfm_bench.runs.cv.cells.windows_for`'s cache).
 
     Returns
     -------
@@ -226,7 +226,7 @@ def features_from_config(config, overrides: Sequence[str] = (), progress: bool =
     """``eegfm-bench features --config <cv config>``: :func:`run_feature_stage` of the config (its ``launcher:``
     section decides where the shards run; the jobs' logs go to ``<out_dir>/features/jobs``). Under ``slurm`` the
     recordings whose entries are missing are read first by the ingest stage's array, as ``cv`` does
-    (:func:`~eegfm_bench.runs.ingest.sharded_fill`), so this process reads none."""
+    (:func:`~eegfm_bench.runs.launch.ingest.sharded_fill`), so this process reads none."""
     cfg = load_config(config, overrides)
     if cfg.launcher.kind == "slurm":
         d = cfg.data
