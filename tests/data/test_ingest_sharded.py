@@ -57,6 +57,22 @@ def test_local_two_shards_give_the_serial_files_byte_for_byte(data_root, tmp_pat
 
 
 @requires_data
+def test_more_shards_than_local_workers_run_on_the_workers_given(data_root, tmp_path, capsys):
+    """``--shards 3 --workers 2``: three shards, two worker processes (each takes every second shard), not three;
+    the files equal the serial ingest's."""
+    kw = dict(data_root=data_root, subjects=[1, 2], progress=False)
+    serial = load_windows("eegmmidb_mi", EEGNET, cache_dir=tmp_path / "serial", n_jobs=1, **kw)
+    run_ingest("eegmmidb_mi", ["eegnet"], cache_dir=tmp_path / "sharded", out_dir=tmp_path / "out", n_jobs=1,
+               launcher={"kind": "local", "workers": 2}, shards=3, **kw)
+    printed = capsys.readouterr().out
+    assert "3 shard(s) of 2-2 recordings, 1 read at once per job (launcher local, 2 worker(s))" in printed, printed
+    assert len(list((tmp_path / "out" / "jobs").glob("*_result.pkl"))) == 2  # two workers, not one per shard
+    a, b = _files(serial), _files(_window_set(tmp_path / "sharded"))
+    for f in FILES + ("X",):
+        assert a[f] == b[f], f
+
+
+@requires_data
 def test_a_shard_that_skips_a_recording_is_named_and_a_rerun_builds_only_it(data_root, tmp_path, monkeypatch):
     """The jobs run in this process (run_jobs replaced); shard 1 leaves its last recording out: the ingest stops with
     the recording named and no window set; the rerun reads that recording alone and gives the serial files."""

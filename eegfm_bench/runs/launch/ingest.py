@@ -183,15 +183,18 @@ def sharded_fill(task: Any, preps: list, launcher, *, data_root=None, cache_dir=
         print(f"ingest: {note}", flush=True)
         if notes is not None:
             notes.append(note)
+    # local: at most ``workers`` processes at once, each taking every workers-th shard (``--shards`` above
+    # ``--workers`` means more, smaller shards, not more processes); SLURM: one array task per shard
+    slots = min(n, int(lc.workers)) if lc.kind == "local" else n
     if n_jobs is None or int(n_jobs) == -1:
-        n_jobs = (int(lc.threads) if lc.threads else max(1, (os.cpu_count() or 1) // n)) if lc.kind == "local" \
+        n_jobs = (int(lc.threads) if lc.threads else max(1, (os.cpu_count() or 1) // slots)) if lc.kind == "local" \
             else int(lc.slurm.cpus_per_task)
     cfg = IngestShards(t, preps, src, list(recs), list(fps), slices, str(cdir), int(n_jobs))
     out = Path(out_dir) if out_dir else cdir / ".jobs" / f"ingest-{t.name}"  # a dot folder: not a cache entry
     print(f"ingest: {len(missing)} of {len(recs)} recordings lack their entry: {n} shard(s) of "
           f"{min(map(len, slices))}-{max(map(len, slices))} recordings, {n_jobs} read at once per job "
-          f"(launcher {lc.kind})", flush=True)
-    lc = replace(lc, workers=n, cells_per_job=1)  # one job per shard
+          f"(launcher {lc.kind}{f', {slots} worker(s)' if lc.kind == 'local' else ''})", flush=True)
+    lc = replace(lc, workers=slots, cells_per_job=1)  # one shard per job
     failures = run_jobs(lc, cfg, [str(i) for i in range(n)], out, devices=1, progress=progress, kind="ingest",
                         stage="ingest stage's")
     left = set(missing_entries(t, preps, recs, fps, cdir))
