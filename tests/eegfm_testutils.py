@@ -23,9 +23,10 @@ requires_data = pytest.mark.skipif(not HAVE_DATA, reason=f"staged EEG not found 
 
 
 def cli_env() -> dict:
-    """The environment of an ``eegfm-bench`` subprocess in a test: the staged data, one OpenMP thread, offline, this
+    """The environment of an ``eegfm-bench`` subprocess in a test: the staged data (an absolute path, so a subprocess
+    run from another folder finds it when ``EEGFM_DATA`` is relative, as in CI), one OpenMP thread, offline, this
     checkout first on the path, and no launcher / DDP variables of the pytest process."""
-    env = {**os.environ, "EEGFM_DATA": str(DATA), "OMP_NUM_THREADS": "1", "EEGFM_OFFLINE": "1",
+    env = {**os.environ, "EEGFM_DATA": str(DATA.resolve()), "OMP_NUM_THREADS": "1", "EEGFM_OFFLINE": "1",
            "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PYTHONWARNINGS": "ignore",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     for k in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK", "EEGFM_TRACEBACK"):

@@ -22,12 +22,15 @@ print(f"{len(ws)} windows of {ws.X.shape[1]} channels x {ws.n_times} samples at 
       f"classes {ws.class_names}; subjects {sorted(set(map(str, ws.subject)))}")
 
 # %%
-# Every window is re-referenced over the channels it keeps: the mean over channels is zero up to float32 rounding.
-print("largest |channel mean| over all windows (µV):", float(np.abs(ws.X.mean(axis=1)).max()))
+# ``ws.X`` reads windows from the cache's per-recording entries on demand (the corpus is on disk once);
+# ``np.asarray`` reads them all into one array. Every window is re-referenced over the channels it keeps: the mean
+# over channels is zero up to float32 rounding.
+X = np.asarray(ws.X)
+print("largest |channel mean| over all windows (µV):", float(np.abs(X.mean(axis=1)).max()))
 
 # %%
 # The class-averaged power spectrum (Welch, 2 s segments), averaged over channels.
-f, pxx = welch(ws.X, fs=ws.sfreq, nperseg=int(2 * ws.sfreq), axis=-1)
+f, pxx = welch(X, fs=ws.sfreq, nperseg=int(2 * ws.sfreq), axis=-1)
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for k, name in enumerate(ws.class_names):
     ax.semilogy(f, pxx[ws.y == k].mean(axis=(0, 1)), label=name)
