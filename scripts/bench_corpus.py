@@ -25,7 +25,9 @@ table adds that entry's disk per window and the fold's balanced accuracy and AUR
 
 Every command runs through a small wrapper process, so ``getrusage(RUSAGE_CHILDREN)`` of the wrapper is that command
 alone: user + sys CPU of it and of its worker processes, and the peak RSS of its largest process. The wrapper also
-samples the summed RSS of the process tree every 0.1 s (psutil; a sampled figure, it can miss a short peak). Disk is
+samples the summed RSS of the process tree every 0.1 s (psutil; a sampled figure, it can miss a short peak) and the
+largest process's anonymous memory (RSS less Linux's file-backed and shared pages: the memory-mapped windows and
+tokens a stage reads or writes count in RSS, but the kernel can drop them; the anonymous part it cannot). Disk is
 ``du`` of the cache (the blocks its files take, each file once: whatever the window store is), split into the window
 store (everything but ``features/``) and each feature entry. The staged files are read once before the first ingest
 so every run reads from the page cache.
@@ -107,15 +109,18 @@ def _measure(cmd: list[str]) -> dict:
     """Run ``cmd`` (in this wrapper process) and return its wall time, CPU, peak RSS and sampled tree RSS."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    tree_peak = [0]
+    tree_peak, anon_peak = [0], [0]
     done = threading.Event()
 
     def sample():
         p = psutil.Process(proc.pid)
         while not done.is_set():
             try:
-                procs = [p] + p.children(recursive=True)
-                tree_peak[0] = max(tree_peak[0], sum(q.memory_info().rss for q in procs if q.is_running()))
+                mem = [q.memory_info() for q in [p] + p.children(recursive=True) if q.is_running()]
+                tree_peak[0] = max(tree_peak[0], sum(m.rss for m in mem))
+                # anonymous memory (RSS less the file-backed and shared pages, Linux's ``shared``): what the process
+                # holds itself, unlike the pages of memory-mapped windows and tokens that the kernel can drop
+                anon_peak[0] = max(anon_peak[0], max((m.rss - getattr(m, "shared", 0) for m in mem), default=0))
             except psutil.Error:
                 pass
             done.wait(0.1)
@@ -127,7 +132,7 @@ def _measure(cmd: list[str]) -> dict:
     wall = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"rc": proc.returncode, "wall_s": wall, "user_s": ru.ru_utime, "sys_s": ru.ru_stime,
-            "maxrss_mb": ru.ru_maxrss / 1024.0, "tree_rss_mb": tree_peak[0] / 2**20, "tail": out[-2000:]}
+            "maxrss_mb": ru.ru_maxrss / 1024.0, "tree_rss_mb": tree_peak[0] / 2**20, "anon_mb": anon_peak[0] / 2**20, "tail": out[-2000:]}
 
 
 def measured(args: list[str], what: str) -> dict:
@@ -329,13 +334,13 @@ def _print_stages(rows: list[dict], dtypes: list[str]) -> None:
             lines.append([str(r["n"]), f"{r['hours']:.2f}", str(nw)]
                          + [f"{runs[k]['cpu_s'] / r['hours']:.1f}" for k in STAGES]
                          + [f"{1000 * f['features']['cpu_s'] / nw:.0f}"]
-                         + [f"{runs[k]['maxrss_mb']:.0f}" for k in STAGES]
+                         + [f"{runs[k]['maxrss_mb']:.0f} / {runs[k].get('anon_mb', float('nan')):.0f}" for k in STAGES]
                          + [f"{s['window_bytes']}", f"{r['disk_windows_bytes'] / nw / kb:.1f}",
                             f"{f['features']['token_bytes']}", f"{f['features']['disk_bytes'] / nw / kb:.1f}",
                             f"{(r['disk_windows_bytes'] + f['features']['disk_bytes']) / nw / kb:.1f}",
                             f"{f['fold'].get('bacc', float('nan')):.3f}", f"{f['fold'].get('auroc', float('nan')):.3f}"])
         _table(["recs", "hours", "windows", "ingest CPU-s/h", "features CPU-s/h", "fold CPU-s/h",
-                "features CPU-ms/window", "ingest peak RSS MB", "features peak RSS MB", "fold peak RSS MB",
+                "features CPU-ms/window"] + [f"{k} peak RSS / anon MB" for k in STAGES] + [
                 "bytes of one window", "windows du KB/window", f"bytes of one window's {dtype} tokens",
                 f"{dtype} features du KB/window", "windows + features du KB/window", "fold bacc", "fold AUROC"], lines)
         if len(rows) > 1:
@@ -343,6 +348,7 @@ def _print_stages(rows: list[dict], dtypes: list[str]) -> None:
             print(f"ratios {hi['n']} / {lo['n']} recordings ({hi['hours'] / lo['hours']:.1f}x the hours): " + "; ".join(
                 f"{k} CPU-s/h x{(_stage_runs(hi, dtype)[k]['cpu_s'] / hi['hours']) / (_stage_runs(lo, dtype)[k]['cpu_s'] / lo['hours']):.2f}, "
                 f"peak RSS x{_stage_runs(hi, dtype)[k]['maxrss_mb'] / _stage_runs(lo, dtype)[k]['maxrss_mb']:.2f}"
+                f" (anon x{_stage_runs(hi, dtype)[k].get('anon_mb', np.nan) / _stage_runs(lo, dtype)[k].get('anon_mb', np.nan):.2f})"
                 for k in STAGES))
             for k in STAGES[1:]:
                 rate, start = np.polyfit([r["hours"] for r in rows], [_stage_runs(r, dtype)[k]["cpu_s"] for r in rows], 1)
