@@ -106,7 +106,8 @@ def cv_config(where: Path, task: Path, data_root: Path, cache: Path, model: str,
 
 
 def _measure(cmd: list[str]) -> dict:
-    """Run ``cmd`` (in this wrapper process) and return its wall time, CPU, peak RSS and sampled tree RSS."""
+    """Run ``cmd`` (in this wrapper process) and return its wall time, CPU, peak RSS, the sampled RSS of its process
+    tree and the sampled anonymous memory of its largest process (MB = 2**20 bytes)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tree_peak, anon_peak = [0], [0]
@@ -132,7 +133,8 @@ def _measure(cmd: list[str]) -> dict:
     wall = time.perf_counter() - t0
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"rc": proc.returncode, "wall_s": wall, "user_s": ru.ru_utime, "sys_s": ru.ru_stime,
-            "maxrss_mb": ru.ru_maxrss / 1024.0, "tree_rss_mb": tree_peak[0] / 2**20, "anon_mb": anon_peak[0] / 2**20, "tail": out[-2000:]}
+            "maxrss_mb": ru.ru_maxrss / 1024.0, "tree_rss_mb": tree_peak[0] / 2**20, "anon_mb": anon_peak[0] / 2**20,
+            "tail": out[-2000:]}
 
 
 def measured(args: list[str], what: str) -> dict:
@@ -334,7 +336,7 @@ def _print_stages(rows: list[dict], dtypes: list[str]) -> None:
             lines.append([str(r["n"]), f"{r['hours']:.2f}", str(nw)]
                          + [f"{runs[k]['cpu_s'] / r['hours']:.1f}" for k in STAGES]
                          + [f"{1000 * f['features']['cpu_s'] / nw:.0f}"]
-                         + [f"{runs[k]['maxrss_mb']:.0f} / {runs[k].get('anon_mb', float('nan')):.0f}" for k in STAGES]
+                         + [f"{runs[k]['maxrss_mb']:.0f} / {runs[k]['anon_mb']:.0f}" for k in STAGES]
                          + [f"{s['window_bytes']}", f"{r['disk_windows_bytes'] / nw / kb:.1f}",
                             f"{f['features']['token_bytes']}", f"{f['features']['disk_bytes'] / nw / kb:.1f}",
                             f"{(r['disk_windows_bytes'] + f['features']['disk_bytes']) / nw / kb:.1f}",
@@ -345,10 +347,11 @@ def _print_stages(rows: list[dict], dtypes: list[str]) -> None:
                 f"{dtype} features du KB/window", "windows + features du KB/window", "fold bacc", "fold AUROC"], lines)
         if len(rows) > 1:
             lo, hi = rows[0], rows[-1]
+            big, small = _stage_runs(hi, dtype), _stage_runs(lo, dtype)
             print(f"ratios {hi['n']} / {lo['n']} recordings ({hi['hours'] / lo['hours']:.1f}x the hours): " + "; ".join(
-                f"{k} CPU-s/h x{(_stage_runs(hi, dtype)[k]['cpu_s'] / hi['hours']) / (_stage_runs(lo, dtype)[k]['cpu_s'] / lo['hours']):.2f}, "
-                f"peak RSS x{_stage_runs(hi, dtype)[k]['maxrss_mb'] / _stage_runs(lo, dtype)[k]['maxrss_mb']:.2f}"
-                f" (anon x{_stage_runs(hi, dtype)[k].get('anon_mb', np.nan) / _stage_runs(lo, dtype)[k].get('anon_mb', np.nan):.2f})"
+                f"{k} CPU-s/h x{(big[k]['cpu_s'] / hi['hours']) / (small[k]['cpu_s'] / lo['hours']):.2f}, "
+                f"peak RSS x{big[k]['maxrss_mb'] / small[k]['maxrss_mb']:.2f} "
+                f"(anon x{big[k]['anon_mb'] / small[k]['anon_mb']:.2f})"
                 for k in STAGES))
             for k in STAGES[1:]:
                 rate, start = np.polyfit([r["hours"] for r in rows], [_stage_runs(r, dtype)[k]["cpu_s"] for r in rows], 1)
