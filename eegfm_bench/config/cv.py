@@ -135,7 +135,8 @@ class CVConfig(ConfigRecord):
     :func:`~eegfm_bench.runs.cv.cells.load_config` resolves ``task`` once: ``cfg.resolved_task`` is its
     :class:`~eegfm_bench.data.ingest.DeclaredTask` (what every cell, window and confound step reads; not a key of the
     config, neither saved nor hashed: ``to_dict`` and the config hashes see ``task`` as written; ``None`` on a
-    config read back without the loader, :func:`~eegfm_bench.config.read_saved`).
+    config read back without the loader, :func:`~eegfm_bench.config.read_saved`). It resolves each run's window
+    preprocessing once as well: ``cfg.resolved_preprocessing`` (:class:`ResolvedPreprocessing`).
 
     Parameters
     ----------
@@ -197,9 +198,48 @@ class CVConfig(ConfigRecord):
     confound: Union[ConfoundConfig, bool] = field(default_factory=ConfoundConfig)
     trainer: dict[str, Any] = field(default_factory=dict)
     resolved_task: InitVar[Any] = None  # a DeclaredTask (data.ingest imports MNE: not imported here)
+    resolved_preprocessing: InitVar[Any] = None  # a ResolvedPreprocessing (below), set by the loader
 
-    def __post_init__(self, resolved_task):
-        object.__setattr__(self, "resolved_task", resolved_task)  # init-only: kept by `replace`, not a field
+    def __post_init__(self, resolved_task, resolved_preprocessing):  # init-only: kept by `replace`, not fields
+        object.__setattr__(self, "resolved_task", resolved_task)
+        if resolved_preprocessing is not None and resolved_preprocessing.inputs != preprocessing_inputs(self):
+            resolved_preprocessing = None  # resolved for another task, band or shortening: never read stale
+        object.__setattr__(self, "resolved_preprocessing", resolved_preprocessing)
+
+
+@dataclass(frozen=True)
+class ResolvedPreprocessing:
+    """The effective window preprocessing of every model a cv runs, resolved once by
+    :func:`~eegfm_bench.runs.cv.cells.load_config` (:func:`~eegfm_bench.data.windows.resolve_preprocessing`: the
+    model's declared preprocessing, then the task's ``window_s`` / ``reference``, then ``data.band`` /
+    ``data.window_shorten_s``) and carried on :class:`CVConfig` as ``cfg.resolved_preprocessing``.
+
+    Not a key of the config (neither saved nor hashed: the window cache key holds what it resolved to). A config
+    made from a loaded one by :func:`dataclasses.replace` keeps it only while :attr:`inputs` still match
+    (:func:`preprocessing_inputs`); otherwise it carries ``None`` and
+    :func:`~eegfm_bench.runs.cv.cells.model_preprocessing` refuses it, naming the fix, instead of reading
+    preprocessing resolved for another task, band or shortening.
+
+    Attributes
+    ----------
+    inputs : tuple
+        ``(task key, band or None, window_shorten_s)`` it was resolved from.
+    by_model : dict[str, WindowPreprocessing]
+        Model name -> its :class:`~eegfm_bench.data.windows.WindowPreprocessing`.
+    """
+
+    inputs: tuple
+    by_model: dict[str, Any]
+
+
+def preprocessing_inputs(cfg: CVConfig) -> tuple:
+    """What a cv's effective preprocessing depends on beyond each model's declaration: ``(task key, data.band as a
+    tuple of Hz or None, data.window_shorten_s in s)``; ``None`` for the task key of a config read without the
+    loader (no ``resolved_task``)."""
+    task = getattr(cfg, "resolved_task", None)
+    band = cfg.data.band
+    return (task.key if task is not None else None, tuple(float(b) for b in band) if band else None,
+            float(cfg.data.window_shorten_s))
 
 
 def cv_parser(saved: bool = False):

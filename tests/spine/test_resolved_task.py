@@ -71,12 +71,47 @@ def test_controls_config_resolves_its_task_and_the_identity_tasks_once():
 
 
 def test_the_cv_reads_the_task_its_loader_resolved(monkeypatch):
-    """Downstream of the loader (preprocessing, the confound variations, the run's task name) nothing resolves the
-    task again: a loaded config whose carried task is swapped for another is read through the carried one."""
+    """Downstream of the loader nothing resolves the task again: a loaded config whose carried task is swapped for
+    another, then loaded, is read through the carried one (not ``cfg.task`` again)."""
     from eegfm_bench.data.tasks import get_task
     from eegfm_bench.runs.cv.cells import load_config, model_preprocessing
 
     cfg = load_config({"task": "eegmmidb_mi", "runs": [{"model": "labram"}], "confound": False})
     assert model_preprocessing(cfg, "labram").n_times == 800  # 4 s at 200 Hz
     other = replace(cfg, resolved_task=get_task({"preset": "eegmmidb_mi", "window_s": 3.0}))
-    assert model_preprocessing(other, "labram").n_times == 600  # the carried task, not cfg.task again
+    assert other.resolved_preprocessing is None  # resolved for the other task: dropped, never read stale
+    with pytest.raises(ConfigError, match="load_config"):
+        model_preprocessing(other, "labram")
+
+
+def test_the_cv_carries_its_effective_preprocessing_resolved_once(monkeypatch):
+    """Resolve once (issue 36 item 2): ``load_config`` resolves every run's window preprocessing once (the model's
+    declaration, the task's window, ``data.band``, ``data.window_shorten_s``) and the typed config carries it; every
+    reader takes the carried one. A copy whose band, shortening or task changed carries none (refused, naming the
+    fix), one whose subjects or seed changed keeps it."""
+    import eegfm_bench.runs.cv.cells as cells
+
+    calls = []
+    real = cells.resolve_preprocessing
+    monkeypatch.setattr(cells, "resolve_preprocessing", lambda *a, **k: calls.append(k["model"]) or real(*a, **k))
+    cfg = cells.load_config({"task": "eegmmidb_mi", "confound": False, "data": {"band": [2, 50], "window_shorten_s": 1},
+                             "runs": [{"model": "labram", "heads": ["mean", "flatten"]}, {"model": "eegnet"},
+                                      {"model": "labram", "regime": "full"}]})
+    assert calls == ["labram", "eegnet"]  # once per model, however many runs and heads name it
+    rp = cfg.resolved_preprocessing
+    assert rp.inputs == (cfg.resolved_task.key, (2.0, 50.0), 1.0) and sorted(rp.by_model) == ["eegnet", "labram"]
+    lab = cells.model_preprocessing(cfg, "labram")
+    assert (lab.prep.l_freq, lab.prep.h_freq, lab.prep.window_s, lab.n_times) == (2.0, 50.0, 3.0, 600)  # 0.1-75 Hz inside 2-50 Hz; 4 s less 1 s at 200 Hz
+    eeg = cells.model_preprocessing(cfg, "eegnet").prep
+    assert (eeg.l_freq, eeg.h_freq, eeg.window_s) == (2.0, 40.0, 3.0)  # EEGNet's 1-40 Hz inside 2-50 Hz
+    assert len(calls) == 2  # reading it resolves nothing
+    assert "resolved_preprocessing" not in cfg.to_dict()
+    assert replace(cfg, data=replace(cfg.data, subjects=[1, 2]), seed=3).resolved_preprocessing is rp
+    assert pickle.loads(pickle.dumps(cfg)).resolved_preprocessing.by_model["labram"] == lab
+    for changed in (replace(cfg.data, band=[8, 30]), replace(cfg.data, band=None), replace(cfg.data, window_shorten_s=0)):
+        with pytest.raises(ConfigError, match="replaced after loading; fix: read the config with"):
+            cells.model_preprocessing(replace(cfg, data=changed), "labram")
+    with pytest.raises(ConfigError, match=r"no run names it \(runs: \['eegnet', 'labram'\]\)"):
+        cells.model_preprocessing(cfg, "biot")
+    fresh = cells.load_config(replace(cfg, data=replace(cfg.data, band=[8, 30])))  # a changed copy, loaded
+    assert cells.model_preprocessing(fresh, "labram").prep.l_freq == 8.0

@@ -67,7 +67,8 @@ from eegfm_bench.config.confound import ConfoundConfig
 from eegfm_bench.runs.launch.launcher import check_launcher
 from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.trainer import build_trainer, check_trainer, hashable_trainer
-from eegfm_bench.config.cv import cv_parser, DataConfig, OptimConfig, RunConfig, CVConfig
+from eegfm_bench.config.cv import (cv_parser, DataConfig, OptimConfig, RunConfig, CVConfig, ResolvedPreprocessing,
+                                   preprocessing_inputs)
 
 
 
@@ -211,7 +212,7 @@ def load_config(source, args: Sequence[str] = ()) -> CVConfig:
                                      trainer=check_trainer_section(run.trainer, f"runs[{i}].trainer") or None)
                              for i, run in enumerate(cfg.runs)])
     _check_cv(cfg)
-    return cfg
+    return replace(cfg, resolved_preprocessing=_resolve_preprocessing(cfg))
 
 
 def _check_cv(cfg: CVConfig) -> None:
@@ -244,7 +245,6 @@ def _check_cv(cfg: CVConfig) -> None:
                                                       and not (r.lora or {}).get("target_modules") for r in cfg.runs))
     for i, run in enumerate(cfg.runs):
         _check_run(cfg, run, i)
-        model_preprocessing(cfg, run.model)  # the band and the window length resolve for every model
     check_confound(cfg.confound, task.spec)
     _check_offset_windows(cfg)
     _check_batch_size(cfg)
@@ -446,21 +446,43 @@ def run_init_seed(cfg: CVConfig, run: RunConfig) -> int:
     return int(run.init_seed if run.init_seed is not None else cfg.seed)
 
 
-def model_preprocessing(cfg: CVConfig, model: str) -> WindowPreprocessing:
-    """The preprocessing of ``model``'s windows in this cv, resolved once
+def _resolve_preprocessing(cfg: CVConfig) -> ResolvedPreprocessing:
+    """The cv's one resolution of every run's window preprocessing
     (:func:`~eegfm_bench.data.windows.resolve_preprocessing`: the model's declared preprocessing, then the task's
-    ``window_s`` / ``reference``, then the config's ``data.band`` / ``data.window_shorten_s``); the window cache, the
-    cells and ``plan`` read it.
+    ``window_s`` / ``reference``, then the config's ``data.band`` / ``data.window_shorten_s``), carried as
+    ``cfg.resolved_preprocessing``.
 
     Raises
     ------
     ConfigError
-        A band that leaves nothing of the model's (``lo >= hi`` after the intersection), or a window shortened
-        to nothing.
+        A band that leaves nothing of a model's (``lo >= hi`` after the intersection), or a window shortened to
+        nothing.
     """
     d = cfg.data
-    return resolve_preprocessing(cfg.resolved_task, BACKBONES.get(model).preprocessing, band=d.band,
-                                 shorten_s=d.window_shorten_s, model=model)
+    return ResolvedPreprocessing(preprocessing_inputs(cfg), {
+        m: resolve_preprocessing(cfg.resolved_task, BACKBONES.get(m).preprocessing, band=d.band,
+                                 shorten_s=d.window_shorten_s, model=m)
+        for m in dict.fromkeys(run.model for run in cfg.runs)})
+
+
+def model_preprocessing(cfg: CVConfig, model: str) -> WindowPreprocessing:
+    """The preprocessing of ``model``'s windows in this cv, as :func:`load_config` resolved it
+    (``cfg.resolved_preprocessing``); the window cache, the cells, the sweep and ``plan`` read it.
+
+    Raises
+    ------
+    ConfigError
+        ``cfg`` carries no preprocessing for ``model``: it was not read by :func:`load_config`, its task,
+        ``data.band`` or ``data.window_shorten_s`` were replaced after loading, or no run names ``model``.
+    """
+    carried = cfg.resolved_preprocessing
+    if carried is None or model not in carried.by_model:
+        why = ("it carries none: not read by load_config, or its task, data.band or data.window_shorten_s were "
+               "replaced after loading" if carried is None else f"no run names it (runs: {sorted(carried.by_model)})")
+        raise ConfigError(f"no window preprocessing resolved for {model!r} in this cv config: {why}; fix: read the "
+                          "config with eegfm_bench.runs.cv.cells.load_config (a changed config too: "
+                          "load_config(dataclasses.replace(cfg, ...)))")
+    return carried.by_model[model]
 
 
 def _prep_key(win: WindowPreprocessing) -> tuple:
