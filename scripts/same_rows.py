@@ -22,7 +22,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import subprocess

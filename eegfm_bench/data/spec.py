@@ -61,10 +61,9 @@ import copy
 import difflib
 import hashlib
 import json
-from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, Union
+from typing import Union
 
-from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed, read_yaml
+from eegfm_bench.config import ConfigError, command_parser, load_typed, read_yaml
 from eegfm_bench.data.sources import SOURCES
 from eegfm_bench.config.task import TaskSpec
 

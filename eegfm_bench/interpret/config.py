@@ -28,10 +28,8 @@ a ``lightning.Trainer`` built from ``trainer:`` (``device:`` of earlier versions
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
 
-from eegfm_bench.config import ConfigError, ConfigRecord
+from eegfm_bench.config import ConfigError
 
 
 class InterpretConfigError(ConfigError):

@@ -39,9 +39,9 @@ import fnmatch
 import hashlib
 import importlib
 import inspect
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Mapping, Optional
+from typing import Any, ClassVar, Mapping
 
 import torch
 from safetensors.torch import load_file

@@ -32,13 +32,12 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from sklearn.preprocessing import StandardScaler
 
 from eegfm_bench.atomic import atomic_path, atomic_write_text
-from eegfm_bench.config import ConfigRecord, typed
 from eegfm_bench.reports.audit import audit_markdown
 from eegfm_bench.stats import BootstrapCI, cluster_bootstrap, leave_one_cluster_out
 
@@ -46,7 +45,7 @@ from .intervene import observational_localization, paired_localization, project_
 from .recover import linear_provenance_information
 from .stress import (Design, Rotation, StressSet, decision_flip_rate, fit_head, observed_odds,
                      paired_logit_contrast, resolve_odds, stress_weights)
-from .verify import RANDOM_MATCH_MODES, EnergyUnreachable, decide_verdict, has_reliance, random_subspaces
+from .verify import EnergyUnreachable, decide_verdict, has_reliance, random_subspaces
 from eegfm_bench.config.audit import AuditConfig, jsonable
 
 __all__ = ["AuditReport", "audit_embeddings", "SCHEMA"]

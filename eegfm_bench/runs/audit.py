@@ -8,13 +8,12 @@ field at the top level); unknown keys are refused with the close matches.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from eegfm_bench.config import ConfigRecord, command_parser, load_typed, typed
+from eegfm_bench.config import command_parser, load_typed, typed
 from eegfm_bench.locks import out_dir_lock
 from eegfm_bench.provenance.audit import AuditReport, audit_embeddings
 from eegfm_bench.config.audit import AuditConfig

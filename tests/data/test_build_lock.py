@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 from eegfm_bench import locks
-from eegfm_bench.data import cache
 from eegfm_bench.data.cache import BuildLock, cache_entries
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.data.windows import WindowSet, load_windows

@@ -5,7 +5,6 @@ uninterrupted one. (The SLURM launcher's bitwise equality is in ``test_slurm_rea
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import pandas as pd
 import pytest

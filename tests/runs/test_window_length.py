@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from eegfm_bench.config import ConfigError
-from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.data.windows import load_windows, resolve_preprocessing
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.runs.cv.cells import load_config, model_preprocessing, windows_for

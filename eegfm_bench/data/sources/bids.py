@@ -9,15 +9,13 @@ Recordings are the EEG files matching the BIDS entities (``task``, ``subjects``,
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
 
 import mne
 import pandas as pd
 from mne_bids import find_matching_paths, get_bids_path_from_fname, get_entity_vals, read_raw_bids
 
-from eegfm_bench.config import ConfigError, ConfigRecord
+from eegfm_bench.config import ConfigError
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
 from eegfm_bench.config.task import BIDSOptions
 

@@ -12,11 +12,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import socket
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
 
-from eegfm_bench.config import ConfigError, ConfigRecord, close_matches
+from eegfm_bench.config import ConfigError, close_matches
 from eegfm_bench.data.sources.base import (DataNotFoundError, Recording, RecordingReadError, Source, download_allowed,
                                       select_subjects)
 from eegfm_bench.config.task import BraindecodeOptions

@@ -7,13 +7,10 @@ the data root, or the data root itself when it holds ``MNE-eegbci-data``). Missi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import mne
 
-from eegfm_bench.config import ConfigRecord
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 from eegfm_bench.config.task import EEGMMIDBOptions
 

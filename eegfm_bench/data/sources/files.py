@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
 
 import mne
 import pandas as pd
 
-from eegfm_bench.config import ConfigError, ConfigRecord
+from eegfm_bench.config import ConfigError
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, select_subjects
 from eegfm_bench.config.task import FilesOptions
 

@@ -9,13 +9,11 @@ network access is refused. ``moabb.datasets.fake.FakeDataset`` (``dataset: FakeD
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
 
 import mne
 
-from eegfm_bench.config import ConfigError, ConfigRecord, close_matches
+from eegfm_bench.config import ConfigError, close_matches
 from eegfm_bench.data.sources.base import DataNotFoundError, Recording, RecordingReadError, Source, download_allowed
 from eegfm_bench.data.sources.braindecode import no_network
 from eegfm_bench.config.task import MOABBOptions

@@ -10,13 +10,12 @@ cv run) declares are registered and dry-run here too.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
 
 import yaml
 
-from eegfm_bench.config import ConfigError, ConfigRecord, check_trainer_section, command_parser, load_typed
+from eegfm_bench.config import ConfigError, check_trainer_section, load_typed
 from eegfm_bench.controls.features import BANDS, FAMILIES
 from eegfm_bench.controls.permutation import SCHEMES
 from eegfm_bench.controls.probes import PROBES
@@ -28,7 +27,6 @@ from eegfm_bench.models.heads import HEADS, check_token_pooling
 from eegfm_bench.models.user import user_model_config, check_user_model, hashable_user_spec, register_user_models, user_init_label
 from eegfm_bench.config.cv import CVConfig
 from eegfm_bench.runs.launch.launcher import check_launcher
-from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.runs.cv.output import CVRun
 from eegfm_bench.trainer import check_trainer
 from eegfm_bench.config.controls import (controls_parser, ControlsFeatures, ControlsProbe, ControlsScrambled,

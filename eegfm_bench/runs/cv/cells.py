@@ -35,9 +35,9 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -45,8 +45,8 @@ from lightning.pytorch.tuner import Tuner
 from tqdm.auto import tqdm
 
 from eegfm_bench.atomic import unique_tmp
-from eegfm_bench.config import (INTRA_OP_THREADS, ConfigError, ConfigRecord, check_section, check_trainer_section,
-                                command_parser, load_typed, parse_config, typed)
+from eegfm_bench.config import (INTRA_OP_THREADS, ConfigError, check_section, check_trainer_section,
+                                load_typed, typed)
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.splits import SplitSpec, make_split, save_or_verify
 from eegfm_bench.data.tasks import get_task, resolve_task_path
@@ -63,9 +63,7 @@ from eegfm_bench.models.user import (UserModelError, user_model_config, check_us
 from eegfm_bench.config.user_model import UserModelConfig
 from eegfm_bench.results import Cell, config_hash
 from eegfm_bench.runs.cv.confound_config import check_confound, resolve_confound
-from eegfm_bench.config.confound import ConfoundConfig
 from eegfm_bench.runs.launch.launcher import check_launcher
-from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.trainer import build_trainer, check_trainer, hashable_trainer
 from eegfm_bench.config.cv import (cv_parser, DataConfig, OptimConfig, RunConfig, CVConfig, ResolvedPreprocessing,
                                    preprocessing_inputs)

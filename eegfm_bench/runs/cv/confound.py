@@ -46,8 +46,7 @@ from eegfm_bench.runs.cv.cells import load_config, windows_for
 from eegfm_bench.config.cv import CVConfig
 from eegfm_bench.runs.cv.loop import run_cells
 from eegfm_bench.config.confound import label
-from eegfm_bench.runs.cv.confound_config import ALL_ON_REQUEST, VARIATIONS, check_confound, resolve_confound
-from eegfm_bench.config.confound import FRONTAL, ConfoundConfig
+from eegfm_bench.runs.cv.confound_config import check_confound
 from eegfm_bench.reports.page import refresh
 from eegfm_bench.stats import leave_one_cluster_out, paired_cluster_bootstrap
 

@@ -2,10 +2,9 @@
 read; the check itself (retraining every cell on other windows) is :mod:`eegfm_bench.runs.cv.confound`."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Optional
+from dataclasses import asdict
 
-from eegfm_bench.config import ConfigError, ConfigRecord
+from eegfm_bench.config import ConfigError
 from eegfm_bench.config.task import TaskSpec
 from eegfm_bench.data.spec import default_confound_variations
 from eegfm_bench.config.confound import ConfoundConfig

@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 
 from eegfm_bench.atomic import verify_checkpoint

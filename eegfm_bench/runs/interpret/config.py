@@ -3,18 +3,16 @@
 before any data or model is touched."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any, Optional, Sequence
+from dataclasses import replace
+from typing import Sequence
 
-from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed
+from eegfm_bench.config import ConfigError, load_typed
 from eegfm_bench.interpret.config import InterpretConfigError
-from eegfm_bench.config.interpret import AttentionConfig, AttributionConfig, ProbeConfig, SelectConfig
 from eegfm_bench.interpret.lrp import ATTENTION_RULES, ATTRIBUTION_METHODS
 from eegfm_bench.models.heads import check_token_pooling
 from eegfm_bench.perturb.conditions import parse_condition
 from eegfm_bench.runs.cv.cells import load_config as load_cv_config
 from eegfm_bench.runs.launch.launcher import check_launcher
-from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.trainer import check_trainer
 from eegfm_bench.config.interpret import interpret_parser, InterpretConfig
 

@@ -32,13 +32,13 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Sequence
 
 import yaml
 
-from eegfm_bench.config import ConfigError, ConfigRecord, close_matches, command_parser, load_typed, typed
+from eegfm_bench.config import ConfigError, close_matches, command_parser, load_typed, typed
 from eegfm_bench.data.sources import DataNotFoundError
 from eegfm_bench.data.tasks import DeclaredTask, get_task
 from eegfm_bench.models.checkpoints import CheckpointError, resolve

@@ -2,14 +2,13 @@
 runs and what the experiment page reads back from ``sweep.yaml``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence
+from typing import Sequence
 
-from eegfm_bench.config import ConfigError, ConfigRecord, command_parser, load_typed
+from eegfm_bench.config import ConfigError, load_typed
 from eegfm_bench.runs.cv.cells import load_config as load_cv_config
 from eegfm_bench.runs.launch.launcher import check_launcher
-from eegfm_bench.config.launch import LauncherConfig
 from eegfm_bench.trainer import check_trainer
 from eegfm_bench.config.sweep import sweep_parser, SweepConfig
 
