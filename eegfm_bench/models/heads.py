@@ -82,6 +82,15 @@ class PoolingHead(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(self.in_features, self.n_classes)
 
+    @classmethod
+    def takes_any_token_count(cls, **head_kwargs) -> bool:
+        """Whether a head of this class, built with ``head_kwargs``, takes any number of tokens at forward: False
+        where its weights are tied to the build-time token count (:attr:`tied_to_tokens`; ``mlp`` with ``pooling:
+        flatten``). Channel-removal conditions (``*_removed``: fewer tokens from a variable-channel backbone, paper
+        003 App. D.2) are not applicable to a head that does not (:func:`~eegfm_bench.perturb.evaluate.not_applicable_reason`),
+        and ``plan`` does not count them. A head whose answer depends on its settings overrides this."""
+        return not cls.tied_to_tokens
+
     @property
     def in_features(self) -> int:
         """Size of the pooled vector fed to the classifier."""
@@ -243,6 +252,11 @@ class MLPHead(PoolingHead):
     @property
     def in_features(self) -> int:
         return self.hidden[-1] if self.hidden else self.d_model * (self.n_tokens if self.pooling == "flatten" else 1)
+
+    @classmethod
+    def takes_any_token_count(cls, pooling: str = "mean", **head_kwargs) -> bool:
+        """``pooling: mean`` takes any number of tokens; ``pooling: flatten`` is tied to ``n_tokens``."""
+        return pooling != "flatten"
 
     def _check(self, tokens: torch.Tensor) -> None:
         super()._check(tokens)

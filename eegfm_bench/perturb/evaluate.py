@@ -136,8 +136,9 @@ def not_applicable_reason(condition: Condition, model: Any) -> str | None:
 
     Removing channels (``*_removed``) needs a backbone whose ``channel_contract.variable`` is True (paper 003
     App. D.2: "accepts a subset of the training channels at inference without retraining or padding") and a
-    head that accepts a different number of tokens (the ``flatten`` head's weights are tied to token
-    positions).
+    head that accepts a different number of tokens
+    (:meth:`~eegfm_bench.models.heads.PoolingHead.takes_any_token_count`: the ``flatten`` head's weights, and
+    ``mlp``'s with ``pooling: flatten``, are tied to token positions).
 
     Parameters
     ----------
@@ -152,9 +153,11 @@ def not_applicable_reason(condition: Condition, model: Any) -> str | None:
     if not contract.variable:
         return (f"{name} has a fixed channel set (channel_contract.variable=False): removing channels needs a "
                 "variable-channel model (paper 003 App. D.2); the zero-padded variants (*_zero) apply")
-    if getattr(model.head, "name", "") == "flatten":
-        return (f"the flatten head of {name} is tied to the build-time token count ({model.head.n_tokens}); removing "
-                "channels changes it; the zero-padded variants (*_zero) apply, or use the mean/attention head")
+    head = model.head
+    if not type(head).takes_any_token_count(**(model.hparams.get("head_kwargs") or {})):
+        return (f"the {head.name} head of {name} is tied to the build-time token count ({head.n_tokens}); removing "
+                "channels changes it; the zero-padded variants (*_zero) apply, or use a head that pools any number "
+                "of tokens (mean, attention, max)")
     return None
 
 

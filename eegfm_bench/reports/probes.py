@@ -58,6 +58,15 @@ def probe_markdown(table) -> str:
     return "\n".join(lines)
 
 
+def pooling_colors(poolings) -> dict[str, str]:
+    """One matplotlib colour (``"C0"`` …) per pooling name in ``poolings``: ``mean`` and ``flatten`` first (blue,
+    orange), then the others by name, so that no two poolings of a figure share a colour (matplotlib's cycle, left
+    to itself, gives the third line blue again: a ``max`` curve drawn as ``mean``'s). Ten or more poolings reuse
+    the ten colours."""
+    order = sorted(set(poolings), key=lambda p: ({"mean": 0, "flatten": 1}.get(p, 2), p))
+    return {p: f"C{i % 10}" for i, p in enumerate(order)}
+
+
 def plot_probe_curves(table, path: str | Path, chance: float | None = None, title: str | None = None) -> Path:
     """Balanced accuracy vs relative depth, one line per (curve, pooling), ±std band; one panel per model.
 
@@ -70,14 +79,14 @@ def plot_probe_curves(table, path: str | Path, chance: float | None = None, titl
     fig = Figure(figsize=(5.2 * len(models), 3.8))  # no pyplot: the user's backend is left alone
     axes = fig.subplots(1, len(models), squeeze=False)
     styles = {"frozen": "--", "fine-tuned": "-"}
-    colors = {"mean": "tab:blue", "flatten": "tab:orange"}
+    colors = pooling_colors(table["pooling"])
     for ax, model in zip(axes[0], models):
         sub = table[table["model"] == model]
         for (curve, stage, pooling), rows in sub.groupby(["curve", "stage", "pooling"]):
             rows = rows.sort_values("relative_depth")
             x, m, s = rows["relative_depth"].to_numpy(), rows["mean"].to_numpy(), np.nan_to_num(rows["std"].to_numpy())
-            ax.plot(x, m, styles.get(stage, ":"), marker="o", ms=3, color=colors.get(pooling), label=f"{curve}, {pooling}")
-            ax.fill_between(x, m - s, m + s, color=colors.get(pooling), alpha=0.15)
+            ax.plot(x, m, styles.get(stage, ":"), marker="o", ms=3, color=colors[pooling], label=f"{curve}, {pooling}")
+            ax.fill_between(x, m - s, m + s, color=colors[pooling], alpha=0.15)
         if chance is not None:
             ax.axhline(chance, color="grey", lw=0.8, ls=":", label="chance")
         L = int(sub["block"].max()) + 1

@@ -9,7 +9,7 @@ from torch import nn
 from eegfm_bench.data.windows import WindowSet
 from eegfm_bench.interpret.probes import fit_probe, probe_blocks
 from eegfm_bench.models.features import extract_features, state_hash
-from eegfm_bench.reports.probes import plot_probe_curves, probe_markdown, probe_table
+from eegfm_bench.reports.probes import plot_probe_curves, pooling_colors, probe_markdown, probe_table
 
 
 def compute_block_outputs(adapter, ws, cache_dir, batch_size=16):
@@ -148,3 +148,11 @@ def test_probe_table_markdown_and_plot(tmp_path):
     assert "| 2 | 1.00 | 0.800 ± 0.141 | 0.800 ± 0.141 |" in md
     png = plot_probe_curves(table, tmp_path / "c.png", chance=0.5)
     assert png.stat().st_size > 1000
+
+
+def test_every_pooling_of_a_probe_figure_has_its_own_colour():
+    """A pooling beyond mean and flatten (a registered ``max`` or a plug-in's) is drawn in a colour of its own:
+    left to matplotlib's cycle, the third curve was blue again, the colour of ``mean``."""
+    got = pooling_colors(["std", "max", "mean", "max", "flatten"])
+    assert got == {"mean": "C0", "flatten": "C1", "max": "C2", "std": "C3"}
+    assert pooling_colors(["max"]) == {"max": "C0"}

@@ -324,9 +324,32 @@ def test_perturbation_of_a_window_does_not_depend_on_its_batch(mi_cv):
 
 
 # ---------------------------------------------------------------------------------------------- synthetic
-def _labram(head: str) -> FMClassifier:
+def _labram(head: str, **head_kwargs) -> FMClassifier:
     return FMClassifier(backbone="labram", head=head, ch_names=EEGMMIDB, n_times=800, n_classes=2,
-                        backbone_kwargs=dict(num_layers=1, conv_out_channels=4, num_heads=2))
+                        backbone_kwargs=dict(num_layers=1, conv_out_channels=4, num_heads=2), head_kwargs=head_kwargs)
+
+
+@ignore_missing
+def test_channel_removal_applies_to_the_heads_that_take_any_token_count():
+    """Whether a ``*_removed`` condition applies is the head's own answer for its settings
+    (``PoolingHead.takes_any_token_count``), not its name: ``mlp`` with ``pooling: flatten`` is tied to the token
+    count as ``flatten`` is (its forward would raise), with ``pooling: mean`` it is not; ``plan`` asks the same of a
+    run's head, a closed-form head through its carrier."""
+    from eegfm_bench.config.cv import RunConfig
+    from eegfm_bench.runs.cv.cells import takes_any_token_count
+
+    removed = parse_condition("dropout_p=0.5_removed")
+    tied = {"flatten": {}, "mlp": {"pooling": "flatten", "hidden": [8]}}
+    free = {"mean": {}, "max": {}, "attention": {}, "mean_tile": {}, "mlp": {"pooling": "mean", "hidden": [8]}}
+    for head, kw in tied.items():
+        reason = not_applicable_reason(removed, _labram(head, **kw))
+        assert reason.startswith(f"the {head} head of labram is tied to the build-time token count"), reason
+    for head, kw in free.items():
+        assert not_applicable_reason(removed, _labram(head, **kw)) is None, head
+    run = RunConfig(model="labram", heads=["mlp", "mean", "ridge", "flatten"],
+                    head_kwargs={"mlp": {"pooling": "flatten"}, "ridge": {"alphas": [1.0]}})
+    assert [takes_any_token_count(run, h) for h in run.heads] == [False, True, False, False]
+    assert takes_any_token_count(RunConfig(model="labram", heads=["mlp"], head_kwargs={"pooling": "mean"}), "mlp")
 
 
 def _synthetic_ws(X, y) -> WindowSet:

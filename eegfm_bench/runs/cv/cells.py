@@ -409,6 +409,14 @@ def head_kwargs_for(run: RunConfig, head: str) -> dict | None:
     return hk
 
 
+def takes_any_token_count(run: RunConfig, head: str) -> bool:
+    """Whether ``head`` of ``run``, as the cell builds it (a closed-form head: its carrier), takes any number of
+    tokens (:meth:`~eegfm_bench.models.heads.PoolingHead.takes_any_token_count`): what decides whether a sweep's
+    channel-removal conditions apply to the cell."""
+    built = head_args(run, head)
+    return HEADS.get(built["head"]).takes_any_token_count(**(built["head_kwargs"] or {}))
+
+
 def head_args(run: RunConfig, head: str) -> dict:
     """The ``head`` and ``head_kwargs`` a cell's :class:`~eegfm_bench.models.module.FMClassifier` is built with: the
     head and its settings, or for a closed-form head (:func:`~eegfm_bench.models.closed_form.closed_form_head`) its

@@ -41,7 +41,7 @@ from eegfm_bench.data.windows import load_windows, resolve_preprocessing
 from eegfm_bench.models.backbones import BACKBONES
 from eegfm_bench.models.catalogue import load_catalogue
 from eegfm_bench.perturb.evaluate import resolve_conditions
-from eegfm_bench.runs.cv.cells import cv_defaults, run_trainer
+from eegfm_bench.runs.cv.cells import cv_defaults, run_trainer, takes_any_token_count
 from eegfm_bench.runs.launch.launcher import chunks
 from eegfm_bench.runs.plan.paper import load_paper, local_copy, member_config, missing_weights
 from eegfm_bench.config.paper import PaperConfig, PaperDataset, PaperMember, ProvenanceRunConfig
@@ -297,7 +297,7 @@ def plan_sweep_member(ctx: Ctx, m: PaperMember, cfg) -> dict:
     test = w // folds
     pairs, conds_of, rate_of = 0, {}, {}
     for run, head in _selected(cv, cfg.models):
-        var = bool((cat.get(run.model) or {}).get("variable_channels")) and head != "flatten"
+        var = bool((cat.get(run.model) or {}).get("variable_channels")) and takes_any_token_count(run, head)
         n_cond = sum(1 for c in conds if var or not c.needs_variable_channels)
         pairs += n_cond * folds
         kw = run.backbone_kwargs
