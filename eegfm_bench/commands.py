@@ -24,7 +24,7 @@ from eegfm_bench.data.sources.eegmmidb import eegmmidb_dir, eegmmidb_file
 from eegfm_bench.data.tasks import PRESET_DIR, get_task, preset_names
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interpret.lrp import adapter_lrp_problem
-from eegfm_bench.models.catalogue import catalogue_table
+from eegfm_bench.models.catalogue import catalogue_table, heads_table
 from eegfm_bench.models.module import FMClassifier
 from eegfm_bench.models.user import user_model_config, check_user_model
 from eegfm_bench.config.user_model import UserModelConfig
@@ -71,6 +71,8 @@ def lightning_cli(args: list[str]) -> None:
 
 def _print_models() -> None:
     print(catalogue_table())
+    print("\nHeads (a run's `heads:`; plug-ins through the `eegfm_bench.heads` entry point, docs/guide/extending.md):\n")
+    print(heads_table())
 
 
 def _print_user_models(configs: list[str], extra: list[str]) -> None:

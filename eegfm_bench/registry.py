@@ -56,7 +56,8 @@ class Registry(Generic[T]):
         def deco(obj: T) -> T:
             key = name or getattr(obj, "name", None) or obj.__name__  # type: ignore[attr-defined]
             if key in self._items:
-                raise ValueError(f"{self.kind} {key!r} is registered twice")
+                raise ValueError(f"{self.kind} {key!r} is registered twice; fix: give the new one another name (taken: "
+                                 f"{sorted(self._items)})")
             self._items[key] = obj
             return obj
 

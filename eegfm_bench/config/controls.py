@@ -79,7 +79,8 @@ class ControlsModel(ConfigRecord):
         model: registered backbone.
         pretrained: hub id or local checkpoint (null: random init only).
         init_seeds: seeds of the matched fully random initialisations.
-        pooling: ``mean`` or ``flatten`` over tokens.
+        pooling: a parameter-free pooling over tokens (a head whose ``token_pooling`` is set: ``mean``, ``flatten``,
+            … ; ``eegfm-bench models`` lists them).
         backbone_kwargs: architecture overrides.
     """
 
@@ -139,7 +140,8 @@ class ControlsScrambled(ConfigRecord):
         correct: ``auto`` (= ``rerun``) trains both arms here on one fixed schedule (``trainer.max_epochs`` epochs, no
             early stopping, the last weights); ``cv`` reuses the cv run's checkpoint as the correct-label arm and
             trains the scrambled arm with the cv's early-stopping recipe (an unmatched schedule, reported as such).
-        pooling: how the adapted encoder's tokens are pooled for the refitted frozen probe (``mean``, ``flatten``).
+        pooling: how the adapted encoder's tokens are pooled for the refitted frozen probe (a parameter-free
+            pooling: ``eegfm-bench models`` lists them).
         trainer: trainer overrides.
         optim: optimiser overrides.
         backbone_kwargs: architecture overrides.

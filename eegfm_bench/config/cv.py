@@ -102,8 +102,8 @@ class RunConfig(ConfigRecord):
         regime: ``head_only`` (linear probing), ``lora`` or ``full`` fine-tuning, or LP-FT: ``lp_ft`` / ``lp_lora``
             (the head is first trained on the frozen backbone's tokens, its best-validation weights start the full /
             LoRA fine-tuning).
-        heads: pooling heads (``mean``, ``attention``, ``flatten``, ``mean_tile``, ``mlp``), or ``ridge``
-            (``head_only`` only): a closed-form ridge probe on the flattened cached tokens, alpha chosen on the
+        heads: registered heads (``eegfm-bench models`` lists them, plug-ins included: ``mean``, ``flatten``, …), or
+            ``ridge`` (``head_only`` only): a closed-form ridge probe on the flattened cached tokens, alpha chosen on the
             validation subjects (:mod:`eegfm_bench.models.ridge`), stored as a flatten head's weights.
         lp_ft: LP-FT settings: ``lp_max_epochs`` (stage 1; default ``trainer.max_epochs``).
         pretrained: hub id or local checkpoint folder (``null``: random init, ``init=random`` in every row).

@@ -22,6 +22,8 @@ from typing import Mapping, Sequence
 import yaml
 
 from eegfm_bench.models.backbones import BACKBONES, primary_backbones
+from eegfm_bench.models.closed_form import CLOSED_FORM
+from eegfm_bench.models.heads import HEADS
 
 CATALOGUE_PATH = Path(__file__).with_name("catalogue.yaml")
 REQUIRED = ("display", "braindecode_class", "kind", "reference", "params", "reference_input", "tokens", "sfreq",
@@ -123,6 +125,27 @@ def catalogue_table(path: str | Path | None = None) -> str:
         cells = [f"{name} ({e['display']})", e["kind"], params, f"{e['sfreq']:g}", f"{e['window_s']:g}", band, p.unit,
                  e["tokens"], e["channel_contract"], "yes" if e["variable_channels"] else "no", hub, corpora]
         lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def heads_table() -> str:
+    """The registered heads (:data:`~eegfm_bench.models.heads.HEADS`, plug-ins included) and the closed-form ones
+    (:data:`~eegfm_bench.models.closed_form.CLOSED_FORM`) as one Markdown table: head, kind, whether it takes any
+    number of tokens (channel-removal conditions apply: :meth:`~eegfm_bench.models.heads.PoolingHead.takes_any_token_count`
+    at its default settings), whether it is a pooling of the probes and the controls (a parameter-free
+    ``token_pooling``), and the first line of its docstring. What ``eegfm-bench models`` prints under the backbones:
+    the one list of head names, so that docs and config help need not repeat it."""
+    lines = ["| head | kind | any token count (default settings) | probe / control pooling | what it does |", "|---|---|---|---|---|"]
+    for name in HEADS.names():
+        cls = HEADS.get(name)
+        doc = (cls.__doc__ or "").strip().split("\n")[0].replace("``", "`")
+        lines.append(f"| {name} | trained | {'yes' if cls.takes_any_token_count() else 'no'} | "
+                     f"{'yes' if cls.token_pooling is not None else 'no'} | {doc} |")
+    for name in CLOSED_FORM.names():
+        cf = CLOSED_FORM.get(name)
+        lines.append(f"| {name} | closed form ({cf.regime}), stored as a {cf.carrier} head | "
+                     f"{'yes' if HEADS.get(cf.carrier).takes_any_token_count() else 'no'} | no | "
+                     f"solved on the cached tokens; settings: {', '.join(cf.settings)} |")
     return "\n".join(lines)
 
 

@@ -110,8 +110,8 @@ class FMClassifier(L.LightningModule):
     backbone : str
         Registered backbone (``eegfm-bench models`` lists them).
     head : str
-        Pooling head: ``mean``, ``attention``, ``flatten``, ``mean_tile``, ``mlp`` (the cv ``ridge`` head is a
-        ``flatten`` head holding a closed-form solution).
+        A registered head (:data:`~eegfm_bench.models.heads.HEADS`; ``eegfm-bench models`` lists them). The cv's
+        ``ridge`` head is a ``flatten`` head holding a closed-form solution.
     regime : str
         ``head_only``, ``full`` or ``lora``.
     ch_names : list of str

@@ -69,3 +69,30 @@ def test_a_registered_head_reaches_probes_and_controls(tmp_path):
     finally:
         del HEADS._items["median_test"]
     assert "median_test" not in token_poolings()
+
+
+def test_models_lists_every_registered_head_with_its_token_count_answer(monkeypatch):
+    """``eegfm-bench models`` prints the one list of heads (the docs and the config help point to it): every
+    registered head, a runtime one included, then the closed-form ``ridge`` as its flatten carrier; each says
+    whether it takes any token count at its default settings and whether it is a probe / control pooling. A name
+    already taken is refused with the taken names."""
+    from eegfm_bench.models.catalogue import heads_table
+
+    @HEADS.register("rms_test")
+    class RMSHead(PoolingHead):
+        """Root mean square over tokens, then linear."""
+
+        name = "rms_test"
+        token_pooling = staticmethod(lambda t: (t ** 2).mean(1) ** 0.5)
+
+    try:
+        rows = {line.split(" | ")[0].strip("| "): line for line in heads_table().splitlines()[2:]}
+        assert list(rows) == sorted(set(HEADS.names())) + ["ridge"]
+        assert rows["flatten"].startswith("| flatten | trained | no | yes | All tokens concatenated")
+        assert rows["mlp"].startswith("| mlp | trained | yes | no |")  # pooling: mean by default
+        assert rows["rms_test"] == "| rms_test | trained | yes | yes | Root mean square over tokens, then linear. |"
+        assert rows["ridge"].startswith("| ridge | closed form (head_only), stored as a flatten head | no | no |")
+        with pytest.raises(ValueError, match=r"head 'mean' is registered twice; fix: give the new one another name"):
+            HEADS.register("mean")(RMSHead)
+    finally:
+        HEADS._items.pop("rms_test")
