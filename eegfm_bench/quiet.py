@@ -1,4 +1,4 @@
-"""Third-party deprecation chatter hidden the same way in the CLI and the Python API (issue 36 item 5).
+"""Third-party deprecation chatter hidden the same way in the CLI and the Python API.
 
 Ground floor: imports nothing from the package and nothing heavy. :data:`THIRD_PARTY_WARNINGS` is the one list of
 what is hidden: deprecations raised inside dependencies (braindecode's montage names, Lightning's pytree check,

@@ -1,4 +1,4 @@
-"""Process settings that send the CPU to compute (issue 35 item 5): keep freed memory instead of having the kernel
+"""Process settings that send the CPU to compute: keep freed memory instead of having the kernel
 zero new pages on every pass.
 
 Ground floor, like :mod:`eegfm_bench.trainer`: it imports nothing from the package and nothing heavy, so the CLI

@@ -562,7 +562,7 @@ def leave_one_cluster_out(verdict: Callable[[np.ndarray], str], clusters: Sequen
     """Leave-one-subject-out stability of a verdict computed from fixed predictions (no refitting).
 
     The verdict is recomputed once on all rows and once without each cluster's rows in turn; a cluster whose
-    removal changes it is a *flip*: the verdict rests on that one cluster (project issue 33, item 8).
+    removal changes it is a *flip*: the verdict rests on that one cluster.
 
     Parameters
     ----------
@@ -603,7 +603,7 @@ SUBJECT_SD_PILOT = 0.15
 """Assumed SD across subjects of a per-subject paired difference (balanced accuracy units) when no pilot is given:
 :func:`min_detectable_delta`'s default, as ``eegfm-bench plan`` prints it. Source: a pilot, the eyes positive control
 (``configs/experiment/positive_control_eegmmidb_eyes.yaml``) reduced to EEGNet, the 4-40 Hz variation, 4 s stride and
-10 epochs: EEGNet 4-40 Hz minus headline per held-out subject had SD 0.154 over the 7 subjects (project issue 33).
+10 epochs: EEGNet 4-40 Hz minus headline per held-out subject had SD 0.154 over the 7 subjects.
 Another task's spread may differ several-fold; pass a pilot's own."""
 
 

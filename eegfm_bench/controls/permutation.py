@@ -18,7 +18,7 @@ Permutation schemes (chosen to keep the label structure the task has):
 
 ``scheme="auto"`` picks ``within_subject`` or ``subject_label`` from the labels and raises when neither fits.
 
-Draws the statistic cannot be computed on (issue 12 item 11). A ``subject_label`` permutation over few subjects
+Draws the statistic cannot be computed on. A ``subject_label`` permutation over few subjects
 can leave a training fold without a class (no probe can be fitted) or, for ``statistic="mean_fold"``, a test fold
 with one class (AUROC undefined): ≈ 50 % of draws at ds004504 AD-vs-FTD sizes. Such a draw is redrawn (a
 *restricted* permutation test: the null is the permutation distribution conditional on every fold being

@@ -11,7 +11,7 @@ recording's windows go to their own cache entry (``<cache>/recordings/<task>-<ke
 and ``windows.balance`` are then decided on the labels. The windows, their order and the report equal the serial
 build's whatever ``n_jobs``.
 
-**The corpus is on disk once** (issue 35): the per-recording entries are the store. A window set's folder holds
+**The corpus is on disk once**: the per-recording entries are the store. A window set's folder holds
 its labels, meta, ingest report and an index (``index.npz``: per window, its entry and its row there; per entry, the
 columns the channel set keeps), never the windows again; its ``X`` is an :class:`EntryWindows`, a read-only array
 that gathers the rows it is asked for from the entries' memmaps and applies the set's reference to them, the same

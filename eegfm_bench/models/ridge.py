@@ -11,7 +11,7 @@ in the dual: with ``n`` fitting rows, only the ``n × n`` kernel ``K = X_c X_c�
 every ``alpha``. Peak memory is ``O(n² + n · chunk)`` floats whatever ``n_features`` is.
 
 When the fitting rows outnumber the features (``n > p``: a clinical corpus of 10⁵ windows and pooled features),
-the same solution is computed in the primal instead (issue 35 item 4): the ``p × p`` scatter matrix
+the same solution is computed in the primal instead: the ``p × p`` scatter matrix
 ``G = X_cᵀ X_c`` and ``X_cᵀ Y_c`` are accumulated over row chunks of the (memory-mapped) features, one
 eigendecomposition of ``G`` serves every ``alpha``, and the rows to predict are projected chunk by chunk. Peak
 memory is then ``O(p² + chunk_rows · p)``: in both forms it is bounded by ``min(n, p)²`` plus one chunk, never by

@@ -1,4 +1,4 @@
-"""Bring your own model: any PyTorch encoder by import path, declared in the config (project issue 15).
+"""Bring your own model: any PyTorch encoder by import path, declared in the config.
 
 A cv config's ``user_models:`` section names encoders that live outside this package::
 

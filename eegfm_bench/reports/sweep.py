@@ -341,7 +341,7 @@ def degradation_figure(df: pd.DataFrame, *, metric: str = "balanced_accuracy", c
 
 def delta_intervals(out_dir: str | os.PathLike, df: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0,
                     metric: str = "balanced_accuracy") -> pd.DataFrame:
-    """Δ from clean per model and condition with its 95 % subject-cluster bootstrap interval (issue 24).
+    """Δ from clean per model and condition with its 95 % subject-cluster bootstrap interval.
 
     From the per-window predictions the sweep saves (``predictions/<cell>-<hash8>-fold<k>/<condition>.csv``): the
     condition's and the clean predictions of the same windows, paired, subjects resampled within each test fold

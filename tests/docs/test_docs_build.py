@@ -38,6 +38,34 @@ def test_the_readme_is_a_map_under_150_lines():
         assert f"docs/guide/{guide}.md" in readme
 
 
+HISTORY = re.compile(r"\b(?:project )?issues? #?\d+|\bstop \d+\b|\bthis (?:round|session)\b|before .{0,40}\bwas (?:kept|fixed)\b"
+                     r"|\bsame rows as at\b", re.I)
+
+
+def project_history(paths) -> list[str]:
+    """``file:line: text`` for every line of ``paths`` (files or folders of ``.py`` / ``.md`` / ``.rst``) that tells
+    the project's history (an issue or stop number, "this round", a comparison with an earlier build) instead of
+    what the code does."""
+    found = []
+    for root in map(Path, paths):
+        for f in sorted([root] if root.is_file() else (x for x in root.rglob("*") if x.suffix in (".py", ".md", ".rst"))):
+            for i, line in enumerate(f.read_text().splitlines(), 1):
+                if HISTORY.search(line):
+                    found.append(f"{f.relative_to(REPO) if f.is_relative_to(REPO) else f}:{i}: {line.strip()[:100]}")
+    return found
+
+
+def test_no_project_history_in_user_pages_or_docstrings(tmp_path):
+    """What a user reads — the README, the guide, the examples and every docstring ``help()`` shows — says what the
+    code does, not which issue or session changed it or what an earlier build measured (that is the git log's)."""
+    found = project_history([REPO / "README.md", DOCS / "index.md", DOCS / "guide", DOCS / "examples",
+                             DOCS / "extending", DOCS / "api.rst", REPO / "eegfm_bench"])
+    assert found == [], "\n".join(found) + "\nfix: say what the code does; the history belongs to the git log"
+    (tmp_path / "m.py").write_text('"""Pools tokens (issue 36 item 4)."""\n')
+    (tmp_path / "r.md").write_text("3 min wall; it was 190 s at 0.1.0+g1f7c38b, before freed memory was kept\n")
+    assert len(project_history([tmp_path])) == 2
+
+
 def _copy_docs(tmp_path: Path) -> Path:
     src = tmp_path / "docs"
     shutil.copytree(DOCS, src, ignore=shutil.ignore_patterns("_build", "auto_examples", "generated", "reference"))

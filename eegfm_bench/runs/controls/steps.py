@@ -257,7 +257,7 @@ def _features(ctx: ControlsContext, family: str, ws, ch_names: list[str], tag: s
     step = 256
     for s in tqdm(range(0, len(ws), step), desc=f"{family} features ({tag})", disable=not ctx.progress, unit="chunk"):
         X = np.asarray(ws.X[s:s + step], dtype=np.float64)[:, sel]
-        if len(sel) < len(ws.ch_names):  # the reference over the channels kept (issue 22)
+        if len(sel) < len(ws.ch_names):  # the reference over the channels kept
             reference_windows(X, window_reference(ws))
         kw = {"welch_seconds": fc.welch_seconds, "study_summaries": fc.study_summaries}
         F, _ = handcrafted_features(X, ws.sfreq, ch_names, family=family, **kw)

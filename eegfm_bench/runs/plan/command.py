@@ -1,4 +1,4 @@
-"""``eegfm-bench plan --config X``: what a cv config will run, before it runs (project issue 13, item 4).
+"""``eegfm-bench plan --config X``: what a cv config will run, before it runs.
 
 Prints, without training anything:
 
@@ -12,7 +12,7 @@ Prints, without training anything:
   device) when given, else from a short measurement here (``--measure``: 3 batches of the config's input through
   each model, forward and forward + backward). An estimate assumes every cell runs ``max_epochs`` (early stopping
   only shortens it) and counts the backbone, which dominates; validation and test passes are forward-only;
-* **the whole command, stage by stage** (project issue 35, item 6; :mod:`eegfm_bench.runs.plan.stages`): start-up,
+* **the whole command, stage by stage** (:mod:`eegfm_bench.runs.plan.stages`): start-up,
   the window read (or the ingestion this plan paid), the features, job start-ups, training, testing, each confound
   variation and the report, for the launcher and workers given, with its total wall time.
 """

@@ -1,4 +1,4 @@
-"""``eegfm-bench plan`` of a finished cv run, without the deep-learning stack (issue 36, item 3).
+"""``eegfm-bench plan`` of a finished cv run, without the deep-learning stack.
 
 A run is *finished* for its config when its ``out_dir`` holds ``config.yaml``, ``cells.json`` and ``splits.json``,
 the config given to ``plan`` resolves to that ``config.yaml`` (every section but ``launcher``, which changes no

@@ -1,4 +1,4 @@
-"""The stages of a whole ``eegfm-bench cv`` command, as ``eegfm-bench plan`` estimates them (project issue 35, item 6).
+"""The stages of a whole ``eegfm-bench cv`` command, as ``eegfm-bench plan`` estimates them.
 
 A cv command is more than its training: on a tiny cv the training was an eighth of the wall time. The plan
 estimates, in the order the command runs them:
