@@ -66,6 +66,11 @@ The other adapters cite their papers in their own docstrings.
 
 from __future__ import annotations
 
+from eegfm_bench.quiet import quiet_third_party_warnings
+
+with quiet_third_party_warnings():  # braindecode warns at its import about its own code (its montage names): not
+    import braindecode.models  # noqa: F401 - the user's to act on; imported here first, quietly (eegfm_bench.quiet)
+
 from eegfm_bench.models.base import BackboneAdapter
 from eegfm_bench.registry import Registry
 from eegfm_bench.models.backbones.eegnet import EEGNetAdapter
