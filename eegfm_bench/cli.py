@@ -1,19 +1,8 @@
-"""``eegfm-bench`` command line.
+"""``eegfm-bench`` command line: :func:`main` parses the command and hands it to its handler
+(:mod:`eegfm_bench.commands`; the light ones, :data:`LIGHT_COMMANDS`, to :mod:`eegfm_bench.light_commands`).
 
-Subcommands
------------
-fit | validate | test   LightningCLI over :class:`FMClassifier` and :class:`EEGDataModule` (``--config`` YAML).
-cv --config X.yaml      every fold × model × head × regime of one task; result rows + summary table.
-                        Every command with --config takes dotted overrides (``--trainer.devices 2``), ``--keys``
-                        (every key, type and default) and ``--print-config`` (the resolved config).
-models                  the registered backbones with their preprocessing and channel contracts.
-tasks                   the registered tasks.
-check --config X.yaml   one batch through every configured run before a long cv run.
-sweep --config X.yaml   test-time perturbations (paper 003 App. D) on every per-fold checkpoint of a cv run.
-controls --config X.yaml  negative controls of paper 001 (comparators, random init, permutation, identity, gates).
-audit --config X.yaml   PhysioTRACE provenance audit (paper 000) over an embeddings npz; resumable.
-probe --config X.yaml   block-wise linear probes + per-block attention topomaps on a cv run's checkpoints (App. I.4-I.5).
-attribute --config X.yaml  Gradient×Input / AttnLRP topomaps + sanity checks on a cv run's checkpoints (App. I.1-I.2).
+``eegfm-bench --help`` lists every command with one line each (:data:`DESCRIPTION` above the list);
+docs/guide/commands.md is the guide.
 """
 from __future__ import annotations
 
@@ -99,6 +88,14 @@ def _stopped(argv: list[str], kept: str | None) -> int:
     return EXIT_STOPPED
 
 
+DESCRIPTION = """Fine-tune and evaluate EEG foundation models: subject-grouped cross-validation (cv), test-time
+perturbation sweeps, block-wise probes, attribution maps, negative controls and the provenance audit.
+
+Every command with --config takes dotted overrides of any key (--trainer.devices 2 --data.batch_size 32),
+--keys (every key with its type and default) and --print-config (the resolved config). `eegfm-bench <command>
+--help` shows a command's options; `eegfm-bench models` and `eegfm-bench tasks` list the backbones, heads and
+tasks; docs/guide/commands.md is the guide."""
+
 COMMANDS = {
     "cv": "cross-validate models × heads × regimes on one task",
     "check": "one batch through every run of a cv config (a Trainer with fast_dev_run=1)",
@@ -131,7 +128,7 @@ def _main(argv: list[str]) -> int:
 
         commands.lightning_cli(argv)
         return 0
-    p = argparse.ArgumentParser(prog="eegfm-bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="eegfm-bench", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     _add_config_commands(sub)
@@ -218,7 +215,7 @@ def _add_result_commands(sub) -> None:
 def _add_tool_commands(sub) -> None:
     """The other commands, in their ``--help`` order: ``models``, ``tasks``, ``robustness`` (over several sweeps),
     ``ingest``, ``features``, ``cache``."""
-    mo = sub.add_parser("models", help="list backbones (and the user models a cv config declares)")
+    mo = sub.add_parser("models", help="list backbones and heads (and the user models a cv config declares)")
     mo.add_argument("--config", action="append", help="a cv config: also list its user_models (dry run of each)")
     mo.add_argument("--no-progress", action="store_true", help="accepted for symmetry with the other commands")
     sub.add_parser("tasks", help="list tasks (the presets)")

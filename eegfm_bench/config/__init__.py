@@ -87,6 +87,21 @@ def closest_first(word: str, options: Iterable[str]) -> list[str]:
     return sorted(set(options), key=lambda o: (-difflib.SequenceMatcher(None, str(word), o).ratio(), o))
 
 
+_ROLE = re.compile(r":(?:py:)?(?:func|class|mod|meth|data|attr|exc|obj|ref|doc|term):`(~?)([^`<]*?)\s*(?:<([^>]*)>)?`")
+
+
+def plain_text(text: str) -> str:
+    """``text`` written for Sphinx (reST roles, double back-quotes) made readable in a terminal, for ``--help`` and
+    ``--keys``: ``:func:`~a.b.c``` → ``c``, ``:class:`a.B``` → ``a.B``, a titled role ``:ref:`title <target>``` →
+    ``title``, ````x```` → ```x```."""
+    def role(m: re.Match) -> str:
+        tilde, title, target = m.groups()
+        name = title.strip() or (target or "")
+        return f"`{name.rsplit('.', 1)[-1] if tilde else name}`"
+
+    return _ROLE.sub(role, text).replace("``", "`")
+
+
 def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = None, training: bool = True) -> None:
     """Add every ``lightning.Trainer.__init__`` argument under ``key`` plus :data:`TRAINER_EXTRAS` (``patience``
     only for commands that train: ``training``)."""

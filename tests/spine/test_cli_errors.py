@@ -1,6 +1,7 @@
 """User errors: one message that names the fix, from the config helpers and the console script."""
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -58,6 +59,18 @@ def test_console_script_reraises_bugs(monkeypatch):
         cli.main()
 
 
+ROLES = re.compile(r"``|:(?:func|class|mod|meth|data|attr|ref):`")
+
+
+def test_plain_text_reads_sphinx_markup_as_a_terminal_shows_it():
+    from eegfm_bench.config import plain_text
+
+    text = ("``eegfm-bench cv``: :func:`~eegfm_bench.runs.cv.cells.load_config` resolves ``task`` once into a "
+            ":class:`eegfm_bench.data.ingest.DeclaredTask` (:ref:`the guide <guide-data>`, :mod:`~eegfm_bench.quiet`)")
+    assert plain_text(text) == ("`eegfm-bench cv`: `load_config` resolves `task` once into a "
+                                "`eegfm_bench.data.ingest.DeclaredTask` (`the guide`, `quiet`)")
+
+
 def test_every_command_lists_its_keys_prints_its_resolved_config_and_refuses_unknown_options(tmp_path, capsys):
     from eegfm_bench.cli import COMMANDS, main
 
@@ -65,6 +78,7 @@ def test_every_command_lists_its_keys_prints_its_resolved_config_and_refuses_unk
         assert main([cmd, "--keys"]) == 0
         out = capsys.readouterr().out
         assert "--config" in out and (cmd == "audit" or "--trainer.strategy" in out), cmd
+        assert not ROLES.findall(out), (cmd, ROLES.findall(out)[:3])  # the docstrings' Sphinx markup, made plain
     cfg = "configs/experiment/quickstart.yaml"
     assert main(["cv", "--config", cfg, "--trainer.devices", "2", "--trainer.strategy", "ddp",
                  "--trainer.precision", "bf16-mixed", "--print-config"]) == 0

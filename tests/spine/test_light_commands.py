@@ -119,3 +119,4 @@ def test_help_loads_no_deep_learning_stack(args):
     rc, printed, loaded = run_light(args)
     assert rc == 0 and loaded == []
     assert "usage: eegfm-bench" in printed
+    assert "``" not in printed and ":class:`" not in printed and ":func:`" not in printed  # no Sphinx markup
