@@ -72,4 +72,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The public names and the module's dunders: not the helpers this file imports (``importlib``, ``quiet``)."""
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__")})

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import docstring_parser
 
+from eegfm_bench.config import TRAINER_EXTRA_DOCS, TRAINER_EXTRAS
+
 PACKAGE = "eegfm_bench"
 PAGE = Path("reference") / "config.rst"
 
@@ -194,7 +196,13 @@ def render() -> str:
              "``folds:`` inside the ``split:`` section; ``runs[].heads`` is ``heads:`` in each item of the "
              "``runs:`` list. Every key can also be given on the command line (``--split.folds '[0]'``). The "
              "``trainer:`` section of a command takes every ``lightning.Trainer`` argument "
-             "(:doc:`../guide/scaling`).", ""]
+             "(:doc:`../guide/scaling`), and these keys of eegfm_bench's own:", "",
+             ".. list-table::", "   :header-rows: 1", "   :widths: 22 22 16 40", "",
+             "   * - key", "     - type", "     - default", "     - what it does"]
+    for k, default in TRAINER_EXTRAS.items():
+        tp, text = TRAINER_EXTRA_DOCS[k]
+        lines += [f"   * - ``trainer.{k}``", f"     - ``{tp}``", f"     - ``{default}``", f"     - {text}"]
+    lines.append("")
     by_module: dict[str, list[type]] = {}
     for cls in classes:
         by_module.setdefault(cls.__module__, []).append(cls)

@@ -46,6 +46,14 @@ TRAINER_SKIP = frozenset({"logger", "callbacks", "plugins", "enable_checkpointin
 TRAINER_EXTRAS: dict[str, Any] = {"patience": 5, "loggers": ["csv"]}
 """Keys of the ``trainer:`` section that are not ``lightning.Trainer`` arguments (with their defaults)."""
 
+TRAINER_EXTRA_DOCS: dict[str, tuple[str, str]] = {
+    "patience": ("int", "early-stopping patience in epochs on the validation balanced accuracy (``val/bacc``); only "
+                        "the commands that stop early take it (cv, check, plan)"),
+    "loggers": ("str | list[str | dict]", "experiment trackers: ``csv``, ``tensorboard``, ``wandb`` (or ``{name: "
+                                          "wandb, project: ...}``); a bare name is a list of one"),
+}
+"""Type and help of each :data:`TRAINER_EXTRAS` key: what ``--help``, ``--keys`` and the config reference print."""
+
 TRAINER_DEFAULTS: dict[str, Any] = {"max_epochs": 30, "min_epochs": 1, "devices": 1, "accelerator": "auto",
                                     "precision": "32-true", "enable_progress_bar": False,
                                     "enable_model_summary": False, "log_every_n_steps": 1, "deterministic": False}
@@ -110,10 +118,10 @@ def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = 
     parser.add_method_arguments(L.Trainer, "__init__", key, skip=set(TRAINER_SKIP))
     if training:
         parser.add_argument(f"--{key}.patience", type=int, default=TRAINER_EXTRAS["patience"],
-                            help="early stopping patience in epochs on val/bacc (eegfm-bench)")
+                            help=plain_text(TRAINER_EXTRA_DOCS["patience"][1]) + " (eegfm-bench)")
     parser.add_argument(f"--{key}.loggers", type=Union[str, list[Union[str, dict[str, Any]]]],
                         default=TRAINER_EXTRAS["loggers"],
-                        help="loggers: csv, tensorboard, wandb (or {name: wandb, project: ...}) (eegfm-bench)")
+                        help=plain_text(TRAINER_EXTRA_DOCS["loggers"][1]) + " (eegfm-bench)")
     parser.set_defaults({f"{key}.{k}": v for k, v in {**TRAINER_DEFAULTS, **(defaults or {})}.items()})
 
 

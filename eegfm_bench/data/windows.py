@@ -279,6 +279,15 @@ class WindowSet:
     def __len__(self) -> int:
         return int(self.y.shape[0])
 
+    def __repr__(self) -> str:
+        """One line: task, shape, rate, classes, subjects (the dataclass's own repr printed every array whole)."""
+        task = self.meta.get("task", "?")
+        counts = np.bincount(np.asarray(self.y, dtype=np.int64), minlength=len(self.class_names))
+        classes = ", ".join(f"{c}: {int(n)}" for c, n in zip(self.class_names, counts))
+        return (f"WindowSet(task={task!r}, X={tuple(int(v) for v in self.X.shape)} (windows, channels, samples), "
+                f"sfreq={self.sfreq:g} Hz, {self.n_times / self.sfreq:g} s windows, classes {{{classes}}}, "
+                f"{len(self.subjects)} subjects, {len(np.unique(self.recording))} recordings)")
+
     @property
     def n_times(self) -> int:
         return int(self.X.shape[-1])

@@ -1016,7 +1016,7 @@ def build_sections(dirs: Sequence[str | os.PathLike], assets: Path,
 
 
 def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None,
-               title: str | None = None, *, configs: ConfigReaders = SAVED_CONFIGS) -> dict[str, Path]:
+               title: str | None = None, *, configs: ConfigReaders | None = None) -> dict[str, Path]:
     """Write ``report.html`` and ``report.md`` for the results under ``dirs`` (into ``out``, default the first).
 
     The page gathers what the commands wrote under the folders (a cv run, its sweeps, probes, attribution, negative
@@ -1032,7 +1032,7 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
     title : str, optional
         The page's title (default: the experiments' names).
     configs : mapping, optional
-        The saved-config readers by folder kind (:data:`ConfigReaders`).
+        The saved-config readers by folder kind (:data:`ConfigReaders`; ``None``: :data:`SAVED_CONFIGS`).
 
     Returns
     -------
@@ -1049,7 +1049,7 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
     dirs = [Path(d) for d in dirs]
     out = Path(out) if out is not None else dirs[0]
     assets = out / "report_assets"
-    src, sections = build_sections(dirs, assets, configs)
+    src, sections = build_sections(dirs, assets, SAVED_CONFIGS if configs is None else configs)
     if len(sections) == 1 and not sections[0].tables:
         raise NotAResultFolderError(f"nothing to report under {', '.join(map(str, dirs))}: no cv run (cells.json), sweep "
                          "(sweep.yaml), probes/, attribution/, gates.json or audit_*.json; fix: pass the out_dir of "

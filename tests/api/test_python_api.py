@@ -94,6 +94,7 @@ def test_every_public_name_resolves_and_the_import_is_light():
     for name in eb.__all__:
         assert getattr(eb, name) is not None, name
     assert issubclass(eb.ConfigError, eb.EEGFMError)
+    assert [n for n in dir(eb) if not n.startswith("__")] == eb.__all__  # not the helpers __init__ imports
     code = "import sys, eegfm_bench; print(int('torch' in sys.modules), int('lightning' in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["0", "0"]  # nothing heavy until a name is used

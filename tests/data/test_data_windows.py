@@ -7,7 +7,7 @@ import pytest
 from eegfm_bench.data.montage import ChannelNameError, canonical_name, canonical_names
 from eegfm_bench.data.preprocessing import Preprocessing
 from eegfm_bench.data.tasks import DataNotFoundError, Recording, RecordingReadError, get_task
-from eegfm_bench.data.windows import EntryWindows, NonFiniteWindowError, load_windows
+from eegfm_bench.data.windows import EntryWindows, NonFiniteWindowError, WindowSet, load_windows
 from eegfm_bench.registry import UnknownNameError
 
 PREP = Preprocessing(sfreq=80.0, l_freq=1.0, h_freq=30.0, scale=1e6, unit="µV", window_s=4.0)
@@ -137,3 +137,14 @@ def test_select_channels_re_references_over_the_kept_channels():
     kept = select_channels(ws(raw, "none"), ["C4", "C3"])
     np.testing.assert_array_equal(kept.X, raw[:, [2, 0]])
     assert kept.meta["reference"] == {"reference": "none", "channels": []}
+
+
+def test_a_window_set_prints_as_one_line():
+    """``repr`` (a notebook cell's output) says what the set is, not its arrays: 720 windows printed the whole float
+    array before."""
+    n = 6
+    ws = WindowSet(np.zeros((n, 3, 400), np.float32), np.array([0, 1, 1, 0, 1, 1]), np.array(["S1"] * 3 + ["S2"] * 3),
+                   np.array(["R1", "R1", "R2", "R3", "R3", "R3"]), np.arange(n), np.full(n, "eegmmidb"), ["C3", "Cz", "C4"],
+                   200.0, ["left", "right"], {"task": "eegmmidb_mi"})
+    assert repr(ws) == ("WindowSet(task='eegmmidb_mi', X=(6, 3, 400) (windows, channels, samples), sfreq=200 Hz, "
+                        "2 s windows, classes {left: 2, right: 4}, 2 subjects, 3 recordings)")

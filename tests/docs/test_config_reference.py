@@ -47,6 +47,11 @@ def test_every_config_class_and_field_has_a_row_with_its_key_type_default_and_do
     assert "``Optional[list[int]]``" in row and "``null``" in row and "subset of folds to run" in row
     assert paths[SplitConfig] == ["split"] and "" in paths[CVConfig]
     assert "``runs[].heads``" in page and "``task.windows.balance.ratios``" in page
+    # the trainer section's own keys (not Lightning's): type, default and text, as --help gives them
+    for key, tp, default, text in (("patience", "int", "5", "early-stopping patience in epochs"),
+                                   ("loggers", "str | list[str | dict]", "['csv']", "experiment trackers")):
+        row = page.split(f"   * - ``trainer.{key}``", 1)[1].split("   * -", 1)[0]
+        assert f"``{tp}``" in row and f"``{default}``" in row and text in row, row
 
 
 def test_an_undocumented_field_is_reported():
