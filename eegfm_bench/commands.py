@@ -19,9 +19,7 @@ from lightning.pytorch.cli import LightningCLI
 from eegfm_bench.config import ConfigError, parse_config, plain_text, typed
 from eegfm_bench.data.cache import run_cache
 from eegfm_bench.data.datamodule import EEGDataModule
-from eegfm_bench.data.sources import resolve_data_root
-from eegfm_bench.data.sources.eegmmidb import eegmmidb_dir, eegmmidb_file
-from eegfm_bench.data.tasks import PRESET_DIR, get_task, preset_names
+from eegfm_bench.data.tasks import tasks_table
 from eegfm_bench.distributed import is_global_zero
 from eegfm_bench.interpret.lrp import adapter_lrp_problem
 from eegfm_bench.models.catalogue import catalogue_table, heads_table
@@ -99,41 +97,6 @@ def _print_user_models(configs: list[str], extra: list[str]) -> None:
         print(f"(no user_models in {configs[0]})")
 
 
-def _print_tasks() -> None:
-    root = resolve_data_root()
-    print(f"Registered tasks: the presets in {PRESET_DIR} (also configs/data/). `local copy` looks for each "
-          f"preset's root under the data root {root}; point `task: {{preset: <name>, root: /path}}` elsewhere.\n")
-    print("| task | source | classes | windows | mains (Hz) | local copy | description |")
-    print("|---|---|---|---|---|---|---|")
-    for name in preset_names():
-        t = get_task(name)
-        s, w = t.spec, t.spec.windows
-        win = (f"events, {w.tmin:g} s from onset" if w.mode == "events" else
-               "fixed" + (f", stride {w.stride_s:g} s" if w.stride_s else ""))
-        if s.window_s:
-            win += f", {s.window_s:g} s"
-        print(f"| {name} | {s.source} | {', '.join(t.class_names) or '(from the dataset)'} | {win} | "
-              f"{'–' if t.line_freq is None else f'{t.line_freq:g}'} | {_local_copy(t, root)} | {t.description} |")
-
-
-def _local_copy(t, root: Path) -> str:
-    """Whether a task's data look present locally, without reading them (yes / no / what is missing)."""
-    s = t.spec
-    if s.source == "moabb":
-        return "MOABB's own folder (MNE_DATA); not checked"
-    where = Path(s.root or ".")
-    where = where if where.is_absolute() else root / where
-    if not where.exists():
-        return "no"
-    if s.source == "eegmmidb":
-        base = eegmmidb_dir(where)
-        runs = [int(r) for r in s.options.runs]
-        subs = sorted(int(p.name[1:]) for p in (base / "MNE-eegbci-data/files/eegmmidb/1.0.0").glob("S[0-9][0-9][0-9]"))
-        full = [x for x in subs if all(eegmmidb_file(base, x, r).is_file() for r in runs)]
-        return f"yes ({len(full)} subjects with runs {runs})" if full else f"no subject has runs {runs}"
-    return "yes"
-
-
 def parsers() -> dict:
     """Command → its typed config parser (for ``--keys`` and ``--print-config``)."""
     return {"cv": cv_parser, "check": cv_parser, "sweep": sweep_parser, "probe": lambda: interpret_parser("eegfm-bench probe"),
@@ -158,7 +121,9 @@ def _models(p, a, extra) -> int:
 
 
 def _tasks(p, a, extra) -> int:
-    _print_tasks()
+    """The registered tasks (:func:`~eegfm_bench.data.tasks.tasks_table`; the braindecode presets' options are
+    checked against braindecode's dataset classes, which loads torch)."""
+    print(tasks_table())
     return 0
 
 

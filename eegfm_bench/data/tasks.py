@@ -26,11 +26,12 @@ import yaml
 from eegfm_bench.config import ConfigError, close_matches, read_yaml
 from eegfm_bench.data.ingest import DeclaredTask
 from eegfm_bench.data.sources import DataNotFoundError, Recording, RecordingReadError, resolve_data_root
+from eegfm_bench.data.sources.eegmmidb import eegmmidb_dir, eegmmidb_file
 from eegfm_bench.registry import UnknownNameError
 
 PRESET_DIR = Path(__file__).with_name("presets")
 
-__all__ = ["get_task", "task_name", "preset_names", "preset_spec", "PRESET_DIR", "DeclaredTask", "DataNotFoundError",
+__all__ = ["get_task", "task_name", "preset_names", "tasks_table", "preset_spec", "PRESET_DIR", "DeclaredTask", "DataNotFoundError",
            "RecordingReadError", "Recording", "resolve_data_root"]
 
 
@@ -125,3 +126,44 @@ def resolve_task_path(task: Any, base: str | os.PathLike | None) -> Any:
 def task_name(task: Any) -> str:
     """The name a task is recorded under in result rows (a preset's name, or the mapping's ``name``)."""
     return get_task(task).name
+
+
+def tasks_table(root: str | os.PathLike | None = None) -> str:
+    """Every registered task (:func:`preset_names`) as one Markdown table, with a line above it: task, source,
+    classes, windows (event-locked with their onset offset in s, or fixed with their stride), mains frequency (Hz),
+    whether the data look present under the data root ``root`` (default :func:`resolve_data_root`; nothing is read)
+    and the description. What ``eegfm-bench tasks`` prints."""
+    root = resolve_data_root() if root is None else Path(root)
+    lines = [f"Registered tasks: the presets in {PRESET_DIR} (also configs/data/). `local copy` looks for each "
+             f"preset's root under the data root {root}; point `task: {{preset: <name>, root: /path}}` elsewhere.", "",
+             "| task | source | classes | windows | mains (Hz) | local copy | description |",
+             "|---|---|---|---|---|---|---|"]
+    for name in preset_names():
+        t = get_task(name)
+        s, w = t.spec, t.spec.windows
+        win = (f"events, {w.tmin:g} s from onset" if w.mode == "events" else
+               "fixed" + (f", stride {w.stride_s:g} s" if w.stride_s else ""))
+        if s.window_s:
+            win += f", {s.window_s:g} s"
+        lines.append(f"| {name} | {s.source} | {', '.join(t.class_names) or '(from the dataset)'} | {win} | "
+                     f"{'–' if t.line_freq is None else f'{t.line_freq:g}'} | {_local_copy(t, root)} | "
+                     f"{t.description} |")
+    return "\n".join(lines)
+
+
+def _local_copy(t: DeclaredTask, root: Path) -> str:
+    """Whether a task's data look present locally, without reading them (yes / no / what is missing)."""
+    s = t.spec
+    if s.source == "moabb":
+        return "MOABB's own folder (MNE_DATA); not checked"
+    where = Path(s.root or ".")
+    where = where if where.is_absolute() else root / where
+    if not where.exists():
+        return "no"
+    if s.source == "eegmmidb":
+        base = eegmmidb_dir(where)
+        runs = [int(r) for r in s.options.runs]
+        subs = sorted(int(p.name[1:]) for p in (base / "MNE-eegbci-data/files/eegmmidb/1.0.0").glob("S[0-9][0-9][0-9]"))
+        full = [x for x in subs if all(eegmmidb_file(base, x, r).is_file() for r in runs)]
+        return f"yes ({len(full)} subjects with runs {runs})" if full else f"no subject has runs {runs}"
+    return "yes"
