@@ -91,9 +91,9 @@ def _stopped(argv: list[str], kept: str | None) -> int:
 DESCRIPTION = """Fine-tune and evaluate EEG foundation models: subject-grouped cross-validation (cv), test-time
 perturbation sweeps, block-wise probes, attribution maps, negative controls and the provenance audit.
 
-Every command with --config takes dotted overrides of any key (--trainer.devices 2 --data.batch_size 32),
---keys (every key with its type and default) and --print-config (the resolved config). `eegfm-bench <command>
---help` shows a command's options; `eegfm-bench models` and `eegfm-bench tasks` list the backbones, heads and
+The commands with a typed config (cv, check, sweep, probe, attribute, controls, audit) take dotted overrides of
+any key after --config (--trainer.devices 2 --data.batch_size 32), --keys (every key with its type and default)
+and --print-config (the resolved config). `eegfm-bench <command> --help` shows a command's options; `eegfm-bench models` and `eegfm-bench tasks` list the backbones, heads and
 tasks; docs/guide/commands.md is the guide."""
 
 COMMANDS = {

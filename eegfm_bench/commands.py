@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 from lightning.pytorch.cli import LightningCLI
 
-from eegfm_bench.config import ConfigError, parse_config, plain_text, typed
+from eegfm_bench.config import ConfigError, parse_config, plain_help, typed
 from eegfm_bench.data.cache import run_cache
 from eegfm_bench.data.datamodule import EEGDataModule
 from eegfm_bench.data.tasks import tasks_table
@@ -213,7 +213,7 @@ def config_command(p, a, extra) -> int:
     if extra and any(not x.startswith("--") for x in extra[:1]):
         p.error(f"unrecognized arguments: {' '.join(extra)}")
     if a.keys:
-        print(plain_text(parsers()[a.cmd]().format_help()))
+        print(plain_help(parsers()[a.cmd]()))
         return 0
     if not a.config:
         p.error(f"{a.cmd}: --config is required (see configs/experiment/; --keys lists every key)")

@@ -35,14 +35,30 @@ class Registry(Generic[T]):
         self.kind = kind
         self.group = entry_points
         self._items: dict[str, T] = {}
+        self._loaded: set[str] = set()  # entry points already loaded (their ``module:attr`` values)
 
     def _load_entry_points(self) -> None:
-        """Register the group's entry points not registered yet (a name already registered keeps its object)."""
+        """Register the group's entry points not loaded yet.
+
+        Raises
+        ------
+        ValueError
+            An entry point whose name is already registered to another object (a plug-in shadowing a built-in or
+            another plug-in's name); the message names both and the fix. A plug-in module that registers itself
+            with :meth:`register` under its entry point's name is the same object, not a collision.
+        """
         if self.group is None:
             return
         for ep in entry_points(group=self.group):
-            if ep.name not in self._items:
-                self._items[ep.name] = ep.load()
+            if ep.value in self._loaded:
+                continue
+            obj = ep.load()  # importing a module that registers itself puts obj under its name first
+            have = self._items.setdefault(ep.name, obj)
+            if have is not obj:
+                raise ValueError(f"{self.kind} {ep.name!r} of the installed entry point {ep.value!r} (group "
+                                 f"{self.group}) is already registered as {have!r}; fix: rename the entry point in "
+                                 "its package's pyproject.toml (taken: " + ", ".join(sorted(self._items)) + ")")
+            self._loaded.add(ep.value)
 
     def register(self, name: str | None = None) -> Callable[[T], T]:
         """Decorator registering ``obj`` under ``name`` (default: ``obj.__name__``).

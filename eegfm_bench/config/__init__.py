@@ -95,7 +95,7 @@ def closest_first(word: str, options: Iterable[str]) -> list[str]:
     return sorted(set(options), key=lambda o: (-difflib.SequenceMatcher(None, str(word), o).ratio(), o))
 
 
-_ROLE = re.compile(r":(?:py:)?(?:func|class|mod|meth|data|attr|exc|obj|ref|doc|term):`(~?)([^`<]*?)\s*(?:<([^>]*)>)?`")
+_ROLE = re.compile(r":(?:\w+:)?\w+:`(~?)([^`<]*?)\s*(?:<([^>]*)>)?`")
 
 
 def plain_text(text: str) -> str:
@@ -108,6 +108,23 @@ def plain_text(text: str) -> str:
         return f"`{name.rsplit('.', 1)[-1] if tilde else name}`"
 
     return _ROLE.sub(role, text).replace("``", "`")
+
+
+def plain_help(parser) -> str:
+    """``parser.format_help()`` with every help text, section title and description, and the description made plain
+    (:func:`plain_text`) *before* argparse wraps them: a role that the wrapping splits over two lines is no longer
+    one regular-expression match after it (``:`` at a line's end, ``func:`~a.b``` on the next)."""
+    for action in parser._actions:
+        if action.help:
+            action.help = plain_text(action.help)
+    for group in parser._action_groups:
+        if group.title:
+            group.title = plain_text(group.title)
+        if group.description:
+            group.description = plain_text(group.description)
+    if parser.description:
+        parser.description = plain_text(parser.description)
+    return parser.format_help()
 
 
 def add_trainer_arguments(parser, key: str = "trainer", defaults: dict | None = None, training: bool = True) -> None:

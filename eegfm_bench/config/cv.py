@@ -5,6 +5,7 @@ Frozen :class:`~eegfm_bench.config.ConfigRecord` dataclasses (their ``Args:`` / 
 """
 from __future__ import annotations
 
+import json
 from dataclasses import InitVar, dataclass, field
 from typing import Any, Literal, Optional, Union
 
@@ -202,8 +203,9 @@ class CVConfig(ConfigRecord):
 
     def __post_init__(self, resolved_task, resolved_preprocessing):  # init-only: kept by `replace`, not fields
         object.__setattr__(self, "resolved_task", resolved_task)
-        if resolved_preprocessing is not None and resolved_preprocessing.inputs != preprocessing_inputs(self):
-            resolved_preprocessing = None  # resolved for another task, band or shortening: never read stale
+        if resolved_preprocessing is not None and (resolved_preprocessing.inputs != preprocessing_inputs(self) or
+                                                   not {r.model for r in self.runs} <= set(resolved_preprocessing.by_model)):
+            resolved_preprocessing = None  # resolved for another task, band, shortening or runs: never read stale
         object.__setattr__(self, "resolved_preprocessing", resolved_preprocessing)
 
 
@@ -216,14 +218,15 @@ class ResolvedPreprocessing:
 
     Not a key of the config (neither saved nor hashed: the window cache key holds what it resolved to). A config
     made from a loaded one by :func:`dataclasses.replace` keeps it only while :attr:`inputs` still match
-    (:func:`preprocessing_inputs`); otherwise it carries ``None`` and
+    (:func:`preprocessing_inputs`) and its runs name no model beyond :attr:`by_model`; otherwise it carries ``None`` and
     :func:`~eegfm_bench.runs.cv.cells.model_preprocessing` refuses it, naming the fix, instead of reading
-    preprocessing resolved for another task, band or shortening.
+    preprocessing resolved for another task, user model, band, shortening or set of runs.
 
     Attributes
     ----------
     inputs : tuple
-        ``(task key, band or None, window_shorten_s)`` it was resolved from.
+        What it was resolved from (:func:`preprocessing_inputs`: the task, the user models, ``data.band``,
+        ``data.window_shorten_s``).
     by_model : dict[str, WindowPreprocessing]
         Model name -> its :class:`~eegfm_bench.data.windows.WindowPreprocessing`.
     """
@@ -233,12 +236,15 @@ class ResolvedPreprocessing:
 
 
 def preprocessing_inputs(cfg: CVConfig) -> tuple:
-    """What a cv's effective preprocessing depends on beyond each model's declaration: ``(task key, data.band as a
-    tuple of Hz or None, data.window_shorten_s in s)``; ``None`` for the task key of a config read without the
-    loader (no ``resolved_task``)."""
+    """What a cv's effective preprocessing depends on beyond each model's declaration: ``(task as written, resolved
+    task key, user models as declared, data.band as a tuple of Hz or None, data.window_shorten_s in s)``; ``None`` for the
+    task key of a config read without the loader (no ``resolved_task``). The task and the user models as written
+    enter as canonical JSON text: a ``replace`` of either (which also leaves ``resolved_task`` resolved for the old
+    one) drops the carried preprocessing."""
     task = getattr(cfg, "resolved_task", None)
     band = cfg.data.band
-    return (task.key if task is not None else None, tuple(float(b) for b in band) if band else None,
+    return (json.dumps(cfg.task, sort_keys=True, default=str), task.key if task is not None else None,
+            json.dumps(cfg.user_models, sort_keys=True, default=str), tuple(float(b) for b in band) if band else None,
             float(cfg.data.window_shorten_s))
 
 

@@ -15,10 +15,10 @@ build's whatever ``n_jobs``.
 its labels, meta, ingest report and an index (``index.npz``: per window, its entry and its row there; per entry, the
 columns the channel set keeps), never the windows again; its ``X`` is an :class:`EntryWindows`, a read-only array
 that gathers the rows it is asked for from the entries' memmaps and applies the set's reference to them, the same
-operations on the same float32 values as the assembly used to write, so every window is bit for bit what the
-assembled ``X.npy`` held. Why this design rather than streaming every window into one final memmap: the entries
-are shared by every window set built from them (another subject subset, another reference, channel set or balance,
-the resumed or sharded build), so they must stay; a final copy is what doubled the disk. The assembly reads only
+operations on the same float32 values as an assembly into one array would apply, so every window is bit for bit
+what one assembled array would hold. Why this design rather than streaming every window into one final memmap: the
+entries are shared by every window set built from them (another subject subset, another reference, channel set or
+balance, the resumed or sharded build), so they must stay; a final copy would double the disk. The assembly reads only
 the entries' headers, so it is cheap (the one step after a sharded ingest). A window set whose entry is missing or
 damaged (its ``X.npy`` absent or not the size recorded in the index) is rebuilt, with a line naming the entry;
 ``eegfm-bench cache --prune`` keeps every entry a kept window set reads (:mod:`eegfm_bench.data.cache`).
@@ -282,10 +282,14 @@ class WindowSet:
     def __repr__(self) -> str:
         """One line: task, shape, rate, classes, subjects (the dataclass's own repr printed every array whole)."""
         task = self.meta.get("task", "?")
-        counts = np.bincount(np.asarray(self.y, dtype=np.int64), minlength=len(self.class_names))
-        classes = ", ".join(f"{c}: {int(n)}" for c, n in zip(self.class_names, counts))
+        labels, counts = np.unique(np.asarray(self.y), return_counts=True)
+        names = list(self.class_names)
+        # every window counted: a label outside the class names shows as its number, never dropped from the count
+        classes = ", ".join(f"{names[int(k)] if 0 <= int(k) < len(names) else f'label {int(k)}'}: {int(n)}"
+                            for k, n in zip(labels, counts))
+        length = f"{self.n_times / self.sfreq:g} s windows" if self.sfreq else "sfreq 0: no window length"
         return (f"WindowSet(task={task!r}, X={tuple(int(v) for v in self.X.shape)} (windows, channels, samples), "
-                f"sfreq={self.sfreq:g} Hz, {self.n_times / self.sfreq:g} s windows, classes {{{classes}}}, "
+                f"sfreq={self.sfreq:g} Hz, {length}, classes {{{classes}}}, "
                 f"{len(self.subjects)} subjects, {len(np.unique(self.recording))} recordings)")
 
     @property

@@ -72,7 +72,7 @@ from eegfm_bench.models.base import ChannelContractError
 from eegfm_bench.models.user import user_spec
 from eegfm_bench.perturb.conditions import PerturbContext, parse_condition
 from eegfm_bench.perturb.dataset import PerturbedWindows
-from eegfm_bench.perturb.evaluate import perturb_context
+from eegfm_bench.perturb.evaluate import not_applicable_reason, perturb_context
 from eegfm_bench.perturb.noise import FilterSpec
 from eegfm_bench.trainer import predict_gathered
 
@@ -755,12 +755,13 @@ def explain_fold(clf, ws, test_idx: np.ndarray, *, condition: str = "clean", acf
     Raises
     ------
     ChannelContractError
-        A *removed*-channel condition for a fixed-montage backbone (names the fix).
+        A *removed*-channel condition for a fixed-montage backbone or a head tied to the token count
+        (:func:`~eegfm_bench.perturb.evaluate.not_applicable_reason`; names the fix).
     """
     cond = parse_condition(condition)
-    if cond.needs_variable_channels and not clf.backbone.channel_contract.variable:
-        raise ChannelContractError(f"{clf.backbone.name} has a fixed montage and cannot take condition {condition!r} "
-                                   "(channels removed); fix: use the *_zero variant for this backbone")
+    reason = not_applicable_reason(cond, clf)  # the sweep's own test: a variable montage and a head of any token count
+    if reason is not None:
+        raise ChannelContractError(f"condition {condition!r} (channels removed) does not apply: {reason}")
     task, seed = str(ws.meta.get("task", "")), int(acfg.perturbation_seed)
     if "preprocessing" in ws.meta:
         ctx, _ = perturb_context(ws.meta, task, seed)

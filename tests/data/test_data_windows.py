@@ -148,3 +148,7 @@ def test_a_window_set_prints_as_one_line():
                    200.0, ["left", "right"], {"task": "eegmmidb_mi"})
     assert repr(ws) == ("WindowSet(task='eegmmidb_mi', X=(6, 3, 400) (windows, channels, samples), sfreq=200 Hz, "
                         "2 s windows, classes {left: 2, right: 4}, 2 subjects, 3 recordings)")
+    ws.y = np.array([0, 1, 2, 2, -1, 1])  # labels outside the class names are counted, not dropped, and do not raise
+    assert "classes {label -1: 1, left: 1, right: 2, label 2: 2}" in repr(ws)
+    ws.sfreq = 0.0
+    assert "sfreq=0 Hz, sfreq 0: no window length" in repr(ws)

@@ -61,3 +61,28 @@ def test_a_head_from_an_installed_package_runs_in_a_cv_and_is_a_probe_pooling(tm
                         "--out_dir", str(tmp_path / "cv2"), "--no-progress"], env=cli_env(), cwd=REPO,
                        capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 2 and "sum_ep" in r.stderr and "mean_tile" in r.stderr
+
+
+def test_a_plugin_that_takes_a_registered_name_is_refused(tmp_path):
+    """An installed entry point named like a built-in head (``mean``) is not skipped in silence (the built-in would
+    have won without a word): listing the heads refuses it, naming the entry point and the fix. A plug-in module
+    that registers its head under its entry point's own name is the same object, not a collision."""
+    site = tmp_path / "site"
+    install_plugin(site, "eegfm_mean_head", PACKAGE.replace('"sum_ep"', '"mean"'), "eegfm_bench.heads", "mean",
+                   "SumHead")
+    install_plugin(site, "eegfm_self_reg", PACKAGE.replace("\nclass SumHead", "\nfrom eegfm_bench.models.heads import "
+                                                           "HEADS\n\n\n@HEADS.register('self_reg')\nclass SumHead"),
+                   "eegfm_bench.heads", "self_reg", "SumHead")
+    env = cli_env()
+    code = "from eegfm_bench.models.heads import HEADS\nprint(HEADS.names())"
+    env["PYTHONPATH"] = f"{site / 'only_self'}:{env['PYTHONPATH']}"
+    (site / "only_self").mkdir()
+    for name in ("eegfm_self_reg", "eegfm_self_reg-0.1.dist-info"):
+        (site / name).rename(site / "only_self" / name)
+    ok = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=HANG_S)
+    assert ok.returncode == 0 and "'self_reg'" in ok.stdout, ok.stderr[-2000:]
+    env["PYTHONPATH"] = f"{site}:{env['PYTHONPATH']}"
+    bad = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=HANG_S)
+    assert bad.returncode != 0
+    assert ("ValueError: head 'mean' of the installed entry point 'eegfm_mean_head:SumHead' (group eegfm_bench.heads) "
+            "is already registered as <class 'eegfm_bench.models.heads.MeanHead'>; fix: rename the entry point") in bad.stderr

@@ -346,6 +346,15 @@ def test_channel_removal_applies_to_the_heads_that_take_any_token_count():
         assert reason.startswith(f"the {head} head of labram is tied to the build-time token count"), reason
     for head, kw in free.items():
         assert not_applicable_reason(removed, _labram(head, **kw)) is None, head
+    # attribution under a channel-removal condition asks the same question first (it raised only for the montage)
+    from eegfm_bench.interpret.attribution import explain_fold
+    from eegfm_bench.models.base import ChannelContractError
+
+    ws = _synthetic_ws(np.zeros((2, 64, 800), np.float32), [0, 1])
+    with pytest.raises(ChannelContractError, match=r"'dropout_p=0.5_removed' \(channels removed\) does not apply: "
+                                                   r"the mlp head of labram is tied to the build-time token count"):
+        explain_fold(_labram("mlp", pooling="flatten", hidden=[8]), ws, np.arange(2), condition="dropout_p=0.5_removed",
+                     acfg=None)
     run = RunConfig(model="labram", heads=["mlp", "mean", "ridge", "flatten"],
                     head_kwargs={"mlp": {"pooling": "flatten"}, "ridge": {"alphas": [1.0]}})
     assert [takes_any_token_count(run, h) for h in run.heads] == [False, True, False, False]

@@ -99,7 +99,8 @@ def test_the_cv_carries_its_effective_preprocessing_resolved_once(monkeypatch):
                                       {"model": "labram", "regime": "full"}]})
     assert calls == ["labram", "eegnet"]  # once per model, however many runs and heads name it
     rp = cfg.resolved_preprocessing
-    assert rp.inputs == (cfg.resolved_task.key, (2.0, 50.0), 1.0) and sorted(rp.by_model) == ["eegnet", "labram"]
+    assert rp.inputs == ('"eegmmidb_mi"', cfg.resolved_task.key, "{}", (2.0, 50.0), 1.0)
+    assert sorted(rp.by_model) == ["eegnet", "labram"]
     lab = cells.model_preprocessing(cfg, "labram")
     assert (lab.prep.l_freq, lab.prep.h_freq, lab.prep.window_s, lab.n_times) == (2.0, 50.0, 3.0, 600)  # 0.1-75 Hz inside 2-50 Hz; 4 s less 1 s at 200 Hz
     eeg = cells.model_preprocessing(cfg, "eegnet").prep
@@ -107,11 +108,18 @@ def test_the_cv_carries_its_effective_preprocessing_resolved_once(monkeypatch):
     assert len(calls) == 2  # reading it resolves nothing
     assert "resolved_preprocessing" not in cfg.to_dict()
     assert replace(cfg, data=replace(cfg.data, subjects=[1, 2]), seed=3).resolved_preprocessing is rp
+    assert replace(cfg, runs=cfg.runs[1:2]).resolved_preprocessing is rp  # a subset of the runs: still resolved
     assert pickle.loads(pickle.dumps(cfg)).resolved_preprocessing.by_model["labram"] == lab
     for changed in (replace(cfg.data, band=[8, 30]), replace(cfg.data, band=None), replace(cfg.data, window_shorten_s=0)):
-        with pytest.raises(ConfigError, match="replaced after loading; fix: read the config with"):
+        with pytest.raises(ConfigError, match="replaced after loading, or runs naming another model; fix: read the"):
             cells.model_preprocessing(replace(cfg, data=changed), "labram")
     with pytest.raises(ConfigError, match=r"no run names it \(runs: \['eegnet', 'labram'\]\)"):
         cells.model_preprocessing(cfg, "biot")
+    # the task as written, the user models or a run of another model replaced: resolved for something else, dropped
+    for changed in (replace(cfg, task="eegmat"), replace(cfg, user_models={"x": {"class_path": "m.X"}}),
+                    replace(cfg, runs=[*cfg.runs, replace(cfg.runs[0], model="biot")])):
+        assert changed.resolved_preprocessing is None
+        with pytest.raises(ConfigError, match="or runs naming another model; fix: read the config with"):
+            cells.model_preprocessing(changed, "labram")
     fresh = cells.load_config(replace(cfg, data=replace(cfg.data, band=[8, 30])))  # a changed copy, loaded
     assert cells.model_preprocessing(fresh, "labram").prep.l_freq == 8.0

@@ -138,10 +138,10 @@ def test_a_config_is_read_by_attribute_only():
 # resolves its task once and the typed config carries it (``cfg.resolved_task``); cells, windows, confound, controls
 # steps and the paper plan take that object. Each entry says why the file resolves.
 GET_TASK_ALLOWED = {
-    "eegfm_bench/data/tasks.py": 1,  # task_name: the public helper that names a task by resolving it
+    "eegfm_bench/data/tasks.py": 2,  # task_name (names a task by resolving it); tasks_table (`eegfm-bench tasks`:
+    #                                  lists every preset)
     "eegfm_bench/data/windows.py": 3,  # the public window API (load_windows, load_window_sets, resolve_preprocessing)
     #                                    takes a name, a mapping or a resolved task: a no-op on the latter
-    "eegfm_bench/commands.py": 1,  # `eegfm-bench tasks`: lists every preset
     "eegfm_bench/runs/cv/cells.py": 1,  # the cv loader (load_config)
     "eegfm_bench/runs/controls/config.py": 1,  # the controls loader (the task and the identity probe's two)
     "eegfm_bench/runs/plan/paper.py": 1,  # a paper's provenance member's loader (load_provenance_config)

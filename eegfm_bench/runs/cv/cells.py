@@ -478,13 +478,15 @@ def model_preprocessing(cfg: CVConfig, model: str) -> WindowPreprocessing:
     Raises
     ------
     ConfigError
-        ``cfg`` carries no preprocessing for ``model``: it was not read by :func:`load_config`, its task,
-        ``data.band`` or ``data.window_shorten_s`` were replaced after loading, or no run names ``model``.
+        ``cfg`` carries no preprocessing for ``model``: it was not read by :func:`load_config`, its task, user
+        models, ``data.band`` or ``data.window_shorten_s`` were replaced after loading (or its runs, by runs naming
+        another model), or no run names ``model``.
     """
     carried = cfg.resolved_preprocessing
     if carried is None or model not in carried.by_model:
-        why = ("it carries none: not read by load_config, or its task, data.band or data.window_shorten_s were "
-               "replaced after loading" if carried is None else f"no run names it (runs: {sorted(carried.by_model)})")
+        why = ("it carries none: not read by load_config, or its task, user models, data.band or "
+               "data.window_shorten_s were replaced after loading, or runs naming another model" if carried is None
+               else f"no run names it (runs: {sorted(carried.by_model)})")
         raise ConfigError(f"no window preprocessing resolved for {model!r} in this cv config: {why}; fix: read the "
                           "config with eegfm_bench.runs.cv.cells.load_config (a changed config too: "
                           "load_config(dataclasses.replace(cfg, ...)))")

@@ -5,7 +5,8 @@ Every member of the paper (:mod:`eegfm_bench.runs.plan.paper`) is planned from i
 * **cv** and **truncation** members: cells (run × head × fold; per depth), the jobs the launcher makes of them and
   the backbone passes (:func:`~eegfm_bench.runs.plan.command.cell_passes`, as ``eegfm-bench plan`` of a cv config);
 * **sweep**: the cv member's swept cells × the conditions that apply to them (removed-channel conditions only for
-  variable-channel models without a flatten head): one forward per test window and condition, head-only models
+  variable-channel models whose head takes any token count:
+  :meth:`~eegfm_bench.models.heads.PoolingHead.takes_any_token_count`): one forward per test window and condition, head-only models
   of one backbone sharing it; units (backbone group × fold) as jobs;
 * **probe**: block outputs of every window per fine-tuned fold checkpoint (and once of the pre-trained model), the
   linear probes (blocks × poolings) as fits; **attribute**: a prediction pass over the test windows and a
