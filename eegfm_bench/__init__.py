@@ -31,13 +31,13 @@ from eegfm_bench.quiet import quiet, quiet_third_party_warnings
 
 _API = {
     # commands
-    "run_cv": "eegfm_bench.runs.cv.command", "run_cells": "eegfm_bench.runs.cv.loop", "check_config": "eegfm_bench.runs.cv.cells",
+    "run_cv": "eegfm_bench.runs.cv.command", "run_cells": "eegfm_bench.runs.cv.loop", "run_check": "eegfm_bench.runs.cv.cells",
     "load_config": "eegfm_bench.runs.cv.cells", "CVConfig": "eegfm_bench.config.cv", "CVLoop": "eegfm_bench.runs.cv.loop",
     "train_cell": "eegfm_bench.runs.cv.loop", "evaluate_cell": "eegfm_bench.runs.cv.loop",
     "CellProgress": "eegfm_bench.runs.cv.progress", "run_confound": "eegfm_bench.runs.cv.confound",
     "run_sweep": "eegfm_bench.runs.sweep.command", "run_probes": "eegfm_bench.runs.interpret.probe",
     "run_attribution": "eegfm_bench.runs.interpret.attribute", "run_controls": "eegfm_bench.runs.controls.command",
-    "run_audit": "eegfm_bench.runs.audit", "plan_cv": "eegfm_bench.runs.plan.command", "write_page": "eegfm_bench.reports.page",
+    "run_audit": "eegfm_bench.runs.audit", "run_plan": "eegfm_bench.runs.plan.command", "run_report": "eegfm_bench.reports.page",
     # data
     "get_task": "eegfm_bench.data.tasks", "preset_names": "eegfm_bench.data.tasks",
     "load_windows": "eegfm_bench.data.windows", "WindowSet": "eegfm_bench.data.windows",

@@ -16,18 +16,18 @@ from eegfm_bench.models.heads import HEADS as HEADS
 from eegfm_bench.models.module import FMClassifier as FMClassifier
 from eegfm_bench.models.user import register_user_models as register_user_models
 from eegfm_bench.provenance.audit import audit_embeddings as audit_embeddings
-from eegfm_bench.reports.page import write_page as write_page
+from eegfm_bench.reports.page import run_report as run_report
 from eegfm_bench.results import ResultStore as ResultStore
 from eegfm_bench.runs.audit import run_audit as run_audit
 from eegfm_bench.runs.controls.command import run_controls as run_controls
-from eegfm_bench.runs.cv.cells import check_config as check_config, load_config as load_config
+from eegfm_bench.runs.cv.cells import load_config as load_config, run_check as run_check
 from eegfm_bench.runs.cv.command import run_cv as run_cv
 from eegfm_bench.runs.cv.confound import run_confound as run_confound
 from eegfm_bench.runs.cv.loop import CVLoop as CVLoop, evaluate_cell as evaluate_cell, run_cells as run_cells, train_cell as train_cell
 from eegfm_bench.runs.cv.progress import CellProgress as CellProgress
 from eegfm_bench.runs.interpret.attribute import run_attribution as run_attribution
 from eegfm_bench.runs.interpret.probe import run_probes as run_probes
-from eegfm_bench.runs.plan.command import plan_cv as plan_cv
+from eegfm_bench.runs.plan.command import run_plan as run_plan
 from eegfm_bench.runs.sweep.command import run_sweep as run_sweep
 from eegfm_bench.stats import paired_cluster_bootstrap as paired_cluster_bootstrap, sign_flip_test as sign_flip_test, wilcoxon_holm as wilcoxon_holm
 from eegfm_bench.trainer import build_trainer as build_trainer
@@ -49,7 +49,6 @@ __all__ = [
     "WindowSet",
     "audit_embeddings",
     "build_trainer",
-    "check_config",
     "evaluate_cell",
     "evaluate_gates",
     "get_task",
@@ -57,19 +56,20 @@ __all__ = [
     "load_windows",
     "make_split",
     "paired_cluster_bootstrap",
-    "plan_cv",
     "preset_names",
     "register_user_models",
     "run_attribution",
     "run_audit",
     "run_cells",
+    "run_check",
     "run_confound",
     "run_controls",
     "run_cv",
+    "run_plan",
     "run_probes",
+    "run_report",
     "run_sweep",
     "sign_flip_test",
     "train_cell",
     "wilcoxon_holm",
-    "write_page",
 ]

@@ -31,7 +31,7 @@ from eegfm_bench.reports.robustness import write_robustness_report
 from eegfm_bench.reports.sweep import table_markdown
 from eegfm_bench.runs.interpret.attribute import run_attribution
 from eegfm_bench.runs.audit import run_audit, audit_parser, load_audit_config
-from eegfm_bench.runs.cv.cells import check_config, load_config
+from eegfm_bench.runs.cv.cells import run_check, load_config
 from eegfm_bench.config.cv import cv_parser
 from eegfm_bench.config.launch import launcher_overrides
 from eegfm_bench.runs.cv.confound import run_confound
@@ -42,7 +42,7 @@ from eegfm_bench.runs.cv.command import ingest_from_config, run_cv
 from eegfm_bench.runs.launch.ingest import run_ingest
 from eegfm_bench.config.interpret import interpret_parser
 from eegfm_bench.runs.plan.paper import check_paper, is_paper_config
-from eegfm_bench.runs.plan.command import plan_cv
+from eegfm_bench.runs.plan.command import run_plan
 from eegfm_bench.runs.plan.text import plan_markdown
 from eegfm_bench.runs.plan.paper_plan import plan_paper, plan_paper_markdown
 from eegfm_bench.runs.interpret.probe import run_probes
@@ -198,7 +198,7 @@ def _plan(p, a, extra) -> int:
         print(json.dumps(plan, indent=1, default=str) if a.json else plan_paper_markdown(plan))
         return 0
     more = [x for c in a.config[1:] for x in ("--config", c)]
-    plan = plan_cv(a.config[0], more + list(extra) + _launcher_args(a), bench=a.bench, measure=not a.no_measure)
+    plan = run_plan(a.config[0], more + list(extra) + _launcher_args(a), bench=a.bench, measure=not a.no_measure)
     print(json.dumps(plan, indent=1, default=str) if a.json else plan_markdown(plan))
     return 0
 
@@ -264,7 +264,7 @@ def _run_cv(a, source, overrides, *, progress: bool) -> None:
 def _run_check(a, source, overrides, *, progress: bool) -> int:
     if is_paper_config(source):  # a paper file: every member on the staged data (runs/plan/paper.py)
         return 1 if any(v.startswith("failed") for v in check_paper(source).values()) else 0
-    check_config(source, overrides, progress=progress)
+    run_check(source, overrides, progress=progress)
     return 0
 
 

@@ -27,13 +27,13 @@ def _status(p, a, extra) -> int:
 
 
 def _report(p, a, extra) -> int:
-    """One HTML + Markdown page of every result under the out_dirs (:func:`write_page`). The page reads what the
+    """One HTML + Markdown page of every result under the out_dirs (:func:`run_report`). The page reads what the
     commands saved (rows, JSON, figures they drew); a cv run saved before its ingest report recorded the class
     names has them resolved from its task, which loads MNE."""
-    from eegfm_bench.reports.page import write_page  # reason: the page's readers (scipy.signal, matplotlib: 1.1 s of
+    from eegfm_bench.reports.page import run_report  # reason: the page's readers (scipy.signal, matplotlib: 1.1 s of
     # imports here) load for `report` only, not for `status` or `plan`
 
-    paths = write_page(a.out_dirs, a.out, title=a.title)
+    paths = run_report(a.out_dirs, a.out, title=a.title)
     print(f"report: {paths['html']}\nmarkdown: {paths['md']}")
     return 0
 

@@ -1,6 +1,6 @@
 """One report per experiment: ``report.html`` (self-contained: figures embedded, sortable tables) and ``report.md``.
 
-:func:`write_page` gathers what the commands wrote under one or more out_dirs — a cv run (``cells.json``), its
+:func:`run_report` gathers what the commands wrote under one or more out_dirs — a cv run (``cells.json``), its
 sweeps (``sweep.yaml``), block probes and attention maps (``probes/``, ``attention/``), attribution
 (``attribution/``), negative controls (``gates.json``) and provenance audits (``audit_*.json``), found in the
 folders given and below them — and renders one page with Jinja2 templates (``templates/report.html.j2``,
@@ -1015,7 +1015,7 @@ def build_sections(dirs: Sequence[str | os.PathLike], assets: Path,
     return src, [run_section(src, frames, assets.parent)] + body
 
 
-def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None,
+def run_report(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None,
                title: str | None = None, *, configs: ConfigReaders | None = None) -> dict[str, Path]:
     """Write ``report.html`` and ``report.md`` for the results under ``dirs`` (into ``out``, default the first).
 
@@ -1073,10 +1073,10 @@ def write_page(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None 
 
 def refresh(dirs: Sequence[str | os.PathLike], out: str | os.PathLike | None = None, *, quiet: bool = False,
             configs: ConfigReaders = SAVED_CONFIGS) -> Path | None:
-    """:func:`write_page` at the end of a command: a failure is reported in one line (the command's own results
+    """:func:`run_report` at the end of a command: a failure is reported in one line (the command's own results
     are already written) and returns None."""
     try:
-        path = write_page(dirs, out, configs=configs)["html"]
+        path = run_report(dirs, out, configs=configs)["html"]
     except Exception as err:  # the report must not lose a finished command's results
         msg = f"report not refreshed ({type(err).__name__}: {err}); fix the cause and run `eegfm-bench report " \
               f"{' '.join(map(str, dirs))}`"
@@ -1098,4 +1098,4 @@ def report_root(out_dir: str | os.PathLike, cv_dir: str | os.PathLike | None) ->
     return [cv] if cv == out or cv in out.parents else [out, cv]
 
 
-__all__ = ["write_page", "refresh", "discover", "report_root", "Table", "Figure", "Section"]
+__all__ = ["run_report", "refresh", "discover", "report_root", "Table", "Figure", "Section"]

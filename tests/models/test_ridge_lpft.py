@@ -187,7 +187,7 @@ def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
     """head_kwargs per head ({mlp: {...}, ridge: {...}}); a setting a head does not take is refused before any data
     is read with the per-head fix; `eegfm-bench check` runs the ridge head and an lp_ft regime."""
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.runs.cv.cells import check_config, head_kwargs_for, load_config
+    from eegfm_bench.runs.cv.cells import run_check, head_kwargs_for, load_config
 
     base = {"experiment": "hk", "task": "eegmmidb_mi", "out_dir": str(tmp_path / "o"), "confound": False,
             "data": {"subjects": [1, 2, 3, 4, 5, 6], "max_windows_per_subject": 4, "batch_size": 8},
@@ -201,7 +201,7 @@ def test_per_head_settings_and_check_take_the_new_heads(tmp_path, capsys):
     assert head_kwargs_for(r, "ridge") == {"alphas": [1.0, 10.0]}
     with pytest.raises(ConfigError, match=r"head_kwargs \['hidden'\] are not settings of the mean head.*fix: per-head"):
         load_config({**base, "runs": [{**run, "head_kwargs": {"hidden": [8]}}]})
-    check_config({**base, "runs": [{**run, "heads": ["ridge", "mlp"]},
+    run_check({**base, "runs": [{**run, "heads": ["ridge", "mlp"]},
                                    {"model": "labram", "regime": "lp_ft", "heads": ["mean"], "backbone_kwargs": tiny}]})
     out = capsys.readouterr().out
     assert out.count("ok ") == 3

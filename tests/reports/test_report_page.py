@@ -265,12 +265,12 @@ def test_the_controls_page_shows_the_gate_table(experiment, tmp_path):
 
 
 def test_report_of_a_folder_without_results_names_the_fix(tmp_path):
-    from eegfm_bench.reports.page import write_page
+    from eegfm_bench.reports.page import run_report
 
     with pytest.raises(FileNotFoundError, match="nothing to report.*fix: pass the out_dir"):
-        write_page([tmp_path])
+        run_report([tmp_path])
     with pytest.raises(FileNotFoundError, match="no folder"):
-        write_page([tmp_path / "missing"])
+        run_report([tmp_path / "missing"])
 
 
 def test_recall_per_class_and_a_fold_that_predicts_one_class_is_flagged(tmp_path):
@@ -341,12 +341,12 @@ def test_a_saved_config_of_another_version_is_a_one_line_error_naming_the_fix(tm
     version does not know (a config.yaml an older version saved) stops the page with one line naming the file, the
     key and the fix, from the Python API and from ``eegfm-bench report`` (no traceback)."""
     from eegfm_bench.config import ConfigError
-    from eegfm_bench.reports.page import write_page
+    from eegfm_bench.reports.page import run_report
 
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"out_dir": str(tmp_path), "old_setting": 1}))
     (tmp_path / "cells.json").write_text("[]")
     with pytest.raises(ConfigError) as err:
-        write_page([tmp_path])
+        run_report([tmp_path])
     msg = str(err.value)
     assert "\n" not in msg and "config.yaml" in msg and "old_setting" in msg and "fix:" in msg
     cli = subprocess.run(["eegfm-bench", "report", str(tmp_path)], capture_output=True, text=True)

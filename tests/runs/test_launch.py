@@ -121,7 +121,7 @@ def test_a_requeued_job_resubmits_itself_with_the_same_cells():
 @requires_data
 def test_plan_counts_cells_jobs_cached_passes_and_hours(tmp_path, capsys):
     from eegfm_bench.cli import main
-    from eegfm_bench.runs.plan.command import plan_cv
+    from eegfm_bench.runs.plan.command import run_plan
 
     cfg = _cfg(tmp_path / "p", trainer={"max_epochs": 2, "patience": 1},
                launcher={"kind": "local", "workers": 2}, confound={"enabled": True, "variations": ["band"]},
@@ -134,7 +134,7 @@ def test_plan_counts_cells_jobs_cached_passes_and_hours(tmp_path, capsys):
                                  {"model": "labram", "device": "cuda", "fwd_per_s": 50.0, "fwd_bwd_per_s": 5.0}]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        p = plan_cv(cfg, bench=str(bench), measure=False)
+        p = run_plan(cfg, bench=str(bench), measure=False)
     assert p["n_cells"] == 9 and p["n_done"] == 0 and p["n_jobs"] == 2  # 3 cells x 3 folds, 2 local workers
     full = [r for r in p["todo"] if r["cell"].startswith("eegnet/")]
     ho = [r for r in p["todo"] if r["cell"].startswith("labram/")]
@@ -165,7 +165,7 @@ def test_plan_counts_cells_jobs_cached_passes_and_hours(tmp_path, capsys):
     assert d["n_subjects"] == 7 and d["delta"] == pytest.approx(2.801585 * d["sd_subject"] * np.sqrt(6 / 7) / np.sqrt(7))
     assert "7 held-out subjects: smallest paired Δ the subject-cluster bootstrap detects" in out
     assert f"{d['delta']:.3f}" in out
-    off = plan_cv({**cfg, "confound": False}, bench=str(bench), measure=False)
+    off = run_plan({**cfg, "confound": False}, bench=str(bench), measure=False)
     o2 = off["overhead_s"]  # measured again by this plan: the same passes, its own Lightning overhead
     secs_off = secs - sum(o["per_cell"] + r["epochs"] * o["per_epoch"] for r in p["todo"]) \
         + sum(o2["per_cell"] + r["epochs"] * o2["per_epoch"] for r in off["todo"])

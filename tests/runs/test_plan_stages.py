@@ -91,7 +91,7 @@ def test_cell_stage_seconds_from_known_rates():
 @requires_data
 def test_plan_estimates_the_whole_command(tmp_path, capsys, monkeypatch):
     from eegfm_bench.cli import main
-    from eegfm_bench.runs.plan.command import plan_cv
+    from eegfm_bench.runs.plan.command import run_plan
 
     cfg = {"experiment": "ps", "task": "eegmmidb_eyes", "out_dir": str(tmp_path / "p"), "seed": 0,
            "data": {"subjects": [1, 2, 3, 4], "max_windows_per_subject": 3, "batch_size": 16},
@@ -105,9 +105,9 @@ def test_plan_estimates_the_whole_command(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        p = plan_cv(cfg, bench=str(bench), measure=False)
-        two = plan_cv({**cfg, "launcher": {"kind": "local", "workers": 2}}, bench=str(bench), measure=False)
-        off = plan_cv({**cfg, "confound": False}, bench=str(bench), measure=False)
+        p = run_plan(cfg, bench=str(bench), measure=False)
+        two = run_plan({**cfg, "launcher": {"kind": "local", "workers": 2}}, bench=str(bench), measure=False)
+        off = run_plan({**cfg, "confound": False}, bench=str(bench), measure=False)
     names = [r["stage"] for r in p["stages"]]
     assert names == ["start-up", "windows", "features", "training", "testing", "confound check confound=band4-40",
                      "confound check confound=frontal", "report"]

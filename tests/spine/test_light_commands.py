@@ -71,7 +71,7 @@ def _undated(text: str) -> str:
 
 @requires_data
 def test_report_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv, tmp_path):
-    from eegfm_bench.reports.page import write_page
+    from eegfm_bench.reports.page import run_report
 
     out = tmp_path / "page"
     rc, printed, loaded = run_light(["report", str(finished_cv), "--out", str(out)])
@@ -84,14 +84,14 @@ def test_report_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv, tmp_p
     assert "2 subject-grouped test folds" in light["report.md"]
     import torch  # noqa: F401  (the heavy path: the same page written by a process that holds the whole stack)
 
-    write_page([finished_cv], out)
+    run_report([finished_cv], out)
     for name, text in light.items():
         assert _undated((out / name).read_text()) == text, f"{name}: the light page differs from the heavy one"
 
 
 @requires_data
 def test_plan_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv):
-    from eegfm_bench.runs.plan.command import plan_cv
+    from eegfm_bench.runs.plan.command import run_plan
     from eegfm_bench.runs.plan.finished import finished_plan
 
     config = str(finished_cv.parent / "cv.yaml")
@@ -104,7 +104,7 @@ def test_plan_of_a_finished_cv_loads_no_deep_learning_stack(finished_cv):
     assert "2 cells (2 already have rows of their config hash, 0 to run); launcher none: 0 job(s)" in printed
     assert "nothing to run: every cell has rows of its config hash" in printed
     # the whole plan (windows read, cells enumerated and hashed) agrees with what the light one read from the files
-    heavy = plan_cv(config, measure=False)
+    heavy = run_plan(config, measure=False)
     for key in ("n_cells", "n_done", "todo", "heads", "detectable", "confound", "launcher", "n_jobs"):
         assert light[key] == heavy[key], key
     # a config the run did not run is not finished: plan then takes the whole way

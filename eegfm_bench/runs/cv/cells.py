@@ -605,7 +605,7 @@ def check_subjects(cfg: CVConfig) -> tuple[list | None, int]:
     return picked, len(picked)
 
 
-def check_config(config, args: Sequence[str] = (), *, progress: bool = True) -> None:
+def run_check(config, args: Sequence[str] = (), *, progress: bool = True) -> None:
     """One batch through every configured run before a long cv run: a ``Trainer`` with ``fast_dev_run=1`` fits one
     training and one validation batch of fold 0 (forward, loss, backward, metrics) per run × head.
 

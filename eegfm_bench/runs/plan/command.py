@@ -197,7 +197,7 @@ def lightning_overhead(tr: dict) -> dict:
     return {"per_epoch": per_epoch, "per_cell": per_cell, "test": min(per_cell, float(np.mean(test)))}
 
 
-def plan_cv(config, args: Sequence[str] = (), *, bench: str | None = None, measure: bool = True) -> dict:
+def run_plan(config, args: Sequence[str] = (), *, bench: str | None = None, measure: bool = True) -> dict:
     """The plan of a cv config as a dict (cells, jobs, passes, estimate); see the module docstring.
 
     The confound check the cv runs after its headline cells (on by default for event-locked tasks) is planned too:
@@ -363,4 +363,4 @@ def parallel_jobs(lc, n_jobs: int) -> int:
     return 1
 
 
-__all__ = ["plan_cv"]
+__all__ = ["run_plan"]

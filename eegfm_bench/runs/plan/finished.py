@@ -9,7 +9,7 @@ braindecode (docs/guide/architecture.md, house rules; ``tests/spine/test_light_c
 
 Whatever is not surely finished — another config, a cell left, a task given as a relative path, a setting the run's
 file holds differently — is answered ``None`` here, and ``plan`` goes the whole way
-(:func:`~eegfm_bench.runs.plan.command.plan_cv`): this module never decides that something must run.
+(:func:`~eegfm_bench.runs.plan.command.run_plan`): this module never decides that something must run.
 
 What a light read cannot see: the run's resolution of the settings a config leaves to the task (``confound``'s
 ``enabled`` / ``variations`` when the config leaves them null) is taken from its ``config.yaml``, and a data file
@@ -77,7 +77,7 @@ def _confound_as_run(given: ConfoundConfig | bool, saved: ConfoundConfig) -> Con
 
 def finished_plan(configs: Sequence[str], args: Sequence[str] = ()) -> dict | None:
     """The plan of a finished cv run (module docstring), in the form of
-    :func:`~eegfm_bench.runs.plan.command.plan_cv` with ``"finished": True``, or None when the run is not surely
+    :func:`~eegfm_bench.runs.plan.command.run_plan` with ``"finished": True``, or None when the run is not surely
     finished for this config.
 
     Parameters

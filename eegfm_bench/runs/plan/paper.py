@@ -43,7 +43,7 @@ from eegfm_bench.data.sources import DataNotFoundError
 from eegfm_bench.data.tasks import DeclaredTask, get_task
 from eegfm_bench.models.checkpoints import CheckpointError, resolve
 from eegfm_bench.config.audit import AuditConfig
-from eegfm_bench.runs.cv.cells import check_config, load_config
+from eegfm_bench.runs.cv.cells import run_check, load_config
 from eegfm_bench.runs.controls.config import load_config as load_controls
 from eegfm_bench.runs.interpret.config import load_interpret_config
 from eegfm_bench.runs.sweep.config import load_sweep_config
@@ -280,7 +280,7 @@ def _check_cv(cfg, say) -> None:
     if not have:
         say("no run to check: every run needs missing weights")
         return
-    check_config(replace(cfg, runs=have))
+    run_check(replace(cfg, runs=have))
 
 
 def _check_member(member: PaperMember, paper: PaperConfig, say, seen: dict) -> str:
@@ -317,7 +317,7 @@ def check_paper(path, members: Sequence[str] | None = None) -> dict[str, str]:
     """``eegfm-bench check --config <paper file>``: every member on the data on disk (offline).
 
     A cv or truncation member runs one training and one validation batch of every run whose weights are present
-    (:func:`~eegfm_bench.runs.cv.cells.check_config`); the others are validated (keys, values, conditions). Members
+    (:func:`~eegfm_bench.runs.cv.cells.run_check`); the others are validated (keys, values, conditions). Members
     whose dataset has no local copy are listed with the reason; missing weights are named with where to put them.
     ``EEGFM_OFFLINE`` and ``HF_HUB_OFFLINE`` default to 1 here: a check downloads nothing.
 

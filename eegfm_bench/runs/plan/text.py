@@ -35,7 +35,7 @@ def throughput_line(label: str, t: dict) -> str:
 
 
 def plan_markdown(p: dict) -> str:
-    """The ``eegfm-bench plan`` text of a :func:`plan_cv` dict: summary line, per-cell table (windows, backbone
+    """The ``eegfm-bench plan`` text of a :func:`run_plan` dict: summary line, per-cell table (windows, backbone
     passes), cached passes, throughput per model (windows/s) and the device-hour estimate."""
     lines = [f"# plan: {p['config']} → {p['out_dir']}", "",
              f"{p['n_cells']} cells ({p['n_done']} already have rows of their config hash, {len(p['todo'])} to run); "
