@@ -133,3 +133,32 @@ def test_plan_of_a_cv_config_takes_the_launcher_flags(tmp_path, capsys):
     assert main(args + ["--workers", "2"]) == 0
     out = capsys.readouterr().out
     assert "launcher local: 2 job(s)" in out and "2 at once" in out
+
+
+def test_plan_counts_channel_removal_only_for_heads_that_take_any_token_count(tmp_path):
+    """The sweep member's pairs: channel-removal conditions count for a variable-channel model only where its head
+    takes any number of tokens (the head's own answer, as the sweep asks it): LaBraM's mean and ``mlp`` with
+    ``pooling: mean`` take all 26 conditions, its flatten and ``mlp`` with ``pooling: flatten`` the 21 without
+    removal, as EEGNet's flatten."""
+    from eegfm_bench.runs.plan.paper_plan import plan_paper
+
+    paper = yaml.safe_load(P003.read_text())
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(yaml.safe_dump({"runs": [
+        {"model": "eegnet", "regime": "full", "heads": ["flatten"]},
+        {"model": "labram", "regime": "full", "heads": ["mean", "flatten", "mlp"], "head_kwargs": {"mlp": {"pooling": "flatten"}}},
+        {"model": "labram", "regime": "head_only", "heads": ["mlp"], "head_kwargs": {"pooling": "mean"}}]}))
+    d = P003.parent / "003"
+    paper["members"] = [
+        {"name": "eyes_cv", "command": "cv", "config": [str(d / "cv.yaml"), str(runs), str(d / "tasks" / "eyes.yaml")]},
+        {"name": "eyes_sweep", "command": "sweep", "config": [str(d / "sweep.yaml")], "after": ["eyes_cv"],
+         "args": ["--cv_out_dir", "results/paper003/eyes/cv", "--out_dir", "results/paper003/eyes/sweep"]}]
+    paper["throughput"] = str(P003.parent / paper["throughput"])
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(paper, allow_unicode=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = plan_paper(path, bench=str(_bench(tmp_path)), measure=False, members=["eyes_cv", "eyes_sweep"])
+    rows = {r["member"]: r for r in p["members"]}
+    # labram mean, labram mlp/mean: 26; eegnet flatten, labram flatten, labram mlp/flatten: 21; 10 folds
+    assert rows["eyes_sweep"]["cells"] == 10 * (2 * 26 + 3 * 21)
